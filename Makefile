@@ -1,0 +1,43 @@
+# kiln's entry points. `make run` and `make test` work from a fresh clone on Debian 12 as root:
+# each first installs what it needs (scripts/install-deps.sh is idempotent and fast).
+JOBS ?= $(shell nproc)
+BUILD ?= build
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test test-asan fuzz clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: the quickstart example builds the seed MLP, prints its IR and runs it.
+run: build
+	./$(BUILD)/quickstart
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Unit and golden tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs the .kir parser fuzzer.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON -DKILN_TESTS=OFF
+	cmake --build build-fuzz -j $(JOBS) --target fuzz-kir-parser
+	mkdir -p build-fuzz/corpus-kir
+	./build-fuzz/tests/fuzz/fuzz-kir-parser build-fuzz/corpus-kir tests/golden -max_total_time=$(FUZZ_SECONDS) -max_len=4096
+
+clean:
+	rm -rf build build-asan build-fuzz

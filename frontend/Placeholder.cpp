@@ -1,0 +1,2 @@
+// placeholder until the frontend lands
+namespace kiln::frontend {}

@@ -1,0 +1,48 @@
+#pragma once
+// Element types and static shapes: the vocabulary every other part of kiln uses.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+enum class DType : uint8_t { F32, F64, F16, BF16, I64, I32, I8, U8, Bool };
+inline constexpr int kNumDTypes = 9;
+
+/// Bytes one element occupies in memory.
+size_t dtypeSize(DType dtype);
+/// The mnemonic used in IR text and tools: "f32", "i64", "bool", ...
+std::string_view dtypeName(DType dtype);
+std::optional<DType> parseDType(std::string_view name);
+bool isFloat(DType dtype);   // f32, f64, f16, bf16
+bool isInteger(DType dtype); // i64, i32, i8, u8 (not bool)
+bool isSigned(DType dtype);
+
+/// Static dimensions; a rank-0 shape is a scalar.
+using Shape = std::vector<int64_t>;
+
+/// Number of elements; 1 for a scalar, 0 if any dim is 0.
+int64_t numElements(const Shape &shape);
+std::string shapeToString(const Shape &shape); // "[2,3]"
+/// Row-major strides in elements.
+std::vector<int64_t> contiguousStrides(const Shape &shape);
+/// Maps a possibly negative axis into [0, rank); throws kiln::Error naming `what` if out of range.
+int64_t normalizeAxis(int64_t axis, int64_t rank, std::string_view what);
+
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numElements() const { return kiln::numElements(shape); }
+  size_t byteSize() const { return static_cast<size_t>(numElements()) * dtypeSize(dtype); }
+  std::string toString() const; // "f32[2,3]"
+  bool operator==(const TensorType &other) const {
+    return dtype == other.dtype && shape == other.shape;
+  }
+  bool operator!=(const TensorType &other) const { return !(*this == other); }
+};
+
+} // namespace kiln

@@ -1,0 +1,99 @@
+#include "ir/Evaluator.h"
+
+#include <unordered_map>
+
+#include "ir/Builder.h"
+#include "ir/Error.h"
+
+namespace kiln::ir {
+
+std::unique_ptr<Graph> decompositionGraph(OpKind op, const std::vector<TensorType> &inputs,
+                                          const AttrMap &attrs) {
+  auto graph = std::make_unique<Graph>(std::string(opName(op)));
+  std::vector<Value *> args;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    args.push_back(graph->addInput(inputs[i], fmt::format("in{}", i)));
+  Builder builder(*graph);
+  graph->setOutputs(opDef(op).decompose(builder, args, completeAttrs(op, attrs)));
+  return graph;
+}
+
+std::vector<Tensor> evaluateOp(OpKind op, const std::vector<Tensor> &inputs, const AttrMap &attrs,
+                               const std::vector<TensorType> &outputTypes) {
+  const OpDef &def = opDef(op);
+  if (opTraits(op).tier == OpTier::Composite) {
+    std::vector<TensorType> inputTypes;
+    for (auto &t : inputs)
+      inputTypes.push_back(t.type());
+    auto graph = decompositionGraph(op, inputTypes, attrs);
+    return evaluate(*graph, inputs);
+  }
+  if (!def.eval)
+    fail("{}: op has no reference evaluation", opName(op));
+  std::vector<Tensor> outputs = def.eval(inputs, attrs, outputTypes);
+  if (outputs.size() != outputTypes.size())
+    fail("{}: reference evaluation returned {} outputs, expected {}", opName(op), outputs.size(),
+         outputTypes.size());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].type() != outputTypes[i])
+      fail("{}: reference evaluation returned {} for output {}, expected {}", opName(op),
+           outputs[i].type().toString(), i, outputTypes[i].toString());
+  return outputs;
+}
+
+std::vector<Tensor> evaluate(const Graph &graph, const std::vector<Tensor> &inputs, const ParamValues &params) {
+  if (inputs.size() != graph.inputs().size())
+    fail("graph @{} takes {} inputs, got {}", graph.name(), graph.inputs().size(), inputs.size());
+  std::unordered_map<const Value *, Tensor> env;
+  // Remaining uses per value, so intermediates are freed after their last use: the evaluator
+  // must handle ResNet-50 and BERT without holding every activation.
+  std::unordered_map<const Value *, size_t> remaining;
+  auto bind = [&](const Value *value, Tensor tensor) {
+    remaining[value] = value->uses().size();
+    env[value] = std::move(tensor);
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Value *input = graph.inputs()[i];
+    if (!inputs[i].defined() || inputs[i].type() != input->type())
+      fail("graph @{}: input {} ('{}') expects {}, got {}", graph.name(), i, input->name(),
+           input->type().toString(), inputs[i].defined() ? inputs[i].type().toString() : "nothing");
+    bind(input, inputs[i]);
+  }
+  for (const Node *node : graph.nodes()) {
+    std::vector<Tensor> args;
+    for (const Value *input : node->inputs())
+      args.push_back(env.at(input));
+    std::vector<TensorType> outputTypes;
+    for (size_t i = 0; i < node->numOutputs(); ++i)
+      outputTypes.push_back(node->output(i)->type());
+    std::vector<Tensor> results;
+    if (node->op() == OpKind::Param) {
+      const std::string &name = node->attrString("name");
+      auto given = params.find(name);
+      if (given != params.end()) {
+        if (given->second.type() != outputTypes[0])
+          fail("parameter '{}' expects {}, got {}", name, outputTypes[0].toString(),
+               given->second.type().toString());
+        results.push_back(given->second);
+      } else if (node->attrTensor("value").defined()) {
+        results.push_back(node->attrTensor("value"));
+      } else {
+        fail("parameter '{}' has no value", name);
+      }
+    } else {
+      results = evaluateOp(node->op(), args, node->attrs(), outputTypes);
+    }
+    args.clear();
+    for (const Value *input : node->inputs())
+      if (--remaining[input] == 0 && !graph.isOutput(input))
+        env.erase(input);
+    for (size_t i = 0; i < results.size(); ++i)
+      bind(node->output(i), std::move(results[i]));
+  }
+  std::vector<Tensor> outputs;
+  for (const Value *output : graph.outputs())
+    outputs.push_back(env.at(output));
+  return outputs;
+}
+
+} // namespace kiln::ir

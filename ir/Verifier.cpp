@@ -1,0 +1,77 @@
+#include "ir/Verifier.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "ir/Builder.h"
+#include "ir/Error.h"
+
+namespace kiln::ir {
+
+namespace {
+
+std::string where(const Graph &graph, size_t index, const Node *node) {
+  return fmt::format("graph @{}: node {} ({})", graph.name(), index, node->opName());
+}
+
+void checkUseLists(const Graph &graph, const Value *value, const std::string &what) {
+  for (const Use &use : value->uses()) {
+    if (use.user->graph() != &graph || use.operandIndex < 0 ||
+        static_cast<size_t>(use.operandIndex) >= use.user->numInputs() ||
+        use.user->input(static_cast<size_t>(use.operandIndex)) != value)
+      fail("graph @{}: {} has a dangling use by a {} node", graph.name(), what, use.user->opName());
+  }
+}
+
+} // namespace
+
+void verify(const Graph &graph) {
+  std::unordered_set<const Value *> defined;
+  for (const Value *input : graph.inputs()) {
+    if (input->graph() != &graph || !input->isGraphInput())
+      fail("graph @{}: input '{}' does not belong to the graph", graph.name(), input->name());
+    defined.insert(input);
+    checkUseLists(graph, input, fmt::format("input '{}'", input->name()));
+  }
+  size_t index = 0;
+  for (const Node *node : graph.nodes()) {
+    std::vector<TensorType> inputTypes;
+    for (size_t i = 0; i < node->numInputs(); ++i) {
+      const Value *input = node->input(i);
+      if (!defined.count(input))
+        fail("{}: operand {} is not defined before its use", where(graph, index, node), i);
+      const auto &uses = input->uses();
+      if (std::count(uses.begin(), uses.end(), Use{const_cast<Node *>(node), static_cast<int>(i)}) != 1)
+        fail("{}: operand {} is missing from its value's use list", where(graph, index, node), i);
+      inputTypes.push_back(input->type());
+    }
+    std::vector<TensorType> expected;
+    try {
+      AttrMap complete = completeAttrs(node->op(), node->attrs());
+      if (!attrMapsEqual(complete, node->attrs()))
+        fail("attributes are incomplete");
+      expected = inferTypes(node->op(), inputTypes, node->attrs());
+    } catch (const Error &e) {
+      throw Error(fmt::format("{}: {}", where(graph, index, node), e.what()));
+    }
+    if (expected.size() != node->numOutputs())
+      fail("{}: has {} outputs, inference gives {}", where(graph, index, node), node->numOutputs(),
+           expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const Value *output = node->output(i);
+      if (output->type() != expected[i])
+        fail("{}: output {} has type {}, inference gives {}", where(graph, index, node), i,
+             output->type().toString(), expected[i].toString());
+      if (output->producer() != node || output->outputIndex() != static_cast<int>(i))
+        fail("{}: output {} does not point back to its node", where(graph, index, node), i);
+      checkUseLists(graph, output, fmt::format("node {} output {}", index, i));
+      defined.insert(output);
+    }
+    ++index;
+  }
+  for (size_t i = 0; i < graph.outputs().size(); ++i)
+    if (!defined.count(graph.outputs()[i]))
+      fail("graph @{}: returned value {} is not defined in the graph", graph.name(), i);
+}
+
+} // namespace kiln::ir

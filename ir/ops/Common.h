@@ -1,0 +1,49 @@
+#pragma once
+// Helpers shared by the op family files: shape rules (broadcasting, axes) and the index
+// arithmetic of the reference evaluator. Written for clarity: the evaluator is the oracle.
+#include <functional>
+
+#include "ir/Attribute.h"
+#include "ir/Error.h"
+#include "ir/Op.h"
+
+namespace kiln::ir::ops {
+
+/// numpy broadcasting of two shapes; throws kiln::Error naming both shapes if incompatible.
+Shape broadcastShapes(const Shape &a, const Shape &b);
+
+/// Requires every input to have the same dtype; returns it.
+DType commonDType(const std::vector<TensorType> &inputs);
+
+/// Normalises reduction/permutation axes for `rank`: negatives mapped, duplicates rejected.
+std::vector<int64_t> normalizeAxes(const std::vector<int64_t> &axes, int64_t rank, std::string_view what);
+
+/// Multi-index <-> flat index for row-major shapes.
+std::vector<int64_t> unflattenIndex(int64_t flat, const Shape &shape);
+int64_t flattenIndex(const std::vector<int64_t> &index, const Shape &shape);
+
+/// Flat index into a tensor of shape `inShape` that is broadcast to `outShape`, for the
+/// element at multi-index `outIndex` of the output (inShape right-aligned against outShape).
+int64_t broadcastSourceIndex(const std::vector<int64_t> &outIndex, const Shape &inShape);
+
+/// Calls fn(index, flat) for every element of `shape` in row-major order.
+void forEachIndex(const Shape &shape, const std::function<void(const std::vector<int64_t> &, int64_t)> &fn);
+
+/// Elementwise evaluation with broadcasting: out[i] = fn(inputs at the broadcast position).
+/// Values are read as double for float inputs and as exact int64 for integer and bool inputs.
+using ScalarFn = std::function<double(const std::vector<double> &)>;
+using IntFn = std::function<int64_t(const std::vector<int64_t> &)>;
+Tensor mapElements(const std::vector<Tensor> &inputs, const TensorType &outType, const ScalarFn &floatFn,
+                   const IntFn &intFn);
+
+/// Attribute spec shorthands for family files.
+AttrSpec intAttr(std::string name, std::optional<int64_t> defaultValue = std::nullopt);
+AttrSpec floatAttr(std::string name, std::optional<double> defaultValue = std::nullopt);
+AttrSpec intsAttr(std::string name, std::optional<std::vector<int64_t>> defaultValue = std::nullopt);
+AttrSpec floatsAttr(std::string name, std::optional<std::vector<double>> defaultValue = std::nullopt);
+AttrSpec stringAttr(std::string name, std::optional<std::string> defaultValue = std::nullopt);
+AttrSpec dtypeAttr(std::string name, std::optional<DType> defaultValue = std::nullopt);
+/// A tensor attribute whose default is the undefined tensor (absent).
+AttrSpec optionalTensorAttr(std::string name);
+
+} // namespace kiln::ir::ops
