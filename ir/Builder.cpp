@@ -16,7 +16,7 @@ AttrMap completeAttrs(OpKind op, AttrMap attrs) {
   for (auto &[name, value] : attrs) {
     auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](auto &s) { return s.name == name; });
     if (spec == def.attrs.end())
-      fail("{}: unknown attribute '{}'", opName(op), name);
+      fail("unknown attribute '{}'", name);
     AttrKind given = attrKind(value);
     if (given == spec->kind)
       continue;
@@ -29,15 +29,14 @@ AttrMap completeAttrs(OpKind op, AttrMap attrs) {
                std::get<std::vector<double>>(value).empty()) {
       value = std::vector<int64_t>{};
     } else {
-      fail("{}: attribute '{}' must be {}, got {}", opName(op), name, attrKindName(spec->kind),
-           attrKindName(given));
+      fail("attribute '{}' must be {}, got {}", name, attrKindName(spec->kind), attrKindName(given));
     }
   }
   for (const AttrSpec &spec : def.attrs) {
     if (attrs.count(spec.name))
       continue;
     if (!spec.defaultValue)
-      fail("{}: missing required attribute '{}'", opName(op), spec.name);
+      fail("missing required attribute '{}'", spec.name);
     attrs[spec.name] = *spec.defaultValue;
   }
   return attrs;
