@@ -47,9 +47,10 @@ template <Domain domain, double (*floatFn)(double), int64_t (*intFn)(int64_t)> O
 
 int64_t noInt(int64_t) { return 0; } // unreachable: inference rejects integer operands
 double fNeg(double x) { return -x; }
-int64_t iNeg(int64_t x) { return -x; }
+// Negation in uint64 so that INT64_MIN wraps to itself (as numpy does) instead of being UB.
+int64_t iNeg(int64_t x) { return static_cast<int64_t>(0 - static_cast<uint64_t>(x)); }
 double fAbs(double x) { return std::fabs(x); }
-int64_t iAbs(int64_t x) { return x < 0 ? -x : x; }
+int64_t iAbs(int64_t x) { return x < 0 ? iNeg(x) : x; }
 double fExp(double x) { return std::exp(x); }
 double fExpm1(double x) { return std::expm1(x); }
 double fLog(double x) { return std::log(x); }
