@@ -58,9 +58,16 @@ bool isInteger(DType dtype) {
 bool isSigned(DType dtype) { return isFloat(dtype) || (isInteger(dtype) && dtype != DType::U8); }
 
 int64_t numElements(const Shape &shape) {
+  // Shapes come from user files (ONNX, .kir, .npy), so the product is checked: a wrapped
+  // count would turn into an undersized allocation and out-of-bounds reads.
   int64_t n = 1;
-  for (int64_t d : shape)
+  for (int64_t d : shape) {
+    if (d < 0)
+      fail("shape {} has a negative dimension", shapeToString(shape));
+    if (d != 0 && n > (int64_t(1) << 62) / d)
+      fail("shape {} has too many elements", shapeToString(shape));
     n *= d;
+  }
   return n;
 }
 

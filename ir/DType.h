@@ -23,7 +23,8 @@ bool isSigned(DType dtype);
 /// Static dimensions; a rank-0 shape is a scalar.
 using Shape = std::vector<int64_t>;
 
-/// Number of elements; 1 for a scalar, 0 if any dim is 0.
+/// Number of elements; 1 for a scalar, 0 if any dim is 0. Throws kiln::Error for a negative
+/// dim or a count past 2^62.
 int64_t numElements(const Shape &shape);
 std::string shapeToString(const Shape &shape); // "[2,3]"
 /// Row-major strides in elements.

@@ -1,14 +1,266 @@
-// PLACEHOLDER: to be replaced by the real Movement family semantics.
+// Movement ops that only re-index elements: reshape, permute and broadcast (primitives), and
+// squeeze, unsqueeze and flatten (composites, each defined as one reshape). The ops that cut
+// or assemble regions (slice, pad, concat, split) live in MovementRegion.cpp.
+//
+// Reference evaluation copies element bytes rather than converting through double, so every
+// dtype moves exactly (an i64 above 2^53 or a NaN payload survives).
+#include <cstring>
+
+#include "ir/Builder.h"
 #include "ir/ops/Common.h"
+
 namespace kiln::ir {
-OpDef defineReshape() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef definePermute() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef defineBroadcast() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef defineSlice() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef definePad() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef defineConcat() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef defineSplit() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef defineSqueeze() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef defineUnsqueeze() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
-OpDef defineFlatten() { OpDef d; d.infer = [](const std::vector<TensorType>&, const AttrMap&) -> std::vector<TensorType> { fail("not implemented yet"); }; return d; }
+
+using namespace ops;
+
+namespace {
+
+/// Copies single elements between two tensors of one dtype, by flat index.
+class ElementCopier {
+public:
+  ElementCopier(const Tensor &from, Tensor &to)
+      : src_(static_cast<const unsigned char *>(from.data())), dst_(static_cast<unsigned char *>(to.data())),
+        size_(dtypeSize(from.dtype())) {}
+  void operator()(int64_t from, int64_t to) const {
+    std::memcpy(dst_ + static_cast<size_t>(to) * size_, src_ + static_cast<size_t>(from) * size_, size_);
+  }
+
+private:
+  const unsigned char *src_;
+  unsigned char *dst_;
+  size_t size_;
+};
+
+/// Element count of a shape taken from an attribute; unlike numElements it refuses shapes
+/// whose count does not fit in int64 instead of silently wrapping.
+int64_t checkedNumElements(const Shape &shape, std::string_view what) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    if (__builtin_mul_overflow(count, dim, &count))
+      fail("{} {} has more elements than fit in int64", what, shapeToString(shape));
+  return count;
 }
+
+void requireNonNegativeDims(const Shape &shape, std::string_view what) {
+  for (int64_t dim : shape)
+    if (dim < 0)
+      fail("{} {} has a negative dimension {}", what, shapeToString(shape), dim);
+}
+
+// reshape: `shape` with at most one -1 (inferred). A 0 is a zero-size dim, not ONNX's "copy
+// the input dim", so a shape attribute always means the same thing whatever the input.
+Shape reshapeTarget(const Shape &input, const std::vector<int64_t> &spec) {
+  Shape target = spec;
+  int64_t inferredAxis = -1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (spec[i] == -1) {
+      if (inferredAxis >= 0)
+        fail("shape {} has more than one -1", shapeToString(spec));
+      inferredAxis = static_cast<int64_t>(i);
+      target[i] = 1;
+    } else if (spec[i] < 0) {
+      fail("shape {} has a negative dimension {} (only -1, meaning inferred, is allowed)",
+           shapeToString(spec), spec[i]);
+    }
+  }
+  int64_t known = checkedNumElements(target, "shape");
+  int64_t total = numElements(input);
+  if (inferredAxis < 0) {
+    if (known != total)
+      fail("cannot reshape {} ({} elements) into {} ({} elements)", shapeToString(input), total,
+           shapeToString(spec), known);
+    return target;
+  }
+  if (known == 0)
+    fail("cannot infer the -1 in shape {}: the other dims hold no elements, so any size would fit",
+         shapeToString(spec));
+  if (total % known != 0)
+    fail("cannot reshape {} ({} elements) into {}: {} is not a multiple of {}", shapeToString(input), total,
+         shapeToString(spec), total, known);
+  target[inferredAxis] = total / known;
+  return target;
+}
+
+std::vector<int64_t> resolvePerm(const std::vector<int64_t> &perm, int64_t rank) {
+  if (static_cast<int64_t>(perm.size()) != rank)
+    fail("perm {} has {} entries, but the operand has rank {}", shapeToString(perm), perm.size(), rank);
+  // rank entries, each in range and none repeated: exactly a permutation of 0..rank-1.
+  return normalizeAxes(perm, rank, "perm");
+}
+
+// broadcast: numpy broadcast_to; the operand is right-aligned and its size-1 dims stretch.
+void checkBroadcastable(const Shape &input, const Shape &target) {
+  requireNonNegativeDims(target, "shape");
+  checkedNumElements(target, "shape");
+  if (input.size() > target.size())
+    fail("cannot broadcast {} to {}: the target has a lower rank", shapeToString(input),
+         shapeToString(target));
+  size_t offset = target.size() - input.size();
+  for (size_t d = 0; d < input.size(); ++d)
+    if (input[d] != 1 && input[d] != target[d + offset])
+      fail("cannot broadcast {} to {}: operand dim {} has size {}, the target needs {}", shapeToString(input),
+           shapeToString(target), d, input[d], target[d + offset]);
+}
+
+// squeeze: `axes` empty removes every size-1 dim; named axes must have size 1.
+Shape squeezedShape(const Shape &input, const std::vector<int64_t> &axesAttr) {
+  int64_t rank = static_cast<int64_t>(input.size());
+  std::vector<bool> drop(input.size(), false);
+  if (axesAttr.empty()) {
+    for (size_t d = 0; d < input.size(); ++d)
+      drop[d] = input[d] == 1;
+  }
+  for (int64_t axis : normalizeAxes(axesAttr, rank, "axes")) {
+    if (input[axis] != 1)
+      fail("cannot squeeze axis {}: it has size {}, not 1", axis, input[axis]);
+    drop[axis] = true;
+  }
+  Shape out;
+  for (size_t d = 0; d < input.size(); ++d)
+    if (!drop[d])
+      out.push_back(input[d]);
+  return out;
+}
+
+// unsqueeze: `axes` are positions in the output, so negatives count from the output's rank.
+Shape unsqueezedShape(const Shape &input, const std::vector<int64_t> &axesAttr) {
+  int64_t outRank = static_cast<int64_t>(input.size() + axesAttr.size());
+  std::vector<bool> isNew(static_cast<size_t>(outRank), false);
+  for (int64_t axis : normalizeAxes(axesAttr, outRank, "axes"))
+    isNew[axis] = true;
+  Shape out;
+  size_t next = 0;
+  for (int64_t d = 0; d < outRank; ++d)
+    out.push_back(isNew[d] ? 1 : input[next++]);
+  return out;
+}
+
+// flatten: torch.flatten(start, end) merges dims start..end (inclusive) into one.
+Shape flattenedShape(const Shape &input, int64_t startAttr, int64_t endAttr) {
+  // torch treats a scalar as a one-element vector, so flattening it gives [1].
+  Shape shape = input.empty() ? Shape{1} : input;
+  int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t start = normalizeAxis(startAttr, rank, "start");
+  int64_t end = normalizeAxis(endAttr, rank, "end");
+  if (start > end)
+    fail("start {} comes after end {} (rank {})", startAttr, endAttr, rank);
+  Shape out(shape.begin(), shape.begin() + start);
+  int64_t merged = 1;
+  for (int64_t d = start; d <= end; ++d)
+    merged *= shape[d];
+  out.push_back(merged);
+  out.insert(out.end(), shape.begin() + end + 1, shape.end());
+  return out;
+}
+
+Value *reshapeTo(Builder &builder, Value *input, Shape shape) {
+  return builder.create(OpKind::Reshape, {input}, {{"shape", std::move(shape)}});
+}
+
+} // namespace
+
+OpDef defineReshape() {
+  OpDef def;
+  def.attrs = {intsAttr("shape")};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    return std::vector<TensorType>{{in[0].dtype, reshapeTarget(in[0].shape, attrInts(attrs, "shape"))}};
+  };
+  def.eval = [](const std::vector<Tensor> &in, const AttrMap &, const std::vector<TensorType> &out) {
+    // A fresh copy, so no later in-place user of the result can write into the operand.
+    return std::vector<Tensor>{in[0].clone().reshaped(out[0].shape)};
+  };
+  return def;
+}
+
+OpDef definePermute() {
+  OpDef def;
+  def.attrs = {intsAttr("perm")};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    std::vector<int64_t> perm = resolvePerm(attrInts(attrs, "perm"), in[0].rank());
+    Shape shape;
+    for (int64_t axis : perm)
+      shape.push_back(in[0].shape[axis]);
+    return std::vector<TensorType>{{in[0].dtype, shape}};
+  };
+  def.eval = [](const std::vector<Tensor> &in, const AttrMap &attrs, const std::vector<TensorType> &out) {
+    const Tensor &x = in[0];
+    std::vector<int64_t> perm = resolvePerm(attrInts(attrs, "perm"), x.rank());
+    // Output axis d walks input axis perm[d], so it advances by that axis's stride.
+    std::vector<int64_t> inStrides = contiguousStrides(x.shape());
+    std::vector<int64_t> strideOfOutAxis;
+    for (int64_t axis : perm)
+      strideOfOutAxis.push_back(inStrides[axis]);
+    Tensor y(out[0]);
+    ElementCopier copy(x, y);
+    forEachIndex(y.shape(), [&](const std::vector<int64_t> &index, int64_t flat) {
+      int64_t source = 0;
+      for (size_t d = 0; d < index.size(); ++d)
+        source += index[d] * strideOfOutAxis[d];
+      copy(source, flat);
+    });
+    return std::vector<Tensor>{y};
+  };
+  return def;
+}
+
+OpDef defineBroadcast() {
+  OpDef def;
+  def.attrs = {intsAttr("shape")};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    const Shape &target = attrInts(attrs, "shape");
+    checkBroadcastable(in[0].shape, target);
+    return std::vector<TensorType>{{in[0].dtype, target}};
+  };
+  def.eval = [](const std::vector<Tensor> &in, const AttrMap &, const std::vector<TensorType> &out) {
+    const Tensor &x = in[0];
+    Tensor y(out[0]);
+    ElementCopier copy(x, y);
+    forEachIndex(y.shape(), [&](const std::vector<int64_t> &index, int64_t flat) {
+      copy(broadcastSourceIndex(index, x.shape()), flat);
+    });
+    return std::vector<Tensor>{y};
+  };
+  return def;
+}
+
+OpDef defineSqueeze() {
+  OpDef def;
+  def.attrs = {intsAttr("axes", std::vector<int64_t>{})};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    return std::vector<TensorType>{{in[0].dtype, squeezedShape(in[0].shape, attrInts(attrs, "axes"))}};
+  };
+  def.decompose = [](Builder &builder, const std::vector<Value *> &in, const AttrMap &attrs) {
+    Shape shape = squeezedShape(in[0]->shape(), attrInts(attrs, "axes"));
+    return std::vector<Value *>{reshapeTo(builder, in[0], std::move(shape))};
+  };
+  return def;
+}
+
+OpDef defineUnsqueeze() {
+  OpDef def;
+  def.attrs = {intsAttr("axes")};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    return std::vector<TensorType>{{in[0].dtype, unsqueezedShape(in[0].shape, attrInts(attrs, "axes"))}};
+  };
+  def.decompose = [](Builder &builder, const std::vector<Value *> &in, const AttrMap &attrs) {
+    Shape shape = unsqueezedShape(in[0]->shape(), attrInts(attrs, "axes"));
+    return std::vector<Value *>{reshapeTo(builder, in[0], std::move(shape))};
+  };
+  return def;
+}
+
+OpDef defineFlatten() {
+  OpDef def;
+  def.attrs = {intAttr("start", 0), intAttr("end", -1)};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    Shape shape = flattenedShape(in[0].shape, attrInt(attrs, "start"), attrInt(attrs, "end"));
+    return std::vector<TensorType>{{in[0].dtype, shape}};
+  };
+  def.decompose = [](Builder &builder, const std::vector<Value *> &in, const AttrMap &attrs) {
+    Shape shape = flattenedShape(in[0]->shape(), attrInt(attrs, "start"), attrInt(attrs, "end"));
+    return std::vector<Value *>{reshapeTo(builder, in[0], std::move(shape))};
+  };
+  return def;
+}
+
+} // namespace kiln::ir
