@@ -1,6 +1,13 @@
 #pragma once
 // Parser for the .kir text form written by ir/Printer.h. Every error is a kiln::Error of the
 // form "FILE:LINE:COL: message"; the parsed graph is verified before it is returned.
+//
+// The parser never recurses on the input's nesting (the grammar has none beyond fixed depth),
+// reads each byte a bounded number of times, and allocates in proportion to the input, so no
+// input can overflow the stack or hang it. Limits that keep later shape arithmetic far from
+// int64 overflow: at most kMaxParseRank dims per type, each dim and the product of the
+// non-zero dims at most kMaxParseElements.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -9,7 +16,14 @@
 
 namespace kiln::ir {
 
+inline constexpr size_t kMaxParseInputBytes = size_t(1) << 30;
+inline constexpr int64_t kMaxParseRank = 64;
+inline constexpr int64_t kMaxParseElements = int64_t(1) << 48;
+
+/// Value names in the text become Value::name(), except numeric ones (%0, %12), which are the
+/// printer's numbering of unnamed values. Graph inputs need real names.
 std::unique_ptr<Graph> parseGraph(std::string_view text, const std::string &sourceName = "<input>");
+/// Reads and parses a file; "-" reads standard input. A missing file is a kiln::Error.
 std::unique_ptr<Graph> parseGraphFile(const std::string &path);
 
 } // namespace kiln::ir

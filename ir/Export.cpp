@@ -1,0 +1,227 @@
+// DOT through Boost.Graph's write_graphviz over an adjacency_list copy of the graph; JSON
+// written directly (the format is small and fixed, so no JSON library is needed).
+#include "ir/Export.h"
+
+#include <cmath>
+#include <sstream>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/graphviz.hpp>
+#include <fmt/format.h>
+
+#include "ir/Printer.h"
+
+namespace kiln::ir {
+
+namespace {
+
+// --- DOT -----------------------------------------------------------------------------------
+
+struct DotVertex {
+  std::string label;
+  std::string shape;
+};
+struct DotEdge {
+  std::string label;
+};
+// bidirectionalS keeps a global edge list, so write_graphviz walks edges in insertion order
+// (and avoids the per-vertex edge iterator that trips GCC 12's -Wmaybe-uninitialized).
+using DotGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, DotVertex, DotEdge>;
+
+/// A DOT double-quoted string; '\n' in `text` becomes DOT's centred line break.
+std::string dotQuote(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (c == '\n')
+      out += "\\n";
+    else if (static_cast<unsigned char>(c) >= 0x20)
+      out += c;
+  }
+  return out + "\"";
+}
+
+std::string typesOf(const Node &node) {
+  std::vector<std::string> types;
+  for (size_t i = 0; i < node.numOutputs(); ++i)
+    types.push_back(node.output(i)->type().toString());
+  return fmt::format("{}", fmt::join(types, ", "));
+}
+
+// --- JSON ----------------------------------------------------------------------------------
+
+/// Length of the valid UTF-8 sequence starting at text[i], or 0 if there is none.
+size_t utf8SequenceLength(std::string_view text, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  unsigned char lead = byte(i);
+  size_t length = lead >= 0xf0 && lead <= 0xf4 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 && lead < 0xe0 ? 2 : 0;
+  if (length == 0 || i + length > text.size())
+    return 0;
+  for (size_t k = 1; k < length; ++k)
+    if ((byte(i + k) & 0xc0) != 0x80)
+      return 0;
+  return length;
+}
+
+/// A JSON string. Names in kiln may hold any bytes; bytes that are not valid UTF-8 become
+/// U+FFFD so that the document stays valid JSON.
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size();) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += text[i++];
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\u{:04x}", c);
+      ++i;
+    } else if (c < 0x80) {
+      out += text[i++];
+    } else if (size_t length = utf8SequenceLength(text, i)) {
+      out += text.substr(i, length);
+      i += length;
+    } else {
+      out += "\\ufffd";
+      ++i;
+    }
+  }
+  return out + "\"";
+}
+
+std::string jsonReal(double value, bool asFloat) {
+  if (!std::isfinite(value))
+    return jsonString(fmt::format("{}", value)); // "inf", "-inf", "nan"
+  return asFloat ? formatFloat(static_cast<float>(value)) : formatDouble(value);
+}
+
+constexpr int64_t kJsonTensorValues = 8;
+
+std::string jsonTensor(const Tensor &tensor) {
+  if (!tensor.defined())
+    return "null";
+  std::vector<std::string> values;
+  int64_t shown = std::min(tensor.numElements(), kJsonTensorValues);
+  for (int64_t i = 0; i < shown; ++i) {
+    if (isFloat(tensor.dtype()))
+      values.push_back(jsonReal(tensor.getDouble(i), tensor.dtype() != DType::F64));
+    else if (tensor.dtype() == DType::Bool)
+      values.push_back(tensor.getInt(i) ? "true" : "false");
+    else
+      values.push_back(fmt::format("{}", tensor.getInt(i)));
+  }
+  return fmt::format("{{\"type\": {}, \"values\": [{}], \"truncated\": {}}}", jsonString(tensor.type().toString()),
+                     fmt::join(values, ", "), shown < tensor.numElements() ? "true" : "false");
+}
+
+std::string jsonAttribute(const Attribute &attr) {
+  switch (attrKind(attr)) {
+  case AttrKind::Int: return fmt::format("{}", std::get<int64_t>(attr));
+  case AttrKind::Float: return jsonReal(std::get<double>(attr), false);
+  case AttrKind::Ints: return fmt::format("[{}]", fmt::join(std::get<std::vector<int64_t>>(attr), ", "));
+  case AttrKind::Floats: {
+    std::vector<std::string> items;
+    for (double v : std::get<std::vector<double>>(attr))
+      items.push_back(jsonReal(v, false));
+    return fmt::format("[{}]", fmt::join(items, ", "));
+  }
+  case AttrKind::String: return jsonString(std::get<std::string>(attr));
+  case AttrKind::DType: return jsonString(dtypeName(std::get<DType>(attr)));
+  case AttrKind::Tensor: return jsonTensor(std::get<Tensor>(attr));
+  }
+  return "null";
+}
+
+} // namespace
+
+std::string toDot(const Graph &graph) {
+  auto names = printedValueNames(graph);
+  auto ref = [&](const Value *value) {
+    auto it = names.find(value);
+    return it == names.end() ? std::string("%?") : "%" + it->second;
+  };
+  DotGraph dot;
+  // add_vertex(g) then set the bundle: add_vertex(property, g) trips GCC 12's
+  // -Wuninitialized inside Boost's named-graph lookup under ASan.
+  auto addVertex = [&](std::string label, std::string shape) {
+    auto vertex = boost::add_vertex(dot);
+    dot[vertex] = DotVertex{std::move(label), std::move(shape)};
+    return vertex;
+  };
+  std::unordered_map<const Value *, DotGraph::vertex_descriptor> producerVertex;
+  for (const Value *input : graph.inputs())
+    producerVertex[input] = addVertex(ref(input) + "\n" + input->type().toString(), "ellipse");
+  auto addEdge = [&](const Value *value, DotGraph::vertex_descriptor to) {
+    auto from = producerVertex.find(value);
+    if (from != producerVertex.end())
+      boost::add_edge(from->second, to, DotEdge{ref(value)}, dot);
+  };
+  for (const Node *node : graph.nodes()) {
+    std::string label(node->opName());
+    if (node->op() == OpKind::Param && node->hasAttr("name") &&
+        std::holds_alternative<std::string>(node->attrs().at("name")))
+      label += " " + quoteString(node->attrString("name"));
+    auto vertex = addVertex(label + "\n" + typesOf(*node), "box");
+    for (const Value *input : node->inputs())
+      addEdge(input, vertex);
+    for (size_t i = 0; i < node->numOutputs(); ++i)
+      producerVertex[node->output(i)] = vertex;
+  }
+  auto ret = addVertex("return", "doublecircle");
+  for (const Value *output : graph.outputs())
+    addEdge(output, ret);
+
+  std::ostringstream out;
+  boost::write_graphviz(
+      out, dot,
+      [&](std::ostream &os, DotGraph::vertex_descriptor v) {
+        os << "[label=" << dotQuote(dot[v].label) << ", shape=" << dot[v].shape << "]";
+      },
+      [&](std::ostream &os, DotGraph::edge_descriptor e) { os << "[label=" << dotQuote(dot[e].label) << "]"; },
+      [&](std::ostream &os) {
+        os << "label=" << dotQuote("@" + graph.name()) << ";\n";
+        os << "node [fontname=\"monospace\"];\n";
+        os << "edge [fontname=\"monospace\"];\n";
+      });
+  return out.str();
+}
+
+std::string toJson(const Graph &graph) {
+  auto names = printedValueNames(graph);
+  auto ref = [&](const Value *value) {
+    auto it = names.find(value);
+    return jsonString(it == names.end() ? std::string("%?") : "%" + it->second);
+  };
+  std::string out = fmt::format("{{\n  \"name\": {},\n  \"inputs\": [", jsonString(graph.name()));
+  const char *separator = "\n    ";
+  for (const Value *input : graph.inputs()) {
+    out += fmt::format("{}{{\"name\": {}, \"type\": {}}}", separator, ref(input), jsonString(input->type().toString()));
+    separator = ",\n    ";
+  }
+  out += graph.inputs().empty() ? "],\n" : "\n  ],\n";
+  out += "  \"nodes\": [";
+  separator = "\n    ";
+  for (const Node *node : graph.nodes()) {
+    std::vector<std::string> inputs, outputs, types, attrs;
+    for (const Value *input : node->inputs())
+      inputs.push_back(ref(input));
+    for (size_t i = 0; i < node->numOutputs(); ++i) {
+      outputs.push_back(ref(node->output(i)));
+      types.push_back(jsonString(node->output(i)->type().toString()));
+    }
+    for (const auto &[name, value] : node->attrs())
+      attrs.push_back(fmt::format("{}: {}", jsonString(name), jsonAttribute(value)));
+    out += fmt::format("{}{{\"op\": {}, \"inputs\": [{}], \"outputs\": [{}], \"types\": [{}], \"attrs\": {{{}}}}}",
+                       separator, jsonString(node->opName()), fmt::join(inputs, ", "), fmt::join(outputs, ", "),
+                       fmt::join(types, ", "), fmt::join(attrs, ", "));
+    separator = ",\n    ";
+  }
+  out += graph.numNodes() == 0 ? "],\n" : "\n  ],\n";
+  std::vector<std::string> outputs;
+  for (const Value *output : graph.outputs())
+    outputs.push_back(ref(output));
+  out += fmt::format("  \"outputs\": [{}]\n}}\n", fmt::join(outputs, ", "));
+  return out;
+}
+
+} // namespace kiln::ir

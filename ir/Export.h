@@ -1,0 +1,21 @@
+#pragma once
+// Graph exports for other tools: Graphviz DOT for pictures and JSON for scripts. Both use the
+// value names of the text form (ir/Printer.h), so the three views of a graph line up.
+#include <string>
+
+#include "ir/Graph.h"
+
+namespace kiln::ir {
+
+/// A Graphviz digraph: one vertex per graph input (labelled "%x" and its type), one per node
+/// (labelled with its op and output types), one for the return; an edge per operand,
+/// labelled with the value's name.
+std::string toDot(const Graph &graph);
+
+/// A JSON document: {"name", "inputs": [{"name", "type"}], "nodes": [{"op", "inputs",
+/// "outputs", "types", "attrs"}], "outputs"}. Every attribute is present; tensors are
+/// summarised as {"type", "values"} with at most 8 leading values and "truncated"; floats
+/// that JSON cannot hold (inf, nan) are strings.
+std::string toJson(const Graph &graph);
+
+} // namespace kiln::ir
