@@ -111,8 +111,9 @@ bool DependenceGraph::hasCycle() const {
 std::vector<Node *> DependenceGraph::stableTopologicalOrder() const {
   const BoostGraph &g = impl_->graph;
   std::vector<size_t> inDegree(boost::num_vertices(g), 0);
-  for (auto [e, end] = boost::edges(g); e != end; ++e)
-    ++inDegree[boost::target(*e, g)];
+  for (Vertex v = 0; v < inDegree.size(); ++v)
+    for (auto [e, end] = boost::out_edges(v, g); e != end; ++e)
+      ++inDegree[boost::target(*e, g)];
   std::priority_queue<Vertex, std::vector<Vertex>, std::greater<Vertex>> ready;
   for (Vertex v = 0; v < inDegree.size(); ++v)
     if (inDegree[v] == 0)

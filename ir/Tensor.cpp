@@ -131,7 +131,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 bool Tensor::identical(const Tensor &other) const {
   if (type_ != other.type_ || defined() != other.defined())
     return false;
-  return !defined() || std::memcmp(data(), other.data(), byteSize()) == 0;
+  return !defined() || byteSize() == 0 || std::memcmp(data(), other.data(), byteSize()) == 0;
 }
 
 uint16_t floatToHalf(float value) {

@@ -93,16 +93,28 @@ Tensor parseNpy(const std::string &bytes, const std::string &what) {
     fail("{}: .npy shape is unterminated", what);
   Shape shape;
   std::string dims = header.substr(pos + 1, end - pos - 1);
-  std::stringstream stream(dims);
-  std::string item;
+  // Split on commas, keeping empty items: "()" and "(4,)" end in one blank item, which is
+  // fine; any other blank item ("(,)", "(2,,3)") is malformed.
+  std::vector<std::string> items;
+  for (size_t from = 0;;) {
+    size_t comma = dims.find(',', from);
+    items.push_back(dims.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos)
+      break;
+    from = comma + 1;
+  }
   int64_t total = 1;
-  while (std::getline(stream, item, ',')) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string &item = items[i];
     size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \tL");
-    if (a == std::string::npos)
-      continue; // the empty item after a trailing comma
-    std::string digits = item.substr(a, b - a + 1);
+    if (a == std::string::npos) {
+      if (i + 1 == items.size())
+        break;
+      fail("{}: bad .npy shape '({})'", what, dims);
+    }
+    std::string digits = b == std::string::npos || b < a ? "" : item.substr(a, b - a + 1);
     if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string::npos)
-      fail("{}: bad .npy dimension '{}'", what, digits);
+      fail("{}: bad .npy dimension '{}'", what, item);
     int64_t d = std::stoll(digits);
     if (d != 0 && total > (int64_t(1) << 40) / d)
       fail("{}: .npy shape is too large", what);
@@ -117,6 +129,12 @@ Tensor parseNpy(const std::string &bytes, const std::string &what) {
   Tensor tensor(dtype, shape);
   if (need)
     std::memcpy(tensor.data(), bytes.data() + dataStart, need);
+  if (dtype == DType::Bool) {
+    // kiln's bool elements are 0 or 1 (ops copy their bytes); any other byte is true.
+    auto *flags = tensor.dataAs<unsigned char>();
+    for (int64_t i = 0; i < total; ++i)
+      flags[i] = flags[i] != 0;
+  }
   return tensor;
 }
 
@@ -150,7 +168,8 @@ std::string serializeNpy(const Tensor &tensor) {
   out += static_cast<char>(header.size() & 0xff);
   out += static_cast<char>(header.size() >> 8);
   out += header;
-  out.append(static_cast<const char *>(tensor.data()), tensor.byteSize());
+  if (tensor.byteSize() > 0) // an empty tensor's data() may be null
+    out.append(static_cast<const char *>(tensor.data()), tensor.byteSize());
   return out;
 }
 

@@ -1,0 +1,195 @@
+#include "frontend/Math.h"
+
+#include <limits>
+
+#include "ir/Error.h"
+
+namespace kiln::frontend {
+
+using ir::OpKind;
+
+namespace {
+
+// Promotion categories: bool < integers < floats.
+int category(DType dtype) { return dtype == DType::Bool ? 0 : isInteger(dtype) ? 1 : 2; }
+
+Var floatOperand(const Var &x) { return isFloat(x.dtype()) ? x : cast(x, DType::F32); }
+
+Var unary(OpKind op, const Var &x) { return x.builder().op(op, {x}); }
+
+Var floatUnary(OpKind op, const Var &x) {
+  Var operand = floatOperand(x);
+  return operand.builder().op(op, {operand});
+}
+
+/// Both operands converted to their promoted dtype; checks they share a builder first so that
+/// the error names the op rather than a cast.
+std::pair<Var, Var> promoted(std::string_view what, const Var &a, const Var &b) {
+  if (!a.defined() || !b.defined())
+    fail("{}: operand {} is undefined", what, a.defined() ? 1 : 0);
+  if (&a.builder() != &b.builder())
+    fail("{}({}, {}): the operands belong to different GraphBuilders", what, a.type().toString(),
+         b.type().toString());
+  DType common = promoteTypes(a.dtype(), b.dtype());
+  return {cast(a, common), cast(b, common)};
+}
+
+Var binary(OpKind op, const Var &a, const Var &b) {
+  auto [x, y] = promoted(ir::opName(op), a, b);
+  return x.builder().op(op, {x, y});
+}
+
+Var trueDivide(const Var &a, const Var &b) {
+  auto [x, y] = promoted("div", a, b);
+  return x.builder().op(OpKind::Div, {floatOperand(x), floatOperand(y)});
+}
+
+Var reduce(OpKind op, const Var &x, std::vector<int64_t> axes, bool keepdims) {
+  return x.builder().op(op, {x}, {{"axes", std::move(axes)}, {"keepdims", int64_t{keepdims}}});
+}
+
+Var argReduce(OpKind op, const Var &x, int64_t axis, bool keepdims) {
+  return x.builder().op(op, {x}, {{"axis", axis}, {"keepdims", int64_t{keepdims}}});
+}
+
+Var boolAsCount(const Var &x) { return x.dtype() == DType::Bool ? cast(x, DType::I64) : x; }
+
+Var logical(OpKind op, const Var &a, const Var &b) {
+  Var x = cast(a, DType::Bool), y = cast(b, DType::Bool);
+  return x.builder().op(op, {x, y});
+}
+
+} // namespace
+
+DType promoteTypes(DType a, DType b) {
+  if (a == b)
+    return a;
+  int ca = category(a), cb = category(b);
+  if (ca != cb)
+    return ca > cb ? a : b;
+  // Same category, different types: the wider one; equal widths (i8/u8, f16/bf16) need a type
+  // that holds both, the next wider one kiln has.
+  if (dtypeSize(a) != dtypeSize(b))
+    return dtypeSize(a) > dtypeSize(b) ? a : b;
+  return ca == 1 ? DType::I32 : DType::F32;
+}
+
+DType scalarOperandType(DType tensor, Scalar::Kind kind) {
+  int scalarCategory = kind == Scalar::Kind::Bool ? 0 : kind == Scalar::Kind::Int ? 1 : 2;
+  if (scalarCategory <= category(tensor))
+    return tensor;
+  return scalarCategory == 1 ? DType::I64 : DType::F32;
+}
+
+Var scalarLike(const Var &like, Scalar value) {
+  return like.builder().scalar(value.value, scalarOperandType(like.dtype(), value.kind));
+}
+
+Var cast(const Var &x, DType dtype) {
+  if (x.dtype() == dtype)
+    return x;
+  return x.builder().op(OpKind::Cast, {x}, {{"to", dtype}});
+}
+
+Var neg(const Var &x) { return unary(OpKind::Neg, x); }
+Var abs(const Var &x) { return unary(OpKind::Abs, x); }
+Var exp(const Var &x) { return floatUnary(OpKind::Exp, x); }
+Var expm1(const Var &x) { return floatUnary(OpKind::Expm1, x); }
+Var log(const Var &x) { return floatUnary(OpKind::Log, x); }
+Var log1p(const Var &x) { return floatUnary(OpKind::Log1p, x); }
+Var sqrt(const Var &x) { return floatUnary(OpKind::Sqrt, x); }
+Var rsqrt(const Var &x) { return floatUnary(OpKind::Rsqrt, x); }
+Var reciprocal(const Var &x) { return floatUnary(OpKind::Reciprocal, x); }
+Var tanh(const Var &x) { return floatUnary(OpKind::Tanh, x); }
+Var sigmoid(const Var &x) { return floatUnary(OpKind::Sigmoid, x); }
+Var erf(const Var &x) { return floatUnary(OpKind::Erf, x); }
+Var relu(const Var &x) { return unary(OpKind::Relu, x); }
+Var sin(const Var &x) { return floatUnary(OpKind::Sin, x); }
+Var cos(const Var &x) { return floatUnary(OpKind::Cos, x); }
+Var tan(const Var &x) { return floatUnary(OpKind::Tan, x); }
+Var asin(const Var &x) { return floatUnary(OpKind::Asin, x); }
+Var acos(const Var &x) { return floatUnary(OpKind::Acos, x); }
+Var atan(const Var &x) { return floatUnary(OpKind::Atan, x); }
+Var sinh(const Var &x) { return floatUnary(OpKind::Sinh, x); }
+Var cosh(const Var &x) { return floatUnary(OpKind::Cosh, x); }
+Var floor(const Var &x) { return unary(OpKind::Floor, x); }
+Var ceil(const Var &x) { return unary(OpKind::Ceil, x); }
+Var round(const Var &x) { return unary(OpKind::Round, x); }
+Var sign(const Var &x) { return unary(OpKind::Sign, x); }
+Var isnan(const Var &x) { return floatUnary(OpKind::IsNan, x); }
+Var isinf(const Var &x) { return floatUnary(OpKind::IsInf, x); }
+Var logicalNot(const Var &x) { return unary(OpKind::Not, cast(x, DType::Bool)); }
+
+// Each binary function in its three forms; the scalar forms turn the scalar into a constant
+// of the type it takes next to the tensor, then share the tensor-tensor path.
+#define KILN_DEFINE_BINARY(name, body)                                                                \
+  Var name(const Var &a, const Var &b) { return body(a, b); }                                         \
+  Var name(const Var &a, Scalar b) { return body(a, scalarLike(a, b)); }                              \
+  Var name(Scalar a, const Var &b) { return body(scalarLike(b, a), b); }
+
+#define KILN_IR_BINARY(kind) [](const Var &x, const Var &y) { return binary(OpKind::kind, x, y); }
+#define KILN_LOGICAL(kind) [](const Var &x, const Var &y) { return logical(OpKind::kind, x, y); }
+
+KILN_DEFINE_BINARY(add, KILN_IR_BINARY(Add))
+KILN_DEFINE_BINARY(sub, KILN_IR_BINARY(Sub))
+KILN_DEFINE_BINARY(mul, KILN_IR_BINARY(Mul))
+KILN_DEFINE_BINARY(div, trueDivide)
+KILN_DEFINE_BINARY(pow, KILN_IR_BINARY(Pow))
+KILN_DEFINE_BINARY(maximum, KILN_IR_BINARY(Max))
+KILN_DEFINE_BINARY(minimum, KILN_IR_BINARY(Min))
+KILN_DEFINE_BINARY(mod, KILN_IR_BINARY(Mod))
+KILN_DEFINE_BINARY(eq, KILN_IR_BINARY(Eq))
+KILN_DEFINE_BINARY(ne, KILN_IR_BINARY(Ne))
+KILN_DEFINE_BINARY(lt, KILN_IR_BINARY(Lt))
+KILN_DEFINE_BINARY(le, KILN_IR_BINARY(Le))
+KILN_DEFINE_BINARY(gt, KILN_IR_BINARY(Gt))
+KILN_DEFINE_BINARY(ge, KILN_IR_BINARY(Ge))
+KILN_DEFINE_BINARY(bitwiseAnd, KILN_IR_BINARY(And))
+KILN_DEFINE_BINARY(bitwiseOr, KILN_IR_BINARY(Or))
+KILN_DEFINE_BINARY(bitwiseXor, KILN_IR_BINARY(Xor))
+KILN_DEFINE_BINARY(logicalAnd, KILN_LOGICAL(And))
+KILN_DEFINE_BINARY(logicalOr, KILN_LOGICAL(Or))
+KILN_DEFINE_BINARY(logicalXor, KILN_LOGICAL(Xor))
+
+#undef KILN_LOGICAL
+#undef KILN_IR_BINARY
+#undef KILN_DEFINE_BINARY
+
+Var where(const Var &cond, const Var &x, const Var &y) {
+  auto [a, b] = promoted("where", x, y);
+  return a.builder().op(OpKind::Where, {cond, a, b});
+}
+
+Var where(const Var &cond, const Var &x, Scalar y) { return where(cond, x, scalarLike(x, y)); }
+Var where(const Var &cond, Scalar x, const Var &y) { return where(cond, scalarLike(y, x), y); }
+
+Var clamp(const Var &x, std::optional<double> min, std::optional<double> max) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  return x.builder().op(OpKind::Clip, {x}, {{"min", min.value_or(-kInf)}, {"max", max.value_or(kInf)}});
+}
+
+Var sum(const Var &x, std::vector<int64_t> axes, bool keepdims) {
+  return reduce(OpKind::ReduceSum, boolAsCount(x), std::move(axes), keepdims);
+}
+
+Var mean(const Var &x, std::vector<int64_t> axes, bool keepdims) {
+  return reduce(OpKind::ReduceMean, floatOperand(x), std::move(axes), keepdims);
+}
+
+Var prod(const Var &x, std::vector<int64_t> axes, bool keepdims) {
+  return reduce(OpKind::ReduceProd, boolAsCount(x), std::move(axes), keepdims);
+}
+
+Var max(const Var &x, std::vector<int64_t> axes, bool keepdims) {
+  return reduce(OpKind::ReduceMax, x, std::move(axes), keepdims);
+}
+
+Var min(const Var &x, std::vector<int64_t> axes, bool keepdims) {
+  return reduce(OpKind::ReduceMin, x, std::move(axes), keepdims);
+}
+
+Var argmax(const Var &x, int64_t axis, bool keepdims) { return argReduce(OpKind::ArgMax, x, axis, keepdims); }
+
+Var argmin(const Var &x, int64_t axis, bool keepdims) { return argReduce(OpKind::ArgMin, x, axis, keepdims); }
+
+} // namespace kiln::frontend

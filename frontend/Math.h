@@ -1,0 +1,160 @@
+#pragma once
+// Math on Vars: unary functions, binary functions with numpy broadcasting (from the IR ops)
+// and torch-like dtype promotion (done here, by inserting casts), comparisons, logical ops,
+// where, cast and clamp, the operator overloads, and reductions.
+//
+// Promotion: bool < integers < floats; within integers the wider type wins (i8 with u8 gives
+// i32, kiln having no i16); within floats the wider type wins (f16 with bf16 gives f32). A
+// C++ scalar operand takes the tensor's dtype unless it is of a higher category, as in torch:
+// `i32 * 2` is i32, `i32 * 0.5` is f32, `bool + 1` is i64.
+#include <optional>
+#include <type_traits>
+
+#include "frontend/GraphBuilder.h"
+
+namespace kiln::frontend {
+
+/// The dtype two tensor operands are converted to.
+DType promoteTypes(DType a, DType b);
+
+/// A C++ number used as an operand; remembers whether it was written as a bool, an integer or
+/// a floating-point value, which decides promotion. The value is held as a double, so integers
+/// beyond 2^53 lose their low bits.
+struct Scalar {
+  enum class Kind { Bool, Int, Float };
+  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  Scalar(T v) // NOLINT: implicit on purpose, so that `x * 2.0` and `add(x, 1)` read naturally
+      : value(static_cast<double>(v)),
+        kind(std::is_same_v<T, bool> ? Kind::Bool : std::is_integral_v<T> ? Kind::Int : Kind::Float) {}
+  double value;
+  Kind kind;
+};
+
+/// The dtype a scalar operand takes next to a tensor of dtype `tensor`.
+DType scalarOperandType(DType tensor, Scalar::Kind kind);
+/// A scalar as a rank-0 constant of the type it takes next to `like`.
+Var scalarLike(const Var &like, Scalar value);
+
+/// Converts to `dtype`; returns `x` itself when it already has that dtype.
+Var cast(const Var &x, DType dtype);
+
+// Unary. The float-only functions (exp, log, sqrt, trigonometry, ...) convert integer and bool
+// operands to f32 first, as torch does.
+Var neg(const Var &x);
+Var abs(const Var &x);
+Var exp(const Var &x);
+Var expm1(const Var &x);
+Var log(const Var &x);
+Var log1p(const Var &x);
+Var sqrt(const Var &x);
+Var rsqrt(const Var &x);
+Var reciprocal(const Var &x);
+Var tanh(const Var &x);
+Var sigmoid(const Var &x);
+Var erf(const Var &x);
+Var relu(const Var &x);
+Var sin(const Var &x);
+Var cos(const Var &x);
+Var tan(const Var &x);
+Var asin(const Var &x);
+Var acos(const Var &x);
+Var atan(const Var &x);
+Var sinh(const Var &x);
+Var cosh(const Var &x);
+Var floor(const Var &x);
+Var ceil(const Var &x);
+Var round(const Var &x);
+Var sign(const Var &x);
+Var isnan(const Var &x);
+Var isinf(const Var &x);
+/// Logical not; a non-bool operand is first compared with zero.
+Var logicalNot(const Var &x);
+
+// Binary, each also with a scalar on either side.
+#define KILN_BINARY_FN(name)                                                                          \
+  Var name(const Var &a, const Var &b);                                                               \
+  Var name(const Var &a, Scalar b);                                                                   \
+  Var name(Scalar a, const Var &b);
+KILN_BINARY_FN(add)
+KILN_BINARY_FN(sub)
+KILN_BINARY_FN(mul)
+/// True division, as torch's `/`: integer and bool operands are converted to f32.
+KILN_BINARY_FN(div)
+KILN_BINARY_FN(pow)
+KILN_BINARY_FN(maximum)
+KILN_BINARY_FN(minimum)
+KILN_BINARY_FN(mod)
+// Comparisons promote their operands and give bool.
+KILN_BINARY_FN(eq)
+KILN_BINARY_FN(ne)
+KILN_BINARY_FN(lt)
+KILN_BINARY_FN(le)
+KILN_BINARY_FN(gt)
+KILN_BINARY_FN(ge)
+// The IR's and/or/xor on promoted operands, which must be bool (the IR has no integer
+// bitwise ops yet).
+KILN_BINARY_FN(bitwiseAnd)
+KILN_BINARY_FN(bitwiseOr)
+KILN_BINARY_FN(bitwiseXor)
+// Logical ops convert both operands to bool first.
+KILN_BINARY_FN(logicalAnd)
+KILN_BINARY_FN(logicalOr)
+KILN_BINARY_FN(logicalXor)
+#undef KILN_BINARY_FN
+
+/// Elementwise select; `cond` must be bool, `x` and `y` are promoted to a common dtype.
+Var where(const Var &cond, const Var &x, const Var &y);
+Var where(const Var &cond, const Var &x, Scalar y);
+Var where(const Var &cond, Scalar x, const Var &y);
+
+/// Clamps to [min, max]; either bound may be omitted.
+Var clamp(const Var &x, std::optional<double> min, std::optional<double> max);
+
+// Operators: the arithmetic ones map to add/sub/mul/div/mod, comparisons to eq..ge, & | ^ to
+// the bitwise functions and ! to logicalNot.
+#define KILN_BINARY_OPERATOR(op, fn)                                                                  \
+  inline Var operator op(const Var &a, const Var &b) { return fn(a, b); }                           \
+  inline Var operator op(const Var &a, Scalar b) { return fn(a, b); }                               \
+  inline Var operator op(Scalar a, const Var &b) { return fn(a, b); }
+KILN_BINARY_OPERATOR(+, add)
+KILN_BINARY_OPERATOR(-, sub)
+KILN_BINARY_OPERATOR(*, mul)
+KILN_BINARY_OPERATOR(/, div)
+KILN_BINARY_OPERATOR(%, mod)
+KILN_BINARY_OPERATOR(==, eq)
+KILN_BINARY_OPERATOR(!=, ne)
+KILN_BINARY_OPERATOR(<, lt)
+KILN_BINARY_OPERATOR(<=, le)
+KILN_BINARY_OPERATOR(>, gt)
+KILN_BINARY_OPERATOR(>=, ge)
+KILN_BINARY_OPERATOR(&, bitwiseAnd)
+KILN_BINARY_OPERATOR(|, bitwiseOr)
+KILN_BINARY_OPERATOR(^, bitwiseXor)
+#undef KILN_BINARY_OPERATOR
+
+inline Var operator-(const Var &x) { return neg(x); }
+inline Var operator!(const Var &x) { return logicalNot(x); }
+
+inline Var &operator+=(Var &a, const Var &b) { return a = add(a, b); }
+inline Var &operator-=(Var &a, const Var &b) { return a = sub(a, b); }
+inline Var &operator*=(Var &a, const Var &b) { return a = mul(a, b); }
+inline Var &operator/=(Var &a, const Var &b) { return a = div(a, b); }
+inline Var &operator+=(Var &a, Scalar b) { return a = add(a, b); }
+inline Var &operator-=(Var &a, Scalar b) { return a = sub(a, b); }
+inline Var &operator*=(Var &a, Scalar b) { return a = mul(a, b); }
+inline Var &operator/=(Var &a, Scalar b) { return a = div(a, b); }
+
+// Reductions. `axes` may be negative; an empty list reduces over every axis (giving a scalar
+// unless keepdims). Dtypes follow torch: sum and prod of bool count in i64, mean of an integer
+// or bool tensor is computed in f32.
+Var sum(const Var &x, std::vector<int64_t> axes = {}, bool keepdims = false);
+Var mean(const Var &x, std::vector<int64_t> axes = {}, bool keepdims = false);
+Var prod(const Var &x, std::vector<int64_t> axes = {}, bool keepdims = false);
+/// The largest element over `axes` (the elementwise maximum of two Vars is `maximum`).
+Var max(const Var &x, std::vector<int64_t> axes = {}, bool keepdims = false);
+Var min(const Var &x, std::vector<int64_t> axes = {}, bool keepdims = false);
+/// The i64 position of the first largest (smallest) element along `axis`.
+Var argmax(const Var &x, int64_t axis, bool keepdims = false);
+Var argmin(const Var &x, int64_t axis, bool keepdims = false);
+
+} // namespace kiln::frontend

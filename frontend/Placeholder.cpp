@@ -1,2 +1,0 @@
-// placeholder until the frontend lands
-namespace kiln::frontend {}

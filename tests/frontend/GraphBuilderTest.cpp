@@ -1,0 +1,147 @@
+// GraphBuilder and Var: inputs, parameters, constants, naming, finishing, and the misuse
+// errors (undefined Vars, Vars of another builder, use after finish).
+#include <gtest/gtest.h>
+
+#include "frontend/Frontend.h"
+#include "ir/Error.h"
+#include "ir/Evaluator.h"
+
+using namespace kiln;
+using namespace kiln::frontend;
+
+namespace {
+
+/// Expects `fn` to throw a kiln::Error whose message contains every fragment.
+template <typename Fn> void expectError(Fn &&fn, std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+    FAIL() << "expected a kiln::Error";
+  } catch (const Error &e) {
+    std::string message = e.what();
+    for (const std::string &fragment : fragments)
+      EXPECT_NE(message.find(fragment), std::string::npos) << "'" << fragment << "' not in: " << message;
+  }
+}
+
+} // namespace
+
+TEST(FrontendGraphBuilder, InputsHaveTypesNamesAndOrder) {
+  GraphBuilder gb("g");
+  Var x = gb.input("x", DType::F32, {2, 3});
+  Var n = gb.input("n", TensorType{DType::I64, {}});
+  EXPECT_EQ(x.shape(), (Shape{2, 3}));
+  EXPECT_EQ(x.dtype(), DType::F32);
+  EXPECT_EQ(x.rank(), 2);
+  EXPECT_EQ(x.numElements(), 6);
+  EXPECT_EQ(x.dim(-1), 3);
+  EXPECT_EQ(x.dim(0), 2);
+  EXPECT_EQ(n.rank(), 0);
+  EXPECT_EQ(x.name(), "x");
+  ASSERT_EQ(gb.graph().inputs().size(), 2u);
+  EXPECT_EQ(gb.graph().inputs()[1], n.value());
+  EXPECT_THROW(x.dim(2), Error);
+  EXPECT_THROW(x.dim(-3), Error);
+}
+
+TEST(FrontendGraphBuilder, FinishVerifiesAndReturnsTheGraph) {
+  GraphBuilder gb("twice");
+  Var x = gb.input("x", DType::F32, {3});
+  Var y = relu(x);
+  auto graph = gb.finish({y});
+  ASSERT_TRUE(graph);
+  EXPECT_EQ(graph->name(), "twice");
+  ASSERT_EQ(graph->outputs().size(), 1u);
+  EXPECT_EQ(graph->outputs()[0], y.value());
+  auto out = ir::evaluate(*graph, {Tensor::fromDoubles(DType::F32, {3}, {-1, 0, 2})});
+  EXPECT_EQ(out[0].toDoubles(), (std::vector<double>{0, 0, 2}));
+  EXPECT_TRUE(gb.finished());
+}
+
+TEST(FrontendGraphBuilder, NamedOutputsNameTheirValues) {
+  GraphBuilder gb;
+  Var x = gb.input("x", DType::F32, {2});
+  auto graph = gb.finish({{"doubled", x * 2.0}, {"negated", -x}});
+  ASSERT_EQ(graph->outputs().size(), 2u);
+  EXPECT_EQ(graph->outputs()[0]->name(), "doubled");
+  EXPECT_EQ(graph->outputs()[1]->name(), "negated");
+}
+
+TEST(FrontendGraphBuilder, NoCallsAfterFinish) {
+  GraphBuilder gb("done");
+  Var x = gb.input("x", DType::F32, {2});
+  gb.finish({x});
+  expectError([&] { gb.input("y", DType::F32, {2}); }, {"already finished", "@done"});
+  expectError([&] { relu(x); }, {"already finished"});
+  expectError([&] { gb.finish({x}); }, {"already finished"});
+}
+
+TEST(FrontendGraphBuilder, ParamsCarryInitialValuesAndAreShared) {
+  GraphBuilder gb;
+  Tensor init = Tensor::fromDoubles(DType::F32, {2}, {1.5, -2});
+  Var w = gb.param("w", init);
+  EXPECT_EQ(w.value()->producer()->op(), ir::OpKind::Param);
+  EXPECT_EQ(w.value()->producer()->attrString("name"), "w");
+  EXPECT_TRUE(w.value()->producer()->attrTensor("value").identical(init));
+  // The same name with the same tensor is the same parameter (a module traced twice).
+  Var again = gb.param("w", init);
+  EXPECT_EQ(again.value(), w.value());
+  // The same name with another tensor is a conflict.
+  expectError([&] { gb.param("w", init.clone()); }, {"'w'", "another tensor"});
+  Var free = gb.param("free", TensorType{DType::F32, {2}});
+  EXPECT_FALSE(free.value()->producer()->attrTensor("value").defined());
+  auto graph = gb.finish({w + free});
+  auto out = ir::evaluate(*graph, {}, {{"free", Tensor::fromDoubles(DType::F32, {2}, {10, 20})}});
+  EXPECT_EQ(out[0].toDoubles(), (std::vector<double>{11.5, 18}));
+}
+
+TEST(FrontendGraphBuilder, ConstantsScalarsAndIota) {
+  GraphBuilder gb;
+  Var c = gb.constant(Tensor::fromDoubles(DType::I32, {3}, {4, 5, 6}));
+  Var s = gb.scalar(2.5);
+  EXPECT_EQ(s.type(), (TensorType{DType::F32, {}}));
+  Var i = gb.iota({2, 3}, 1, DType::I32);
+  EXPECT_EQ(i.type(), (TensorType{DType::I32, {2, 3}}));
+  auto graph = gb.finish({c, s, i});
+  auto out = ir::evaluate(*graph, {});
+  EXPECT_EQ(out[0].toDoubles(), (std::vector<double>{4, 5, 6}));
+  EXPECT_EQ(out[1].getDouble(0), 2.5);
+  EXPECT_EQ(out[2].toDoubles(), (std::vector<double>{0, 1, 2, 0, 1, 2}));
+}
+
+TEST(FrontendGraphBuilder, NamesAreIdentifiersAndUnique) {
+  GraphBuilder gb;
+  Var x = gb.input("x", DType::F32, {2});
+  expectError([&] { gb.input("x", DType::F32, {2}); }, {"'x'", "already used"});
+  expectError([&] { gb.input("0abc", DType::F32, {2}); }, {"'0abc'", "not a valid name"});
+  expectError([&] { gb.input("", DType::F32, {2}); }, {"not a valid name"});
+  expectError([&] { gb.input("neg", DType::F32, {-1}); }, {"negative"});
+  Var y = relu(x).setName("fc1.out");
+  EXPECT_EQ(y.name(), "fc1.out");
+  expectError([&] { exp(x).setName("fc1.out"); }, {"'fc1.out'", "already used"});
+  expectError([&] { exp(x).setName("a b"); }, {"not a valid name"});
+  y.setName("renamed"); // a rename frees the old name
+  exp(x).setName("fc1.out");
+}
+
+TEST(FrontendGraphBuilder, UndefinedVarsAreErrorsNotCrashes) {
+  GraphBuilder gb;
+  Var x = gb.input("x", DType::F32, {2});
+  Var none;
+  EXPECT_FALSE(none.defined());
+  EXPECT_THROW(none.shape(), Error);
+  EXPECT_THROW(relu(none), Error);
+  expectError([&] { add(x, none); }, {"undefined"});
+  expectError([&] { gb.op(ir::OpKind::Add, {x, none}); }, {"add", "operand 1", "undefined"});
+  expectError([&] { gb.finish({none}); }, {"finish", "undefined"});
+}
+
+TEST(FrontendGraphBuilder, VarsOfAnotherBuilderAreRejected) {
+  GraphBuilder a("a"), b("b");
+  Var x = a.input("x", DType::F32, {2});
+  Var y = b.input("y", DType::F32, {2});
+  expectError([&] { x + y; }, {"add", "different GraphBuilders"});
+  expectError([&] { a.op(ir::OpKind::Relu, {y}); }, {"relu", "another GraphBuilder", "@b"});
+  expectError([&] { matmul(x, y); }, {"matmul", "another GraphBuilder"});
+  expectError([&] { concat({x, y}, 0); }, {"concat", "another GraphBuilder"});
+  expectError([&] { a.finish({y}); }, {"finish", "another GraphBuilder"});
+}

@@ -1,0 +1,434 @@
+// kiln-run: runs a .kir graph or an .onnx model on .npy / ONNX .pb inputs (or random ones),
+// prints a summary of each output, writes outputs to .npy files and checks them against
+// expected ones; with --onnx-test it runs ONNX backend conformance test folders instead. Every
+// error is one line "kiln-run: MESSAGE" and exit status 1; a failed --check or a failing
+// conformance test is exit status 1 too.
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "frontend/onnx/OnnxBackendTest.h"
+#include "frontend/onnx/OnnxImporter.h"
+#include "ir/Error.h"
+#include "ir/Evaluator.h"
+#include "ir/Parser.h"
+#include "runtime/Npy.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: kiln-run FILE.kir|FILE.onnx [options]
+       kiln-run --onnx-test DIR... [--list-passing FILE] [--jobs N]
+
+Runs the graph in FILE.kir, or the ONNX model in FILE.onnx (imported with kiln's ONNX
+importer), with kiln's reference evaluator and prints one line per output: its name, type and
+a short summary of its values.
+
+options:
+  --input NAME=FILE       bind graph input NAME (by its name in the graph signature, or the ONNX
+                          input name) to FILE: a .npy file, or an ONNX TensorProto (.pb). Inputs
+                          not given are random (kiln::randomTensor: floats in [-1,1), integers in
+                          [0,10)), input number i drawn with seed S+i. For an ONNX model the
+                          given inputs' shapes also fix the model's symbolic dims
+  --param NAME=FILE       bind parameter NAME; parameters whose value is not in the file (printed
+                          as 'elided') and not given are random too, drawn after the inputs
+  --output NAME=FILE.npy  write output NAME to FILE.npy
+  --check NAME=FILE       compare output NAME with FILE (.npy or .pb) (|got - want| <= atol +
+                          rtol*|want|); a mismatch prints the worst element and exits with status 1
+  --rtol R                relative tolerance of --check (default 1e-4; 1e-3 with --onnx-test)
+  --atol A                absolute tolerance of --check (default 1e-5; 1e-7 with --onnx-test)
+  --seed S                seed of the random inputs (default 0)
+  --reference             run with the reference evaluator (the default and, for now, the only
+                          engine)
+  --help                  print this help
+
+conformance (--onnx-test):
+  --onnx-test             treat every DIR argument as an ONNX backend test folder (model.onnx and
+                          test_data_set_*/input_*.pb, output_*.pb) or a folder of such folders;
+                          import, run and compare each (floats within rtol/atol, NaN equal to NaN,
+                          integers and bools exactly). Prints "FAIL name: reason" per failing test,
+                          "SKIP name: reason" per test whose model needs strings, sequences,
+                          optionals, control flow or random ops, and ends with the line
+                          "N passed, M failed, K skipped". Exit status 1 when any test fails
+  --list-passing FILE     write the names of the passing tests to FILE, one per line, sorted
+  --jobs N                run N tests at a time (default 1)
+
+Output names: a returned value's name in the graph (e.g. %logits is "logits"), or "output0",
+"output1", ... by position when the returned value is unnamed (e.g. %7).
+Options taking a value accept both "--opt VALUE" and "--opt=VALUE". Errors print one line
+"kiln-run: MESSAGE" and exit with status 1.
+)";
+
+struct Binding {
+  std::string name, path;
+};
+
+struct Options {
+  std::vector<std::string> paths; // the graph file, or the --onnx-test folders
+  std::vector<Binding> inputs, params, outputs, checks;
+  std::optional<double> rtol, atol;
+  uint64_t seed = 0;
+  bool help = false;
+  bool onnxTest = false;
+  std::string listPassing;
+  int jobs = 1;
+};
+
+Binding parseBinding(const std::string &flag, const std::string &value) {
+  size_t eq = value.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
+    fail("{} expects NAME=FILE.npy, got '{}'", flag, value);
+  return {value.substr(0, eq), value.substr(eq + 1)};
+}
+
+double parseTolerance(const std::string &flag, const std::string &value) {
+  errno = 0;
+  char *end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0)
+    fail("{} expects a non-negative number, got '{}'", flag, value);
+  return v;
+}
+
+uint64_t parseCount(const std::string &flag, const std::string &value, const char *what) {
+  if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
+    fail("{} expects {}, got '{}'", flag, what, value);
+  errno = 0;
+  unsigned long long v = std::strtoull(value.c_str(), nullptr, 10);
+  if (errno == ERANGE)
+    fail("{} value '{}' is too large", flag, value);
+  return v;
+}
+
+Options parseArgs(int argc, char **argv) {
+  Options options;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      options.help = true;
+      continue;
+    }
+    if (arg == "--reference")
+      continue;
+    if (arg == "--onnx-test") {
+      options.onnxTest = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      if (arg == "--" || (!arg.empty() && arg[0] == '-' && arg != "-"))
+        fail("unknown option '{}' (see --help)", arg);
+      options.paths.push_back(arg);
+      continue;
+    }
+    // An option with a value, as "--opt VALUE" or "--opt=VALUE".
+    std::string flag = arg, value;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    static const char *kValued[] = {"--input", "--param", "--output", "--check",        "--rtol",
+                                    "--atol",  "--seed",  "--jobs",   "--list-passing"};
+    if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
+      fail("unknown option '{}' (see --help)", flag);
+    if (eq == std::string::npos) {
+      if (i + 1 >= args.size())
+        fail("{} needs a value", flag);
+      value = args[++i];
+    }
+    if (flag == "--input")
+      options.inputs.push_back(parseBinding(flag, value));
+    else if (flag == "--param")
+      options.params.push_back(parseBinding(flag, value));
+    else if (flag == "--output")
+      options.outputs.push_back(parseBinding(flag, value));
+    else if (flag == "--check")
+      options.checks.push_back(parseBinding(flag, value));
+    else if (flag == "--rtol")
+      options.rtol = parseTolerance(flag, value);
+    else if (flag == "--atol")
+      options.atol = parseTolerance(flag, value);
+    else if (flag == "--seed")
+      options.seed = parseCount(flag, value, "a non-negative integer");
+    else if (flag == "--jobs")
+      options.jobs = static_cast<int>(std::clamp<uint64_t>(parseCount(flag, value, "a positive integer"), 1, 256));
+    else
+      options.listPassing = value;
+  }
+  if (options.help)
+    return options;
+  if (options.onnxTest) {
+    if (options.paths.empty())
+      fail("--onnx-test needs at least one test folder (see --help)");
+    if (!options.inputs.empty() || !options.params.empty() || !options.outputs.empty() || !options.checks.empty())
+      fail("--onnx-test takes its inputs and expected outputs from the test folders; --input, --param, --output "
+           "and --check do not apply");
+    return options;
+  }
+  if (!options.listPassing.empty())
+    fail("--list-passing applies only with --onnx-test");
+  if (options.paths.empty())
+    fail("no graph file given (usage: kiln-run FILE.kir [options]; see --help)");
+  if (options.paths.size() > 1)
+    fail("more than one graph file: '{}' and '{}'", options.paths[0], options.paths[1]);
+  return options;
+}
+
+std::string joinNames(const std::vector<std::string> &names) {
+  return names.empty() ? "(none)" : fmt::format("{}", fmt::join(names, ", "));
+}
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// A tensor file: an ONNX TensorProto when it ends in .pb, else .npy.
+Tensor readTensorFile(const std::string &path) {
+  return endsWith(path, ".pb") ? frontend::readTensorProtoFile(path) : runtime::readNpy(path);
+}
+
+/// Drawing a random tensor larger than memory would end in the OOM killer, not an error; so
+/// tensors kiln-run creates itself must fit in half of the machine's physical memory.
+void checkFitsInMemory(const TensorType &type, const std::string &what) {
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return;
+  double limit = static_cast<double>(pages) * static_cast<double>(pageSize) / 2;
+  double bytes = static_cast<double>(type.numElements()) * static_cast<double>(dtypeSize(type.dtype));
+  if (bytes > limit)
+    fail("{} of type {} needs {:.1f} GiB, more than half of this machine's {:.1f} GiB of memory", what,
+         type.toString(), bytes / (1 << 30), 2 * limit / (1 << 30));
+}
+
+/// The graph's inputs bound to tensors: from --input files (already read into `given` for
+/// ONNX models, read here otherwise), else random.
+std::vector<Tensor> bindInputs(const ir::Graph &graph, const Options &options, std::map<std::string, Tensor> given) {
+  const auto &inputs = graph.inputs();
+  std::vector<std::string> names;
+  for (const ir::Value *input : inputs)
+    names.push_back(input->name());
+  std::vector<Tensor> bound(inputs.size());
+  for (const Binding &binding : options.inputs) {
+    auto it = std::find(names.begin(), names.end(), binding.name);
+    if (it == names.end())
+      fail("unknown input '{}'; graph @{} has inputs: {}", binding.name, graph.name(), joinNames(names));
+    size_t index = static_cast<size_t>(it - names.begin());
+    if (bound[index].defined())
+      fail("input '{}' is given twice", binding.name);
+    Tensor tensor = given.count(binding.name) ? given[binding.name] : readTensorFile(binding.path);
+    if (tensor.type() != inputs[index]->type())
+      fail("input '{}' expects {}, but {} holds {}", binding.name, inputs[index]->type().toString(), binding.path,
+           tensor.type().toString());
+    bound[index] = tensor;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (bound[i].defined())
+      continue;
+    checkFitsInMemory(inputs[i]->type(), fmt::format("input '{}'", names[i]));
+    bound[i] = randomTensor(inputs[i]->type(), options.seed + i);
+  }
+  return bound;
+}
+
+/// Parameter values from --param files, and random ones for parameters that carry none.
+ir::ParamValues bindParams(const ir::Graph &graph, const Options &options) {
+  std::map<std::string, TensorType> types;
+  std::vector<std::string> names;
+  for (const ir::Node *param : graph.params()) {
+    const std::string &name = param->attrString("name");
+    types[name] = param->output()->type();
+    names.push_back(name);
+  }
+  ir::ParamValues values;
+  for (const Binding &binding : options.params) {
+    auto it = types.find(binding.name);
+    if (it == types.end())
+      fail("unknown parameter '{}'; graph @{} has parameters: {}", binding.name, graph.name(), joinNames(names));
+    if (values.count(binding.name))
+      fail("parameter '{}' is given twice", binding.name);
+    Tensor tensor = readTensorFile(binding.path);
+    if (tensor.type() != it->second)
+      fail("parameter '{}' expects {}, but {} holds {}", binding.name, it->second.toString(), binding.path,
+           tensor.type().toString());
+    values[binding.name] = tensor;
+  }
+  uint64_t next = options.seed + graph.inputs().size();
+  for (const ir::Node *param : graph.params()) {
+    const std::string &name = param->attrString("name");
+    if (!values.count(name) && !param->attrTensor("value").defined()) {
+      checkFitsInMemory(types[name], fmt::format("parameter '{}'", name));
+      values[name] = randomTensor(types[name], next);
+    }
+    ++next;
+  }
+  return values;
+}
+
+/// Output names: the returned value's name, or "output<i>".
+std::vector<std::string> outputNames(const ir::Graph &graph) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const std::string &name = graph.outputs()[i]->name();
+    names.push_back(name.empty() ? fmt::format("output{}", i) : name);
+  }
+  return names;
+}
+
+size_t findOutput(const std::vector<std::string> &names, const std::string &name, const std::string &flag) {
+  auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end())
+    fail("{}: unknown output '{}'; the graph's outputs are: {}", flag, name, joinNames(names));
+  return static_cast<size_t>(it - names.begin());
+}
+
+/// Loads the graph. An ONNX model's given inputs are read first: their shapes resolve the
+/// model's symbolic dims.
+std::unique_ptr<ir::Graph> loadGraph(const Options &options, std::map<std::string, Tensor> &given) {
+  const std::string &path = options.paths[0];
+  if (!endsWith(path, ".onnx"))
+    return ir::parseGraphFile(path);
+  frontend::OnnxImportOptions importOptions;
+  for (const Binding &binding : options.inputs) {
+    if (given.count(binding.name))
+      fail("input '{}' is given twice", binding.name);
+    given[binding.name] = readTensorFile(binding.path);
+  }
+  // A name that is not an input is refused by the importer, naming it.
+  for (const auto &[name, tensor] : given)
+    importOptions.inputShapes[name] = tensor.shape();
+  return frontend::importOnnxFile(path, importOptions);
+}
+
+int run(const Options &options) {
+  std::map<std::string, Tensor> given;
+  std::unique_ptr<ir::Graph> graph = loadGraph(options, given);
+  std::vector<std::string> names = outputNames(*graph);
+  // Check every name and read every expected file before the (possibly long) evaluation.
+  for (const Binding &binding : options.outputs)
+    findOutput(names, binding.name, "--output");
+  std::vector<std::pair<size_t, Tensor>> expected;
+  for (const Binding &binding : options.checks)
+    expected.emplace_back(findOutput(names, binding.name, "--check"), readTensorFile(binding.path));
+  std::vector<Tensor> inputs = bindInputs(*graph, options, given);
+  ir::ParamValues params = bindParams(*graph, options);
+
+  std::vector<Tensor> outputs = ir::evaluate(*graph, inputs, params);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::cout << names[i] << ": " << tensorSummary(outputs[i]) << "\n";
+  for (const Binding &binding : options.outputs)
+    runtime::writeNpy(binding.path, outputs[findOutput(names, binding.name, "--output")]);
+
+  int status = 0;
+  double rtol = options.rtol.value_or(1e-4), atol = options.atol.value_or(1e-5);
+  for (const auto &[index, want] : expected) {
+    Comparison comparison = compareTensors(outputs[index], want, rtol, atol);
+    if (comparison.ok) {
+      std::cout << fmt::format("check {}: ok (max abs error {:.3g}, max rel error {:.3g})\n", names[index],
+                               comparison.maxAbsError, comparison.maxRelError);
+    } else {
+      std::cout << std::flush;
+      std::cerr << fmt::format("kiln-run: check {} failed: {}\n", names[index], comparison.message);
+      status = 1;
+    }
+  }
+  return status;
+}
+
+/// --onnx-test: every test runs, whatever happens to the others (runOnnxTestDir never
+/// throws); results print in folder order once all have run.
+int runConformance(const Options &options) {
+  std::vector<std::string> dirs = frontend::findOnnxTestDirs(options.paths);
+  frontend::OnnxTestOptions testOptions;
+  testOptions.rtol = options.rtol.value_or(testOptions.rtol);
+  testOptions.atol = options.atol.value_or(testOptions.atol);
+  std::ofstream list;
+  if (!options.listPassing.empty()) { // opened first, so a bad path fails before the long run
+    list.open(options.listPassing);
+    if (!list)
+      fail("--list-passing: cannot write '{}'", options.listPassing);
+  }
+
+  std::vector<frontend::OnnxTestResult> results(dirs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < dirs.size(); i = next++)
+      results[i] = frontend::runOnnxTestDir(dirs[i], testOptions);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::min<int>(options.jobs, static_cast<int>(dirs.size())); ++t)
+    threads.emplace_back(worker);
+  worker();
+  for (std::thread &thread : threads)
+    thread.join();
+
+  int passed = 0, failed = 0, skipped = 0;
+  std::vector<std::string> passing;
+  for (const frontend::OnnxTestResult &result : results) {
+    switch (result.status) {
+    case frontend::OnnxTestStatus::Pass:
+      ++passed;
+      passing.push_back(result.name);
+      break;
+    case frontend::OnnxTestStatus::Fail:
+      ++failed;
+      std::cout << "FAIL " << result.name << ": " << result.reason << "\n";
+      break;
+    case frontend::OnnxTestStatus::Skip:
+      ++skipped;
+      std::cout << "SKIP " << result.name << ": " << result.reason << "\n";
+      break;
+    }
+  }
+  if (list.is_open()) {
+    std::sort(passing.begin(), passing.end());
+    for (const std::string &name : passing)
+      list << name << "\n";
+    list.close();
+    if (!list)
+      fail("--list-passing: writing '{}' failed", options.listPassing);
+  }
+  std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
+  return failed == 0 ? 0 : 1;
+}
+
+/// One line, whatever the message holds.
+std::string oneLine(std::string message) {
+  for (char &c : message)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  return message;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    Options options = parseArgs(argc, argv);
+    if (options.help) {
+      std::cout << kUsage;
+      return 0;
+    }
+    return options.onnxTest ? runConformance(options) : run(options);
+  } catch (const Error &e) {
+    std::cout << std::flush;
+    std::cerr << "kiln-run: " << oneLine(e.what()) << "\n";
+  } catch (const std::bad_alloc &) {
+    std::cerr << "kiln-run: out of memory (is a tensor in the graph or an input too large?)\n";
+  } catch (const std::exception &e) {
+    std::cerr << "kiln-run: internal error: " << oneLine(e.what()) << "\n";
+  }
+  return 1;
+}
