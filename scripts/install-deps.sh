@@ -8,7 +8,7 @@ packages=(
   libboost-graph-dev libeigen3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  python3 python3-numpy ccache
+  python3 python3-numpy python3-onnx ccache
 )
 
 missing=()

@@ -1,0 +1,265 @@
+// Elementwise ONNX ops: unary math, binary arithmetic and comparisons (numpy broadcasting,
+// which kiln's binary ops share), the variadic Sum/Mean/Max/Min, logic, Where, Cast,
+// CastLike and Clip. ONNX requires both operands of a binary op to have one type, as kiln
+// does, so a mismatch is reported by kiln's builder; only Pow (opset 12+) lets the exponent
+// differ, and it is cast to the base's type.
+#include <cmath>
+#include <limits>
+
+#include "frontend/onnx/OnnxOpTable.h"
+#include "frontend/onnx/OnnxTensor.h"
+
+namespace kiln::frontend {
+
+using ir::OpKind;
+
+namespace {
+
+std::vector<ir::Value *> unary(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
+  return {ctx.op(op, {ctx.input(node, 0)})};
+}
+
+std::vector<ir::Value *> binary(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
+  return {ctx.op(op, {ctx.input(node, 0), ctx.input(node, 1)})};
+}
+
+/// Sum, Max, Min: a left-to-right chain over every operand (one operand is a copy of it).
+ir::Value *chain(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
+  int n = ctx.numInputs(node);
+  if (n < 1)
+    fail("needs at least one input");
+  ir::Value *acc = ctx.input(node, 0);
+  for (int i = 1; i < n; ++i)
+    acc = ctx.op(op, {acc, ctx.input(node, i)});
+  return acc;
+}
+
+} // namespace
+
+std::vector<ir::Value *> mapAbs(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Abs);
+}
+std::vector<ir::Value *> mapAcos(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Acos);
+}
+std::vector<ir::Value *> mapAsin(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Asin);
+}
+std::vector<ir::Value *> mapAtan(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Atan);
+}
+std::vector<ir::Value *> mapCeil(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Ceil);
+}
+std::vector<ir::Value *> mapCos(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Cos);
+}
+std::vector<ir::Value *> mapCosh(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Cosh);
+}
+std::vector<ir::Value *> mapErf(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Erf);
+}
+std::vector<ir::Value *> mapExp(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Exp);
+}
+std::vector<ir::Value *> mapFloor(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Floor);
+}
+std::vector<ir::Value *> mapIsNaN(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::IsNan);
+}
+std::vector<ir::Value *> mapLog(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Log);
+}
+std::vector<ir::Value *> mapNeg(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Neg);
+}
+std::vector<ir::Value *> mapNot(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Not);
+}
+std::vector<ir::Value *> mapReciprocal(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Reciprocal);
+}
+std::vector<ir::Value *> mapRound(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Round);
+}
+std::vector<ir::Value *> mapSign(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Sign);
+}
+std::vector<ir::Value *> mapSin(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Sin);
+}
+std::vector<ir::Value *> mapSinh(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Sinh);
+}
+std::vector<ir::Value *> mapSqrt(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Sqrt);
+}
+std::vector<ir::Value *> mapTan(ImportContext &ctx, const onnx::NodeProto &node) {
+  return unary(ctx, node, OpKind::Tan);
+}
+
+// The inverse hyperbolic functions have no kiln op; their closed forms are accurate enough
+// for a reference (atanh via log1p keeps precision near 0).
+std::vector<ir::Value *> mapAsinh(ImportContext &ctx, const onnx::NodeProto &node) {
+  // asinh(x) = sign(x) * log(|x| + sqrt(x^2 + 1)), symmetric so large negative x stays exact.
+  ir::Value *x = ctx.input(node, 0);
+  ir::Value *ax = ctx.op(OpKind::Abs, {x});
+  ir::Value *root = ctx.op(OpKind::Sqrt, {ctx.op(OpKind::Add, {ctx.op(OpKind::Mul, {x, x}), ctx.scalarLike(x, 1)})});
+  ir::Value *magnitude = ctx.op(OpKind::Log, {ctx.op(OpKind::Add, {ax, root})});
+  return {ctx.op(OpKind::Mul, {ctx.op(OpKind::Sign, {x}), magnitude})};
+}
+
+std::vector<ir::Value *> mapAcosh(ImportContext &ctx, const onnx::NodeProto &node) {
+  // acosh(x) = log(x + sqrt(x^2 - 1)); NaN below 1, as the function is undefined there.
+  ir::Value *x = ctx.input(node, 0);
+  ir::Value *root = ctx.op(OpKind::Sqrt, {ctx.op(OpKind::Sub, {ctx.op(OpKind::Mul, {x, x}), ctx.scalarLike(x, 1)})});
+  return {ctx.op(OpKind::Log, {ctx.op(OpKind::Add, {x, root})})};
+}
+
+std::vector<ir::Value *> mapAtanh(ImportContext &ctx, const onnx::NodeProto &node) {
+  // atanh(x) = (log1p(x) - log1p(-x)) / 2
+  ir::Value *x = ctx.input(node, 0);
+  ir::Value *diff =
+      ctx.op(OpKind::Sub, {ctx.op(OpKind::Log1p, {x}), ctx.op(OpKind::Log1p, {ctx.op(OpKind::Neg, {x})})});
+  return {ctx.op(OpKind::Mul, {diff, ctx.scalarLike(x, 0.5)})};
+}
+
+std::vector<ir::Value *> mapIsInf(ImportContext &ctx, const onnx::NodeProto &node) {
+  OnnxAttrs attrs(node);
+  bool positive = attrs.getInt("detect_positive", 1) != 0, negative = attrs.getInt("detect_negative", 1) != 0;
+  ir::Value *x = ctx.input(node, 0);
+  ir::Value *isInf = ctx.op(OpKind::IsInf, {x});
+  if (positive && negative)
+    return {isInf};
+  // One sign only: an infinity of the other sign must not count. Neither: nothing counts
+  // (x != x is true only for NaN, which is never infinite).
+  ir::Value *wanted = !positive && !negative ? ctx.op(OpKind::Ne, {x, x})
+                                             : ctx.op(positive ? OpKind::Gt : OpKind::Lt, {x, ctx.scalarLike(x, 0)});
+  return {ctx.op(OpKind::And, {isInf, wanted})};
+}
+
+std::vector<ir::Value *> mapAdd(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Add);
+}
+std::vector<ir::Value *> mapSub(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Sub);
+}
+std::vector<ir::Value *> mapMul(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Mul);
+}
+std::vector<ir::Value *> mapDiv(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Div);
+}
+std::vector<ir::Value *> mapEqual(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Eq);
+}
+std::vector<ir::Value *> mapLess(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Lt);
+}
+std::vector<ir::Value *> mapLessOrEqual(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Le);
+}
+std::vector<ir::Value *> mapGreater(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Gt);
+}
+std::vector<ir::Value *> mapGreaterOrEqual(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Ge);
+}
+std::vector<ir::Value *> mapAnd(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::And);
+}
+std::vector<ir::Value *> mapOr(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Or);
+}
+std::vector<ir::Value *> mapXor(ImportContext &ctx, const onnx::NodeProto &node) {
+  return binary(ctx, node, OpKind::Xor);
+}
+
+std::vector<ir::Value *> mapPow(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *base = ctx.input(node, 0), *exponent = ctx.input(node, 1);
+  if (exponent->dtype() != base->dtype())
+    exponent = ctx.op(OpKind::Cast, {exponent}, {{"to", base->dtype()}});
+  return {ctx.op(OpKind::Pow, {base, exponent})};
+}
+
+std::vector<ir::Value *> mapMod(ImportContext &ctx, const onnx::NodeProto &node) {
+  int64_t fmod = OnnxAttrs(node).getInt("fmod", 0);
+  return {ctx.op(OpKind::Mod, {ctx.input(node, 0), ctx.input(node, 1)}, {{"fmod", fmod}})};
+}
+
+std::vector<ir::Value *> mapSum(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {chain(ctx, node, OpKind::Add)};
+}
+std::vector<ir::Value *> mapMax(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {chain(ctx, node, OpKind::Max)};
+}
+std::vector<ir::Value *> mapMin(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {chain(ctx, node, OpKind::Min)};
+}
+
+std::vector<ir::Value *> mapMean(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *sum = chain(ctx, node, OpKind::Add);
+  if (ctx.numInputs(node) == 1)
+    return {sum};
+  return {ctx.op(OpKind::Div, {sum, ctx.scalarLike(sum, ctx.numInputs(node))})};
+}
+
+std::vector<ir::Value *> mapWhere(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {ctx.op(OpKind::Where, {ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)})};
+}
+
+void checkCast(const onnx::NodeProto &node, int64_t, std::vector<std::string> &problems) {
+  std::optional<int64_t> to = OnnxAttrs(node).optInt("to");
+  if (to && !dtypeFromOnnx(static_cast<int32_t>(*to)))
+    problems.push_back(
+        fmt::format("cast to {} is not supported (kiln has no such dtype)", onnxTypeName(static_cast<int32_t>(*to))));
+}
+
+std::vector<ir::Value *> mapCast(ImportContext &ctx, const onnx::NodeProto &node) {
+  std::optional<int64_t> to = OnnxAttrs(node).optInt("to");
+  if (!to)
+    fail("attribute 'to' is required");
+  DType dtype = kilnDType(*to, "the target type 'to'");
+  ir::Value *x = ctx.input(node, 0);
+  if (x->dtype() == dtype)
+    return {x};
+  return {ctx.op(OpKind::Cast, {x}, {{"to", dtype}})};
+}
+
+std::vector<ir::Value *> mapCastLike(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  DType dtype = ctx.inputType(node, 1).dtype;
+  if (x->dtype() == dtype)
+    return {x};
+  return {ctx.op(OpKind::Cast, {x}, {{"to", dtype}})};
+}
+
+// Clip's bounds are attributes before opset 11 and optional scalar inputs from 11 on; kiln
+// needs them at import time either way.
+std::vector<ir::Value *> mapClip(ImportContext &ctx, const onnx::NodeProto &node) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double lo = -kInf, hi = kInf;
+  if (ctx.opset() < 11) {
+    OnnxAttrs attrs(node);
+    lo = attrs.getFloat("min", -kInf);
+    hi = attrs.getFloat("max", kInf);
+  } else {
+    if (ctx.hasInput(node, 1))
+      lo = ctx.staticScalar(node, 1, "lower bound 'min'");
+    if (ctx.hasInput(node, 2))
+      hi = ctx.staticScalar(node, 2, "upper bound 'max'");
+  }
+  if (std::isnan(lo) || std::isnan(hi))
+    fail("the bounds must not be NaN (min {}, max {})", lo, hi);
+  // ONNX: when min exceeds max every element becomes max.
+  if (lo > hi)
+    lo = hi;
+  ir::Value *x = ctx.input(node, 0);
+  if (lo == -kInf && hi == kInf)
+    return {x};
+  return {ctx.op(OpKind::Clip, {x}, {{"min", lo}, {"max", hi}})};
+}
+
+} // namespace kiln::frontend

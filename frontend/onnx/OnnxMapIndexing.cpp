@@ -1,0 +1,132 @@
+// Indexing and sequence ONNX ops: GatherElements, GatherND, Scatter, ScatterElements,
+// ScatterND, Compress, OneHot, TopK, CumSum and Trilu. Each maps onto the kiln op of the same
+// meaning (ir/ops/GatherScatter.cpp, ir/ops/Sequence.cpp); what ONNX passes as small operands
+// (TopK's K, CumSum's axis, Trilu's k, OneHot's depth, Compress's condition) must be known at
+// import time and becomes an attribute or a constant.
+#include <cmath>
+#include <limits>
+
+#include "frontend/onnx/OnnxOpTable.h"
+
+namespace kiln::frontend {
+
+using ir::OpKind;
+
+namespace {
+
+/// A one-element integer operand (CumSum's axis, Trilu's k), read exactly.
+int64_t staticInt(ImportContext &ctx, const onnx::NodeProto &node, int i, const std::string &what) {
+  std::vector<int64_t> values = ctx.staticInts(node, i, what);
+  if (values.size() != 1)
+    fail("the {} (input {}) must hold one integer, got {}", what, i, shapeToString(values));
+  return values[0];
+}
+
+ir::Value *scatterWith(ImportContext &ctx, const onnx::NodeProto &node, OpKind op, ir::AttrMap attrs) {
+  // The reduction attribute arrived with opset 16; before it every scatter overwrites.
+  attrs["reduction"] = ctx.opset() >= 16 ? OnnxAttrs(node).getString("reduction", "none") : std::string("none");
+  return ctx.op(op, {ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)}, std::move(attrs));
+}
+
+ir::Value *i64Vector(ImportContext &ctx, const std::vector<int64_t> &values) {
+  Tensor t(DType::I64, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i)
+    t.setInt(static_cast<int64_t>(i), values[i]);
+  return ctx.constant(t);
+}
+
+} // namespace
+
+std::vector<ir::Value *> mapGatherElements(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {ctx.op(OpKind::GatherElements, {ctx.input(node, 0), ctx.input(node, 1)},
+                 {{"axis", OnnxAttrs(node).getInt("axis", 0)}})};
+}
+
+std::vector<ir::Value *> mapGatherND(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {ctx.op(OpKind::GatherNd, {ctx.input(node, 0), ctx.input(node, 1)},
+                 {{"batch_dims", OnnxAttrs(node).getInt("batch_dims", 0)}})};
+}
+
+// Scatter (opsets 9-10, deprecated at 11) is ScatterElements under its first name.
+std::vector<ir::Value *> mapScatter(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {scatterWith(ctx, node, OpKind::ScatterElements, {{"axis", OnnxAttrs(node).getInt("axis", 0)}})};
+}
+
+std::vector<ir::Value *> mapScatterElements(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {scatterWith(ctx, node, OpKind::ScatterElements, {{"axis", OnnxAttrs(node).getInt("axis", 0)}})};
+}
+
+std::vector<ir::Value *> mapScatterND(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {scatterWith(ctx, node, OpKind::ScatterNd, {})};
+}
+
+// Compress keeps the slices along `axis` (of the flattened input when there is no axis) whose
+// condition is true: with the condition known, that is a gather of constant positions.
+std::vector<ir::Value *> mapCompress(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  Tensor condition = ctx.staticInput(node, 1, "condition");
+  if (condition.rank() != 1)
+    fail("the condition must be 1-D, got {}", condition.type().toString());
+  std::optional<int64_t> axisAttr = OnnxAttrs(node).optInt("axis");
+  if (!axisAttr)
+    x = reshapeTo(ctx, x, {x->type().numElements()});
+  int64_t axis = normalizeAxis(axisAttr.value_or(0), x->rank(), "axis");
+  int64_t dim = x->shape()[axis];
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < condition.numElements(); ++i) {
+    if (condition.getDouble(i) == 0)
+      continue;
+    if (i >= dim)
+      fail("condition element {} is true, but axis {} of input {} has only {} entries", i, axis,
+           shapeToString(x->shape()), dim);
+    kept.push_back(i);
+  }
+  return {ctx.op(OpKind::Gather, {x, i64Vector(ctx, kept)}, {{"axis", axis}})};
+}
+
+std::vector<ir::Value *> mapOneHot(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *indices = ctx.input(node, 0), *values = ctx.input(node, 2);
+  // ONNX casts non-integer indices and depth to int64 (toward zero) before use.
+  if (!isInteger(indices->dtype()))
+    indices = ctx.op(OpKind::Cast, {indices}, {{"to", DType::I64}});
+  double depth = ctx.staticScalar(node, 1, "depth");
+  if (!std::isfinite(depth) || std::fabs(depth) > static_cast<double>(std::numeric_limits<int32_t>::max()))
+    fail("depth {} is not a usable size", depth);
+  if (values->rank() != 1 || values->shape()[0] != 2)
+    fail("values must hold [off_value, on_value], got {}", values->type().toString());
+  return {ctx.op(OpKind::OneHot, {indices, values},
+                 {{"depth", static_cast<int64_t>(depth)}, {"axis", OnnxAttrs(node).getInt("axis", -1)}})};
+}
+
+std::vector<ir::Value *> mapTopK(ImportContext &ctx, const onnx::NodeProto &node) {
+  OnnxAttrs attrs(node);
+  // K is an attribute before opset 10 and an input after; largest and sorted arrived at 11.
+  int64_t k = 0;
+  if (ctx.opset() >= 10)
+    k = staticInt(ctx, node, 1, "K");
+  else if (std::optional<int64_t> attr = attrs.optInt("k"))
+    k = *attr;
+  else
+    fail("attribute 'k' is required");
+  ir::AttrMap kilnAttrs{{"k", k}, {"axis", attrs.getInt("axis", -1)}};
+  if (ctx.opset() >= 11) {
+    kilnAttrs["largest"] = attrs.getInt("largest", 1);
+    kilnAttrs["sorted"] = attrs.getInt("sorted", 1);
+  }
+  return ctx.opMulti(OpKind::TopK, {ctx.input(node, 0)}, std::move(kilnAttrs));
+}
+
+std::vector<ir::Value *> mapCumSum(ImportContext &ctx, const onnx::NodeProto &node) {
+  OnnxAttrs attrs(node);
+  return {ctx.op(OpKind::CumSum, {ctx.input(node, 0)},
+                 {{"axis", staticInt(ctx, node, 1, "axis")},
+                  {"exclusive", attrs.getInt("exclusive", 0)},
+                  {"reverse", attrs.getInt("reverse", 0)}})};
+}
+
+std::vector<ir::Value *> mapTrilu(ImportContext &ctx, const onnx::NodeProto &node) {
+  int64_t k = ctx.hasInput(node, 1) ? staticInt(ctx, node, 1, "diagonal offset k") : 0;
+  return {ctx.op(OpKind::Trilu, {ctx.input(node, 0)}, {{"upper", OnnxAttrs(node).getInt("upper", 1)}, {"k", k}})};
+}
+
+} // namespace kiln::frontend

@@ -1,0 +1,176 @@
+// Neural-network ONNX ops: MatMul, Gemm, Einsum and the normalisations (BatchNormalization,
+// LayerNormalization, InstanceNormalization, LRN, MeanVarianceNormalization), and Dropout (an
+// identity at inference). Each normalisation with a kiln op maps onto it; what ONNX adds on top
+// (BatchNormalization's training statistics, LayerNormalization's Mean and InvStdDev outputs)
+// is computed beside it from reductions, and MeanVarianceNormalization, which has no kiln op,
+// is written with reductions following its ONNX function body.
+#include "frontend/onnx/OnnxWindow.h"
+
+namespace kiln::frontend {
+
+using ir::OpKind;
+
+namespace {
+
+ir::Value *castTo(ImportContext &ctx, ir::Value *v, DType dtype) {
+  return v->dtype() == dtype ? v : ctx.op(OpKind::Cast, {v}, {{"to", dtype}});
+}
+
+ir::Value *meanOver(ImportContext &ctx, ir::Value *x, const std::vector<int64_t> &axes, bool keepdims) {
+  return ctx.op(OpKind::ReduceMean, {x}, {{"axes", axes}, {"keepdims", int64_t{keepdims ? 1 : 0}}});
+}
+
+/// Every axis of a rank-`rank` tensor except 1 (the channels).
+std::vector<int64_t> allButChannels(int64_t rank) {
+  std::vector<int64_t> axes{0};
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  return axes;
+}
+
+} // namespace
+
+std::vector<ir::Value *> mapMatMul(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {ctx.op(OpKind::MatMul, {ctx.input(node, 0), ctx.input(node, 1)})};
+}
+
+std::vector<ir::Value *> mapGemm(ImportContext &ctx, const onnx::NodeProto &node) {
+  OnnxAttrs attrs(node);
+  ir::Value *a = ctx.input(node, 0), *b = ctx.input(node, 1);
+  if (a->rank() != 2 || b->rank() != 2)
+    fail("A and B must be 2-D, got {} and {}", shapeToString(a->shape()), shapeToString(b->shape()));
+  if (attrs.getInt("transA", 0))
+    a = permute(ctx, a, {1, 0});
+  if (attrs.getInt("transB", 0))
+    b = permute(ctx, b, {1, 0});
+  ir::Value *y = ctx.op(OpKind::MatMul, {a, b});
+  double alpha = attrs.getFloat("alpha", 1.0), beta = attrs.getFloat("beta", 1.0);
+  if (alpha != 1.0)
+    y = ctx.op(OpKind::Mul, {y, ctx.scalarLike(y, alpha)});
+  if (ctx.hasInput(node, 2) && beta != 0.0) {
+    ir::Value *c = ctx.input(node, 2);
+    if (beta != 1.0)
+      c = ctx.op(OpKind::Mul, {c, ctx.scalarLike(c, beta)});
+    y = ctx.op(OpKind::Add, {y, c});
+  }
+  return {y};
+}
+
+std::vector<ir::Value *> mapEinsum(ImportContext &ctx, const onnx::NodeProto &node) {
+  std::vector<ir::Value *> inputs;
+  for (int i = 0; i < ctx.numInputs(node); ++i)
+    inputs.push_back(ctx.input(node, i));
+  OnnxAttrs attrs(node);
+  if (!attrs.has("equation"))
+    fail("attribute 'equation' is required");
+  return {ctx.op(OpKind::Einsum, inputs, {{"equation", attrs.getString("equation", "")}})};
+}
+
+void checkBatchNormalization(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems) {
+  OnnxAttrs attrs(node);
+  if (opset < 9 && attrs.getInt("spatial", 1) != 1)
+    problems.push_back("spatial=0 (per-element statistics) is not supported");
+  bool training = opset >= 14 && attrs.getInt("training_mode", 0) != 0;
+  for (int i = 1; i < node.output_size(); ++i)
+    if (hasOutput(node, i) && !(training && i <= 2))
+      problems.push_back(fmt::format("output {} (training statistics) is not supported{}", i,
+                                     opset >= 14 ? " without training_mode" : " before opset 14"));
+}
+
+// In training mode (opset 14+) the statistics are the batch's own (the mean and the biased
+// variance over every axis but the channels), and the running_mean / running_var outputs blend
+// them into the given ones: input * momentum + batch * (1 - momentum).
+std::vector<ir::Value *> mapBatchNormalization(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  OnnxAttrs attrs(node);
+  // Opset 15 lets scale/bias and mean/var have their own float types; kiln wants one.
+  std::vector<ir::Value *> inputs{x};
+  for (int i = 1; i < 5; ++i)
+    inputs.push_back(castTo(ctx, ctx.input(node, i), x->dtype()));
+  double epsilon = attrs.getFloat("epsilon", 1e-5);
+  bool training = ctx.opset() >= 14 && attrs.getInt("training_mode", 0) != 0;
+  if (!training)
+    return {ctx.op(OpKind::BatchNorm, inputs, {{"epsilon", epsilon}})};
+  if (x->rank() < 2)
+    fail("input must be [N, C, ...], got {}", shapeToString(x->shape()));
+  std::vector<int64_t> axes = allButChannels(x->rank());
+  ir::Value *batchMean = meanOver(ctx, x, axes, false);
+  ir::Value *centered = ctx.op(OpKind::Sub, {x, perChannel(ctx, batchMean, x->rank())});
+  ir::Value *batchVar = meanOver(ctx, ctx.op(OpKind::Mul, {centered, centered}), axes, false);
+  ir::Value *y = ctx.op(OpKind::BatchNorm, {x, inputs[1], inputs[2], batchMean, batchVar}, {{"epsilon", epsilon}});
+  double momentum = attrs.getFloat("momentum", 0.9);
+  auto blend = [&](ir::Value *running, ir::Value *batch) {
+    ir::Value *kept = ctx.op(OpKind::Mul, {running, ctx.scalarLike(running, momentum)});
+    return ctx.op(OpKind::Add, {kept, ctx.op(OpKind::Mul, {batch, ctx.scalarLike(batch, 1 - momentum)})});
+  };
+  return {y, blend(inputs[3], batchMean), blend(inputs[4], batchVar)};
+}
+
+std::vector<ir::Value *> mapLayerNormalization(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  OnnxAttrs attrs(node);
+  int64_t axis = normalizeAxis(attrs.getInt("axis", -1), x->rank(), "axis");
+  double epsilon = attrs.getFloat("epsilon", 1e-5);
+  // ONNX lets scale and bias broadcast to the normalized shape; kiln wants them exact.
+  Shape normalized(x->shape().begin() + axis, x->shape().end());
+  std::vector<ir::Value *> inputs{x, broadcastTo(ctx, ctx.input(node, 1), normalized)};
+  if (ctx.hasInput(node, 2))
+    inputs.push_back(broadcastTo(ctx, ctx.input(node, 2), normalized));
+  std::vector<ir::Value *> outputs{
+      ctx.op(OpKind::LayerNorm, inputs, {{"axis", axis}, {"epsilon", epsilon}})};
+  if (!hasOutput(node, 1) && !hasOutput(node, 2))
+    return outputs;
+  // Mean and InvStdDev keep the normalised dims as size 1, as the ONNX specification states.
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < x->rank(); ++d)
+    axes.push_back(d);
+  ir::Value *mean = meanOver(ctx, x, axes, true);
+  ir::Value *centered = ctx.op(OpKind::Sub, {x, mean});
+  ir::Value *var = meanOver(ctx, ctx.op(OpKind::Mul, {centered, centered}), axes, true);
+  outputs.push_back(mean);
+  outputs.push_back(ctx.op(OpKind::Rsqrt, {ctx.op(OpKind::Add, {var, ctx.scalarLike(var, epsilon)})}));
+  return outputs;
+}
+
+std::vector<ir::Value *> mapInstanceNormalization(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {ctx.op(OpKind::InstanceNorm, {ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)},
+                 {{"epsilon", OnnxAttrs(node).getFloat("epsilon", 1e-5)}})};
+}
+
+std::vector<ir::Value *> mapLRN(ImportContext &ctx, const onnx::NodeProto &node) {
+  OnnxAttrs attrs(node);
+  std::optional<int64_t> size = attrs.optInt("size");
+  if (!size)
+    fail("attribute 'size' is required");
+  return {ctx.op(OpKind::Lrn, {ctx.input(node, 0)},
+                 {{"size", *size},
+                  {"alpha", attrs.getFloat("alpha", 1e-4)},
+                  {"beta", attrs.getFloat("beta", 0.75)},
+                  {"bias", attrs.getFloat("bias", 1.0)}})};
+}
+
+// ONNX's function body: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) over `axes`.
+std::vector<ir::Value *> mapMeanVarianceNormalization(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  std::vector<int64_t> axes = OnnxAttrs(node).getInts("axes", {0, 2, 3});
+  ir::Value *mean = meanOver(ctx, x, axes, true);
+  ir::Value *meanOfSquares = meanOver(ctx, ctx.op(OpKind::Mul, {x, x}), axes, true);
+  ir::Value *variance = ctx.op(OpKind::Sub, {meanOfSquares, ctx.op(OpKind::Mul, {mean, mean})});
+  ir::Value *std = ctx.op(OpKind::Add, {ctx.op(OpKind::Sqrt, {variance}), ctx.scalarLike(x, 1e-9)});
+  return {ctx.op(OpKind::Div, {ctx.op(OpKind::Sub, {x, mean}), std})};
+}
+
+std::vector<ir::Value *> mapDropout(ImportContext &ctx, const onnx::NodeProto &node) {
+  if (ctx.opset() >= 12 && ctx.hasInput(node, 2) && ctx.staticScalar(node, 2, "training_mode") != 0)
+    fail("training_mode is true; kiln imports Dropout for inference only");
+  ir::Value *x = ctx.input(node, 0);
+  std::vector<ir::Value *> outputs{x};
+  if (hasOutput(node, 1)) {
+    // At inference nothing is dropped: the mask keeps every element (bool from opset 10).
+    DType maskType = ctx.opset() >= 10 ? DType::Bool : x->dtype();
+    outputs.push_back(broadcastTo(ctx, ctx.constant(Tensor::scalar(maskType, 1)), x->shape()));
+  }
+  return outputs;
+}
+
+} // namespace kiln::frontend

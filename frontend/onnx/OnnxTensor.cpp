@@ -1,0 +1,341 @@
+// TensorProto decoding. A TensorProto holds its elements in exactly one place: raw_data
+// (little-endian bytes, the usual form), one typed repeated field chosen by the element type
+// (the ONNX spec packs int8/uint8/int16/bool/float16/bfloat16 into int32_data), or an external
+// file. Every count is checked against the declared dims before anything is copied, so a
+// file cannot make the importer read past a buffer or allocate more than its own data holds.
+#include "frontend/onnx/OnnxTensor.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "ir/Error.h"
+
+namespace kiln::frontend {
+
+namespace fs = std::filesystem;
+
+std::optional<DType> dtypeFromOnnx(int32_t onnxType) {
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return DType::F32;
+  case onnx::TensorProto::DOUBLE:
+    return DType::F64;
+  case onnx::TensorProto::FLOAT16:
+    return DType::F16;
+  case onnx::TensorProto::BFLOAT16:
+    return DType::BF16;
+  case onnx::TensorProto::INT64:
+    return DType::I64;
+  case onnx::TensorProto::INT32:
+    return DType::I32;
+  case onnx::TensorProto::INT8:
+    return DType::I8;
+  case onnx::TensorProto::UINT8:
+    return DType::U8;
+  case onnx::TensorProto::BOOL:
+    return DType::Bool;
+  default:
+    return std::nullopt;
+  }
+}
+
+int32_t dtypeToOnnx(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return onnx::TensorProto::FLOAT;
+  case DType::F64:
+    return onnx::TensorProto::DOUBLE;
+  case DType::F16:
+    return onnx::TensorProto::FLOAT16;
+  case DType::BF16:
+    return onnx::TensorProto::BFLOAT16;
+  case DType::I64:
+    return onnx::TensorProto::INT64;
+  case DType::I32:
+    return onnx::TensorProto::INT32;
+  case DType::I8:
+    return onnx::TensorProto::INT8;
+  case DType::U8:
+    return onnx::TensorProto::UINT8;
+  case DType::Bool:
+    return onnx::TensorProto::BOOL;
+  }
+  return onnx::TensorProto::UNDEFINED;
+}
+
+std::string onnxTypeName(int32_t onnxType) {
+  if (onnx::TensorProto::DataType_IsValid(onnxType)) {
+    std::string name = onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(onnxType));
+    for (char &c : name)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return name;
+  }
+  return fmt::format("unknown type {}", onnxType);
+}
+
+TensorType tensorProtoType(const onnx::TensorProto &proto, const std::string &what) {
+  std::optional<DType> dtype = dtypeFromOnnx(proto.data_type());
+  if (!dtype)
+    fail("{} has element type {}, which kiln cannot represent", what, onnxTypeName(proto.data_type()));
+  TensorType type{*dtype, Shape(proto.dims().begin(), proto.dims().end())};
+  for (int64_t dim : type.shape)
+    if (dim < 0)
+      fail("{} has a negative dim in {}", what, shapeToString(type.shape));
+  int64_t count = 1;
+  for (int64_t dim : type.shape)
+    if (__builtin_mul_overflow(count, dim, &count) || count > (int64_t{1} << 40))
+      fail("{} declares {} elements, more than kiln accepts in one tensor", what, shapeToString(type.shape));
+  return type;
+}
+
+std::string readFileLimited(const std::string &path, uint64_t maxBytes, const std::string &what) {
+  std::error_code error;
+  fs::file_status status = fs::status(path, error);
+  if (error || !fs::exists(status))
+    fail("no such file");
+  if (!fs::is_regular_file(status))
+    fail("not a regular file");
+  uint64_t size = fs::file_size(path, error);
+  if (error)
+    fail("cannot read the file size: {}", error.message());
+  if (size > maxBytes)
+    fail("the {} has {} bytes, more than the limit of {}", what, size, maxBytes);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  FILE *file = std::fopen(path.c_str(), "rb");
+  if (!file)
+    fail("cannot open the {}: {}", what, std::strerror(errno));
+  size_t got = size ? std::fread(bytes.data(), 1, bytes.size(), file) : 0;
+  std::fclose(file);
+  if (got != bytes.size())
+    fail("cannot read the {}: got {} of {} bytes", what, got, size);
+  return bytes;
+}
+
+// ---- external data ------------------------------------------------------------------------
+
+std::string resolveExternalLocation(const std::string &modelDir, const std::string &location, const std::string &what) {
+  if (modelDir.empty())
+    fail("{} keeps its data in external file '{}', but the model has no folder to read it from", what, location);
+  if (location.empty() || location.find('\0') != std::string::npos)
+    fail("{}: external data location '{}' is not a file name", what, location);
+  fs::path relative(location);
+  if (relative.is_absolute())
+    fail("{}: external data location '{}' is an absolute path; it must be relative to the model's folder", what,
+         location);
+  for (const fs::path &part : relative)
+    if (part == "..")
+      fail("{}: external data location '{}' contains '..'; it must stay inside the model's folder", what, location);
+  // Symlinks anywhere on the way are resolved before the containment check, so a link that
+  // points outside the folder is caught however it is spelled.
+  std::error_code error;
+  fs::path dir = fs::canonical(modelDir, error);
+  if (error)
+    fail("{}: cannot resolve the model folder '{}': {}", what, modelDir, error.message());
+  fs::path file = fs::canonical(dir / relative, error);
+  if (error)
+    fail("{}: external data file '{}' cannot be opened: {}", what, location, error.message());
+  auto [dirEnd, fileIt] = std::mismatch(dir.begin(), dir.end(), file.begin(), file.end());
+  if (dirEnd != dir.end() || fileIt == file.end())
+    fail("{}: external data file '{}' resolves to '{}', outside the model's folder '{}'", what, location, file.string(),
+         dir.string());
+  return file.string();
+}
+
+namespace {
+
+/// Parses a non-negative decimal from an external_data entry; anything else is an error.
+uint64_t parseByteCount(const std::string &text, const std::string &key, const std::string &what) {
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
+    fail("{}: external data '{}' is '{}', not a byte count", what, key, text);
+  return std::stoull(text);
+}
+
+/// An external data file opened and validated (location, links, byte range) before the
+/// tensor is allocated, so a tensor's dims can never make kiln allocate more than the file
+/// holds.
+class ExternalData {
+public:
+  ExternalData(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what, uint64_t bytes)
+      : what_(what), bytes_(bytes) {
+    std::optional<uint64_t> length;
+    for (const auto &entry : proto.external_data()) {
+      if (entry.key() == "location")
+        location_ = entry.value();
+      else if (entry.key() == "offset")
+        offset_ = parseByteCount(entry.value(), "offset", what);
+      else if (entry.key() == "length")
+        length = parseByteCount(entry.value(), "length", what);
+    }
+    if (location_.empty())
+      fail("{} is stored externally but names no location", what);
+    std::string path = resolveExternalLocation(modelDir, location_, what);
+    // O_NOFOLLOW: the canonical path has no links left; if one appeared since, refuse it.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd_ < 0)
+      fail("{}: cannot open external data file '{}': {}", what, location_, std::strerror(errno));
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode))
+      fail("{}: external data '{}' is not a regular file", what, location_);
+    // A second hard link could be a name for a file outside the folder.
+    if (info.st_nlink > 1)
+      fail("{}: external data file '{}' has {} hard links; kiln reads only files with one", what, location_,
+           static_cast<uint64_t>(info.st_nlink));
+    auto fileSize = static_cast<uint64_t>(info.st_size);
+    if (length && *length != bytes)
+      fail("{}: external data length {} differs from the {} bytes its type needs", what, *length, bytes);
+    if (offset_ > fileSize || bytes > fileSize - offset_)
+      fail("{}: external data '{}' needs bytes [{}, {}) but the file has only {}", what, location_, offset_,
+           offset_ + bytes, fileSize);
+  }
+  ~ExternalData() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  ExternalData(const ExternalData &) = delete;
+  ExternalData &operator=(const ExternalData &) = delete;
+
+  void readInto(void *out) const {
+    auto *dst = static_cast<char *>(out);
+    for (uint64_t done = 0; done < bytes_;) {
+      ssize_t got = ::pread(fd_, dst + done, bytes_ - done, static_cast<off_t>(offset_ + done));
+      if (got <= 0)
+        fail("{}: reading external data '{}' failed at byte {}", what_, location_, offset_ + done);
+      done += static_cast<uint64_t>(got);
+    }
+  }
+
+private:
+  std::string what_, location_;
+  uint64_t offset_ = 0, bytes_ = 0;
+  int fd_ = -1;
+};
+
+/// int32_data packs the small types one element per entry; the value must fit the type.
+void decodeInt32Field(const onnx::TensorProto &proto, Tensor &out, const std::string &what) {
+  int64_t count = out.numElements(); // the field's size was checked against it
+  DType dtype = out.dtype();
+  for (int64_t i = 0; i < count; ++i) {
+    int32_t v = proto.int32_data(static_cast<int>(i));
+    bool fits = true;
+    switch (dtype) {
+    case DType::I8:
+      fits = v >= -128 && v <= 127;
+      break;
+    case DType::U8:
+      fits = v >= 0 && v <= 255;
+      break;
+    case DType::Bool:
+      fits = v == 0 || v == 1;
+      break;
+    case DType::F16:
+    case DType::BF16:
+      fits = v >= 0 && v <= 0xFFFF;
+      break; // the 16 bits of the value
+    default:
+      break;
+    }
+    if (!fits)
+      fail("{}: int32_data[{}] = {} does not fit {}", what, i, v, dtypeName(dtype));
+    if (dtype == DType::F16 || dtype == DType::BF16)
+      out.dataAs<uint16_t>()[i] = static_cast<uint16_t>(v);
+    else
+      out.setInt(i, v);
+  }
+}
+
+/// How many values the typed field that the spec assigns to `dtype` holds.
+int64_t typedFieldSize(const onnx::TensorProto &proto, DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return proto.float_data_size();
+  case DType::F64:
+    return proto.double_data_size();
+  case DType::I64:
+    return proto.int64_data_size();
+  case DType::I32:
+  case DType::I8:
+  case DType::U8:
+  case DType::Bool:
+  case DType::F16:
+  case DType::BF16:
+    return proto.int32_data_size();
+  }
+  return 0;
+}
+
+const char *typedFieldName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "float_data";
+  case DType::F64:
+    return "double_data";
+  case DType::I64:
+    return "int64_data";
+  default:
+    return "int32_data";
+  }
+}
+
+} // namespace
+
+Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what) {
+  TensorType type = tensorProtoType(proto, what);
+  if (proto.has_segment())
+    fail("{} is a segment of a larger tensor, which kiln does not support", what);
+  int64_t count = type.numElements();
+  uint64_t bytes = type.byteSize();
+  // Every size is checked against the data actually present before anything is allocated.
+  bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;
+  int64_t typedCount = typedFieldSize(proto, type.dtype);
+  if ((external || proto.has_raw_data()) && typedCount > 0)
+    fail("{} has data both in {} and in {}", what, typedFieldName(type.dtype),
+         external ? "an external file" : "raw_data");
+  std::optional<ExternalData> file;
+  if (external)
+    file.emplace(proto, modelDir, what, bytes);
+  else if (proto.has_raw_data() && proto.raw_data().size() != bytes)
+    fail("{} has {} bytes of raw_data but its type {} needs {}", what, proto.raw_data().size(), type.toString(), bytes);
+  else if (!proto.has_raw_data() && typedCount != count)
+    fail("{} holds {} values in {} but its dims need {}", what, typedCount, typedFieldName(type.dtype), count);
+
+  Tensor out(type);
+  if (file) {
+    file->readInto(out.data());
+  } else if (proto.has_raw_data()) {
+    if (bytes)
+      std::memcpy(out.data(), proto.raw_data().data(), bytes);
+  } else {
+    switch (type.dtype) {
+    case DType::F32:
+      std::copy(proto.float_data().begin(), proto.float_data().end(), out.dataAs<float>());
+      break;
+    case DType::F64:
+      std::copy(proto.double_data().begin(), proto.double_data().end(), out.dataAs<double>());
+      break;
+    case DType::I64:
+      std::copy(proto.int64_data().begin(), proto.int64_data().end(), out.dataAs<int64_t>());
+      break;
+    case DType::I32:
+      std::copy(proto.int32_data().begin(), proto.int32_data().end(), out.dataAs<int32_t>());
+      break;
+    case DType::I8:
+    case DType::U8:
+    case DType::Bool:
+    case DType::F16:
+    case DType::BF16:
+      decodeInt32Field(proto, out, what);
+      break;
+    }
+  }
+  if (type.dtype == DType::Bool && (file || proto.has_raw_data())) // any non-zero byte is true; kiln stores 0/1
+    for (int64_t i = 0; i < count; ++i)
+      out.dataAs<uint8_t>()[i] = out.dataAs<uint8_t>()[i] != 0;
+  return out;
+}
+
+} // namespace kiln::frontend

@@ -1,0 +1,41 @@
+#pragma once
+// ONNX tensors and element types on the kiln side: the dtype mapping, TensorProto decoding
+// (raw_data, the typed fields, and external data confined to the model's folder), and the
+// size-limited file reading that every ONNX file goes through.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <onnx/onnx_pb.h>
+
+#include "ir/Tensor.h"
+
+namespace kiln::frontend {
+
+/// The kiln dtype of an ONNX TensorProto::DataType, or nullopt where kiln has none
+/// (strings, complex, uint16/32/64, int16, the float8 types).
+std::optional<DType> dtypeFromOnnx(int32_t onnxType);
+/// The ONNX TensorProto::DataType of a kiln dtype.
+int32_t dtypeToOnnx(DType dtype);
+/// ONNX's own name of an element type ("uint16"), for messages.
+std::string onnxTypeName(int32_t onnxType);
+
+/// Decodes `proto` into a tensor. External data is read from under `modelDir` (the model's
+/// folder; empty refuses external data). `what` names the tensor in errors.
+Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what);
+
+/// The kiln type a TensorProto declares, without reading its data. Fails naming `what` for
+/// a dtype kiln lacks or a negative dim.
+TensorType tensorProtoType(const onnx::TensorProto &proto, const std::string &what);
+
+/// Checks that an external-data `location` is a relative path that stays inside `modelDir`
+/// (symlinks resolved) and names a regular file with a single link; returns its canonical
+/// path. Does not read the file.
+std::string resolveExternalLocation(const std::string &modelDir, const std::string &location, const std::string &what);
+
+/// Reads a whole file, refusing anything but a regular file of at most `maxBytes` bytes
+/// before reading it. Messages do not name the path: callers prefix it. `what` names the
+/// kind of file ("ONNX model").
+std::string readFileLimited(const std::string &path, uint64_t maxBytes, const std::string &what);
+
+} // namespace kiln::frontend

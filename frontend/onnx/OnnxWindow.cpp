@@ -1,0 +1,76 @@
+// Window attribute reading for the convolution and pooling mappings.
+#include "frontend/onnx/OnnxWindow.h"
+
+#include <algorithm>
+
+namespace kiln::frontend {
+
+bool isKnownAutoPad(const std::string &mode) {
+  return mode == "NOTSET" || mode == "VALID" || mode == "SAME_UPPER" || mode == "SAME_LOWER";
+}
+
+void checkAutoPad(const onnx::NodeProto &node, std::vector<std::string> &problems) {
+  std::string mode = OnnxAttrs(node).getString("auto_pad", "NOTSET");
+  if (!isKnownAutoPad(mode))
+    problems.push_back(fmt::format("auto_pad '{}' is not supported (NOTSET, VALID, SAME_UPPER or SAME_LOWER)", mode));
+}
+
+std::vector<int64_t> perSpatialDim(const OnnxAttrs &attrs, const std::string &name, size_t rank) {
+  std::vector<int64_t> values = attrs.getInts(name, std::vector<int64_t>(rank, 1));
+  if (values.size() != rank)
+    fail("'{}' {} needs {} entries (one per spatial dim)", name, shapeToString(values), rank);
+  for (int64_t v : values)
+    if (v < 1)
+      fail("'{}' {} must be >= 1", name, shapeToString(values));
+  return values;
+}
+
+OnnxWindow readWindow(const onnx::NodeProto &node, const ir::Value *x, std::vector<int64_t> kernel,
+                      bool hasDilations) {
+  if (x->rank() < 3)
+    fail("input must be [N, C, spatial...], got {}", shapeToString(x->shape()));
+  size_t rank = static_cast<size_t>(x->rank() - 2);
+  if (kernel.size() != rank)
+    fail("kernel {} needs one entry per spatial dim of input {}", shapeToString(kernel), shapeToString(x->shape()));
+  OnnxAttrs attrs(node);
+  OnnxWindow w;
+  w.kernel = std::move(kernel);
+  w.strides = perSpatialDim(attrs, "strides", rank);
+  w.dilations = hasDilations ? perSpatialDim(attrs, "dilations", rank) : std::vector<int64_t>(rank, 1);
+  std::string mode = attrs.getString("auto_pad", "NOTSET");
+  if (mode == "NOTSET") {
+    w.pads = attrs.getInts("pads", std::vector<int64_t>(2 * rank, 0));
+    if (w.pads.size() != 2 * rank)
+      fail("'pads' {} needs {} entries ([begins..., ends...])", shapeToString(w.pads), 2 * rank);
+    return w;
+  }
+  if (!isKnownAutoPad(mode))
+    fail("auto_pad '{}' is not supported", mode);
+  w.pads.assign(2 * rank, 0);
+  if (mode == "VALID")
+    return w;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t in = x->shape()[2 + d], stride = w.strides[d];
+    int64_t out = in / stride + (in % stride != 0 ? 1 : 0);
+    // Attributes come from the file: overflow is an error, not undefined behaviour.
+    int64_t span = 0, reach = 0;
+    if (__builtin_mul_overflow(w.kernel[d] - 1, w.dilations[d], &span) ||
+        __builtin_mul_overflow(std::max<int64_t>(out - 1, 0), stride, &reach) ||
+        __builtin_add_overflow(reach, span + 1, &reach))
+      fail("window arithmetic overflows int64 (kernel {}, strides {}, dilations {})", shapeToString(w.kernel),
+           shapeToString(w.strides), shapeToString(w.dilations));
+    int64_t total = std::max<int64_t>(0, reach - in);
+    int64_t begin = mode == "SAME_UPPER" ? total / 2 : total - total / 2;
+    w.pads[d] = begin;
+    w.pads[rank + d] = total - begin;
+  }
+  return w;
+}
+
+ir::Value *perChannel(ImportContext &ctx, ir::Value *v, int64_t rank) {
+  Shape shape(static_cast<size_t>(rank - 1), 1);
+  shape[0] = v->shape().empty() ? 1 : v->shape()[0];
+  return reshapeTo(ctx, v, shape);
+}
+
+} // namespace kiln::frontend
