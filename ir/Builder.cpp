@@ -13,7 +13,10 @@ std::string describeCall(OpKind op, const std::vector<TensorType> &inputs) {
 
 AttrMap completeAttrs(OpKind op, AttrMap attrs) {
   const OpDef &def = opDef(op);
-  for (auto &[name, value] : attrs) {
+  for (auto &entry : attrs) {
+    // Named references rather than a structured binding: clang 14 cannot capture bindings.
+    const std::string &name = entry.first;
+    Attribute &value = entry.second;
     auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](auto &s) { return s.name == name; });
     if (spec == def.attrs.end())
       fail("unknown attribute '{}'", name);

@@ -7,8 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ir/Builder.h"
-#include "ir/ops/Common.h"
+#include "ir/ops/Composite.h"
 
 namespace kiln::ir {
 
@@ -20,19 +19,6 @@ namespace {
 constexpr double kSeluAlpha = 1.67326319217681884765625;
 constexpr double kSeluGamma = 1.05070102214813232421875;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// Builder shorthands, so decompositions read like the formulas they implement.
-Value *unary(Builder &b, OpKind op, Value *x) { return b.create(op, {x}); }
-Value *binary(Builder &b, OpKind op, Value *lhs, Value *rhs) { return b.create(op, {lhs, rhs}); }
-Value *constantLike(Builder &b, Value *like, double value) { return b.scalar(like->dtype(), value); }
-Value *select(Builder &b, Value *cond, Value *ifTrue, Value *ifFalse) {
-  return b.create(OpKind::Where, {cond, ifTrue, ifFalse});
-}
-
-void requireFloat(const TensorType &type, std::string_view what) {
-  if (!isFloat(type.dtype))
-    fail("{} must be floating-point, got {}", what, dtypeName(type.dtype));
-}
 
 std::vector<TensorType> inferFloatActivation(const std::vector<TensorType> &in, const AttrMap &) {
   requireFloat(in[0], "input");

@@ -1,6 +1,7 @@
 #include "ir/ops/Common.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kiln::ir::ops {
 
@@ -72,6 +73,48 @@ void forEachIndex(const Shape &shape, const std::function<void(const std::vector
       index[d] = 0;
     }
   }
+}
+
+int64_t productOf(const Shape &shape, size_t from, size_t to) {
+  int64_t product = 1;
+  for (size_t d = from; d < to; ++d)
+    product *= shape[d];
+  return product;
+}
+
+int64_t checkedNumElements(const Shape &shape, std::string_view what) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    if (dim < 0)
+      fail("{} {} is not a valid shape: it has a negative dimension {}", what, shapeToString(shape), dim);
+  for (int64_t dim : shape)
+    if (__builtin_mul_overflow(count, dim, &count))
+      fail("{} {} is not a valid shape: it has too many elements (more elements than fit in int64)", what,
+           shapeToString(shape));
+  return count;
+}
+
+void copyElements(const Tensor &from, int64_t fromFlat, Tensor &to, int64_t toFlat, int64_t count) {
+  if (count == 0) // an empty tensor may have no storage at all
+    return;
+  size_t size = dtypeSize(from.dtype());
+  std::memcpy(static_cast<unsigned char *>(to.data()) + static_cast<size_t>(toFlat) * size,
+              static_cast<const unsigned char *>(from.data()) + static_cast<size_t>(fromFlat) * size,
+              static_cast<size_t>(count) * size);
+}
+
+void requireIndexDType(const TensorType &indices, bool allowI32) {
+  if (indices.dtype == DType::I64 || (allowI32 && indices.dtype == DType::I32))
+    return;
+  fail("indices must be {}, got {}", allowI32 ? "i64 or i32" : "i64", dtypeName(indices.dtype));
+}
+
+int64_t resolveIndex(std::string_view op, const Tensor &indices, int64_t flat, int64_t axis, int64_t dim) {
+  int64_t index = indices.getInt(flat);
+  if (index < -dim || index >= dim)
+    fail("{}: index {} (at indices{}) is out of range [{}, {}) for axis {} of size {}", op, index,
+         shapeToString(unflattenIndex(flat, indices.shape())), -dim, dim, axis, dim);
+  return index < 0 ? index + dim : index;
 }
 
 Tensor mapElements(const std::vector<Tensor> &inputs, const TensorType &outType, const ScalarFn &floatFn,

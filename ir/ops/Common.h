@@ -29,6 +29,25 @@ int64_t broadcastSourceIndex(const std::vector<int64_t> &outIndex, const Shape &
 /// Calls fn(index, flat) for every element of `shape` in row-major order.
 void forEachIndex(const Shape &shape, const std::function<void(const std::vector<int64_t> &, int64_t)> &fn);
 
+/// The product of shape[from, to): the element count of a block of dims. Unchecked: meant for the
+/// dims of a shape whose total count numElements has already accepted.
+int64_t productOf(const Shape &shape, size_t from, size_t to);
+
+/// The element count of a shape taken from attribute `what`: a negative dim, or a count that does
+/// not fit in int64, is an error naming the shape.
+int64_t checkedNumElements(const Shape &shape, std::string_view what);
+
+/// Copies `count` elements between tensors of one dtype, by flat index. Bytes move as they are,
+/// so every dtype (an i64 above 2^53, a NaN payload) survives exactly.
+void copyElements(const Tensor &from, int64_t fromFlat, Tensor &to, int64_t toFlat, int64_t count);
+
+/// Index operands (gather, scatter, ...): i64, or also i32 where `allowI32`.
+void requireIndexDType(const TensorType &indices, bool allowI32 = true);
+
+/// The element `flat` of `indices` as a position in [0, dim) along data axis `axis`: negatives
+/// wrap once, anything else out of range is an error naming the op, the index and where it sits.
+int64_t resolveIndex(std::string_view op, const Tensor &indices, int64_t flat, int64_t axis, int64_t dim);
+
 /// Elementwise evaluation with broadcasting: out[i] = fn(inputs at the broadcast position).
 /// Values are read as double for float inputs and as exact int64 for integer and bool inputs.
 using ScalarFn = std::function<double(const std::vector<double> &)>;

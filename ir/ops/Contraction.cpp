@@ -1,14 +1,17 @@
-// Contractions: matmul (numpy semantics) and convolution (ONNX Conv without auto_pad or bias).
-// Pooling, the other windowed family, lives in Pooling.cpp.
+// Contractions: matmul (numpy semantics), convolution (ONNX Conv without auto_pad or bias) and
+// conv_transpose (ONNX ConvTranspose without auto_pad, output_shape or bias: the importer turns
+// those into explicit pads and a separate add). Pooling, the other windowed family, lives in
+// Pooling.cpp.
 //
-// Both ops derive every shape fact from one function (matMulShapes, convGeometry) that inference
-// and evaluation share, so the evaluator can never disagree with the types it was promised.
+// Each op derives every shape fact from one function (matMulShapes, convGeometry,
+// convTransposeGeometry) that inference and evaluation share, so the evaluator can never disagree
+// with the types it was promised.
 // The reference loops accumulate in double (uint64 with wrap-around for integers, which is what
 // int64 arithmetic means without the undefined behaviour of signed overflow) and keep the
 // innermost loop contiguous: ResNet-50 and BERT-base run through them.
 #include <algorithm>
 
-#include "ir/ops/Common.h"
+#include "ir/ops/Window.h"
 
 namespace kiln::ir {
 
@@ -109,98 +112,65 @@ std::vector<Tensor> evalMatMul(const std::vector<Tensor> &in, const AttrMap &,
 }
 
 // ---------------------------------------------------------------------------------------------
-// conv
-
-// The evaluator lifts 1-D and 2-D convolutions to 3-D by prepending spatial dims of size 1
-// (kernel 1, stride 1, no padding), so one loop nest serves every rank.
-constexpr int kMaxSpatial = 3;
+// conv and conv_transpose
+//
+// conv gathers: output position o reads input o*stride + k*dilation - padBegin for kernel tap k.
+// conv_transpose scatters: input position i and kernel tap k feed output
+//   o = i*stride + k*dilation - padBegin,
+// kept when 0 <= o < out, where
+//   out = stride*(in - 1) + output_padding + (kernel - 1)*dilation + 1 - padBegin - padEnd.
+// Its weight is [C, Cout/groups, kernel...]: the same tensor a conv from Cout to C channels uses,
+// and conv_transpose is exactly that conv's gradient with respect to its input (the adjoint:
+// <conv(x, w), dy> == <x, conv_transpose(dy, w)> with equal attributes and output_padding making
+// up the sizes a strided conv rounds away).
 
 struct ConvGeometry {
   int64_t batch = 0, inChannels = 0, outChannels = 0, groups = 1;
-  // Per spatial dim, lifted to kMaxSpatial dims (leading dims are the added size-1 ones).
-  int64_t in[kMaxSpatial], kernel[kMaxSpatial], out[kMaxSpatial];
-  int64_t stride[kMaxSpatial], padBegin[kMaxSpatial], dilation[kMaxSpatial];
+  // Per spatial dim, lifted to kMaxWindowSpatial dims: the added leading dims have size 1,
+  // kernel 1, stride 1 and no padding.
+  int64_t in[kMaxWindowSpatial] = {1, 1, 1}, kernel[kMaxWindowSpatial] = {1, 1, 1};
+  int64_t out[kMaxWindowSpatial] = {1, 1, 1}, stride[kMaxWindowSpatial] = {1, 1, 1};
+  int64_t dilation[kMaxWindowSpatial] = {1, 1, 1}, padBegin[kMaxWindowSpatial] = {0, 0, 0};
   Shape outShape;
+
+  int64_t inPlane() const { return in[0] * in[1] * in[2]; }
+  int64_t outPlane() const { return out[0] * out[1] * out[2]; }
+  int64_t kernelSize() const { return kernel[0] * kernel[1] * kernel[2]; }
+  int64_t inPerGroup() const { return inChannels / groups; }
+  int64_t outPerGroup() const { return outChannels / groups; }
 };
+static_assert(kMaxWindowSpatial == 3, "ConvGeometry's initialisers list one value per lifted dim");
 
-// Window sizes come from user attributes: overflow is a user error, not undefined behaviour.
-int64_t checkedAdd(int64_t a, int64_t b) {
-  int64_t sum;
-  if (__builtin_add_overflow(a, b, &sum))
-    fail("window arithmetic overflows int64 ({} + {})", a, b);
-  return sum;
-}
-
-int64_t checkedMul(int64_t a, int64_t b) {
-  int64_t product;
-  if (__builtin_mul_overflow(a, b, &product))
-    fail("window arithmetic overflows int64 ({} * {})", a, b);
-  return product;
-}
-
-// Reads an ints attribute with one entry per spatial dim; empty means `fallback` everywhere.
-std::vector<int64_t> perSpatialDim(const AttrMap &attrs, const std::string &name, int64_t spatialRank,
-                                   int64_t fallback, int64_t minValue) {
-  std::vector<int64_t> values = attrInts(attrs, name);
-  if (values.empty())
-    values.assign(static_cast<size_t>(spatialRank), fallback);
-  if (static_cast<int64_t>(values.size()) != spatialRank)
-    fail("'{}' needs {} values (one per spatial dim), got {}", name, spatialRank, values.size());
-  for (int64_t v : values)
-    if (v < minValue)
-      fail("'{}' values must be >= {}, got {}", name, minValue, shapeToString(values));
-  return values;
-}
-
-ConvGeometry convGeometry(const TensorType &x, const TensorType &w, const AttrMap &attrs) {
-  if (x.rank() < 3 || x.rank() > 2 + kMaxSpatial)
+// The checks both ops start with: an [N, C, spatial...] input, a weight of the same rank laid out
+// as `weightLayout`, and groups >= 1.
+ConvGeometry startConvGeometry(const TensorType &x, const TensorType &w, const AttrMap &attrs,
+                               const char *weightLayout) {
+  if (x.rank() < 3 || x.rank() > 2 + kMaxWindowSpatial)
     fail("input must be [N, C, spatial...] with 1 to 3 spatial dims, got {}", shapeToString(x.shape));
   if (w.rank() != x.rank())
-    fail("weight {} must have the input's rank {} ([Cout, C/groups, kernel...])", shapeToString(w.shape),
-         x.rank());
-  int64_t spatialRank = x.rank() - 2;
+    fail("weight {} must have the input's rank {} ({})", shapeToString(w.shape), x.rank(), weightLayout);
   ConvGeometry g;
   g.batch = x.shape[0];
   g.inChannels = x.shape[1];
-  g.outChannels = w.shape[0];
   g.groups = attrInt(attrs, "groups");
   if (g.groups < 1)
     fail("'groups' must be >= 1, got {}", g.groups);
-  if (g.inChannels % g.groups != 0 || g.outChannels % g.groups != 0)
-    fail("groups {} must divide both the input channels {} and the output channels {}", g.groups,
-         g.inChannels, g.outChannels);
-  if (w.shape[1] != g.inChannels / g.groups)
-    fail("weight {} must have C/groups = {} input channels (input {}, groups {})", shapeToString(w.shape),
-         g.inChannels / g.groups, shapeToString(x.shape), g.groups);
-  std::vector<int64_t> strides = perSpatialDim(attrs, "strides", spatialRank, 1, 1);
-  std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
-  std::vector<int64_t> pads = attrInts(attrs, "pads");
-  if (pads.empty())
-    pads.assign(static_cast<size_t>(2 * spatialRank), 0);
-  if (static_cast<int64_t>(pads.size()) != 2 * spatialRank)
-    fail("'pads' needs {} values ([begin..., end...]), got {}", 2 * spatialRank, pads.size());
-  for (int64_t p : pads)
-    if (p < 0)
-      fail("'pads' values must be >= 0, got {}", shapeToString(pads));
+  return g;
+}
 
+// Fills the lifted per-dim geometry from the input and kernel sizes and the attributes both ops
+// read; outputSize(d, in, kernel) is the op's own rule for the output size of spatial dim d.
+template <typename OutputSize>
+void setSpatialDims(ConvGeometry &g, const TensorType &x, const TensorType &w,
+                    const std::vector<int64_t> &strides, const std::vector<int64_t> &dilations,
+                    const std::vector<int64_t> &pads, OutputSize outputSize) {
+  int64_t spatialRank = x.rank() - 2, lifted = kMaxWindowSpatial - spatialRank;
   g.outShape = {g.batch, g.outChannels};
-  int64_t lifted = kMaxSpatial - spatialRank;
-  for (int d = 0; d < kMaxSpatial; ++d) {
-    g.in[d] = g.kernel[d] = g.out[d] = g.stride[d] = g.dilation[d] = 1;
-    g.padBegin[d] = 0;
-  }
   for (int64_t d = 0; d < spatialRank; ++d) {
     int64_t in = x.shape[2 + d], k = w.shape[2 + d];
     if (k < 1)
       fail("weight {} has an empty kernel dim", shapeToString(w.shape));
-    int64_t padded = checkedAdd(checkedAdd(in, pads[d]), pads[spatialRank + d]);
-    int64_t span = checkedAdd(checkedMul(dilations[d], k - 1), 1);
-    // Floor division; padded - span may be negative, which C++ would round toward zero.
-    int64_t excess = padded - span;
-    int64_t out = excess < 0 ? 0 : excess / strides[d] + 1;
-    if (out < 1)
-      fail("spatial dim {}: output size would be < 1 (input {} padded to {}, dilated kernel {})", d, in,
-           padded, span);
+    int64_t out = outputSize(d, in, k);
     int64_t l = lifted + d;
     g.in[l] = in;
     g.kernel[l] = k;
@@ -210,73 +180,147 @@ ConvGeometry convGeometry(const TensorType &x, const TensorType &w, const AttrMa
     g.dilation[l] = dilations[d];
     g.outShape.push_back(out);
   }
+}
+
+ConvGeometry convGeometry(const TensorType &x, const TensorType &w, const AttrMap &attrs) {
+  ConvGeometry g = startConvGeometry(x, w, attrs, "[Cout, C/groups, kernel...]");
+  int64_t spatialRank = x.rank() - 2;
+  g.outChannels = w.shape[0];
+  if (g.inChannels % g.groups != 0 || g.outChannels % g.groups != 0)
+    fail("groups {} must divide both the input channels {} and the output channels {}", g.groups,
+         g.inChannels, g.outChannels);
+  if (w.shape[1] != g.inChannels / g.groups)
+    fail("weight {} must have C/groups = {} input channels (input {}, groups {})", shapeToString(w.shape),
+         g.inChannels / g.groups, shapeToString(x.shape), g.groups);
+  std::vector<int64_t> strides = perSpatialDim(attrs, "strides", spatialRank, 1, 1);
+  std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
+  std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
+  setSpatialDims(g, x, w, strides, dilations, pads, [&](int64_t d, int64_t in, int64_t k) {
+    int64_t padded = checkedAdd(checkedAdd(in, pads[d]), pads[spatialRank + d]);
+    int64_t span = dilatedSpan(k, dilations[d]);
+    // Floor division; padded - span may be negative, which C++ would round toward zero.
+    int64_t excess = padded - span;
+    int64_t out = excess < 0 ? 0 : excess / strides[d] + 1;
+    if (out < 1)
+      fail("spatial dim {}: output size would be < 1 (input {} padded to {}, dilated kernel {})", d, in,
+           padded, span);
+    return out;
+  });
   return g;
 }
 
-std::vector<TensorType> inferConv(const std::vector<TensorType> &in, const AttrMap &attrs) {
+ConvGeometry convTransposeGeometry(const TensorType &x, const TensorType &w, const AttrMap &attrs) {
+  ConvGeometry g = startConvGeometry(x, w, attrs, "[C, Cout/groups, kernel...]");
+  int64_t spatialRank = x.rank() - 2;
+  if (w.shape[0] != g.inChannels)
+    fail("weight {} must have {} rows, one per input channel of {} ([C, Cout/groups, kernel...])",
+         shapeToString(w.shape), g.inChannels, shapeToString(x.shape));
+  if (g.inChannels % g.groups != 0)
+    fail("groups {} must divide the input channels {}", g.groups, g.inChannels);
+  g.outChannels = checkedMul(w.shape[1], g.groups);
+  std::vector<int64_t> strides = perSpatialDim(attrs, "strides", spatialRank, 1, 1);
+  std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
+  std::vector<int64_t> outputPadding = perSpatialDim(attrs, "output_padding", spatialRank, 0, 0);
+  std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
+  setSpatialDims(g, x, w, strides, dilations, pads, [&](int64_t d, int64_t in, int64_t k) {
+    int64_t span = dilatedSpan(k, dilations[d]);
+    int64_t full = checkedAdd(checkedAdd(checkedMul(strides[d], in - 1), outputPadding[d]), span);
+    int64_t out = checkedAdd(checkedAdd(full, -pads[d]), -pads[spatialRank + d]);
+    if (out < 1)
+      fail("spatial dim {}: output size would be {} (input {}, stride {}, output_padding {}, dilated "
+           "kernel {}, pads {}+{})",
+           d, out, in, strides[d], outputPadding[d], span, pads[d], pads[spatialRank + d]);
+    return out;
+  });
+  numElements(g.outShape); // rejects an output too large to count
+  return g;
+}
+
+template <ConvGeometry (*geometry)(const TensorType &, const TensorType &, const AttrMap &)>
+std::vector<TensorType> inferConvFamily(const std::vector<TensorType> &in, const AttrMap &attrs) {
   DType dtype = commonDType(in);
   if (!isFloat(dtype))
     fail("needs floating-point operands, got {}", dtypeName(dtype));
-  return {TensorType{dtype, convGeometry(in[0], in[1], attrs).outShape}};
+  return {TensorType{dtype, geometry(in[0], in[1], attrs).outShape}};
 }
 
-// Output positions o in [first, last) whose input position o*stride + offset lies in [0, inSize):
-// computing the range once keeps bounds checks out of the innermost loop.
-std::pair<int64_t, int64_t> validOutputRange(int64_t offset, int64_t stride, int64_t inSize,
-                                             int64_t outSize) {
-  int64_t first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  int64_t limit = inSize - 1 - offset; // o*stride <= limit
-  int64_t last = limit < 0 ? 0 : std::min(outSize, limit / stride + 1);
-  return {std::min(first, last), last};
-}
-
-std::vector<Tensor> evalConv(const std::vector<Tensor> &in, const AttrMap &attrs,
-                             const std::vector<TensorType> &outTypes) {
-  ConvGeometry g = convGeometry(in[0].type(), in[1].type(), attrs);
-  std::vector<double> x = in[0].toDoubles(), w = in[1].toDoubles();
-  int64_t inPlane = g.in[0] * g.in[1] * g.in[2];
-  int64_t outPlane = g.out[0] * g.out[1] * g.out[2];
-  int64_t kernelSize = g.kernel[0] * g.kernel[1] * g.kernel[2];
-  int64_t inPerGroup = g.inChannels / g.groups, outPerGroup = g.outChannels / g.groups;
-  std::vector<double> y(static_cast<size_t>(g.batch * g.outChannels * outPlane), 0.0);
-
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t co = 0; co < g.outChannels; ++co) {
-      int64_t group = co / outPerGroup;
-      double *yPlane = y.data() + (n * g.outChannels + co) * outPlane;
-      for (int64_t ci = 0; ci < inPerGroup; ++ci) {
-        const double *xPlane = x.data() + (n * g.inChannels + group * inPerGroup + ci) * inPlane;
-        const double *wKernel = w.data() + (co * inPerGroup + ci) * kernelSize;
-        for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
-          for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
-            for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-              double weight = wKernel[(kd * g.kernel[1] + kh) * g.kernel[2] + kw];
-              int64_t offD = kd * g.dilation[0] - g.padBegin[0];
-              int64_t offH = kh * g.dilation[1] - g.padBegin[1];
-              int64_t offW = kw * g.dilation[2] - g.padBegin[2];
-              auto [d0, d1] = validOutputRange(offD, g.stride[0], g.in[0], g.out[0]);
-              auto [h0, h1] = validOutputRange(offH, g.stride[1], g.in[1], g.out[1]);
-              auto [w0, w1] = validOutputRange(offW, g.stride[2], g.in[2], g.out[2]);
-              for (int64_t od = d0; od < d1; ++od) {
-                int64_t id = od * g.stride[0] + offD;
-                for (int64_t oh = h0; oh < h1; ++oh) {
-                  int64_t ih = oh * g.stride[1] + offH;
-                  const double *xRow = xPlane + (id * g.in[1] + ih) * g.in[2];
-                  double *yRow = yPlane + (od * g.out[1] + oh) * g.out[2];
-                  for (int64_t ow = w0; ow < w1; ++ow)
-                    yRow[ow] += weight * xRow[ow * g.stride[2] + offW];
-                }
-              }
+// Adds one weight kernel's contribution between an input plane and an output plane, tap by tap.
+// conv gathers (output o reads input o*stride + offset); conv_transpose scatters (input i feeds
+// output i*stride + offset), the same loop nest with the roles of input and output swapped, so it
+// costs the same. Either way the loops run over the positions p of the side that is not strided,
+// whose valid range stridedRange computes once per tap, and the innermost loop is contiguous in
+// that side.
+template <bool scatter>
+void accumulateKernel(const ConvGeometry &g, const double *xPlane, const double *wKernel, double *yPlane) {
+  const int64_t *dense = scatter ? g.in : g.out, *strided = scatter ? g.out : g.in;
+  for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+    for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+        double weight = wKernel[(kd * g.kernel[1] + kh) * g.kernel[2] + kw];
+        int64_t offD = kd * g.dilation[0] - g.padBegin[0];
+        int64_t offH = kh * g.dilation[1] - g.padBegin[1];
+        int64_t offW = kw * g.dilation[2] - g.padBegin[2];
+        auto [d0, d1] = stridedRange(offD, g.stride[0], strided[0], dense[0]);
+        auto [h0, h1] = stridedRange(offH, g.stride[1], strided[1], dense[1]);
+        auto [w0, w1] = stridedRange(offW, g.stride[2], strided[2], dense[2]);
+        for (int64_t pd = d0; pd < d1; ++pd) {
+          int64_t sd = pd * g.stride[0] + offD; // the strided side's position
+          for (int64_t ph = h0; ph < h1; ++ph) {
+            int64_t sh = ph * g.stride[1] + offH;
+            if constexpr (scatter) {
+              const double *xRow = xPlane + (pd * g.in[1] + ph) * g.in[2];
+              double *yRow = yPlane + (sd * g.out[1] + sh) * g.out[2];
+              for (int64_t pw = w0; pw < w1; ++pw)
+                yRow[pw * g.stride[2] + offW] += weight * xRow[pw];
+            } else {
+              const double *xRow = xPlane + (sd * g.in[1] + sh) * g.in[2];
+              double *yRow = yPlane + (pd * g.out[1] + ph) * g.out[2];
+              for (int64_t pw = w0; pw < w1; ++pw)
+                yRow[pw] += weight * xRow[pw * g.stride[2] + offW];
             }
           }
         }
       }
     }
   }
-  Tensor out(outTypes[0]);
-  for (size_t i = 0; i < y.size(); ++i)
-    out.setDouble(static_cast<int64_t>(i), y[i]);
-  return {out};
+}
+
+std::vector<Tensor> evalConv(const std::vector<Tensor> &in, const AttrMap &attrs,
+                             const std::vector<TensorType> &outTypes) {
+  ConvGeometry g = convGeometry(in[0].type(), in[1].type(), attrs);
+  std::vector<double> x = in[0].toDoubles(), w = in[1].toDoubles();
+  int64_t inPerGroup = g.inPerGroup(), outPerGroup = g.outPerGroup();
+  std::vector<double> y(static_cast<size_t>(g.batch * g.outChannels * g.outPlane()), 0.0);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t co = 0; co < g.outChannels; ++co) {
+      int64_t group = co / outPerGroup;
+      double *yPlane = y.data() + (n * g.outChannels + co) * g.outPlane();
+      for (int64_t ci = 0; ci < inPerGroup; ++ci) {
+        const double *xPlane = x.data() + (n * g.inChannels + group * inPerGroup + ci) * g.inPlane();
+        accumulateKernel<false>(g, xPlane, w.data() + (co * inPerGroup + ci) * g.kernelSize(), yPlane);
+      }
+    }
+  }
+  return {Tensor::fromDoubles(outTypes[0].dtype, outTypes[0].shape, y)};
+}
+
+std::vector<Tensor> evalConvTranspose(const std::vector<Tensor> &in, const AttrMap &attrs,
+                                      const std::vector<TensorType> &outTypes) {
+  ConvGeometry g = convTransposeGeometry(in[0].type(), in[1].type(), attrs);
+  std::vector<double> x = in[0].toDoubles(), w = in[1].toDoubles();
+  int64_t inPerGroup = g.inPerGroup(), outPerGroup = g.outPerGroup();
+  std::vector<double> y(static_cast<size_t>(numElements(outTypes[0].shape)), 0.0);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t ci = 0; ci < g.inChannels; ++ci) {
+      int64_t group = ci / inPerGroup;
+      const double *xPlane = x.data() + (n * g.inChannels + ci) * g.inPlane();
+      for (int64_t m = 0; m < outPerGroup; ++m) {
+        double *yPlane = y.data() + (n * g.outChannels + group * outPerGroup + m) * g.outPlane();
+        accumulateKernel<true>(g, xPlane, w.data() + (ci * outPerGroup + m) * g.kernelSize(), yPlane);
+      }
+    }
+  }
+  return {Tensor::fromDoubles(outTypes[0].dtype, outTypes[0].shape, y)};
 }
 
 } // namespace
@@ -292,8 +336,18 @@ OpDef defineConv() {
   OpDef def;
   def.attrs = {intsAttr("strides", std::vector<int64_t>{}), intsAttr("pads", std::vector<int64_t>{}),
                intsAttr("dilations", std::vector<int64_t>{}), intAttr("groups", 1)};
-  def.infer = inferConv;
+  def.infer = inferConvFamily<convGeometry>;
   def.eval = evalConv;
+  return def;
+}
+
+OpDef defineConvTranspose() {
+  OpDef def;
+  def.attrs = {intsAttr("strides", std::vector<int64_t>{}), intsAttr("pads", std::vector<int64_t>{}),
+               intsAttr("dilations", std::vector<int64_t>{}),
+               intsAttr("output_padding", std::vector<int64_t>{}), intAttr("groups", 1)};
+  def.infer = inferConvFamily<convTransposeGeometry>;
+  def.eval = evalConvTranspose;
   return def;
 }
 

@@ -14,7 +14,6 @@
 // "max" and "min" propagate NaN, as numpy's maximum and minimum do.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "ir/ops/Common.h"
@@ -24,38 +23,6 @@ namespace kiln::ir {
 using namespace ops;
 
 namespace {
-
-void requireIndexDType(const TensorType &indices, bool allowI32) {
-  if (indices.dtype == DType::I64 || (allowI32 && indices.dtype == DType::I32))
-    return;
-  fail("indices must be {}, got {}", allowI32 ? "i64 or i32" : "i64", dtypeName(indices.dtype));
-}
-
-/// The element `flat` of `indices` as a position in [0, dim) along data axis `axis`;
-/// negatives wrap once, anything else out of range is an error naming the index.
-int64_t resolveIndex(std::string_view op, const Tensor &indices, int64_t flat, int64_t axis, int64_t dim) {
-  int64_t index = indices.getInt(flat);
-  if (index < -dim || index >= dim)
-    fail("{}: index {} (at indices{}) is out of range [{}, {}) for axis {} of size {}", op, index,
-         shapeToString(unflattenIndex(flat, indices.shape())), -dim, dim, axis, dim);
-  return index < 0 ? index + dim : index;
-}
-
-int64_t productOf(const Shape &shape, size_t from, size_t to) {
-  int64_t product = 1;
-  for (size_t d = from; d < to; ++d)
-    product *= shape[d];
-  return product;
-}
-
-/// Copies `count` elements of one dtype between tensors, by flat index; bytes move as they
-/// are, so every dtype (an i64 above 2^53, a NaN payload) survives exactly.
-void copyElements(const Tensor &from, int64_t fromFlat, Tensor &to, int64_t toFlat, int64_t count) {
-  size_t size = dtypeSize(from.dtype());
-  std::memcpy(static_cast<unsigned char *>(to.data()) + static_cast<size_t>(toFlat) * size,
-              static_cast<const unsigned char *>(from.data()) + static_cast<size_t>(fromFlat) * size,
-              static_cast<size_t>(count) * size);
-}
 
 // ---- scatter reductions ------------------------------------------------------------------------
 

@@ -3,38 +3,11 @@
 //
 // Index values are data, not types, so inference cannot check them: an index out of range
 // is a kiln::Error from evaluation that names the index, where it sits and the dim.
-#include <cstring>
-
 #include "ir/ops/Common.h"
 
 namespace kiln::ir {
 
 using namespace ops;
-
-namespace {
-
-void requireIndexDType(const TensorType &indices) {
-  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
-    fail("indices must be i64 or i32, got {}", dtypeName(indices.dtype));
-}
-
-/// The element `flat` of `indices` as a position in [0, dim): negatives wrap once.
-int64_t resolveIndex(std::string_view op, const Tensor &indices, int64_t flat, int64_t axis, int64_t dim) {
-  int64_t index = indices.getInt(flat);
-  if (index < -dim || index >= dim)
-    fail("{}: index {} (at indices{}) is out of range [{}, {}) for axis {} of size {}", op, index,
-         shapeToString(unflattenIndex(flat, indices.shape())), -dim, dim, axis, dim);
-  return index < 0 ? index + dim : index;
-}
-
-int64_t productOf(const Shape &shape, size_t from, size_t to) {
-  int64_t product = 1;
-  for (size_t d = from; d < to; ++d)
-    product *= shape[d];
-  return product;
-}
-
-} // namespace
 
 OpDef defineGather() {
   OpDef def;
@@ -64,15 +37,11 @@ OpDef defineGather() {
     int64_t outer = productOf(data.shape(), 0, axis);
     int64_t inner = productOf(data.shape(), axis + 1, data.shape().size());
     auto count = static_cast<int64_t>(rows.size());
-    size_t block = static_cast<size_t>(inner) * dtypeSize(data.dtype());
     Tensor y(out[0]);
-    const auto *src = static_cast<const unsigned char *>(data.data());
-    auto *dst = static_cast<unsigned char *>(y.data());
-    if (block != 0)
+    if (inner != 0) // else there is nothing to copy, however many blocks
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t j = 0; j < count; ++j)
-          std::memcpy(dst + static_cast<size_t>(o * count + j) * block,
-                      src + static_cast<size_t>(o * dim + rows[j]) * block, block);
+          copyElements(data, (o * dim + rows[j]) * inner, y, (o * count + j) * inner, inner);
     return std::vector<Tensor>{y};
   };
   return def;
@@ -152,10 +121,7 @@ OpDef defineIota() {
     TensorType type{attrDType(attrs, "dtype"), attrInts(attrs, "shape")};
     if (type.dtype == DType::Bool)
       fail("iota cannot produce bool (indices are not truth values)");
-    int64_t count = 1;
-    for (int64_t dim : type.shape)
-      if (dim < 0 || __builtin_mul_overflow(count, dim, &count))
-        fail("shape {} is not a valid shape (negative dim or too many elements)", shapeToString(type.shape));
+    checkedNumElements(type.shape, "shape");
     normalizeAxis(attrInt(attrs, "axis"), type.rank(), "axis");
     return std::vector<TensorType>{type};
   };

@@ -4,8 +4,6 @@
 //
 // Reference evaluation copies element bytes rather than converting through double, so every
 // dtype moves exactly (an i64 above 2^53 or a NaN payload survives).
-#include <cstring>
-
 #include "ir/Builder.h"
 #include "ir/ops/Common.h"
 
@@ -14,38 +12,6 @@ namespace kiln::ir {
 using namespace ops;
 
 namespace {
-
-/// Copies single elements between two tensors of one dtype, by flat index.
-class ElementCopier {
-public:
-  ElementCopier(const Tensor &from, Tensor &to)
-      : src_(static_cast<const unsigned char *>(from.data())), dst_(static_cast<unsigned char *>(to.data())),
-        size_(dtypeSize(from.dtype())) {}
-  void operator()(int64_t from, int64_t to) const {
-    std::memcpy(dst_ + static_cast<size_t>(to) * size_, src_ + static_cast<size_t>(from) * size_, size_);
-  }
-
-private:
-  const unsigned char *src_;
-  unsigned char *dst_;
-  size_t size_;
-};
-
-/// Element count of a shape taken from an attribute; unlike numElements it refuses shapes
-/// whose count does not fit in int64 instead of silently wrapping.
-int64_t checkedNumElements(const Shape &shape, std::string_view what) {
-  int64_t count = 1;
-  for (int64_t dim : shape)
-    if (__builtin_mul_overflow(count, dim, &count))
-      fail("{} {} has more elements than fit in int64", what, shapeToString(shape));
-  return count;
-}
-
-void requireNonNegativeDims(const Shape &shape, std::string_view what) {
-  for (int64_t dim : shape)
-    if (dim < 0)
-      fail("{} {} has a negative dimension {}", what, shapeToString(shape), dim);
-}
 
 // reshape: `shape` with at most one -1 (inferred). A 0 is a zero-size dim, not ONNX's "copy
 // the input dim", so a shape attribute always means the same thing whatever the input.
@@ -90,7 +56,6 @@ std::vector<int64_t> resolvePerm(const std::vector<int64_t> &perm, int64_t rank)
 
 // broadcast: numpy broadcast_to; the operand is right-aligned and its size-1 dims stretch.
 void checkBroadcastable(const Shape &input, const Shape &target) {
-  requireNonNegativeDims(target, "shape");
   checkedNumElements(target, "shape");
   if (input.size() > target.size())
     fail("cannot broadcast {} to {}: the target has a lower rank", shapeToString(input),
@@ -191,12 +156,11 @@ OpDef definePermute() {
     for (int64_t axis : perm)
       strideOfOutAxis.push_back(inStrides[axis]);
     Tensor y(out[0]);
-    ElementCopier copy(x, y);
     forEachIndex(y.shape(), [&](const std::vector<int64_t> &index, int64_t flat) {
       int64_t source = 0;
       for (size_t d = 0; d < index.size(); ++d)
         source += index[d] * strideOfOutAxis[d];
-      copy(source, flat);
+      copyElements(x, source, y, flat, 1);
     });
     return std::vector<Tensor>{y};
   };
@@ -214,9 +178,8 @@ OpDef defineBroadcast() {
   def.eval = [](const std::vector<Tensor> &in, const AttrMap &, const std::vector<TensorType> &out) {
     const Tensor &x = in[0];
     Tensor y(out[0]);
-    ElementCopier copy(x, y);
     forEachIndex(y.shape(), [&](const std::vector<int64_t> &index, int64_t flat) {
-      copy(broadcastSourceIndex(index, x.shape()), flat);
+      copyElements(x, broadcastSourceIndex(index, x.shape()), y, flat, 1);
     });
     return std::vector<Tensor>{y};
   };

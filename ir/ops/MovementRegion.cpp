@@ -6,7 +6,6 @@
 // element loop trivial. Concat and split copy contiguous blocks. Element bytes are copied,
 // never converted, so every dtype moves exactly.
 #include <algorithm>
-#include <cstring>
 
 #include "ir/ops/Common.h"
 
@@ -23,9 +22,6 @@ constexpr int64_t kFill = -1; // a sourceOf entry that reads the fill value
 Tensor remapAxes(const Tensor &in, const TensorType &outType,
                  const std::vector<std::vector<int64_t>> &sourceOf, double fill) {
   Tensor out(outType);
-  const auto *src = static_cast<const unsigned char *>(in.data());
-  auto *dst = static_cast<unsigned char *>(out.data());
-  size_t size = dtypeSize(in.dtype());
   std::vector<int64_t> strides = contiguousStrides(in.shape());
   forEachIndex(outType.shape, [&](const std::vector<int64_t> &index, int64_t flat) {
     int64_t source = 0;
@@ -37,7 +33,7 @@ Tensor remapAxes(const Tensor &in, const TensorType &outType,
       }
       source += coordinate * strides[d];
     }
-    std::memcpy(dst + static_cast<size_t>(flat) * size, src + static_cast<size_t>(source) * size, size);
+    copyElements(in, source, out, flat, 1);
   });
   return out;
 }
@@ -157,15 +153,6 @@ int64_t padSource(int64_t o, int64_t begin, int64_t dim, PadMode mode) {
   return s;
 }
 
-// ---- concat and split --------------------------------------------------------------------
-
-int64_t productOf(const Shape &shape, size_t from, size_t to) {
-  int64_t product = 1;
-  for (size_t d = from; d < to; ++d)
-    product *= shape[d];
-  return product;
-}
-
 } // namespace
 
 OpDef defineSlice() {
@@ -238,17 +225,13 @@ OpDef defineConcat() {
     Tensor y(out[0]);
     size_t axis = static_cast<size_t>(normalizeAxis(attrInt(attrs, "axis"), y.rank(), "axis"));
     int64_t outer = productOf(y.shape(), 0, axis), inner = productOf(y.shape(), axis + 1, y.shape().size());
-    size_t size = dtypeSize(y.dtype());
-    auto *dst = static_cast<unsigned char *>(y.data());
     // Output row o (over the dims before axis) is the operands' rows o, one after another.
+    int64_t next = 0;
     for (int64_t o = 0; o < outer; ++o) {
       for (const Tensor &x : in) {
-        size_t block = static_cast<size_t>(x.shape()[axis] * inner) * size;
-        if (block == 0)
-          continue;
-        std::memcpy(dst, static_cast<const unsigned char *>(x.data()) + static_cast<size_t>(o) * block,
-                    block);
-        dst += block;
+        int64_t block = x.shape()[axis] * inner;
+        copyElements(x, o * block, y, next, block);
+        next += block;
       }
     }
     return std::vector<Tensor>{y};
@@ -283,19 +266,16 @@ OpDef defineSplit() {
     const Tensor &x = in[0];
     size_t axis = static_cast<size_t>(normalizeAxis(attrInt(attrs, "axis"), x.rank(), "axis"));
     int64_t outer = productOf(x.shape(), 0, axis), inner = productOf(x.shape(), axis + 1, x.shape().size());
-    size_t size = dtypeSize(x.dtype());
-    const auto *src = static_cast<const unsigned char *>(x.data());
     std::vector<Tensor> ys;
     for (const TensorType &type : out)
       ys.emplace_back(type);
     // The inverse of concat: input row o is the outputs' rows o, one after another.
+    int64_t next = 0;
     for (int64_t o = 0; o < outer; ++o) {
       for (Tensor &y : ys) {
-        size_t block = static_cast<size_t>(y.shape()[axis] * inner) * size;
-        if (block == 0)
-          continue;
-        std::memcpy(static_cast<unsigned char *>(y.data()) + static_cast<size_t>(o) * block, src, block);
-        src += block;
+        int64_t block = y.shape()[axis] * inner;
+        copyElements(x, next, y, o * block, block);
+        next += block;
       }
     }
     return ys;

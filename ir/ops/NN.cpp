@@ -2,8 +2,7 @@
 // gelu and silu. Each is defined by its decomposition into primitives (and reduce_mean), built
 // with the core Builder; they exist as ops so that dumps stay readable and pattern passes (BN
 // folding, attention and softmax fusion) can see them whole.
-#include "ir/Builder.h"
-#include "ir/ops/Common.h"
+#include "ir/ops/Composite.h"
 
 namespace kiln::ir {
 
@@ -11,19 +10,10 @@ using namespace ops;
 
 namespace {
 
-void requireFloat(const TensorType &type, std::string_view what) {
-  if (!isFloat(type.dtype))
-    fail("{} must be floating-point, got {}", what, dtypeName(type.dtype));
-}
-
 // 1/sqrt(2) and sqrt(2/pi), written out: M_SQRT1_2 and M_PI are POSIX, not standard C++.
 constexpr double kSqrtHalf = 0.70710678118654752440;
 constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
 
-// Small builder shorthands: decompositions read like the formulas they implement.
-Value *binary(Builder &b, OpKind op, Value *lhs, Value *rhs) { return b.create(op, {lhs, rhs}); }
-Value *unary(Builder &b, OpKind op, Value *x) { return b.create(op, {x}); }
-Value *constantLike(Builder &b, Value *like, double value) { return b.scalar(like->dtype(), value); }
 Value *reduce(Builder &b, OpKind op, Value *x, std::vector<int64_t> axes) {
   return b.create(op, {x}, {{"axes", std::move(axes)}, {"keepdims", int64_t(1)}});
 }
@@ -65,30 +55,20 @@ std::vector<TensorType> inferBatchNorm(const std::vector<TensorType> &in, const 
   const TensorType &x = in[0];
   if (x.rank() < 2)
     fail("input must be [N, C, ...], got {}", shapeToString(x.shape));
-  static const char *kNames[] = {"input", "scale", "bias", "mean", "var"};
-  for (size_t i = 1; i < 5; ++i)
-    if (in[i].shape != Shape{x.shape[1]})
-      fail("{} must be [{}] (one per channel of input {}), got {}", kNames[i], x.shape[1],
-           shapeToString(x.shape), shapeToString(in[i].shape));
-  if (!(attrFloat(attrs, "epsilon") >= 0))
-    fail("epsilon must be >= 0, got {}", attrFloat(attrs, "epsilon"));
+  requirePerChannelInputs(in, {"scale", "bias", "mean", "var"});
+  requireEpsilon(attrs);
   return {TensorType{dtype, x.shape}};
 }
 
 std::vector<Value *> decomposeBatchNorm(Builder &b, const std::vector<Value *> &in, const AttrMap &attrs) {
   Value *x = in[0];
-  // Per-channel vectors [C] become [C, 1, ...] so they broadcast along axis 1 of x.
-  Shape channelShape(static_cast<size_t>(x->rank() - 1), 1);
-  channelShape[0] = x->shape()[1];
-  auto perChannel = [&](Value *v) {
-    return channelShape.size() == 1 ? v : b.create(OpKind::Reshape, {v}, {{"shape", channelShape}});
-  };
   // The per-channel factor scale / sqrt(var + eps) is computed on [C] once, not per element.
   Value *invStd =
       unary(b, OpKind::Rsqrt, binary(b, OpKind::Add, in[4], constantLike(b, x, attrFloat(attrs, "epsilon"))));
   Value *factor = binary(b, OpKind::Mul, in[1], invStd);
-  Value *centered = binary(b, OpKind::Sub, x, perChannel(in[3]));
-  Value *y = binary(b, OpKind::Add, binary(b, OpKind::Mul, centered, perChannel(factor)), perChannel(in[2]));
+  Value *centered = binary(b, OpKind::Sub, x, perChannel(b, in[3], x));
+  Value *y = binary(b, OpKind::Add, binary(b, OpKind::Mul, centered, perChannel(b, factor, x)),
+                    perChannel(b, in[2], x));
   return {y};
 }
 
@@ -104,8 +84,7 @@ std::vector<TensorType> inferLayerNorm(const std::vector<TensorType> &in, const 
     if (in[i].shape != normalized)
       fail("{} must have the normalized shape {} (input {} from axis {}), got {}", i == 1 ? "weight" : "bias",
            shapeToString(normalized), shapeToString(x.shape), axis, shapeToString(in[i].shape));
-  if (!(attrFloat(attrs, "epsilon") >= 0))
-    fail("epsilon must be >= 0, got {}", attrFloat(attrs, "epsilon"));
+  requireEpsilon(attrs);
   return {TensorType{dtype, x.shape}};
 }
 

@@ -1,10 +1,11 @@
-// ONNX normalisation and loss composites: instance_norm (InstanceNormalization), nll_loss
-// (NegativeLogLikelihoodLoss) and lrn (LRN). Each is defined by its decomposition into
-// primitives, built with the core Builder.
+// Normalisation and loss composites: instance_norm (ONNX InstanceNormalization), mse_loss and
+// cross_entropy (PyTorch's), nll_loss (ONNX NegativeLogLikelihoodLoss) and lrn (ONNX LRN). Each
+// is defined by its decomposition into primitives, built with the core Builder. A loss's
+// `reduction` is "mean" (a scalar), "sum" (a scalar) or "none" (per element for mse_loss, per
+// sample for cross_entropy and nll_loss), as in PyTorch.
 #include <limits>
 
-#include "ir/Builder.h"
-#include "ir/ops/Common.h"
+#include "ir/ops/Composite.h"
 
 namespace kiln::ir {
 
@@ -12,21 +13,6 @@ using namespace ops;
 
 namespace {
 
-void requireFloat(const TensorType &type, std::string_view what) {
-  if (!isFloat(type.dtype))
-    fail("{} must be floating-point, got {}", what, dtypeName(type.dtype));
-}
-
-void requireEpsilon(const AttrMap &attrs) {
-  if (!(attrFloat(attrs, "epsilon") >= 0))
-    fail("epsilon must be >= 0, got {}", attrFloat(attrs, "epsilon"));
-}
-
-Value *binary(Builder &b, OpKind op, Value *lhs, Value *rhs) { return b.create(op, {lhs, rhs}); }
-Value *constantLike(Builder &b, Value *like, double value) { return b.scalar(like->dtype(), value); }
-Value *reshape(Builder &b, Value *x, Shape shape) {
-  return b.create(OpKind::Reshape, {x}, {{"shape", shape}});
-}
 Value *reduceAll(Builder &b, OpKind op, Value *x) {
   return b.create(op, {x}, {{"axes", std::vector<int64_t>{}}, {"keepdims", int64_t(0)}});
 }
@@ -41,11 +27,7 @@ std::vector<TensorType> inferInstanceNorm(const std::vector<TensorType> &in, con
   const TensorType &x = in[0];
   if (x.rank() < 3)
     fail("input must be [N, C, D1, ...] with at least one spatial dim, got {}", shapeToString(x.shape));
-  static const char *kNames[] = {"input", "scale", "bias"};
-  for (size_t i = 1; i < 3; ++i)
-    if (in[i].shape != Shape{x.shape[1]})
-      fail("{} must be [{}] (one per channel of input {}), got {}", kNames[i], x.shape[1],
-           shapeToString(x.shape), shapeToString(in[i].shape));
+  requirePerChannelInputs(in, {"scale", "bias"});
   requireEpsilon(attrs);
   return {TensorType{dtype, x.shape}};
 }
@@ -62,12 +44,64 @@ std::vector<Value *> decomposeInstanceNorm(Builder &b, const std::vector<Value *
   Value *var = mean(binary(b, OpKind::Mul, centered, centered));
   Value *epsilon = constantLike(b, x, attrFloat(attrs, "epsilon"));
   Value *invStd = b.create(OpKind::Rsqrt, {binary(b, OpKind::Add, var, epsilon)});
-  // [C] becomes [C, 1, ...] to broadcast along axis 1; the scale folds into the [N, C, 1, ...]
-  // factor so the full-size tensor is multiplied once.
-  Shape channelShape(static_cast<size_t>(x->rank() - 1), 1);
-  channelShape[0] = x->shape()[1];
-  Value *factor = binary(b, OpKind::Mul, invStd, reshape(b, in[1], channelShape));
-  return {binary(b, OpKind::Add, binary(b, OpKind::Mul, centered, factor), reshape(b, in[2], channelShape))};
+  // The scale folds into the [N, C, 1, ...] factor so the full-size tensor is multiplied once.
+  Value *factor = binary(b, OpKind::Mul, invStd, perChannel(b, in[1], x));
+  return {binary(b, OpKind::Add, binary(b, OpKind::Mul, centered, factor), perChannel(b, in[2], x))};
+}
+
+// ---- mse_loss -----------------------------------------------------------------------------------
+
+std::vector<TensorType> inferMseLoss(const std::vector<TensorType> &in, const AttrMap &attrs) {
+  LossReduction reduction = readLossReduction(attrs);
+  DType dtype = commonDType(in);
+  if (!isFloat(dtype))
+    fail("needs floating-point operands, got {}", dtypeName(dtype));
+  if (in[0].shape != in[1].shape)
+    fail("prediction {} and target {} must have the same shape", shapeToString(in[0].shape),
+         shapeToString(in[1].shape));
+  return {reducedLossType(in[0], reduction)};
+}
+
+std::vector<Value *> decomposeMseLoss(Builder &b, const std::vector<Value *> &in, const AttrMap &attrs) {
+  Value *diff = b.create(OpKind::Sub, {in[0], in[1]});
+  Value *squared = b.create(OpKind::Mul, {diff, diff});
+  return {applyLossReduction(b, squared, readLossReduction(attrs))};
+}
+
+// ---- cross_entropy ------------------------------------------------------------------------------
+
+std::vector<TensorType> inferCrossEntropy(const std::vector<TensorType> &in, const AttrMap &attrs) {
+  LossReduction reduction = readLossReduction(attrs);
+  const TensorType &logits = in[0], &labels = in[1];
+  if (!isFloat(logits.dtype))
+    fail("logits must be floating-point, got {}", dtypeName(logits.dtype));
+  if (logits.rank() != 2)
+    fail("logits must be [N, C], got {}", shapeToString(logits.shape));
+  if (logits.shape[1] == 0)
+    fail("logits {} have no classes", shapeToString(logits.shape));
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    fail("labels must be i64 or i32 class indices, got {}", dtypeName(labels.dtype));
+  if (labels.shape != Shape{logits.shape[0]})
+    fail("labels must be [{}] (one class index per row of logits {}), got {}", logits.shape[0],
+         shapeToString(logits.shape), shapeToString(labels.shape));
+  return {reducedLossType(TensorType{logits.dtype, {logits.shape[0]}}, reduction)};
+}
+
+// loss[n] = -log_softmax(logits)[n, labels[n]]. The pick is a one-hot mask (iota along the
+// class axis == label) selecting through `where` and summed over classes: a select rather than
+// a multiply by the mask, so a -inf log-probability of another class cannot turn into NaN.
+std::vector<Value *> decomposeCrossEntropy(Builder &b, const std::vector<Value *> &in, const AttrMap &attrs) {
+  Value *logits = in[0], *labels = in[1];
+  int64_t rows = logits->shape()[0], classes = logits->shape()[1];
+  Value *logProbs = b.create(OpKind::LogSoftmax, {logits}, {{"axis", int64_t(1)}});
+  Value *classIds = b.create(
+      OpKind::Iota, {}, {{"shape", Shape{rows, classes}}, {"axis", int64_t(1)}, {"dtype", labels->dtype()}});
+  Value *column = b.create(OpKind::Reshape, {labels}, {{"shape", Shape{rows, 1}}});
+  Value *oneHot = b.create(OpKind::Eq, {classIds, column});
+  Value *picked = b.create(OpKind::Where, {oneHot, logProbs, b.scalar(logits->dtype(), 0.0)});
+  Value *logProb = b.create(OpKind::ReduceSum, {picked}, {{"axes", std::vector<int64_t>{1}}});
+  Value *losses = b.create(OpKind::Neg, {logProb});
+  return {applyLossReduction(b, losses, readLossReduction(attrs))};
 }
 
 // ---- nll_loss -----------------------------------------------------------------------------------
@@ -78,21 +112,8 @@ std::vector<Value *> decomposeInstanceNorm(Builder &b, const std::vector<Value *
 // reference's pick) does; a target outside [-C, C) is an evaluation error from the gather of the
 // weights. ignore_index's default, INT64_MIN, means no index is ignored.
 
-enum class Reduction { Mean, Sum, None };
-
-Reduction readReduction(const AttrMap &attrs) {
-  const std::string &reduction = attrString(attrs, "reduction");
-  if (reduction == "mean")
-    return Reduction::Mean;
-  if (reduction == "sum")
-    return Reduction::Sum;
-  if (reduction == "none")
-    return Reduction::None;
-  fail("attribute 'reduction' must be \"mean\", \"sum\" or \"none\", got \"{}\"", reduction);
-}
-
 std::vector<TensorType> inferNllLoss(const std::vector<TensorType> &in, const AttrMap &attrs) {
-  Reduction reduction = readReduction(attrs);
+  LossReduction reduction = readLossReduction(attrs);
   const TensorType &input = in[0], &target = in[1];
   requireFloat(input, "input");
   if (input.rank() < 2)
@@ -113,9 +134,7 @@ std::vector<TensorType> inferNllLoss(const std::vector<TensorType> &in, const At
       fail("weight must be [{}] (one per class of input {}), got {}", input.shape[1],
            shapeToString(input.shape), shapeToString(in[2].shape));
   }
-  if (reduction == Reduction::None)
-    return {TensorType{input.dtype, perElement}};
-  return {TensorType{input.dtype, {}}};
+  return {reducedLossType(TensorType{input.dtype, perElement}, reduction)};
 }
 
 Value *integerScalar(Builder &b, DType dtype, int64_t value) {
@@ -164,14 +183,11 @@ std::vector<Value *> decomposeNllLoss(Builder &b, const std::vector<Value *> &in
   if (ignored)
     losses = b.create(OpKind::Where, {ignored, constantLike(b, input, 0.0), losses});
 
-  switch (readReduction(attrs)) {
-  case Reduction::None: return {losses};
-  case Reduction::Sum: return {reduceAll(b, OpKind::ReduceSum, losses)};
-  case Reduction::Mean:
+  LossReduction reduction = readLossReduction(attrs);
+  if (reduction == LossReduction::Mean) // weighted: divided by the weights taken, not the count
     return {binary(b, OpKind::Div, reduceAll(b, OpKind::ReduceSum, losses),
                    reduceAll(b, OpKind::ReduceSum, taken))};
-  }
-  return {losses};
+  return {applyLossReduction(b, losses, reduction)};
 }
 
 // ---- lrn ----------------------------------------------------------------------------------------
@@ -217,6 +233,22 @@ OpDef defineInstanceNorm() {
   def.attrs = {floatAttr("epsilon", 1e-5)};
   def.infer = inferInstanceNorm;
   def.decompose = decomposeInstanceNorm;
+  return def;
+}
+
+OpDef defineMseLoss() {
+  OpDef def;
+  def.attrs = {stringAttr("reduction", "mean")};
+  def.infer = inferMseLoss;
+  def.decompose = decomposeMseLoss;
+  return def;
+}
+
+OpDef defineCrossEntropy() {
+  OpDef def;
+  def.attrs = {stringAttr("reduction", "mean")};
+  def.infer = inferCrossEntropy;
+  def.decompose = decomposeCrossEntropy;
   return def;
 }
 

@@ -15,7 +15,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ir/ops/Common.h"
+#include "ir/ops/Window.h"
 
 namespace kiln::ir {
 
@@ -23,50 +23,17 @@ using namespace ops;
 
 namespace {
 
-// Like conv, the evaluator lifts every pool to 3 spatial dims with size-1 leading dims.
-constexpr int kMaxSpatial = 3;
-
 struct PoolGeometry {
   int64_t batch = 0, channels = 0;
-  int64_t in[kMaxSpatial], out[kMaxSpatial], kernel[kMaxSpatial];
-  int64_t stride[kMaxSpatial], padBegin[kMaxSpatial], padEnd[kMaxSpatial], dilation[kMaxSpatial];
+  // Per spatial dim, lifted to kMaxWindowSpatial dims like conv (leading dims are the added size-1 ones).
+  int64_t in[kMaxWindowSpatial], out[kMaxWindowSpatial], kernel[kMaxWindowSpatial];
+  int64_t stride[kMaxWindowSpatial], dilation[kMaxWindowSpatial];
+  int64_t padBegin[kMaxWindowSpatial], padEnd[kMaxWindowSpatial];
   Shape outShape;
 };
 
-// Window sizes come from user attributes: overflow is a user error, not undefined behaviour.
-int64_t checkedAdd(int64_t a, int64_t b) {
-  int64_t sum;
-  if (__builtin_add_overflow(a, b, &sum))
-    fail("window arithmetic overflows int64 ({} + {})", a, b);
-  return sum;
-}
-
-int64_t checkedMul(int64_t a, int64_t b) {
-  int64_t product;
-  if (__builtin_mul_overflow(a, b, &product))
-    fail("window arithmetic overflows int64 ({} * {})", a, b);
-  return product;
-}
-
-// Rounds a / b up for b > 0, without forming a + b - 1.
-int64_t ceilDiv(int64_t a, int64_t b) { return a / b + (a % b > 0 ? 1 : 0); }
-
-// Reads an ints attribute with one entry per spatial dim; empty means `fallback` everywhere.
-std::vector<int64_t> perSpatialDim(const AttrMap &attrs, const std::string &name, int64_t spatialRank,
-                                   int64_t fallback, int64_t minValue) {
-  std::vector<int64_t> values = attrInts(attrs, name);
-  if (values.empty())
-    values.assign(static_cast<size_t>(spatialRank), fallback);
-  if (static_cast<int64_t>(values.size()) != spatialRank)
-    fail("'{}' needs {} values (one per spatial dim), got {}", name, spatialRank, values.size());
-  for (int64_t v : values)
-    if (v < minValue)
-      fail("'{}' values must be >= {}, got {}", name, minValue, shapeToString(values));
-  return values;
-}
-
 PoolGeometry poolGeometry(const TensorType &x, const AttrMap &attrs, bool hasDilations) {
-  if (x.rank() < 3 || x.rank() > 2 + kMaxSpatial)
+  if (x.rank() < 3 || x.rank() > 2 + kMaxWindowSpatial)
     fail("input must be [N, C, spatial...] with 1 to 3 spatial dims, got {}", shapeToString(x.shape));
   int64_t spatialRank = x.rank() - 2;
   if (attrInts(attrs, "kernel").empty())
@@ -76,28 +43,21 @@ PoolGeometry poolGeometry(const TensorType &x, const AttrMap &attrs, bool hasDil
   std::vector<int64_t> dilations(static_cast<size_t>(spatialRank), 1);
   if (hasDilations)
     dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
-  std::vector<int64_t> pads = attrInts(attrs, "pads");
-  if (pads.empty())
-    pads.assign(static_cast<size_t>(2 * spatialRank), 0);
-  if (static_cast<int64_t>(pads.size()) != 2 * spatialRank)
-    fail("'pads' needs {} values ([begin..., end...]), got {}", 2 * spatialRank, pads.size());
-  for (int64_t p : pads)
-    if (p < 0)
-      fail("'pads' values must be >= 0, got {}", shapeToString(pads));
+  std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
   bool ceilMode = attrInt(attrs, "ceil_mode") != 0;
 
   PoolGeometry g;
   g.batch = x.shape[0];
   g.channels = x.shape[1];
   g.outShape = {g.batch, g.channels};
-  for (int d = 0; d < kMaxSpatial; ++d) {
+  for (int d = 0; d < kMaxWindowSpatial; ++d) {
     g.in[d] = g.out[d] = g.kernel[d] = g.stride[d] = g.dilation[d] = 1;
     g.padBegin[d] = g.padEnd[d] = 0;
   }
-  int64_t lifted = kMaxSpatial - spatialRank;
+  int64_t lifted = kMaxWindowSpatial - spatialRank;
   for (int64_t d = 0; d < spatialRank; ++d) {
     int64_t in = x.shape[2 + d], padBegin = pads[d], padEnd = pads[spatialRank + d];
-    int64_t span = checkedAdd(checkedMul(dilations[d], kernel[d] - 1), 1);
+    int64_t span = dilatedSpan(kernel[d], dilations[d]);
     int64_t excess = checkedAdd(checkedAdd(in, padBegin), padEnd) - span;
     if (excess < 0)
       fail("spatial dim {}: output size would be < 1 (input {} with pads {}+{}, dilated kernel {})", d, in,

@@ -22,7 +22,6 @@
 // toward zero and saturate).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "ir/ops/Common.h"
 
@@ -240,15 +239,11 @@ Tensor resizeNearest(const Tensor &x, const ResizeOptions &o, const TensorType &
   for (size_t d = 0; d < x.shape().size(); ++d)
     for (const std::vector<Tap> &taps : axisTaps(o, x.shape()[d], o.sizes[d], o.scales[d]))
       sourceOffset[d].push_back(taps.front().index * inStrides[d]);
-  size_t elementSize = dtypeSize(x.dtype());
-  const auto *src = static_cast<const unsigned char *>(x.data());
-  auto *dst = static_cast<unsigned char *>(y.data());
   forEachIndex(outType.shape, [&](const std::vector<int64_t> &index, int64_t flat) {
     int64_t from = 0;
     for (size_t d = 0; d < index.size(); ++d)
       from += sourceOffset[d][static_cast<size_t>(index[d])];
-    std::memcpy(dst + static_cast<size_t>(flat) * elementSize, src + static_cast<size_t>(from) * elementSize,
-                elementSize);
+    copyElements(x, from, y, flat, 1);
   });
   return y;
 }

@@ -4,7 +4,6 @@
 // where and movement ops, so fusion and codegen see only ops they already know.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <type_traits>
 
@@ -106,9 +105,6 @@ void topPositions(const std::vector<T> &line, int64_t k, bool largest, std::vect
 template <typename T>
 void evalTopK(const Tensor &x, const AxisView &view, int64_t k, bool largest, Tensor &values,
               Tensor &indices) {
-  size_t elementSize = dtypeSize(x.dtype());
-  const auto *src = static_cast<const unsigned char *>(x.data());
-  auto *dst = static_cast<unsigned char *>(values.data());
   AxisView outView = view;
   outView.extent = k;
   std::vector<T> line(static_cast<size_t>(view.extent));
@@ -126,9 +122,7 @@ void evalTopK(const Tensor &x, const AxisView &view, int64_t k, bool largest, Te
       topPositions(line, k, largest, order);
       for (int64_t r = 0; r < k; ++r) {
         int64_t from = view.at(o, order[r], i), to = outView.at(o, r, i);
-        std::memcpy(dst + static_cast<size_t>(to) * elementSize,
-                    src + static_cast<size_t>(from) * elementSize,
-                    elementSize); // values move bit for bit
+        copyElements(x, from, values, to, 1); // values move bit for bit
         indices.setInt(to, order[r]);
       }
     }

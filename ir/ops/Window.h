@@ -34,6 +34,11 @@ inline int64_t checkedMul(int64_t a, int64_t b) {
 /// Rounds a / b up for b > 0, without forming a + b - 1.
 inline int64_t ceilDiv(int64_t a, int64_t b) { return a / b + (a % b > 0 ? 1 : 0); }
 
+/// The extent a kernel of `kernel` taps spans at `dilation`: (kernel - 1) * dilation + 1.
+inline int64_t dilatedSpan(int64_t kernel, int64_t dilation) {
+  return checkedAdd(checkedMul(dilation, kernel - 1), 1);
+}
+
 /// Reads an ints attribute with one entry per spatial dim; empty means `fallback` everywhere.
 /// Every value must be >= minValue.
 inline std::vector<int64_t> perSpatialDim(const AttrMap &attrs, const std::string &name, int64_t spatialRank,

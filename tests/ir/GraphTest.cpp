@@ -10,21 +10,26 @@
 #include "ir/Evaluator.h"
 #include "ir/GraphAlgorithms.h"
 #include "ir/Verifier.h"
+#include "tests/ir/OpTestUtil.h"
 
 using namespace kiln;
 using namespace kiln::ir;
+using namespace kiln::test;
 
 namespace {
 
-// Expects `body` to throw kiln::Error whose message contains `needle`.
-template <typename Fn> void expectError(Fn body, const std::string &needle) {
-  try {
-    body();
-    FAIL() << "expected kiln::Error containing '" << needle << "'";
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+// x -> abs -> exp on f32[size]: the chain most tests below edit. Graph can be neither copied
+// nor moved, so a test holds the whole struct.
+struct AbsExpChain {
+  explicit AbsExpChain(int64_t size) : x(g.addInput({DType::F32, {size}}, "x")), b(g) {
+    abs = b.create(OpKind::Abs, {x});
+    exp = b.create(OpKind::Exp, {abs});
   }
-}
+  Graph g;
+  Value *x;
+  Builder b;
+  Value *abs, *exp;
+};
 
 size_t countUses(const Value *v, const Node *user) {
   size_t n = 0;
@@ -65,52 +70,41 @@ TEST(Graph, UseListsFollowOperands) {
 }
 
 TEST(Graph, ReplaceAllUsesUpdatesNodesAndOutputs) {
-  Graph g;
-  Value *x = g.addInput({DType::F32, {3}}, "x");
-  Builder b(g);
-  Value *a = b.create(OpKind::Abs, {x});
-  Value *e = b.create(OpKind::Exp, {a});
-  g.setOutputs({a, e});
-  Value *n = b.create(OpKind::Neg, {x});
+  AbsExpChain c(3);
+  c.g.setOutputs({c.abs, c.exp});
+  Value *n = c.b.create(OpKind::Neg, {c.x});
   // The replacement is defined after the uses; move it first so order stays valid.
-  g.moveBefore(n->producer(), a->producer());
-  a->replaceAllUsesWith(n);
-  EXPECT_TRUE(a->uses().empty());
-  EXPECT_FALSE(a->hasUses());
-  EXPECT_EQ(g.outputs()[0], n);
-  EXPECT_EQ(e->producer()->input(0), n);
-  g.eraseNode(a->producer());
-  verify(g);
-  EXPECT_EQ(g.numNodes(), 2u);
+  c.g.moveBefore(n->producer(), c.abs->producer());
+  c.abs->replaceAllUsesWith(n);
+  EXPECT_TRUE(c.abs->uses().empty());
+  EXPECT_FALSE(c.abs->hasUses());
+  EXPECT_EQ(c.g.outputs()[0], n);
+  EXPECT_EQ(c.exp->producer()->input(0), n);
+  c.g.eraseNode(c.abs->producer());
+  verify(c.g);
+  EXPECT_EQ(c.g.numNodes(), 2u);
 }
 
 TEST(Graph, EraseRefusesUsedNodes) {
-  Graph g;
-  Value *x = g.addInput({DType::F32, {3}}, "x");
-  Builder b(g);
-  Value *a = b.create(OpKind::Abs, {x});
-  g.setOutputs({b.create(OpKind::Exp, {a})});
-  expectError([&] { g.eraseNode(a->producer()); }, "still used");
-  expectError([&] { g.eraseInput(x); }, "still has uses");
+  AbsExpChain c(3);
+  c.g.setOutputs({c.exp});
+  expectError([&] { c.g.eraseNode(c.abs->producer()); }, "still used");
+  expectError([&] { c.g.eraseInput(c.x); }, "still has uses");
 }
 
 TEST(Graph, InsertionPointPlacesNodes) {
-  Graph g;
-  Value *x = g.addInput({DType::F32, {3}}, "x");
-  Builder b(g);
-  Value *a = b.create(OpKind::Abs, {x});
-  Value *e = b.create(OpKind::Exp, {a});
-  b.setInsertionPoint(e->producer());
-  Value *n = b.create(OpKind::Neg, {a});
-  e->producer()->setInput(0, n);
-  g.setOutputs({e});
-  auto nodes = g.nodes();
+  AbsExpChain c(3);
+  c.b.setInsertionPoint(c.exp->producer());
+  Value *n = c.b.create(OpKind::Neg, {c.abs});
+  c.exp->producer()->setInput(0, n);
+  c.g.setOutputs({c.exp});
+  auto nodes = c.g.nodes();
   ASSERT_EQ(nodes.size(), 3u);
   EXPECT_EQ(nodes[1], n->producer());
-  EXPECT_EQ(nodes[1]->prev(), a->producer());
-  EXPECT_EQ(nodes[1]->next(), e->producer());
+  EXPECT_EQ(nodes[1]->prev(), c.abs->producer());
+  EXPECT_EQ(nodes[1]->next(), c.exp->producer());
   EXPECT_EQ(nodes[2]->next(), nullptr);
-  verify(g);
+  verify(c.g);
 }
 
 TEST(Graph, CloneGraphIsDeepAndEqualInBehaviour) {
@@ -132,34 +126,27 @@ TEST(Graph, CloneGraphIsDeepAndEqualInBehaviour) {
 }
 
 TEST(Graph, CloneSubgraphRemapsOperands) {
-  Graph g;
-  Value *x = g.addInput({DType::F32, {2}}, "x");
-  Value *z = g.addInput({DType::F32, {2}}, "z");
-  Builder b(g);
-  Value *a = b.create(OpKind::Abs, {x});
-  Value *e = b.create(OpKind::Exp, {a});
+  AbsExpChain c(2);
+  Value *z = c.g.addInput({DType::F32, {2}}, "z");
   // Clone abs -> exp, feeding it from z instead of x.
-  std::unordered_map<const Value *, Value *> mapping{{x, z}};
-  g.cloneNodes({a->producer(), e->producer()}, mapping);
-  Value *e2 = mapping.at(e);
-  EXPECT_EQ(mapping.at(a)->producer()->input(0), z);
-  EXPECT_EQ(e2->producer()->input(0), mapping.at(a));
-  g.setOutputs({e, e2});
-  verify(g);
-  auto out = evaluate(g, {Tensor::fromDoubles(DType::F32, {2}, {1, 1}), Tensor::fromDoubles(DType::F32, {2}, {0, 0})});
+  std::unordered_map<const Value *, Value *> mapping{{c.x, z}};
+  c.g.cloneNodes({c.abs->producer(), c.exp->producer()}, mapping);
+  Value *e2 = mapping.at(c.exp);
+  EXPECT_EQ(mapping.at(c.abs)->producer()->input(0), z);
+  EXPECT_EQ(e2->producer()->input(0), mapping.at(c.abs));
+  c.g.setOutputs({c.exp, e2});
+  verify(c.g);
+  auto out = evaluate(
+      c.g, {Tensor::fromDoubles(DType::F32, {2}, {1, 1}), Tensor::fromDoubles(DType::F32, {2}, {0, 0})});
   EXPECT_NEAR(out[0].getDouble(0), std::exp(1.0), 1e-6);
   EXPECT_NEAR(out[1].getDouble(0), 1.0, 1e-7);
 }
 
 TEST(Verifier, CatchesUseBeforeDefinition) {
-  Graph g;
-  Value *x = g.addInput({DType::F32, {2}}, "x");
-  Builder b(g);
-  Value *a = b.create(OpKind::Abs, {x});
-  Value *e = b.create(OpKind::Exp, {a});
-  g.setOutputs({e});
-  g.moveBefore(e->producer(), a->producer());
-  expectError([&] { verify(g); }, "not defined before its use");
+  AbsExpChain c(2);
+  c.g.setOutputs({c.exp});
+  c.g.moveBefore(c.exp->producer(), c.abs->producer());
+  expectError([&] { verify(c.g); }, "not defined before its use");
 }
 
 TEST(Verifier, CatchesTypeDisagreeingWithInference) {
@@ -185,11 +172,22 @@ TEST(Builder, ReportsArityAndAttributes) {
   Builder b(g);
   expectError([&] { b.create(OpKind::Abs, {x, x}); }, "abs(f32[2], f32[2]): expects 1 inputs, got 2");
   expectError([&] { b.create(OpKind::Abs, {x}, {{"axis", int64_t(1)}}); }, "unknown attribute 'axis'");
-  expectError([&] { b.create(OpKind::Param, {}, {{"name", std::string("w")}}); }, "missing required attribute");
-  expectError([&] { b.create(OpKind::Param, {}, {{"name", int64_t(3)}, {"dtype", DType::F32}, {"shape", std::vector<int64_t>{}}}); },
-              "attribute 'name' must be string");
-  expectError([&] { b.create(OpKind::Exp, {b.create(OpKind::Cast, {x}, {{"to", DType::I32}})}); },
-              "needs a floating-point operand");
+  expectError(
+      [&] {
+        b.create(OpKind::Param, {}, {{"name", std::string("w")}});
+      },
+      "missing required attribute");
+  expectError(
+      [&] {
+        b.create(OpKind::Param, {},
+                 {{"name", int64_t(3)}, {"dtype", DType::F32}, {"shape", std::vector<int64_t>{}}});
+      },
+      "attribute 'name' must be string");
+  expectError(
+      [&] {
+        b.create(OpKind::Exp, {b.create(OpKind::Cast, {x}, {{"to", DType::I32}})});
+      },
+      "needs a floating-point operand");
 }
 
 TEST(Evaluator, BindsInputsAndParameters) {
@@ -209,43 +207,36 @@ TEST(Evaluator, BindsInputsAndParameters) {
 }
 
 TEST(GraphAlgorithms, OrderAndReachability) {
-  Graph g;
-  Value *x = g.addInput({DType::F32, {2}}, "x");
-  Builder b(g);
-  Value *a = b.create(OpKind::Abs, {x});
-  Value *n = b.create(OpKind::Neg, {x});
-  Value *e = b.create(OpKind::Exp, {a});
-  g.setOutputs({e, n});
-  DependenceGraph deps(g);
-  EXPECT_TRUE(deps.reaches(a->producer(), e->producer()));
-  EXPECT_FALSE(deps.reaches(e->producer(), a->producer()));
-  EXPECT_FALSE(deps.reaches(n->producer(), e->producer()));
-  auto reached = deps.reachableFrom({a->producer()});
+  AbsExpChain c(2);
+  Value *n = c.b.create(OpKind::Neg, {c.x});
+  c.g.setOutputs({c.exp, n});
+  DependenceGraph deps(c.g);
+  Node *a = c.abs->producer(), *e = c.exp->producer();
+  EXPECT_TRUE(deps.reaches(a, e));
+  EXPECT_FALSE(deps.reaches(e, a));
+  EXPECT_FALSE(deps.reaches(n->producer(), e));
+  auto reached = deps.reachableFrom({a});
   ASSERT_EQ(reached.size(), 1u);
-  EXPECT_EQ(reached[0], e->producer());
+  EXPECT_EQ(reached[0], e);
   auto order = deps.topologicalOrder();
   ASSERT_EQ(order.size(), 3u);
-  EXPECT_LT(std::find(order.begin(), order.end(), a->producer()), std::find(order.begin(), order.end(), e->producer()));
+  EXPECT_LT(std::find(order.begin(), order.end(), a), std::find(order.begin(), order.end(), e));
   EXPECT_FALSE(deps.hasCycle());
-  deps.addEdge(e->producer(), a->producer());
+  deps.addEdge(e, a);
   EXPECT_TRUE(deps.hasCycle());
   expectError([&] { deps.stableTopologicalOrder(); }, "cycle");
 }
 
 TEST(GraphAlgorithms, SortTopologicallyRepairsOrderStably) {
-  Graph g;
-  Value *x = g.addInput({DType::F32, {2}}, "x");
-  Builder b(g);
-  Value *a = b.create(OpKind::Abs, {x});
-  Value *n = b.create(OpKind::Neg, {x});
-  Value *e = b.create(OpKind::Exp, {a});
-  g.setOutputs({e, n});
-  g.moveBefore(e->producer(), nullptr);
-  g.moveBefore(a->producer(), nullptr); // now: neg, exp, abs - invalid
-  sortTopologically(g);
-  verify(g);
-  auto nodes = g.nodes();
+  AbsExpChain c(2);
+  Value *n = c.b.create(OpKind::Neg, {c.x});
+  c.g.setOutputs({c.exp, n});
+  c.g.moveBefore(c.exp->producer(), nullptr);
+  c.g.moveBefore(c.abs->producer(), nullptr); // now: neg, exp, abs - invalid
+  sortTopologically(c.g);
+  verify(c.g);
+  auto nodes = c.g.nodes();
   EXPECT_EQ(nodes[0], n->producer()); // independent node keeps its place
-  EXPECT_EQ(nodes[1], a->producer());
-  EXPECT_EQ(nodes[2], e->producer());
+  EXPECT_EQ(nodes[1], c.abs->producer());
+  EXPECT_EQ(nodes[2], c.exp->producer());
 }

@@ -3,57 +3,18 @@
 // plain loops over the defining formula (numpy take / torch scatter_add / arange).
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include "ir/Builder.h"
 #include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
+#include "tests/ir/OpTestUtil.h"
 
 using namespace kiln;
 using namespace kiln::ir;
+using namespace kiln::test;
 
 namespace {
 
-/// 0, 1, 2, ... in row-major order.
-Tensor seq(DType dtype, Shape shape) {
-  std::vector<double> values(static_cast<size_t>(numElements(shape)));
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = static_cast<double>(i);
-  return Tensor::fromDoubles(dtype, std::move(shape), values);
-}
-
-Tensor ints64(Shape shape, std::vector<double> values) {
-  return Tensor::fromDoubles(DType::I64, std::move(shape), values);
-}
-
-/// Builds a one-node graph over `inputs`, verifies it and evaluates it.
-Tensor run(OpKind op, const std::vector<Tensor> &inputs, AttrMap attrs = {}) {
-  Graph graph("test");
-  std::vector<Value *> args;
-  for (const Tensor &t : inputs)
-    args.push_back(graph.addInput(t.type()));
-  Builder builder(graph);
-  graph.setOutputs({builder.create(op, args, std::move(attrs))});
-  verify(graph);
-  return evaluate(graph, inputs).at(0);
-}
-
-/// The message of the kiln::Error that `fn` throws; a test failure if it throws none.
-std::string errorFrom(const std::function<void()> &fn) {
-  std::string message = "<no kiln::Error>";
-  EXPECT_THROW(
-      try { fn(); } catch (const Error &e) {
-        message = e.what();
-        throw;
-      },
-      Error);
-  return message;
-}
-#define EXPECT_ERROR(statement, fragment)                                                                    \
-  EXPECT_PRED_FORMAT2(testing::IsSubstring, fragment, errorFrom([&] { statement; }))
-
-std::vector<double> values(const Tensor &t) { return t.toDoubles(); }
 Attribute axis(int64_t v) { return v; }
 
 } // namespace
@@ -62,17 +23,17 @@ Attribute axis(int64_t v) { return v; }
 
 TEST(OpsIndexingGather, RowsWithNegativeIndices) {
   Tensor data = seq(DType::F32, {3, 2});
-  Tensor y = run(OpKind::Gather, {data, ints64({3}, {2, 0, -1})});
+  Tensor y = runOp(OpKind::Gather, {data, i64s({3}, {2, 0, -1})});
   EXPECT_EQ(y.type(), TensorType({DType::F32, {3, 2}}));
   EXPECT_EQ(values(y), std::vector<double>({4, 5, 0, 1, 4, 5}));
 }
 
 TEST(OpsIndexingGather, RankZeroIndicesDropTheAxis) {
   Tensor data = seq(DType::F32, {3, 2});
-  Tensor y = run(OpKind::Gather, {data, Tensor::scalar(DType::I64, 1)}, {{"axis", axis(1)}});
+  Tensor y = runOp(OpKind::Gather, {data, Tensor::scalar(DType::I64, 1)}, {{"axis", axis(1)}});
   EXPECT_EQ(y.shape(), Shape({3}));
   EXPECT_EQ(values(y), std::vector<double>({1, 3, 5}));
-  Tensor s = run(OpKind::Gather, {seq(DType::I32, {4}), Tensor::scalar(DType::I32, -2)});
+  Tensor s = runOp(OpKind::Gather, {seq(DType::I32, {4}), Tensor::scalar(DType::I32, -2)});
   EXPECT_EQ(s.rank(), 0);
   EXPECT_EQ(s.getInt(0), 2);
 }
@@ -81,7 +42,7 @@ TEST(OpsIndexingGather, RankTwoIndicesOnAMiddleAxis) {
   Tensor data = seq(DType::F64, {2, 3, 4});
   Tensor indices = Tensor::fromDoubles(DType::I32, {2, 2}, {2, -3, 1, 1});
   for (int64_t a : {1, -2}) {
-    Tensor y = run(OpKind::Gather, {data, indices}, {{"axis", axis(a)}});
+    Tensor y = runOp(OpKind::Gather, {data, indices}, {{"axis", axis(a)}});
     ASSERT_EQ(y.shape(), Shape({2, 2, 2, 4})); // [2] + [2,2] + [4]
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t p = 0; p < 2; ++p)
@@ -95,29 +56,29 @@ TEST(OpsIndexingGather, RankTwoIndicesOnAMiddleAxis) {
 }
 
 TEST(OpsIndexingGather, EmptyShapesAndExactDtypes) {
-  EXPECT_EQ(run(OpKind::Gather, {seq(DType::F32, {3, 2}), ints64({0}, {})}).shape(), Shape({0, 2}));
-  EXPECT_EQ(run(OpKind::Gather, {seq(DType::F32, {0, 3}), ints64({1}, {2})}, {{"axis", axis(1)}}).shape(),
+  EXPECT_EQ(runOp(OpKind::Gather, {seq(DType::F32, {3, 2}), i64s({0}, {})}).shape(), Shape({0, 2}));
+  EXPECT_EQ(runOp(OpKind::Gather, {seq(DType::F32, {0, 3}), i64s({1}, {2})}, {{"axis", axis(1)}}).shape(),
             Shape({0, 1}));
   Tensor big(DType::I64, {2});
   big.setInt(0, 7);
   big.setInt(1, (int64_t{1} << 62) + 1); // not representable in double
-  EXPECT_EQ(run(OpKind::Gather, {big, ints64({1}, {1})}).getInt(0), (int64_t{1} << 62) + 1);
+  EXPECT_EQ(runOp(OpKind::Gather, {big, i64s({1}, {1})}).getInt(0), (int64_t{1} << 62) + 1);
   Tensor flags = Tensor::fromDoubles(DType::Bool, {3}, {0, 1, 0});
-  EXPECT_EQ(values(run(OpKind::Gather, {flags, ints64({4}, {1, 1, 0, -2})})),
+  EXPECT_EQ(values(runOp(OpKind::Gather, {flags, i64s({4}, {1, 1, 0, -2})})),
             std::vector<double>({1, 1, 0, 1}));
 }
 
 TEST(OpsIndexingGather, Errors) {
   Tensor data = seq(DType::F32, {3, 2});
-  EXPECT_ERROR(run(OpKind::Gather, {data, ints64({2}, {0, 3})}),
+  EXPECT_ERROR(runOp(OpKind::Gather, {data, i64s({2}, {0, 3})}),
                "gather: index 3 (at indices[1]) is out of range [-3, 3) for axis 0 of size 3");
-  EXPECT_ERROR(run(OpKind::Gather, {data, ints64({2, 1}, {0, -4})}), "index -4 (at indices[1,0])");
-  EXPECT_ERROR(run(OpKind::Gather, {data, Tensor::scalar(DType::I64, 2)}, {{"axis", axis(-1)}}),
+  EXPECT_ERROR(runOp(OpKind::Gather, {data, i64s({2, 1}, {0, -4})}), "index -4 (at indices[1,0])");
+  EXPECT_ERROR(runOp(OpKind::Gather, {data, Tensor::scalar(DType::I64, 2)}, {{"axis", axis(-1)}}),
                "index 2 (at indices[]) is out of range [-2, 2) for axis 1 of size 2");
   // Checked even when the output has no elements.
-  EXPECT_ERROR(run(OpKind::Gather, {seq(DType::F32, {0, 3}), ints64({1}, {5})}, {{"axis", axis(1)}}),
+  EXPECT_ERROR(runOp(OpKind::Gather, {seq(DType::F32, {0, 3}), i64s({1}, {5})}, {{"axis", axis(1)}}),
                "index 5");
-  EXPECT_ERROR(run(OpKind::Gather, {seq(DType::F32, {0}), ints64({1}, {0})}), "of size 0");
+  EXPECT_ERROR(runOp(OpKind::Gather, {seq(DType::F32, {0}), i64s({1}, {0})}), "of size 0");
   auto infer = [](TensorType data, TensorType indices, int64_t a) {
     inferTypes(OpKind::Gather, {data, indices}, {{"axis", axis(a)}});
   };
@@ -132,7 +93,7 @@ TEST(OpsIndexingGather, Errors) {
 TEST(OpsIndexingScatterAdd, RepeatedIndicesAccumulate) {
   Tensor data = Tensor::fromDoubles(DType::F32, {5}, {0, 0, 0, 0, 100});
   Tensor updates = Tensor::fromDoubles(DType::F32, {5}, {1, 2, 3, 4, 5});
-  Tensor y = run(OpKind::ScatterAdd, {data, ints64({5}, {0, 1, 0, -1, 0}), updates});
+  Tensor y = runOp(OpKind::ScatterAdd, {data, i64s({5}, {0, 1, 0, -1, 0}), updates});
   EXPECT_EQ(values(y), std::vector<double>({9, 2, 0, 0, 104}));
   // The operand itself is not modified.
   EXPECT_EQ(values(data), std::vector<double>({0, 0, 0, 0, 100}));
@@ -150,7 +111,7 @@ TEST(OpsIndexingScatterAdd, TwoDimensionalAgainstLoops) {
         int64_t col = (indices.getInt(i * 2 + j) + 4) % 4;
         want[i * 4 + col] += updates.getDouble(i * 2 + j);
       }
-    EXPECT_EQ(values(run(OpKind::ScatterAdd, {data, indices, updates}, {{"axis", axis(a)}})), want);
+    EXPECT_EQ(values(runOp(OpKind::ScatterAdd, {data, indices, updates}, {{"axis", axis(a)}})), want);
   }
   // Along axis 0 (size 3) both columns hit one row twice.
   Tensor rows = Tensor::fromDoubles(DType::I32, {2, 2}, {2, 0, -1, -3});
@@ -160,33 +121,33 @@ TEST(OpsIndexingScatterAdd, TwoDimensionalAgainstLoops) {
       int64_t row = (rows.getInt(i * 2 + j) + 3) % 3;
       want[row * 4 + j] += updates.getDouble(i * 2 + j);
     }
-  EXPECT_EQ(values(run(OpKind::ScatterAdd, {data, rows, updates}, {{"axis", axis(0)}})), want);
+  EXPECT_EQ(values(runOp(OpKind::ScatterAdd, {data, rows, updates}, {{"axis", axis(0)}})), want);
 }
 
 TEST(OpsIndexingScatterAdd, IntegerEmptyAndPreciseDtypes) {
   Tensor data = Tensor::fromDoubles(DType::I32, {2, 2}, {1, 2, 3, 4});
   Tensor updates = Tensor::fromDoubles(DType::I32, {1, 2}, {-5, 7});
-  Tensor y = run(OpKind::ScatterAdd, {data, ints64({1, 2}, {1, 1}), updates});
+  Tensor y = runOp(OpKind::ScatterAdd, {data, i64s({1, 2}, {1, 1}), updates});
   EXPECT_EQ(values(y), std::vector<double>({1, 2, -2, 11}));
   // Indices with a size-0 dim change nothing.
-  Tensor none = run(OpKind::ScatterAdd, {data, ints64({0, 2}, {}), Tensor(DType::I32, {0, 2})});
+  Tensor none = runOp(OpKind::ScatterAdd, {data, i64s({0, 2}, {}), Tensor(DType::I32, {0, 2})});
   EXPECT_TRUE(none.identical(data));
   // 2048 + 1 + 1 in f16 step by step would round to 2048 twice; the sum is exact before rounding.
   Tensor half = Tensor::fromDoubles(DType::F16, {1}, {2048});
   Tensor ones = Tensor::fromDoubles(DType::F16, {2}, {1, 1});
-  EXPECT_EQ(values(run(OpKind::ScatterAdd, {half, ints64({2}, {0, 0}), ones})), std::vector<double>({2050}));
+  EXPECT_EQ(values(runOp(OpKind::ScatterAdd, {half, i64s({2}, {0, 0}), ones})), std::vector<double>({2050}));
   Tensor single = Tensor::fromDoubles(DType::F32, {1}, {16777216}); // 2^24: f32 has no 2^24 + 1
   Tensor singleOnes = Tensor::fromDoubles(DType::F32, {2}, {1, 1});
-  EXPECT_EQ(values(run(OpKind::ScatterAdd, {single, ints64({2}, {0, 0}), singleOnes})),
+  EXPECT_EQ(values(runOp(OpKind::ScatterAdd, {single, i64s({2}, {0, 0}), singleOnes})),
             std::vector<double>({16777218}));
 }
 
 TEST(OpsIndexingScatterAdd, Errors) {
   Tensor data = seq(DType::F32, {2, 3});
   Tensor updates = seq(DType::F32, {2, 2});
-  EXPECT_ERROR(run(OpKind::ScatterAdd, {data, ints64({2, 2}, {0, 1, 2, 3}), updates}, {{"axis", axis(1)}}),
+  EXPECT_ERROR(runOp(OpKind::ScatterAdd, {data, i64s({2, 2}, {0, 1, 2, 3}), updates}, {{"axis", axis(1)}}),
                "scatter_add: index 3 (at indices[1,1]) is out of range [-3, 3) for axis 1 of size 3");
-  EXPECT_ERROR(run(OpKind::ScatterAdd, {data, ints64({2, 2}, {0, -3, 1, 0}), updates}),
+  EXPECT_ERROR(runOp(OpKind::ScatterAdd, {data, i64s({2, 2}, {0, -3, 1, 0}), updates}),
                "index -3 (at indices[0,1])");
   auto infer = [](TensorType d, TensorType i, TensorType u, int64_t a = 0) {
     inferTypes(OpKind::ScatterAdd, {d, i, u}, {{"axis", axis(a)}});
@@ -209,21 +170,21 @@ TEST(OpsIndexingScatterAdd, Errors) {
 // ---- iota ------------------------------------------------------------------------------------
 
 TEST(OpsIndexingIota, IndexAlongTheAxis) {
-  Tensor cols = run(OpKind::Iota, {}, {{"shape", std::vector<int64_t>{2, 3}}, {"axis", axis(1)}});
+  Tensor cols = runOp(OpKind::Iota, {}, {{"shape", std::vector<int64_t>{2, 3}}, {"axis", axis(1)}});
   EXPECT_EQ(cols.type(), TensorType({DType::I64, {2, 3}})); // i64 by default
   EXPECT_EQ(values(cols), std::vector<double>({0, 1, 2, 0, 1, 2}));
-  Tensor rows = run(OpKind::Iota, {}, {{"shape", std::vector<int64_t>{2, 3}}});
+  Tensor rows = runOp(OpKind::Iota, {}, {{"shape", std::vector<int64_t>{2, 3}}});
   EXPECT_EQ(values(rows), std::vector<double>({0, 0, 0, 1, 1, 1}));
-  Tensor mid = run(OpKind::Iota, {},
-                   {{"shape", std::vector<int64_t>{2, 3, 2}}, {"axis", axis(-2)}, {"dtype", DType::F32}});
+  Tensor mid = runOp(OpKind::Iota, {},
+                     {{"shape", std::vector<int64_t>{2, 3, 2}}, {"axis", axis(-2)}, {"dtype", DType::F32}});
   ASSERT_EQ(mid.type(), TensorType({DType::F32, {2, 3, 2}}));
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 0; j < 3; ++j)
       for (int64_t k = 0; k < 2; ++k)
         EXPECT_EQ(mid.getDouble((i * 3 + j) * 2 + k), static_cast<double>(j));
-  EXPECT_EQ(run(OpKind::Iota, {}, {{"shape", std::vector<int64_t>{0, 3}}, {"axis", axis(1)}}).shape(),
+  EXPECT_EQ(runOp(OpKind::Iota, {}, {{"shape", std::vector<int64_t>{0, 3}}, {"axis", axis(1)}}).shape(),
             Shape({0, 3}));
-  EXPECT_EQ(values(run(OpKind::Iota, {}, {{"shape", std::vector<int64_t>{4}}, {"dtype", DType::I32}})),
+  EXPECT_EQ(values(runOp(OpKind::Iota, {}, {{"shape", std::vector<int64_t>{4}}, {"dtype", DType::I32}})),
             std::vector<double>({0, 1, 2, 3}));
 }
 

@@ -3,46 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 
 #include "ir/Builder.h"
 #include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
+#include "tests/ir/OpTestUtil.h"
 
 using namespace kiln;
 using namespace kiln::ir;
+using namespace kiln::test;
 
 namespace {
-
-// Builds a one-op graph, verifies it and its decomposition, and evaluates it.
-Tensor runOp(OpKind op, const std::vector<Tensor> &inputs, AttrMap attrs = {}) {
-  Graph g("test");
-  std::vector<Value *> args;
-  std::vector<TensorType> types;
-  for (const Tensor &t : inputs) {
-    args.push_back(g.addInput(t.type()));
-    types.push_back(t.type());
-  }
-  Builder b(g);
-  g.setOutputs({b.create(op, args, attrs)});
-  verify(g);
-  verify(*decompositionGraph(op, types, attrs));
-  return evaluate(g, inputs)[0];
-}
-
-TensorType inferOne(OpKind op, const std::vector<TensorType> &types, AttrMap attrs = {}) {
-  return inferTypes(op, types, completeAttrs(op, std::move(attrs)))[0];
-}
-
-void expectError(const std::function<void()> &fn, const std::string &fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a kiln::Error mentioning '" << fragment << "'";
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 AttrMap reduction(const char *name) { return {{"reduction", std::string(name)}}; }
 
