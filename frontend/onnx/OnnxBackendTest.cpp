@@ -37,15 +37,15 @@ const std::set<std::string> &controlFlowOps() {
 }
 
 const std::set<std::string> &randomOps() {
-  static const std::set<std::string> ops{"Bernoulli",         "Multinomial",   "RandomNormal",
-                                         "RandomNormalLike",  "RandomUniform", "RandomUniformLike"};
+  static const std::set<std::string> ops{"Bernoulli",        "Multinomial",   "RandomNormal",
+                                         "RandomNormalLike", "RandomUniform", "RandomUniformLike"};
   return ops;
 }
 
 const std::set<std::string> &sequenceOps() {
-  static const std::set<std::string> ops{"ConcatFromSequence", "SequenceAt",     "SequenceConstruct",
-                                         "SequenceEmpty",      "SequenceErase",  "SequenceInsert",
-                                         "SequenceLength",     "SequenceMap",    "SplitToSequence",
+  static const std::set<std::string> ops{"ConcatFromSequence", "SequenceAt",         "SequenceConstruct",
+                                         "SequenceEmpty",      "SequenceErase",      "SequenceInsert",
+                                         "SequenceLength",     "SequenceMap",        "SplitToSequence",
                                          "Optional",           "OptionalGetElement", "OptionalHasElement"};
   return ops;
 }
@@ -68,15 +68,13 @@ std::optional<std::string> typeSkipReason(const onnx::TypeProto &type) {
   return std::nullopt;
 }
 
-/// Dropout draws its mask at random once training_mode may be on (a non-constant or true
-/// training_mode operand) and the ratio is not a known 0.
-bool isRandomDropout(const onnx::NodeProto &node, const std::set<std::string> &knownZero,
-                     const std::set<std::string> &knownFalse) {
-  if (node.op_type() != "Dropout" || node.input_size() < 3 || node.input(2).empty())
+/// Dropout draws its mask at random when training_mode may be on (an operand not known to be
+/// false, i.e. 0) and the ratio is not known to be 0. `knownZero` holds the names of
+/// constants and initializers that are all zeros.
+bool isRandomDropout(const onnx::NodeProto &node, const std::set<std::string> &knownZero) {
+  if (node.op_type() != "Dropout" || node.input_size() < 3 || node.input(2).empty() || knownZero.count(node.input(2)))
     return false;
-  if (knownFalse.count(node.input(2)))
-    return false;
-  return node.input_size() < 2 || node.input(1).empty() || !knownZero.count(node.input(1));
+  return node.input(1).empty() || !knownZero.count(node.input(1));
 }
 
 bool isZeroTensor(const onnx::TensorProto &proto) {
@@ -117,7 +115,7 @@ std::optional<std::string> skipReason(const onnx::ModelProto &model) {
     for (const auto &attr : node.attribute()) {
       if (attr.has_g() || attr.graphs_size() > 0)
         return fmt::format("control flow (a subgraph in {}) is outside kiln's design", op);
-      if (attr.type() == onnx::AttributeProto::STRINGS && (op == "Constant" || op == "LabelEncoder"))
+      if (op == "Constant" && (attr.name() == "value_string" || attr.name() == "value_strings"))
         return "the model uses strings";
       if (attr.has_t() && attr.t().data_type() == onnx::TensorProto::STRING)
         return "the model uses strings";
@@ -128,7 +126,7 @@ std::optional<std::string> skipReason(const onnx::ModelProto &model) {
       for (const auto &attr : node.attribute())
         if (attr.name() == "value" && attr.has_t() && isZeroTensor(attr.t()))
           knownZero.insert(node.output(0));
-    if (isRandomDropout(node, knownZero, {}))
+    if (isRandomDropout(node, knownZero))
       return "Dropout in training mode is nondeterministic";
   }
   return std::nullopt;
@@ -203,7 +201,8 @@ std::string oneLine(std::string text) {
 }
 
 /// Runs every data set; returns the first failure's reason, nullopt when all pass.
-std::optional<std::string> runDataSets(const fs::path &dir, const onnx::ModelProto &model, const OnnxTestOptions &options) {
+std::optional<std::string> runDataSets(const fs::path &dir, const onnx::ModelProto &model,
+                                       const OnnxTestOptions &options) {
   std::set<std::string> initializers;
   for (const auto &init : model.graph().initializer())
     initializers.insert(init.name());
@@ -225,8 +224,7 @@ std::optional<std::string> runDataSets(const fs::path &dir, const onnx::ModelPro
     std::vector<std::string> inputFiles = numberedFiles(set, "input");
     std::vector<std::string> outputFiles = numberedFiles(set, "output");
     if (inputFiles.size() != inputNames.size())
-      return fmt::format("{}: {} input files for the model's {} inputs", setName, inputFiles.size(),
-                         inputNames.size());
+      return fmt::format("{}: {} input files for the model's {} inputs", setName, inputFiles.size(), inputNames.size());
     std::map<std::string, Tensor> inputs;
     std::map<std::string, Shape> shapes;
     for (size_t i = 0; i < inputFiles.size(); ++i) {
@@ -234,10 +232,10 @@ std::optional<std::string> runDataSets(const fs::path &dir, const onnx::ModelPro
       inputs[inputNames[i]] = t;
       shapes[inputNames[i]] = t.shape();
     }
-    // The backend tests pass shape-like operands (Reshape's shape, TopK's K, ...) as graph
-    // inputs, so the graph is imported specialised to this data set's values.
-    // ONNX's runner feeds the data whatever the model declares (a few 1.12 tests declare
-    // shapes their data do not have), so the declared input shapes are replaced by the data's.
+    // The graph is imported specialised to this data set: its values, because the backend
+    // tests pass shape-like operands (Reshape's shape, TopK's K, ...) as graph inputs, and its
+    // shapes, because ONNX's runner feeds the data whatever the model declares (a few 1.12
+    // tests declare input shapes their data do not have).
     onnx::ModelProto specialised = model;
     for (auto &input : *specialised.mutable_graph()->mutable_input()) {
       auto shape = shapes.find(input.name());
@@ -249,8 +247,7 @@ std::optional<std::string> runDataSets(const fs::path &dir, const onnx::ModelPro
         dims->add_dim()->set_dim_value(dim);
     }
     importOptions.inputValues = inputs;
-    std::unique_ptr<ir::Graph> graph =
-        importOnnxBytes(specialised.SerializeAsString(), importOptions, "model.onnx");
+    std::unique_ptr<ir::Graph> graph = importOnnxBytes(specialised.SerializeAsString(), importOptions, "model.onnx");
     std::vector<Tensor> bound;
     for (const ir::Value *input : graph->inputs()) {
       auto it = inputs.find(input->name());
@@ -260,8 +257,7 @@ std::optional<std::string> runDataSets(const fs::path &dir, const onnx::ModelPro
     }
     std::vector<Tensor> outputs = ir::evaluate(*graph, bound);
     if (outputs.size() != outputFiles.size() || outputs.size() != static_cast<size_t>(model.graph().output_size()))
-      return fmt::format("{}: {} outputs, but {} expected output files", setName, outputs.size(),
-                         outputFiles.size());
+      return fmt::format("{}: {} outputs, but {} expected output files", setName, outputs.size(), outputFiles.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
       Tensor want = readTestTensor(outputFiles[i], declaredElemType(model.graph().output(static_cast<int>(i))));
       if (auto mismatch = compareOutput(outputs[i], want, options))

@@ -14,7 +14,7 @@ namespace kiln::frontend {
 enum class OnnxTestStatus { Pass, Fail, Skip };
 
 struct OnnxTestResult {
-  std::string name;   // the folder's name, e.g. "test_abs"
+  std::string name; // the folder's name, e.g. "test_abs"
   OnnxTestStatus status = OnnxTestStatus::Fail;
   std::string reason; // why it failed or was skipped, one line; empty for a pass
   double seconds = 0; // wall time of import and evaluation

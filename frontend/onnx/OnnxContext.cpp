@@ -71,6 +71,18 @@ const onnx::TensorProto *OnnxAttrs::getTensor(const std::string &name) const {
 
 // ---- ImportContext ------------------------------------------------------------------------
 
+namespace {
+
+/// The most elements a fixed-value graph input may have and still be folded through.
+constexpr int64_t kMaxShapeLikeElements = 64;
+
+/// An integer or bool scalar or short vector: what shape arithmetic computes with.
+bool isShapeLike(const TensorType &type) {
+  return !isFloat(type.dtype) && type.rank() <= 1 && type.numElements() <= kMaxShapeLikeElements;
+}
+
+} // namespace
+
 ImportContext::ImportContext(ir::Graph &graph, int64_t opset, std::string modelDir)
     : graph_(graph), opset_(opset), modelDir_(std::move(modelDir)) {
   mainBuilder_.emplace(graph_);
@@ -195,8 +207,9 @@ bool ImportContext::canFold(const onnx::NodeProto &node) const {
     if (node.input(i).empty())
       continue;
     const OnnxValue *entry = lookup(node.input(i));
-    bool graphInput = entry && entry->value && entry->value->isGraphInput();
-    if (!entry || !entry->known.defined() || ((entry->isInitializer || graphInput) && isFloat(entry->type.dtype)))
+    if (!entry || !entry->known.defined() || (entry->isInitializer && isFloat(entry->type.dtype)))
+      return false;
+    if (entry->value && entry->value->isGraphInput() && !isShapeLike(entry->type))
       return false;
   }
   return true;

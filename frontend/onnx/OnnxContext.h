@@ -91,9 +91,10 @@ public:
   void defineValue(const std::string &name, ir::Value *value);
   void defineKnown(const std::string &name, const Tensor &value);
   const OnnxValue *lookup(const std::string &name) const;
-  /// Whether every present operand is known and may be folded: constants, and integer or bool
-  /// initializers and fixed-value graph inputs (float ones are weights and data: they stay
-  /// parameters and inputs).
+  /// Whether every present operand is known and may be folded: constants, integer or bool
+  /// initializers (float ones are weights and stay parameters), and fixed-value graph inputs
+  /// that look like shape arithmetic (integer or bool scalars and short vectors; anything
+  /// else is data and stays an input, so the graph still computes on it).
   bool canFold(const onnx::NodeProto &node) const;
   /// Materialises `name` in the main graph (graph outputs use this).
   ir::Value *materialize(const std::string &name);

@@ -68,8 +68,11 @@ void crossCheck(const InferredTypes &inferred, const std::string &name, const Te
 }
 
 /// ONNX 1.12's pooling inference ignores the ceil_mode rule that drops a last window starting
-/// in the right padding (kiln, PyTorch and later ONNX apply it), so those shapes may differ.
+/// in the right padding (kiln, PyTorch and later ONNX apply it), and its STFT inference takes
+/// onesided's default as 0 instead of 1, so those shapes may differ.
 bool hasKnownInferenceGap(const onnx::NodeProto &node) {
+  if (node.op_type() == "STFT")
+    return !OnnxAttrs(node).has("onesided");
   return (node.op_type() == "MaxPool" || node.op_type() == "AveragePool") &&
          OnnxAttrs(node).getInt("ceil_mode", 0) != 0;
 }

@@ -27,10 +27,10 @@ struct OnnxImportOptions {
   std::map<std::string, int64_t> dimParams;
   /// Values of graph inputs fixed in advance, by input name, as a compile specialised to
   /// them: where a mapping needs a static operand (a shape, axes, pads, TopK's K) that is a
-  /// graph input, it reads the value here, and integer and bool ones are folded through like
-  /// integer initializers. The input stays a graph input and must be bound to the same value
-  /// when the graph runs. This is how ONNX's backend tests, which pass such operands as
-  /// inputs, import.
+  /// graph input, it reads the value here, and shape arithmetic on integer scalars and short
+  /// vectors is folded through. The input stays a graph input and must be bound to the same
+  /// value when the graph runs. This is how ONNX's backend tests, which pass such operands
+  /// as inputs, import.
   std::map<std::string, Tensor> inputValues;
   /// Files larger than this are refused before parsing (protobuf cannot parse past 2 GiB).
   uint64_t maxFileBytes = (uint64_t{1} << 31) - 1;

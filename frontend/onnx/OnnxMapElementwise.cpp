@@ -2,7 +2,9 @@
 // which kiln's binary ops share), the variadic Sum/Mean/Max/Min, logic, Where, Cast,
 // CastLike and Clip. ONNX requires both operands of a binary op to have one type, as kiln
 // does, so a mismatch is reported by kiln's builder; only Pow (opset 12+) lets the exponent
-// differ, and it is cast to the base's type.
+// differ, and it is cast to the base's type. Before opset 7 binary ops broadcast only on
+// request (broadcast=1, axis), which is resolved into numpy broadcasting here.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -19,8 +21,34 @@ std::vector<ir::Value *> unary(ImportContext &ctx, const onnx::NodeProto &node, 
   return {ctx.op(op, {ctx.input(node, 0)})};
 }
 
+/// Before opset 7 a binary op broadcast only with broadcast=1, and then B's dims lined up with
+/// A's starting at `axis` (default: B's dims are A's trailing ones); without it the shapes had
+/// to be equal. B is reshaped so that numpy broadcasting lines its dims up the same way.
+ir::Value *legacyBroadcastOperand(const onnx::NodeProto &node, ImportContext &ctx, ir::Value *a, ir::Value *b) {
+  OnnxAttrs attrs(node);
+  if (attrs.getInt("broadcast", 0) == 0) {
+    if (a->shape() != b->shape())
+      fail("operands {} and {} differ in shape; before opset 7 that needs broadcast=1", shapeToString(a->shape()),
+           shapeToString(b->shape()));
+    return b;
+  }
+  int64_t rankA = a->rank(), rankB = b->rank();
+  int64_t axis = attrs.getInt("axis", rankA - rankB);
+  if (axis < 0)
+    axis += rankA;
+  if (rankB > rankA || axis < 0 || axis + rankB > rankA)
+    fail("legacy broadcast of {} into {} at axis {} does not fit", shapeToString(b->shape()), shapeToString(a->shape()),
+         attrs.getInt("axis", rankA - rankB));
+  Shape aligned(static_cast<size_t>(rankA - axis), 1);
+  std::copy(b->shape().begin(), b->shape().end(), aligned.begin());
+  return reshapeTo(ctx, b, aligned);
+}
+
 std::vector<ir::Value *> binary(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
-  return {ctx.op(op, {ctx.input(node, 0), ctx.input(node, 1)})};
+  ir::Value *a = ctx.input(node, 0), *b = ctx.input(node, 1);
+  if (ctx.opset() < 7)
+    b = legacyBroadcastOperand(node, ctx, a, b);
+  return {ctx.op(op, {a, b})};
 }
 
 /// Sum, Max, Min: a left-to-right chain over every operand (one operand is a copy of it).
@@ -179,9 +207,30 @@ std::vector<ir::Value *> mapXor(ImportContext &ctx, const onnx::NodeProto &node)
 
 std::vector<ir::Value *> mapPow(ImportContext &ctx, const onnx::NodeProto &node) {
   ir::Value *base = ctx.input(node, 0), *exponent = ctx.input(node, 1);
+  if (ctx.opset() < 7)
+    exponent = legacyBroadcastOperand(node, ctx, base, exponent);
   if (exponent->dtype() != base->dtype())
     exponent = ctx.op(OpKind::Cast, {exponent}, {{"to", base->dtype()}});
   return {ctx.op(OpKind::Pow, {base, exponent})};
+}
+
+// BitShift is defined on unsigned integers, of which kiln has uint8: a left shift is a
+// wrapping multiply by 2^y (2^8 wraps to 0, shifting everything out), a right shift a division
+// by 2^y, with shifts of 8 or more giving 0.
+std::vector<ir::Value *> mapBitShift(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0), *y = ctx.input(node, 1);
+  if (x->dtype() != DType::U8 || y->dtype() != DType::U8)
+    fail("kiln shifts uint8 only, got {} and {}", dtypeName(x->dtype()), dtypeName(y->dtype()));
+  std::string direction = OnnxAttrs(node).getString("direction", "");
+  ir::Value *two = ctx.scalarLike(x, 2);
+  if (direction == "LEFT")
+    return {ctx.op(OpKind::Mul, {x, ctx.op(OpKind::Pow, {two, y})})};
+  if (direction != "RIGHT")
+    fail("direction must be \"LEFT\" or \"RIGHT\", got \"{}\"", direction);
+  ir::Value *inRange = ctx.op(OpKind::Lt, {y, ctx.scalarLike(y, 8)});
+  ir::Value *safeShift = ctx.op(OpKind::Where, {inRange, y, ctx.scalarLike(y, 0)});
+  ir::Value *shifted = ctx.op(OpKind::Div, {x, ctx.op(OpKind::Pow, {two, safeShift})});
+  return {ctx.op(OpKind::Where, {inRange, shifted, ctx.scalarLike(x, 0)})};
 }
 
 std::vector<ir::Value *> mapMod(ImportContext &ctx, const onnx::NodeProto &node) {
@@ -210,15 +259,31 @@ std::vector<ir::Value *> mapWhere(ImportContext &ctx, const onnx::NodeProto &nod
   return {ctx.op(OpKind::Where, {ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)})};
 }
 
-void checkCast(const onnx::NodeProto &node, int64_t, std::vector<std::string> &problems) {
-  std::optional<int64_t> to = OnnxAttrs(node).optInt("to");
+namespace {
+
+/// Cast's target: an element type number, or before opset 6 its name ("FLOAT").
+std::optional<int64_t> castTarget(const onnx::NodeProto &node, int64_t opset) {
+  OnnxAttrs attrs(node);
+  if (opset >= 6 || !attrs.has("to"))
+    return attrs.optInt("to");
+  std::string name = attrs.getString("to", "");
+  onnx::TensorProto::DataType type;
+  if (!onnx::TensorProto::DataType_Parse(name, &type))
+    fail("attribute 'to' names no ONNX element type: '{}'", name);
+  return static_cast<int64_t>(type);
+}
+
+} // namespace
+
+void checkCast(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems) {
+  std::optional<int64_t> to = castTarget(node, opset);
   if (to && !dtypeFromOnnx(static_cast<int32_t>(*to)))
     problems.push_back(
         fmt::format("cast to {} is not supported (kiln has no such dtype)", onnxTypeName(static_cast<int32_t>(*to))));
 }
 
 std::vector<ir::Value *> mapCast(ImportContext &ctx, const onnx::NodeProto &node) {
-  std::optional<int64_t> to = OnnxAttrs(node).optInt("to");
+  std::optional<int64_t> to = castTarget(node, ctx.opset());
   if (!to)
     fail("attribute 'to' is required");
   DType dtype = kilnDType(*to, "the target type 'to'");

@@ -1,12 +1,13 @@
 // Indexing and sequence ONNX ops: GatherElements, GatherND, Scatter, ScatterElements,
-// ScatterND, Compress, OneHot, TopK, CumSum and Trilu. Each maps onto the kiln op of the same
-// meaning (ir/ops/GatherScatter.cpp, ir/ops/Sequence.cpp); what ONNX passes as small operands
-// (TopK's K, CumSum's axis, Trilu's k, OneHot's depth, Compress's condition) must be known at
-// import time and becomes an attribute or a constant.
+// ScatterND, Compress, OneHot, TopK, CumSum and Trilu map onto the kiln op of the same meaning
+// (ir/ops/GatherScatter.cpp, ir/ops/Sequence.cpp); ReverseSequence and MaxUnpool, which have
+// none, are a gather and a scatter. What ONNX passes as small operands (TopK's K, CumSum's
+// axis, Trilu's k, OneHot's depth, Compress's condition, the sequence lengths) must be known
+// at import time and becomes an attribute or a constant.
 #include <cmath>
 #include <limits>
 
-#include "frontend/onnx/OnnxOpTable.h"
+#include "frontend/onnx/OnnxWindow.h"
 
 namespace kiln::frontend {
 
@@ -26,6 +27,10 @@ ir::Value *scatterWith(ImportContext &ctx, const onnx::NodeProto &node, OpKind o
   // The reduction attribute arrived with opset 16; before it every scatter overwrites.
   attrs["reduction"] = ctx.opset() >= 16 ? OnnxAttrs(node).getString("reduction", "none") : std::string("none");
   return ctx.op(op, {ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)}, std::move(attrs));
+}
+
+ir::Value *castTo(ImportContext &ctx, ir::Value *v, DType dtype) {
+  return v->dtype() == dtype ? v : ctx.op(OpKind::Cast, {v}, {{"to", dtype}});
 }
 
 ir::Value *i64Vector(ImportContext &ctx, const std::vector<int64_t> &values) {
@@ -127,6 +132,76 @@ std::vector<ir::Value *> mapCumSum(ImportContext &ctx, const onnx::NodeProto &no
 std::vector<ir::Value *> mapTrilu(ImportContext &ctx, const onnx::NodeProto &node) {
   int64_t k = ctx.hasInput(node, 1) ? staticInt(ctx, node, 1, "diagonal offset k") : 0;
   return {ctx.op(OpKind::Trilu, {ctx.input(node, 0)}, {{"upper", OnnxAttrs(node).getInt("upper", 1)}, {"k", k}})};
+}
+
+// ReverseSequence reverses the first seq_len[b] steps along the time axis of each batch entry
+// b: a gather along the time axis whose index is seq_len[b] - 1 - t for t < seq_len[b], else t,
+// built from a [time, batch] table broadcast over the other dims.
+std::vector<ir::Value *> mapReverseSequence(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  OnnxAttrs attrs(node);
+  int64_t timeAxis = normalizeAxis(attrs.getInt("time_axis", 0), x->rank(), "time_axis");
+  int64_t batchAxis = normalizeAxis(attrs.getInt("batch_axis", 1), x->rank(), "batch_axis");
+  if (timeAxis == batchAxis || x->rank() < 2)
+    fail("time_axis and batch_axis must be two different axes of input {}", shapeToString(x->shape()));
+  std::vector<int64_t> lengths = ctx.staticInts(node, 1, "sequence_lens");
+  int64_t steps = x->shape()[timeAxis], batch = x->shape()[batchAxis];
+  if (static_cast<int64_t>(lengths.size()) != batch)
+    fail("sequence_lens has {} entries for a batch of {}", lengths.size(), batch);
+  Shape tableShape(static_cast<size_t>(x->rank()), 1);
+  tableShape[timeAxis] = steps;
+  tableShape[batchAxis] = batch;
+  Tensor table(DType::I64, tableShape);
+  for (int64_t t = 0; t < steps; ++t)
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t length = lengths[b];
+      if (length < 0 || length > steps)
+        fail("sequence_lens[{}] = {} is outside [0, {}]", b, length, steps);
+      // The table's flat position: time and batch are its only non-1 dims, in axis order.
+      int64_t flat = timeAxis < batchAxis ? t * batch + b : b * steps + t;
+      table.setInt(flat, t < length ? length - 1 - t : t);
+    }
+  ir::Value *indices = broadcastTo(ctx, ctx.constant(table), x->shape());
+  return {ctx.op(OpKind::GatherElements, {x, indices}, {{"axis", timeAxis}})};
+}
+
+// MaxUnpool scatters each value to the flat position its index names in the unpooled tensor
+// [N, C, (in - 1) * stride + kernel - pads...]; a larger output_shape pads that at the end,
+// as ONNX's reference places the values.
+std::vector<ir::Value *> mapMaxUnpool(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0), *indices = ctx.input(node, 1);
+  if (x->rank() < 3 || indices->shape() != x->shape())
+    fail("X must be [N, C, spatial...] and I of the same shape, got {} and {}", shapeToString(x->shape()),
+         shapeToString(indices->shape()));
+  OnnxAttrs attrs(node);
+  size_t rank = static_cast<size_t>(x->rank() - 2);
+  std::vector<int64_t> kernel = attrs.getInts("kernel_shape");
+  std::vector<int64_t> strides = perSpatialDim(attrs, "strides", rank);
+  std::vector<int64_t> pads = attrs.getInts("pads", std::vector<int64_t>(2 * rank, 0));
+  if (kernel.size() != rank || pads.size() != 2 * rank)
+    fail("kernel_shape {} and pads {} need {} and {} entries", shapeToString(kernel), shapeToString(pads), rank,
+         2 * rank);
+  Shape unpooled(x->shape().begin(), x->shape().begin() + 2);
+  for (size_t d = 0; d < rank; ++d)
+    unpooled.push_back((x->shape()[2 + d] - 1) * strides[d] + kernel[d] - pads[d] - pads[rank + d]);
+  int64_t total = numElements(unpooled);
+  ir::Value *zeros = broadcastTo(ctx, ctx.constant(Tensor::scalar(x->dtype(), 0)), {total});
+  ir::Value *flatIndices = reshapeTo(ctx, castTo(ctx, indices, DType::I64), {x->type().numElements()});
+  ir::Value *y = ctx.op(OpKind::ScatterElements, {zeros, flatIndices, reshapeTo(ctx, x, {x->type().numElements()})},
+                        {{"axis", int64_t{0}}, {"reduction", std::string("none")}});
+  y = reshapeTo(ctx, y, unpooled);
+  if (!ctx.hasInput(node, 2))
+    return {y};
+  std::vector<int64_t> target = ctx.staticInts(node, 2, "output_shape");
+  if (target.size() != unpooled.size())
+    fail("output_shape {} needs {} entries", shapeToString(target), unpooled.size());
+  std::vector<int64_t> padAll(2 * unpooled.size(), 0);
+  for (size_t d = 0; d < unpooled.size(); ++d) {
+    if (target[d] < unpooled[d])
+      fail("output_shape {} is smaller than the unpooled shape {}", shapeToString(target), shapeToString(unpooled));
+    padAll[unpooled.size() + d] = target[d] - unpooled[d];
+  }
+  return {ctx.op(OpKind::Pad, {y}, {{"pads", padAll}, {"mode", std::string("constant")}, {"value", 0.0}})};
 }
 
 } // namespace kiln::frontend

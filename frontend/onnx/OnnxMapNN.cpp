@@ -1,9 +1,9 @@
-// Neural-network ONNX ops: MatMul, Gemm, Einsum and the normalisations (BatchNormalization,
-// LayerNormalization, InstanceNormalization, LRN, MeanVarianceNormalization), and Dropout (an
-// identity at inference). Each normalisation with a kiln op maps onto it; what ONNX adds on top
-// (BatchNormalization's training statistics, LayerNormalization's Mean and InvStdDev outputs)
-// is computed beside it from reductions, and MeanVarianceNormalization, which has no kiln op,
-// is written with reductions following its ONNX function body.
+// Neural-network ONNX ops: MatMul, Gemm, Einsum, Det, the normalisations (BatchNormalization,
+// LayerNormalization, InstanceNormalization, LRN, MeanVarianceNormalization, LpNormalization)
+// and Dropout (an identity at inference). Each normalisation with a kiln op maps onto it; what
+// ONNX adds on top (BatchNormalization's training statistics, LayerNormalization's Mean and
+// InvStdDev outputs) is computed beside it from reductions; MeanVarianceNormalization,
+// LpNormalization and Det, which have no kiln op, are written with existing ops.
 #include "frontend/onnx/OnnxWindow.h"
 
 namespace kiln::frontend {
@@ -66,6 +66,57 @@ std::vector<ir::Value *> mapEinsum(ImportContext &ctx, const onnx::NodeProto &no
   return {ctx.op(OpKind::Einsum, inputs, {{"equation", attrs.getString("equation", "")}})};
 }
 
+// Det has no kiln op: Gaussian elimination with partial pivoting, unrolled over the static
+// matrix size n. Step k picks the row with the largest |a[i][k]| among i >= k (argmax over a
+// masked column), swaps it to row k (a gather of rows; a real swap flips the sign), and
+// subtracts multiples of row k from the rows below. The determinant is the sign times the
+// product of the pivots. A zero pivot (a singular matrix) divides by 1 instead, and the zero
+// on the diagonal makes the product 0.
+std::vector<ir::Value *> mapDet(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *a = ctx.input(node, 0);
+  int64_t rank = a->rank();
+  if (rank < 2 || a->shape()[rank - 1] != a->shape()[rank - 2])
+    fail("input must be [..., n, n], got {}", shapeToString(a->shape()));
+  int64_t n = a->shape()[rank - 1];
+  Shape batch(a->shape().begin(), a->shape().end() - 2), column = batch;
+  column.push_back(n);
+  Shape columnView = column;
+  columnView.push_back(1); // [..., n, 1]
+  auto slice = [&](ir::Value *v, int64_t axis, int64_t begin) {
+    return ctx.op(OpKind::Slice, {v},
+                  {{"starts", std::vector<int64_t>{begin}},
+                   {"ends", std::vector<int64_t>{begin + 1}},
+                   {"axes", std::vector<int64_t>{axis}},
+                   {"steps", std::vector<int64_t>{1}}});
+  };
+  ir::Value *rows = ctx.op(OpKind::Iota, {}, {{"shape", column}, {"axis", rank - 2}});
+  ir::Value *sign = broadcastTo(ctx, ctx.scalarLike(a, 1), batch);
+  ir::Value *pivots = sign;
+  for (int64_t k = 0; k < n; ++k) {
+    ir::Value *k64 = ctx.constant(Tensor::scalar(DType::I64, static_cast<double>(k)));
+    ir::Value *col = reshapeTo(ctx, slice(a, rank - 1, k), column);
+    ir::Value *candidates =
+        ctx.op(OpKind::Where, {ctx.op(OpKind::Ge, {rows, k64}), ctx.op(OpKind::Abs, {col}), ctx.scalarLike(a, -1)});
+    ir::Value *best = ctx.op(OpKind::ArgMax, {candidates}, {{"axis", rank - 2}, {"keepdims", int64_t{1}}});
+    ir::Value *order = ctx.op(OpKind::Where, {ctx.op(OpKind::Eq, {rows, k64}), best,
+                                              ctx.op(OpKind::Where, {ctx.op(OpKind::Eq, {rows, best}), k64, rows})});
+    a = ctx.op(OpKind::GatherElements, {a, broadcastTo(ctx, reshapeTo(ctx, order, columnView), a->shape())},
+               {{"axis", rank - 2}});
+    ir::Value *swapped = reshapeTo(ctx, ctx.op(OpKind::Ne, {best, k64}), batch);
+    sign = ctx.op(OpKind::Where, {swapped, ctx.op(OpKind::Neg, {sign}), sign});
+    ir::Value *pivotRow = slice(a, rank - 2, k);     // [..., 1, n]
+    ir::Value *pivot = slice(pivotRow, rank - 1, k); // [..., 1, 1]
+    pivots = ctx.op(OpKind::Mul, {pivots, reshapeTo(ctx, pivot, batch)});
+    ir::Value *safe =
+        ctx.op(OpKind::Where, {ctx.op(OpKind::Eq, {pivot, ctx.scalarLike(a, 0)}), ctx.scalarLike(a, 1), pivot});
+    ir::Value *below = reshapeTo(ctx, ctx.op(OpKind::Gt, {rows, k64}), columnView);
+    ir::Value *factors =
+        ctx.op(OpKind::Where, {below, ctx.op(OpKind::Div, {slice(a, rank - 1, k), safe}), ctx.scalarLike(a, 0)});
+    a = ctx.op(OpKind::Sub, {a, ctx.op(OpKind::Mul, {factors, pivotRow})});
+  }
+  return {ctx.op(OpKind::Mul, {sign, pivots})};
+}
+
 void checkBatchNormalization(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems) {
   OnnxAttrs attrs(node);
   if (opset < 9 && attrs.getInt("spatial", 1) != 1)
@@ -116,8 +167,7 @@ std::vector<ir::Value *> mapLayerNormalization(ImportContext &ctx, const onnx::N
   std::vector<ir::Value *> inputs{x, broadcastTo(ctx, ctx.input(node, 1), normalized)};
   if (ctx.hasInput(node, 2))
     inputs.push_back(broadcastTo(ctx, ctx.input(node, 2), normalized));
-  std::vector<ir::Value *> outputs{
-      ctx.op(OpKind::LayerNorm, inputs, {{"axis", axis}, {"epsilon", epsilon}})};
+  std::vector<ir::Value *> outputs{ctx.op(OpKind::LayerNorm, inputs, {{"axis", axis}, {"epsilon", epsilon}})};
   if (!hasOutput(node, 1) && !hasOutput(node, 2))
     return outputs;
   // Mean and InvStdDev keep the normalised dims as size 1, as the ONNX specification states.
@@ -158,6 +208,18 @@ std::vector<ir::Value *> mapMeanVarianceNormalization(ImportContext &ctx, const 
   ir::Value *variance = ctx.op(OpKind::Sub, {meanOfSquares, ctx.op(OpKind::Mul, {mean, mean})});
   ir::Value *std = ctx.op(OpKind::Add, {ctx.op(OpKind::Sqrt, {variance}), ctx.scalarLike(x, 1e-9)});
   return {ctx.op(OpKind::Div, {ctx.op(OpKind::Sub, {x, mean}), std})};
+}
+
+// LpNormalization: x / norm_p(x) along `axis`, p 1 or 2 (the only values ONNX allows).
+std::vector<ir::Value *> mapLpNormalization(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  OnnxAttrs attrs(node);
+  int64_t p = attrs.getInt("p", 2);
+  if (p != 1 && p != 2)
+    fail("p must be 1 or 2, got {}", p);
+  ir::Value *norm = ctx.op(p == 1 ? OpKind::ReduceL1 : OpKind::ReduceL2, {x},
+                           {{"axes", std::vector<int64_t>{attrs.getInt("axis", -1)}}, {"keepdims", int64_t{1}}});
+  return {ctx.op(OpKind::Div, {x, norm})};
 }
 
 std::vector<ir::Value *> mapDropout(ImportContext &ctx, const onnx::NodeProto &node) {

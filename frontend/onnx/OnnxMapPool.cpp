@@ -1,8 +1,9 @@
-// Pooling ONNX ops: MaxPool (with its optional Indices output), AveragePool and the global
-// pools. The values come from kiln's max_pool / avg_pool; MaxPool's Indices output, which no
-// kiln op computes, is built from a gather over the pooling windows (below).
+// Pooling ONNX ops: MaxPool (with its optional Indices output), AveragePool, LpPool and the
+// global pools. The values come from kiln's max_pool / avg_pool and reductions; MaxPool's
+// Indices output, which no kiln op computes, is built from a gather over the pooling windows.
 #include "frontend/onnx/OnnxWindow.h"
 
+#include <cmath>
 #include <limits>
 
 namespace kiln::frontend {
@@ -80,14 +81,14 @@ ir::Value *maxPoolIndices(ImportContext &ctx, ir::Value *x, const OnnxWindow &w,
   Tensor lowest = Tensor::scalar(x->dtype(), -std::numeric_limits<double>::infinity());
   ir::Value *padding = broadcastTo(ctx, ctx.constant(lowest), {batch, channels, 1});
   ir::Value *extended = ctx.op(OpKind::Concat, {flat, padding}, {{"axis", int64_t{2}}});
-  ir::Value *gathered = ctx.op(OpKind::Gather, {extended, ctx.constant(i64Tensor({windows, taps}, tapTable))},
-                               {{"axis", int64_t{2}}});
+  ir::Value *gathered =
+      ctx.op(OpKind::Gather, {extended, ctx.constant(i64Tensor({windows, taps}, tapTable))}, {{"axis", int64_t{2}}});
   ir::Value *winner = ctx.op(OpKind::ArgMax, {gathered}, {{"axis", int64_t{3}}, {"keepdims", int64_t{0}}});
   ir::Value *windowStart = ctx.op(OpKind::Iota, {}, {{"shape", Shape{windows}}, {"axis", int64_t{0}}});
   windowStart = ctx.op(OpKind::Mul, {windowStart, ctx.constant(Tensor::scalar(DType::I64, static_cast<double>(taps)))});
   ir::Value *tap = ctx.op(OpKind::Add, {winner, windowStart});
-  ir::Value *position = ctx.op(OpKind::Gather, {ctx.constant(i64Tensor({windows * taps}, positionTable)), tap},
-                               {{"axis", int64_t{0}}});
+  ir::Value *position =
+      ctx.op(OpKind::Gather, {ctx.constant(i64Tensor({windows * taps}, positionTable)), tap}, {{"axis", int64_t{0}}});
   ir::Value *plane = ctx.op(OpKind::Iota, {}, {{"shape", Shape{batch * channels}}, {"axis", int64_t{0}}});
   plane = ctx.op(OpKind::Mul, {plane, ctx.constant(Tensor::scalar(DType::I64, static_cast<double>(spatial)))});
   ir::Value *indices = ctx.op(OpKind::Add, {position, reshapeTo(ctx, plane, {batch, channels, 1})});
@@ -138,6 +139,64 @@ std::vector<ir::Value *> mapGlobalAveragePool(ImportContext &ctx, const onnx::No
 
 std::vector<ir::Value *> mapGlobalMaxPool(ImportContext &ctx, const onnx::NodeProto &node) {
   return globalPool(ctx, node, OpKind::ReduceMax);
+}
+
+// The Lp pools: (sum of |x|^p over the window)^(1/p). kiln has no such pool; the window sum
+// is an average pool that counts the (zero) padding, times the window size.
+namespace {
+
+ir::Value *lpPower(ImportContext &ctx, ir::Value *x, double p) {
+  ir::Value *magnitude = ctx.op(OpKind::Abs, {x});
+  return p == 1 ? magnitude : ctx.op(OpKind::Pow, {magnitude, ctx.scalarLike(x, p)});
+}
+
+ir::Value *lpRoot(ImportContext &ctx, ir::Value *sum, double p) {
+  return p == 1 ? sum : ctx.op(OpKind::Pow, {sum, ctx.scalarLike(sum, 1 / p)});
+}
+
+double lpOrder(const onnx::NodeProto &node, int64_t opset) {
+  OnnxAttrs attrs(node);
+  // p is a float before opset 2 and an int from then on.
+  double p = opset < 2 ? attrs.getFloat("p", 2.0) : static_cast<double>(attrs.getInt("p", 2));
+  if (!(p > 0) || !std::isfinite(p))
+    fail("p must be positive, got {}", p);
+  return p;
+}
+
+} // namespace
+
+std::vector<ir::Value *> mapLpPool(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  OnnxAttrs attrs(node);
+  OnnxWindow window = readWindow(node, x, attrs.getInts("kernel_shape"), true);
+  for (int64_t dilation : window.dilations)
+    if (dilation != 1)
+      fail("dilations {} are not supported (kiln's average pool has none)", shapeToString(window.dilations));
+  double p = lpOrder(node, ctx.opset());
+  ir::Value *mean = ctx.op(OpKind::AvgPool, {lpPower(ctx, x, p)},
+                           {{"kernel", window.kernel},
+                            {"strides", window.strides},
+                            {"pads", window.pads},
+                            {"ceil_mode", attrs.getInt("ceil_mode", 0)},
+                            {"count_include_pad", int64_t{1}}});
+  ir::Value *sum = ctx.op(OpKind::Mul, {mean, ctx.scalarLike(mean, static_cast<double>(numElements(window.kernel)))});
+  return {lpRoot(ctx, sum, p)};
+}
+
+std::vector<ir::Value *> mapGlobalLpPool(ImportContext &ctx, const onnx::NodeProto &node) {
+  ir::Value *x = ctx.input(node, 0);
+  double p = lpOrder(node, ctx.opset());
+  if (x->rank() < 3)
+    fail("input must be [N, C, spatial...], got {}", shapeToString(x->shape()));
+  std::vector<int64_t> axes;
+  for (int64_t d = 2; d < x->rank(); ++d)
+    axes.push_back(d);
+  ir::AttrMap reduce{{"axes", axes}, {"keepdims", int64_t{1}}};
+  if (p == 1)
+    return {ctx.op(OpKind::ReduceL1, {x}, reduce)};
+  if (p == 2)
+    return {ctx.op(OpKind::ReduceL2, {x}, reduce)};
+  return {lpRoot(ctx, ctx.op(OpKind::ReduceSum, {lpPower(ctx, x, p)}, reduce), p)};
 }
 
 } // namespace kiln::frontend

@@ -42,7 +42,7 @@ std::vector<ir::Value *> mapPad(ImportContext &ctx, const onnx::NodeProto &node)
   std::vector<int64_t> pads;
   double value = 0;
   if (ctx.opset() < 11) {
-    pads = attrs.getInts("pads");
+    pads = attrs.getInts(ctx.opset() < 2 ? "paddings" : "pads"); // renamed at opset 2
     value = attrs.getFloat("value", 0.0);
   } else {
     pads = ctx.staticInts(node, 1, "pads");
@@ -72,6 +72,8 @@ std::vector<ir::Value *> mapPad(ImportContext &ctx, const onnx::NodeProto &node)
 
 std::vector<ir::Value *> mapConcat(ImportContext &ctx, const onnx::NodeProto &node) {
   std::optional<int64_t> axis = OnnxAttrs(node).optInt("axis");
+  if (!axis && ctx.opset() < 4) // optional, default 1, before opset 4
+    axis = 1;
   if (!axis)
     fail("attribute 'axis' is required");
   std::vector<ir::Value *> inputs;
@@ -89,7 +91,9 @@ std::vector<ir::Value *> mapSplit(ImportContext &ctx, const onnx::NodeProto &nod
   int64_t dim = x->shape()[axis];
   auto outputs = static_cast<int64_t>(node.output_size());
   std::vector<int64_t> sizes;
-  if (ctx.opset() < 13)
+  if (ctx.opset() < 2 && ctx.hasInput(node, 1)) // opset 1 also took the sizes as an input
+    sizes = ctx.staticInts(node, 1, "split sizes");
+  else if (ctx.opset() < 13)
     sizes = attrs.getInts("split");
   else if (ctx.hasInput(node, 1))
     sizes = ctx.staticInts(node, 1, "split sizes");

@@ -112,8 +112,8 @@ std::vector<ir::Value *> mapResize(ImportContext &ctx, const onnx::NodeProto &no
   if (ctx.hasInput(node, 3))
     givenSizes = ctx.staticInts(node, 3, "sizes");
   if (givenScales.empty() == givenSizes.empty())
-    fail("exactly one of scales and sizes must be given (non-empty), got {} scales and {} sizes",
-         givenScales.size(), givenSizes.size());
+    fail("exactly one of scales and sizes must be given (non-empty), got {} scales and {} sizes", givenScales.size(),
+         givenSizes.size());
   size_t expected = axes.size();
   if (!givenScales.empty() && givenScales.size() != expected)
     fail("scales [{}] need {} entries", fmt::join(givenScales, ","), expected);

@@ -84,6 +84,34 @@ onnx::OpSchema mishSchema() {
   return schema;
 }
 
+onnx::OpSchema resizeSchema() {
+  onnx::OpSchema schema;
+  schema.SetName("Resize")
+      .SetDomain(onnx::ONNX_DOMAIN)
+      .SinceVersion(kShimOpset)
+      .Attr("mode", "nearest, linear or cubic.", onnx::AttributeProto::STRING, std::string("nearest"))
+      .Attr("coordinate_transformation_mode", "How output coordinates map to input ones.", onnx::AttributeProto::STRING,
+            std::string("half_pixel"))
+      .Attr("nearest_mode", "Rounding of nearest.", onnx::AttributeProto::STRING, std::string("round_prefer_floor"))
+      .Attr("cubic_coeff_a", "The cubic kernel's a.", onnx::AttributeProto::FLOAT, -0.75f)
+      .Attr("exclude_outside", "Zero weight outside the input.", onnx::AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("extrapolation_value", "Fill outside (tf_crop_and_resize).", onnx::AttributeProto::FLOAT, 0.0f)
+      .Attr("antialias", "Antialiasing filter when downsampling.", onnx::AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("axes", "The axes that scales or sizes refer to.", onnx::AttributeProto::INTS, false)
+      .Attr("keep_aspect_ratio_policy", "stretch, not_larger or not_smaller.", onnx::AttributeProto::STRING,
+            std::string("stretch"))
+      .Input(0, "X", "Input tensor.", "T1")
+      .Input(1, "roi", "Regions of interest (tf_crop_and_resize).", "T2", onnx::OpSchema::Optional)
+      .Input(2, "scales", "Scale per axis.", "tensor(float)", onnx::OpSchema::Optional)
+      .Input(3, "sizes", "Output size per axis.", "tensor(int64)", onnx::OpSchema::Optional)
+      .Output(0, "Y", "Resized tensor.", "T1")
+      .TypeConstraint("T1", onnx::OpSchema::all_tensor_types_with_bfloat(), "Any tensor type.")
+      .TypeConstraint("T2", {"tensor(float16)", "tensor(float)", "tensor(double)"}, "Float tensors.")
+      .TypeAndShapeInferenceFunction(propagateToAllOutputs);
+  schema.Finalize();
+  return schema;
+}
+
 const std::map<std::string, onnx::OpSchema> &opset18Shims() {
   // Built on first use (a function-local static, not a global constructor).
   static const std::map<std::string, onnx::OpSchema> shims = [] {
@@ -94,6 +122,7 @@ const std::map<std::string, onnx::OpSchema> &opset18Shims() {
     map.emplace("Split", splitSchema());
     map.emplace("Pad", padSchema());
     map.emplace("Mish", mishSchema());
+    map.emplace("Resize", resizeSchema());
     return map;
   }();
   return shims;

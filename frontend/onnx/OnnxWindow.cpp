@@ -25,8 +25,7 @@ std::vector<int64_t> perSpatialDim(const OnnxAttrs &attrs, const std::string &na
   return values;
 }
 
-OnnxWindow readWindow(const onnx::NodeProto &node, const ir::Value *x, std::vector<int64_t> kernel,
-                      bool hasDilations) {
+OnnxWindow readWindow(const onnx::NodeProto &node, const ir::Value *x, std::vector<int64_t> kernel, bool hasDilations) {
   if (x->rank() < 3)
     fail("input must be [N, C, spatial...], got {}", shapeToString(x->shape()));
   size_t rank = static_cast<size_t>(x->rank() - 2);

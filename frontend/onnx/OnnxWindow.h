@@ -25,8 +25,7 @@ std::vector<int64_t> perSpatialDim(const OnnxAttrs &attrs, const std::string &na
 /// Reads strides, dilations (when the op has them) and pads for `kernel` over the spatial dims
 /// of `x`. SAME_* pads so that out = ceil(in / stride), the odd unit at the end (UPPER) or the
 /// start (LOWER).
-OnnxWindow readWindow(const onnx::NodeProto &node, const ir::Value *x, std::vector<int64_t> kernel,
-                      bool hasDilations);
+OnnxWindow readWindow(const onnx::NodeProto &node, const ir::Value *x, std::vector<int64_t> kernel, bool hasDilations);
 
 /// A per-channel vector [C] shaped [C, 1, ...] to broadcast along dim 1 of a rank-`rank` value.
 ir::Value *perChannel(ImportContext &ctx, ir::Value *v, int64_t rank);

@@ -145,6 +145,31 @@ inline void setString(onnx::NodeProto &node, const std::string &name, const std:
   attr->set_s(value);
 }
 
+inline void setFloats(onnx::NodeProto &node, const std::string &name, const std::vector<float> &values) {
+  auto *attr = node.add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::FLOATS);
+  for (float v : values)
+    attr->add_floats(v);
+}
+
+/// How many nodes of `op` the graph holds.
+inline int countOps(const ir::Graph &graph, ir::OpKind op) {
+  int count = 0;
+  for (const ir::Node *node : graph.nodes())
+    count += node->op() == op ? 1 : 0;
+  return count;
+}
+
+/// The graph's first node of `op`; fails the test (and returns nullptr) when there is none.
+inline const ir::Node *findOp(const ir::Graph &graph, ir::OpKind op) {
+  for (const ir::Node *node : graph.nodes())
+    if (node->op() == op)
+      return node;
+  ADD_FAILURE() << "no " << ir::opName(op) << " node in the graph";
+  return nullptr;
+}
+
 inline std::unique_ptr<ir::Graph> import(const ModelBuilder &builder, const frontend::OnnxImportOptions &options = {}) {
   return frontend::importOnnxBytes(builder.bytes(), options, "test.onnx");
 }
