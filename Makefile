@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan fuzz clean
+.PHONY: all deps build run test test-asan test-seeds fuzz clean
 
 all: build
 
@@ -21,17 +21,23 @@ build: deps $(BUILD)/build.ninja
 run: build
 	./$(BUILD)/quickstart
 
+# Everything but the large seed workloads (see test-seeds).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE seed-large
+
+# Every seed workload (ResNet-18/50, VGG16, BERT too), exported from PyTorch and checked against
+# its output; several minutes and about 2 GB of memory at the peak.
+test-seeds: build
+	cd $(BUILD) && ctest --output-on-failure -L seed
 
 # Unit and golden tests under AddressSanitizer + UndefinedBehaviorSanitizer. The ONNX
-# conformance suite runs in `make test` only: it exercises the same code on 922 models and
-# would multiply CI time under the sanitizers.
+# conformance suite and the seed workloads run in `make test` only: they exercise the same code
+# on 922 models and on real networks, and would multiply CI time under the sanitizers.
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -LE conformance
+	  ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed'
 
 # libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs the .kir parser fuzzer.
 FUZZ_SECONDS ?= 60

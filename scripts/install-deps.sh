@@ -9,6 +9,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   python3 python3-numpy python3-onnx ccache
+  # PyTorch exports the seed workloads and is the reference that kiln's results are checked against
+  python3-torch python3-torchvision
 )
 
 missing=()

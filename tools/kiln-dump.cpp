@@ -1,6 +1,7 @@
-// kiln-dump: reads a .kir file and prints it as text, Graphviz DOT or JSON; --list-ops prints
-// the op table with each composite's decomposition into primitives. Every error is one line
-// "kiln-dump: MESSAGE" on stderr and exit status 1.
+// kiln-dump: reads a .kir file or an ONNX model and prints it as text, Graphviz DOT or JSON;
+// --coverage reports what kiln supports of an ONNX model before anything runs; --list-ops
+// prints the op table with each composite's decomposition into primitives. Every error is one
+// line "kiln-dump: MESSAGE" on stderr and exit status 1.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <iostream>
 #include <set>
 
+#include "frontend/onnx/OnnxImporter.h"
 #include "ir/Builder.h"
 #include "ir/Error.h"
 #include "ir/Evaluator.h"
@@ -21,11 +23,16 @@ using namespace kiln::ir;
 namespace {
 
 constexpr const char *kUsage = R"(usage: kiln-dump FILE [--format=text|dot|json] [--keep-data] [-o OUT]
+       kiln-dump MODEL.onnx --coverage [-o OUT]
        kiln-dump --list-ops [-o OUT]
 
-Reads a .kir graph (FILE '-' reads standard input), verifies it and prints it.
+Reads a .kir graph (FILE '-' reads standard input) or an ONNX model (FILE ending in .onnx,
+imported with kiln's ONNX importer), verifies it and prints it.
   --format=FORMAT  text (default): the .kir form; dot: Graphviz; json: a JSON document
   --keep-data      print every tensor value (large ones are elided by default)
+  --coverage       for an ONNX model: every op type with its node count and whether kiln
+                   supports it (and what it does not support); exits 1 when anything is
+                   unsupported. Only scans the model: nothing is imported or run
   --list-ops       print every op: mnemonic, tier, fusion kind, family and, for composites,
                    the primitives its decomposition uses
   -o OUT           write to OUT instead of standard output
@@ -38,7 +45,12 @@ struct Options {
   std::string format = "text";
   bool listOps = false;
   bool keepData = false;
+  bool coverage = false;
 };
+
+bool isOnnxPath(const std::string &path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+}
 
 Options parseArgs(int argc, char **argv) {
   Options options;
@@ -58,6 +70,8 @@ Options parseArgs(int argc, char **argv) {
       options.listOps = true;
     } else if (arg == "--keep-data") {
       options.keepData = true;
+    } else if (arg == "--coverage") {
+      options.coverage = true;
     } else if (arg == "--format" || arg.rfind("--format=", 0) == 0) {
       options.format = valueOf("--format");
       if (options.format != "text" && options.format != "dot" && options.format != "json")
@@ -76,6 +90,8 @@ Options parseArgs(int argc, char **argv) {
     fail("--list-ops takes no input file");
   if (!options.listOps && options.input.empty())
     fail("no input file (see --help)");
+  if (options.coverage && !isOnnxPath(options.input))
+    fail("--coverage needs an ONNX model (a .onnx file), not '{}'", options.input);
   return options;
 }
 
@@ -190,12 +206,52 @@ std::string listOps() {
   return out;
 }
 
+// --- --coverage ------------------------------------------------------------------------------
+
+/// One line per op type ("Conv  20  supported"), the problems under it, and a summary line.
+std::string formatCoverage(const std::string &path, const frontend::OnnxCoverage &coverage) {
+  size_t typeWidth = 7;
+  for (const frontend::OnnxOpCoverage &op : coverage.ops)
+    typeWidth = std::max(typeWidth, op.opType.size());
+  std::string out = fmt::format("{}: opset {}, {} nodes, {} op types\n", path, coverage.opset,
+                                coverage.nodeCount, coverage.ops.size());
+  out += fmt::format("{:<{}} {:>6}  {}\n", "op_type", typeWidth, "count", "status");
+  int64_t unsupportedNodes = 0;
+  size_t unsupportedTypes = 0;
+  for (const frontend::OnnxOpCoverage &op : coverage.ops) {
+    std::string status = op.supported ? (op.problems.empty() ? "supported" : "partly supported")
+                                      : "unsupported";
+    out += fmt::format("{:<{}} {:>6}  {}\n", op.opType, typeWidth, op.count, status);
+    for (const std::string &problem : op.problems)
+      out += fmt::format("    {}\n", problem);
+    if (!op.supported || !op.problems.empty()) {
+      ++unsupportedTypes;
+      unsupportedNodes += op.count;
+    }
+  }
+  for (const std::string &problem : coverage.otherProblems)
+    out += fmt::format("model: {}\n", problem);
+  if (coverage.fullySupported())
+    out += "every op is supported\n";
+  else
+    out += fmt::format("{} of {} op types ({} nodes) not fully supported{}\n", unsupportedTypes,
+                       coverage.ops.size(), unsupportedNodes,
+                       coverage.otherProblems.empty() ? "" : ", and the model problems above");
+  return out;
+}
+
 // --- main ------------------------------------------------------------------------------------
+
+std::unique_ptr<Graph> readGraph(const std::string &path) {
+  if (isOnnxPath(path))
+    return frontend::importOnnxFile(path);
+  return parseGraphFile(path);
+}
 
 std::string render(const Options &options) {
   if (options.listOps)
     return listOps();
-  std::unique_ptr<Graph> graph = parseGraphFile(options.input);
+  std::unique_ptr<Graph> graph = readGraph(options.input);
   if (options.format == "dot")
     return toDot(*graph);
   if (options.format == "json")
@@ -234,6 +290,11 @@ int reportError(const std::string &message) {
 int main(int argc, char **argv) {
   try {
     Options options = parseArgs(argc, argv);
+    if (options.coverage) {
+      frontend::OnnxCoverage coverage = frontend::onnxCoverage(options.input);
+      writeOutput(options, formatCoverage(options.input, coverage));
+      return coverage.fullySupported() ? 0 : 1;
+    }
     writeOutput(options, render(options));
     return 0;
   } catch (const Error &e) {

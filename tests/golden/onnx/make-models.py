@@ -1,0 +1,60 @@
+"""Writes the small ONNX models that the golden tests in this folder read. The .onnx files are
+checked in, so the tests need no Python; rerun this (python3 with Debian's python3-onnx) after
+changing a model here.
+
+  conv-relu-pool.onnx  Conv (pads), Relu, MaxPool, Flatten, Gemm: every op supported
+  partly-supported.onnx  Relu, an If node and a Pad in 'wrap' mode: one unsupported op type,
+                         one supported op type with an unsupported attribute value
+"""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def save(graph, name, opset=13):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="kiln-tests")
+    onnx.checker.check_model(model)
+    onnx.save(model, name)
+
+
+def conv_relu_pool():
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 1, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    fc = numpy_helper.from_array(rng.standard_normal((3, 16)).astype(np.float32), "fc")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc"], ["y"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "conv_relu_pool",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              [w, b, fc])
+    save(graph, "conv-relu-pool.onnx")
+
+
+def partly_supported():
+    branch = lambda name: helper.make_graph(
+        [helper.make_node("Identity", ["r"], [name + "_out"])], name, [],
+        [helper.make_tensor_value_info(name + "_out", TensorProto.FLOAT, [2, 3])])
+    pads = numpy_helper.from_array(np.array([0, 1, 0, 1], dtype=np.int64), "pads")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("If", ["cond"], ["i"], name="choose", then_branch=branch("then"),
+                         else_branch=branch("else")),
+        helper.make_node("Pad", ["i", "pads"], ["y"], name="wrap_pad", mode="wrap"),
+    ]
+    graph = helper.make_graph(nodes, "partly_supported",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                               helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])], [pads])
+    # 'wrap' is a Pad mode of opset 19; opset 13's checker does not validate the mode's value.
+    save(graph, "partly-supported.onnx")
+
+
+conv_relu_pool()
+partly_supported()
