@@ -214,22 +214,38 @@ std::vector<ir::Value *> mapPow(ImportContext &ctx, const onnx::NodeProto &node)
   return {ctx.op(OpKind::Pow, {base, exponent})};
 }
 
-// BitShift is defined on unsigned integers, of which kiln has uint8: a left shift is a
-// wrapping multiply by 2^y (2^8 wraps to 0, shifting everything out), a right shift a division
-// by 2^y, with shifts of 8 or more giving 0.
+// BitShift is defined on the unsigned integers: uint8 is a kiln dtype, uint16 is held in i32
+// and uint32/uint64 in i64 (ONNX allows no signed operands, so i32 is uint16 and i64 is
+// uint32 or uint64). A right shift is a division by 2^y, 0 once y reaches the width; for the
+// held types the cut-off is where 2^y stops fitting the held type (31 or 63), which gives the
+// same results, as a held value is below 2^16 or 2^63. A left shift is a multiply by 2^y
+// reduced modulo 2^width: uint8 wraps in u8 itself (2^8 wraps to 0, shifting everything out);
+// uint16 and uint32 shift within the held type, which has the room (x < 2^16 times 2^15, or
+// x < 2^32 times 2^31), and are reduced with Mod. The scan refuses left shifts of uint64, whose
+// result need not fit i64, so an i64 left shift here is one of uint32.
 std::vector<ir::Value *> mapBitShift(ImportContext &ctx, const onnx::NodeProto &node) {
   ir::Value *x = ctx.input(node, 0), *y = ctx.input(node, 1);
-  if (x->dtype() != DType::U8 || y->dtype() != DType::U8)
-    fail("kiln shifts uint8 only, got {} and {}", dtypeName(x->dtype()), dtypeName(y->dtype()));
+  DType dtype = x->dtype();
+  if (y->dtype() != dtype || (dtype != DType::U8 && dtype != DType::I32 && dtype != DType::I64))
+    fail("needs two operands of one unsigned type (uint8, or uint16/uint32/uint64, which kiln holds as i32/i64), "
+         "got {} and {}",
+         dtypeName(x->dtype()), dtypeName(y->dtype()));
   std::string direction = OnnxAttrs(node).getString("direction", "");
-  ir::Value *two = ctx.scalarLike(x, 2);
-  if (direction == "LEFT")
-    return {ctx.op(OpKind::Mul, {x, ctx.op(OpKind::Pow, {two, y})})};
-  if (direction != "RIGHT")
+  bool left = direction == "LEFT";
+  if (!left && direction != "RIGHT")
     fail("direction must be \"LEFT\" or \"RIGHT\", got \"{}\"", direction);
-  ir::Value *inRange = ctx.op(OpKind::Lt, {y, ctx.scalarLike(y, 8)});
+  ir::Value *two = ctx.scalarLike(x, 2);
+  if (left && dtype == DType::U8)
+    return {ctx.op(OpKind::Mul, {x, ctx.op(OpKind::Pow, {two, y})})};
+  int64_t width = dtype == DType::U8 ? 8 : dtype == DType::I32 ? 16 : 32; // of uint8, uint16, uint32
+  int64_t limit = left || dtype == DType::U8 ? width : dtype == DType::I32 ? 31 : 63;
+  ir::Value *inRange = ctx.op(OpKind::Lt, {y, ctx.scalarLike(y, static_cast<double>(limit))});
   ir::Value *safeShift = ctx.op(OpKind::Where, {inRange, y, ctx.scalarLike(y, 0)});
-  ir::Value *shifted = ctx.op(OpKind::Div, {x, ctx.op(OpKind::Pow, {two, safeShift})});
+  ir::Value *scale = ctx.op(OpKind::Pow, {two, safeShift});
+  ir::Value *shifted =
+      left ? ctx.op(OpKind::Mod, {ctx.op(OpKind::Mul, {x, scale}), ctx.scalarLike(x, std::ldexp(1.0, width))},
+                    {{"fmod", int64_t{0}}})
+           : ctx.op(OpKind::Div, {x, scale});
   return {ctx.op(OpKind::Where, {inRange, shifted, ctx.scalarLike(x, 0)})};
 }
 
@@ -277,7 +293,8 @@ std::optional<int64_t> castTarget(const onnx::NodeProto &node, int64_t opset) {
 
 void checkCast(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems) {
   std::optional<int64_t> to = castTarget(node, opset);
-  if (to && !dtypeFromOnnx(static_cast<int32_t>(*to)))
+  // A cast into a type kiln holds widened is refused by the scan, which says why.
+  if (to && !heldDTypeFromOnnx(static_cast<int32_t>(*to)))
     problems.push_back(
         fmt::format("cast to {} is not supported (kiln has no such dtype)", onnxTypeName(static_cast<int32_t>(*to))));
 }

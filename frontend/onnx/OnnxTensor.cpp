@@ -1,8 +1,11 @@
 // TensorProto decoding. A TensorProto holds its elements in exactly one place: raw_data
 // (little-endian bytes, the usual form), one typed repeated field chosen by the element type
-// (the ONNX spec packs int8/uint8/int16/bool/float16/bfloat16 into int32_data), or an external
-// file. Every count is checked against the declared dims before anything is copied, so a
-// file cannot make the importer read past a buffer or allocate more than its own data holds.
+// (the ONNX spec packs int8/uint8/int16/uint16/bool/float16/bfloat16 into int32_data and
+// uint32/uint64 into uint64_data), or an external file. The integer types kiln lacks are
+// widened as they are decoded (int16/uint16 to i32, uint32/uint64 to i64), every value
+// checked to fit its ONNX type and the held one. Every count is checked against the declared
+// dims before anything is copied, so a file cannot make the importer read past a buffer or
+// allocate more than its own data holds.
 #include "frontend/onnx/OnnxTensor.h"
 
 #include <fcntl.h>
@@ -44,6 +47,30 @@ std::optional<DType> dtypeFromOnnx(int32_t onnxType) {
   }
 }
 
+std::optional<DType> heldDTypeFromOnnx(int32_t onnxType) {
+  if (std::optional<DType> exact = dtypeFromOnnx(onnxType))
+    return exact;
+  switch (onnxType) {
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+    return DType::I32;
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64:
+    return DType::I64;
+  default:
+    return std::nullopt;
+  }
+}
+
+DType heldDType(int32_t onnxType, const std::string &what) {
+  std::optional<DType> dtype = heldDTypeFromOnnx(onnxType);
+  if (!dtype)
+    fail("{} is {}, which kiln cannot represent", what, onnxTypeName(onnxType));
+  return *dtype;
+}
+
+bool isWidenedOnnxType(int32_t onnxType) { return !dtypeFromOnnx(onnxType) && heldDTypeFromOnnx(onnxType); }
+
 int32_t dtypeToOnnx(DType dtype) {
   switch (dtype) {
   case DType::F32:
@@ -79,7 +106,7 @@ std::string onnxTypeName(int32_t onnxType) {
 }
 
 TensorType tensorProtoType(const onnx::TensorProto &proto, const std::string &what) {
-  std::optional<DType> dtype = dtypeFromOnnx(proto.data_type());
+  std::optional<DType> dtype = heldDTypeFromOnnx(proto.data_type());
   if (!dtype)
     fail("{} has element type {}, which kiln cannot represent", what, onnxTypeName(proto.data_type()));
   TensorType type{*dtype, Shape(proto.dims().begin(), proto.dims().end())};
@@ -215,32 +242,43 @@ private:
   int fd_ = -1;
 };
 
+/// The name of a TensorProto's element type in messages: kiln's where kiln has the type,
+/// ONNX's for the widened ones ("uint16", not the "i32" that holds it).
+std::string elementTypeName(int32_t onnxType) {
+  std::optional<DType> exact = dtypeFromOnnx(onnxType);
+  return exact ? std::string(dtypeName(*exact)) : onnxTypeName(onnxType);
+}
+
 /// int32_data packs the small types one element per entry; the value must fit the type.
 void decodeInt32Field(const onnx::TensorProto &proto, Tensor &out, const std::string &what) {
   int64_t count = out.numElements(); // the field's size was checked against it
   DType dtype = out.dtype();
+  int32_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  switch (proto.data_type()) {
+  case onnx::TensorProto::INT8:
+    lo = -128, hi = 127;
+    break;
+  case onnx::TensorProto::UINT8:
+    lo = 0, hi = 255;
+    break;
+  case onnx::TensorProto::BOOL:
+    lo = 0, hi = 1;
+    break;
+  case onnx::TensorProto::INT16:
+    lo = -32768, hi = 32767;
+    break;
+  case onnx::TensorProto::UINT16:
+  case onnx::TensorProto::FLOAT16: // the 16 bits of the value
+  case onnx::TensorProto::BFLOAT16:
+    lo = 0, hi = 0xFFFF;
+    break;
+  default:
+    break;
+  }
   for (int64_t i = 0; i < count; ++i) {
     int32_t v = proto.int32_data(static_cast<int>(i));
-    bool fits = true;
-    switch (dtype) {
-    case DType::I8:
-      fits = v >= -128 && v <= 127;
-      break;
-    case DType::U8:
-      fits = v >= 0 && v <= 255;
-      break;
-    case DType::Bool:
-      fits = v == 0 || v == 1;
-      break;
-    case DType::F16:
-    case DType::BF16:
-      fits = v >= 0 && v <= 0xFFFF;
-      break; // the 16 bits of the value
-    default:
-      break;
-    }
-    if (!fits)
-      fail("{}: int32_data[{}] = {} does not fit {}", what, i, v, dtypeName(dtype));
+    if (v < lo || v > hi)
+      fail("{}: int32_data[{}] = {} does not fit {}", what, i, v, elementTypeName(proto.data_type()));
     if (dtype == DType::F16 || dtype == DType::BF16)
       out.dataAs<uint16_t>()[i] = static_cast<uint16_t>(v);
     else
@@ -248,34 +286,98 @@ void decodeInt32Field(const onnx::TensorProto &proto, Tensor &out, const std::st
   }
 }
 
-/// How many values the typed field that the spec assigns to `dtype` holds.
-int64_t typedFieldSize(const onnx::TensorProto &proto, DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return proto.float_data_size();
-  case DType::F64:
-    return proto.double_data_size();
-  case DType::I64:
-    return proto.int64_data_size();
-  case DType::I32:
-  case DType::I8:
-  case DType::U8:
-  case DType::Bool:
-  case DType::F16:
-  case DType::BF16:
-    return proto.int32_data_size();
-  }
-  return 0;
+/// Stores a decoded uint32/uint64 element in its i64, refusing a uint64 that i64 cannot hold.
+void setHeldUnsigned(Tensor &out, int64_t i, uint64_t v, const std::string &what) {
+  if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    fail("{}: element {} (flat) is {}, above {}, the largest uint64 kiln can hold (it holds uint64 as i64)", what, i,
+         v, std::numeric_limits<int64_t>::max());
+  out.setInt(i, static_cast<int64_t>(v));
 }
 
-const char *typedFieldName(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
+/// uint64_data holds uint32 and uint64 one element per entry; kiln holds both in i64, so a
+/// uint64 above INT64_MAX is refused.
+void decodeUint64Field(const onnx::TensorProto &proto, Tensor &out, const std::string &what) {
+  int64_t count = out.numElements(); // the field's size was checked against it
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t v = proto.uint64_data(static_cast<int>(i));
+    if (proto.data_type() == onnx::TensorProto::UINT32 && v > std::numeric_limits<uint32_t>::max())
+      fail("{}: uint64_data[{}] = {} does not fit uint32", what, i, v);
+    setHeldUnsigned(out, i, v, what);
+  }
+}
+
+template <typename T> T loadElement(const char *bytes, int64_t i) {
+  T value;
+  std::memcpy(&value, bytes + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+  return value;
+}
+
+/// Widens the little-endian int16/uint16/uint32/uint64 elements of raw_data or an external
+/// file into `out` (i32 or i64); `bytes` holds exactly out.numElements() of them.
+void widenStoredElements(const char *bytes, int32_t onnxType, Tensor &out, const std::string &what) {
+  int64_t count = out.numElements();
+  for (int64_t i = 0; i < count; ++i) {
+    switch (onnxType) {
+    case onnx::TensorProto::INT16:
+      out.setInt(i, loadElement<int16_t>(bytes, i));
+      break;
+    case onnx::TensorProto::UINT16:
+      out.setInt(i, loadElement<uint16_t>(bytes, i));
+      break;
+    case onnx::TensorProto::UINT32:
+      out.setInt(i, loadElement<uint32_t>(bytes, i));
+      break;
+    default: // uint64
+      setHeldUnsigned(out, i, loadElement<uint64_t>(bytes, i), what);
+      break;
+    }
+  }
+}
+
+/// Bytes one element occupies in raw_data or an external file: the ONNX type's own size,
+/// which for the widened types is smaller than (or, for uint64, equal to) the held one.
+uint64_t storedElementBytes(int32_t onnxType, DType held) {
+  switch (onnxType) {
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+    return 2;
+  case onnx::TensorProto::UINT32:
+    return 4;
+  case onnx::TensorProto::UINT64:
+    return 8;
+  default:
+    return dtypeSize(held);
+  }
+}
+
+/// How many values the typed field that the spec assigns to the proto's element type holds.
+int64_t typedFieldSize(const onnx::TensorProto &proto) {
+  switch (proto.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    return proto.float_data_size();
+  case onnx::TensorProto::DOUBLE:
+    return proto.double_data_size();
+  case onnx::TensorProto::INT64:
+    return proto.int64_data_size();
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64:
+    return proto.uint64_data_size();
+  default: // int32, int16, uint16, int8, uint8, bool, float16, bfloat16
+    return proto.int32_data_size();
+  }
+}
+
+const char *typedFieldName(int32_t onnxType) {
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
     return "float_data";
-  case DType::F64:
+  case onnx::TensorProto::DOUBLE:
     return "double_data";
-  case DType::I64:
+  case onnx::TensorProto::INT64:
     return "int64_data";
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64:
+    return "uint64_data";
   default:
     return "int32_data";
   }
@@ -287,47 +389,57 @@ Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &mode
   TensorType type = tensorProtoType(proto, what);
   if (proto.has_segment())
     fail("{} is a segment of a larger tensor, which kiln does not support", what);
+  int32_t onnxType = proto.data_type();
+  bool widened = isWidenedOnnxType(onnxType);
   int64_t count = type.numElements();
-  uint64_t bytes = type.byteSize();
+  uint64_t bytes = static_cast<uint64_t>(count) * storedElementBytes(onnxType, type.dtype); // at most 2^43
   // Every size is checked against the data actually present before anything is allocated.
   bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;
-  int64_t typedCount = typedFieldSize(proto, type.dtype);
+  int64_t typedCount = typedFieldSize(proto);
   if ((external || proto.has_raw_data()) && typedCount > 0)
-    fail("{} has data both in {} and in {}", what, typedFieldName(type.dtype),
+    fail("{} has data both in {} and in {}", what, typedFieldName(onnxType),
          external ? "an external file" : "raw_data");
   std::optional<ExternalData> file;
   if (external)
     file.emplace(proto, modelDir, what, bytes);
   else if (proto.has_raw_data() && proto.raw_data().size() != bytes)
-    fail("{} has {} bytes of raw_data but its type {} needs {}", what, proto.raw_data().size(), type.toString(), bytes);
+    fail("{} has {} bytes of raw_data but its type {}{} needs {}", what, proto.raw_data().size(),
+         elementTypeName(onnxType), shapeToString(type.shape), bytes);
   else if (!proto.has_raw_data() && typedCount != count)
-    fail("{} holds {} values in {} but its dims need {}", what, typedCount, typedFieldName(type.dtype), count);
+    fail("{} holds {} values in {} but its dims need {}", what, typedCount, typedFieldName(onnxType), count);
 
   Tensor out(type);
-  if (file) {
+  if ((file || proto.has_raw_data()) && widened) {
+    std::string stored;
+    if (file) {
+      stored.resize(static_cast<size_t>(bytes));
+      file->readInto(stored.data());
+    }
+    widenStoredElements(file ? stored.data() : proto.raw_data().data(), onnxType, out, what);
+  } else if (file) {
     file->readInto(out.data());
   } else if (proto.has_raw_data()) {
     if (bytes)
       std::memcpy(out.data(), proto.raw_data().data(), bytes);
   } else {
-    switch (type.dtype) {
-    case DType::F32:
+    switch (onnxType) {
+    case onnx::TensorProto::FLOAT:
       std::copy(proto.float_data().begin(), proto.float_data().end(), out.dataAs<float>());
       break;
-    case DType::F64:
+    case onnx::TensorProto::DOUBLE:
       std::copy(proto.double_data().begin(), proto.double_data().end(), out.dataAs<double>());
       break;
-    case DType::I64:
+    case onnx::TensorProto::INT64:
       std::copy(proto.int64_data().begin(), proto.int64_data().end(), out.dataAs<int64_t>());
       break;
-    case DType::I32:
+    case onnx::TensorProto::INT32:
       std::copy(proto.int32_data().begin(), proto.int32_data().end(), out.dataAs<int32_t>());
       break;
-    case DType::I8:
-    case DType::U8:
-    case DType::Bool:
-    case DType::F16:
-    case DType::BF16:
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT64:
+      decodeUint64Field(proto, out, what);
+      break;
+    default: // int8, uint8, int16, uint16, bool, float16, bfloat16
       decodeInt32Field(proto, out, what);
       break;
     }

@@ -12,20 +12,31 @@
 
 namespace kiln::frontend {
 
-/// The kiln dtype of an ONNX TensorProto::DataType, or nullopt where kiln has none
+/// The kiln dtype that *is* an ONNX TensorProto::DataType, or nullopt where kiln has none
 /// (strings, complex, uint16/32/64, int16, the float8 types).
 std::optional<DType> dtypeFromOnnx(int32_t onnxType);
+/// The kiln dtype that holds values of an ONNX element type: the exact one where kiln has it,
+/// else a wider integer (int16 and uint16 in i32, uint32 and uint64 in i64; a uint64 above
+/// INT64_MAX cannot be held and is refused when decoded). nullopt for strings, complex, float8.
+/// A widened value is exact only as long as no op wraps around in the narrow type, which the
+/// import scan (OnnxScan.cpp) ensures.
+std::optional<DType> heldDTypeFromOnnx(int32_t onnxType);
+/// heldDTypeFromOnnx, failing with "`what` is TYPE, which kiln cannot represent" for nullopt.
+DType heldDType(int32_t onnxType, const std::string &what);
+/// Whether kiln holds the ONNX element type widened (int16, uint16, uint32, uint64).
+bool isWidenedOnnxType(int32_t onnxType);
 /// The ONNX TensorProto::DataType of a kiln dtype.
 int32_t dtypeToOnnx(DType dtype);
 /// ONNX's own name of an element type ("uint16"), for messages.
 std::string onnxTypeName(int32_t onnxType);
 
-/// Decodes `proto` into a tensor. External data is read from under `modelDir` (the model's
-/// folder; empty refuses external data). `what` names the tensor in errors.
+/// Decodes `proto` into a tensor of its held dtype (heldDTypeFromOnnx). External data is read
+/// from under `modelDir` (the model's folder; empty refuses external data). `what` names the
+/// tensor in errors.
 Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what);
 
-/// The kiln type a TensorProto declares, without reading its data. Fails naming `what` for
-/// a dtype kiln lacks or a negative dim.
+/// The kiln type that holds a TensorProto (its held dtype), without reading its data. Fails
+/// naming `what` for a dtype kiln cannot hold or a negative dim.
 TensorType tensorProtoType(const onnx::TensorProto &proto, const std::string &what);
 
 /// Checks that an external-data `location` is a relative path that stays inside `modelDir`
