@@ -64,6 +64,10 @@ std::vector<TensorType> inferTypes(OpKind op, const std::vector<TensorType> &inp
 }
 
 Node *Builder::createNode(OpKind op, const std::vector<Value *> &inputs, AttrMap attrs) {
+  // A kernel's types and meaning are its body's, which the builder cannot see.
+  if (op == OpKind::Kernel)
+    fail("kernel: kernel nodes cannot be built with the Builder; group existing nodes with "
+         "ir::outlineKernel (ir/KernelOutline.h)");
   std::vector<TensorType> inputTypes;
   for (Value *input : inputs) {
     if (!input)

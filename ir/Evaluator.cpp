@@ -21,6 +21,8 @@ std::unique_ptr<Graph> decompositionGraph(OpKind op, const std::vector<TensorTyp
 std::vector<Tensor> evaluateOp(OpKind op, const std::vector<Tensor> &inputs, const AttrMap &attrs,
                                const std::vector<TensorType> &outputTypes) {
   const OpDef &def = opDef(op);
+  if (op == OpKind::Kernel)
+    fail("kernel: a kernel's meaning is its body; evaluate the node (evaluateNode) or its graph");
   if (opTraits(op).tier == OpTier::Composite) {
     std::vector<TensorType> inputTypes;
     for (auto &t : inputs)
@@ -38,6 +40,25 @@ std::vector<Tensor> evaluateOp(OpKind op, const std::vector<Tensor> &inputs, con
     if (outputs[i].type() != outputTypes[i])
       fail("{}: reference evaluation returned {} for output {}, expected {}", opName(op),
            outputs[i].type().toString(), i, outputTypes[i].toString());
+  return outputs;
+}
+
+std::vector<Tensor> evaluateNode(const Node &node, const std::vector<Tensor> &inputs) {
+  std::vector<TensorType> outputTypes;
+  for (size_t i = 0; i < node.numOutputs(); ++i)
+    outputTypes.push_back(node.output(i)->type());
+  if (node.op() != OpKind::Kernel)
+    return evaluateOp(node.op(), inputs, node.attrs(), outputTypes);
+  if (!node.body())
+    fail("kernel: the node has no body to evaluate");
+  // Bodies hold no kernels (the verifier checks it), so this recursion is one level deep.
+  std::vector<Tensor> outputs = evaluate(*node.body(), inputs);
+  if (outputs.size() != outputTypes.size())
+    fail("kernel: its body returns {} values, the node has {} results", outputs.size(), outputTypes.size());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].type() != outputTypes[i])
+      fail("kernel: its body returns {} for result {}, the node declares {}", outputs[i].type().toString(), i,
+           outputTypes[i].toString());
   return outputs;
 }
 
@@ -67,7 +88,9 @@ std::vector<Tensor> evaluate(const Graph &graph, const std::vector<Tensor> &inpu
     for (size_t i = 0; i < node->numOutputs(); ++i)
       outputTypes.push_back(node->output(i)->type());
     std::vector<Tensor> results;
-    if (node->op() == OpKind::Param) {
+    if (node->op() == OpKind::Kernel) {
+      results = evaluateNode(*node, args);
+    } else if (node->op() == OpKind::Param) {
       const std::string &name = node->attrString("name");
       auto given = params.find(name);
       if (given != params.end()) {

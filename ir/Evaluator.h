@@ -2,7 +2,8 @@
 // The reference evaluator: runs any verified graph op by op on host tensors. It is the oracle
 // of every numerics test, so it favours obvious correctness over speed: primitives evaluate
 // through their family's reference code (floats in double, integers in int64), composites
-// through their decomposition, so a composite's meaning is defined exactly once.
+// through their decomposition, so a composite's meaning is defined exactly once. A kernel
+// node evaluates its body on its operands.
 #include <map>
 
 #include "ir/Graph.h"
@@ -19,9 +20,15 @@ std::vector<Tensor> evaluate(const Graph &graph, const std::vector<Tensor> &inpu
                              const ParamValues &params = {});
 
 /// Evaluates one op on concrete inputs: a primitive directly, a composite by decomposing it
-/// into a scratch graph and evaluating that.
+/// into a scratch graph and evaluating that. A kernel's meaning is its body, which an op
+/// alone does not carry: kernels go through evaluateNode (or evaluate on the graph).
 std::vector<Tensor> evaluateOp(OpKind op, const std::vector<Tensor> &inputs, const AttrMap &attrs,
                                const std::vector<TensorType> &outputTypes);
+
+/// Evaluates one non-source node on concrete operand values: a kernel node by evaluating its
+/// body, any other node through evaluateOp. (Passes that fold nodes use this, so kernels need
+/// no special case there.)
+std::vector<Tensor> evaluateNode(const Node &node, const std::vector<Tensor> &inputs);
 
 /// Builds the decomposition of a composite node as a standalone graph whose inputs are the
 /// node's operand types (used by the evaluator and by tools that show decompositions).

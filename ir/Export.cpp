@@ -49,6 +49,28 @@ std::string typesOf(const Node &node) {
   return fmt::format("{}", fmt::join(types, ", "));
 }
 
+/// A node's vertex label: its op (a param's name, a kernel's rule) and its result types; a
+/// kernel also lists its body's ops in order, a few per line so that the box stays narrow.
+std::string dotLabel(const Node &node) {
+  constexpr size_t kOpsPerLine = 4;
+  std::string label(node.opName());
+  if (node.op() == OpKind::Param && node.hasAttr("name") && std::holds_alternative<std::string>(node.attrs().at("name")))
+    label += " " + quoteString(node.attrString("name"));
+  if (node.op() == OpKind::Kernel && node.hasAttr("rule") && std::holds_alternative<std::string>(node.attrs().at("rule")) &&
+      !node.attrString("rule").empty())
+    label += " " + quoteString(node.attrString("rule"));
+  if (const Graph *body = node.body()) {
+    std::vector<std::string> ops;
+    for (const Node *inner : body->nodes())
+      ops.emplace_back(inner->opName());
+    for (size_t i = 0; i < ops.size(); i += kOpsPerLine) {
+      auto end = ops.begin() + static_cast<std::ptrdiff_t>(std::min(ops.size(), i + kOpsPerLine));
+      label += fmt::format("\n{}", fmt::join(ops.begin() + static_cast<std::ptrdiff_t>(i), end, ", "));
+    }
+  }
+  return label + "\n" + typesOf(node);
+}
+
 // --- JSON ----------------------------------------------------------------------------------
 
 /// Length of the valid UTF-8 sequence starting at text[i], or 0 if there is none.
@@ -132,6 +154,52 @@ std::string jsonAttribute(const Attribute &attr) {
   return "null";
 }
 
+/// The "inputs", "nodes" and "outputs" members of a graph object, one per line at `indent`,
+/// their items one per line one level deeper. A kernel node's object also has a "body" with
+/// the same members, in the body's own value names (bodies nest one level in a verified graph).
+std::string jsonGraphFields(const Graph &graph, const std::string &indent) {
+  auto names = printedValueNames(graph);
+  auto ref = [&](const Value *value) {
+    auto it = names.find(value);
+    return jsonString(it == names.end() ? std::string("%?") : "%" + it->second);
+  };
+  std::string itemIndent = indent + "  ";
+  std::string firstSeparator = "\n" + itemIndent, separator = ",\n" + itemIndent;
+  std::string out = indent + "\"inputs\": [";
+  const std::string *next = &firstSeparator;
+  for (const Value *input : graph.inputs()) {
+    out += fmt::format("{}{{\"name\": {}, \"type\": {}}}", *next, ref(input), jsonString(input->type().toString()));
+    next = &separator;
+  }
+  out += graph.inputs().empty() ? "],\n" : fmt::format("\n{}],\n", indent);
+  out += indent + "\"nodes\": [";
+  next = &firstSeparator;
+  for (const Node *node : graph.nodes()) {
+    std::vector<std::string> inputs, outputs, types, attrs;
+    for (const Value *input : node->inputs())
+      inputs.push_back(ref(input));
+    for (size_t i = 0; i < node->numOutputs(); ++i) {
+      outputs.push_back(ref(node->output(i)));
+      types.push_back(jsonString(node->output(i)->type().toString()));
+    }
+    for (const auto &[name, value] : node->attrs())
+      attrs.push_back(fmt::format("{}: {}", jsonString(name), jsonAttribute(value)));
+    out += fmt::format("{}{{\"op\": {}, \"inputs\": [{}], \"outputs\": [{}], \"types\": [{}], \"attrs\": {{{}}}", *next,
+                       jsonString(node->opName()), fmt::join(inputs, ", "), fmt::join(outputs, ", "),
+                       fmt::join(types, ", "), fmt::join(attrs, ", "));
+    if (const Graph *body = node->body())
+      out += fmt::format(", \"body\": {{\n{}{}}}", jsonGraphFields(*body, itemIndent + "  "), itemIndent);
+    out += "}";
+    next = &separator;
+  }
+  out += graph.numNodes() == 0 ? "],\n" : fmt::format("\n{}],\n", indent);
+  std::vector<std::string> outputs;
+  for (const Value *output : graph.outputs())
+    outputs.push_back(ref(output));
+  out += fmt::format("{}\"outputs\": [{}]\n", indent, fmt::join(outputs, ", "));
+  return out;
+}
+
 } // namespace
 
 std::string toDot(const Graph &graph) {
@@ -157,11 +225,7 @@ std::string toDot(const Graph &graph) {
       boost::add_edge(from->second, to, DotEdge{ref(value)}, dot);
   };
   for (const Node *node : graph.nodes()) {
-    std::string label(node->opName());
-    if (node->op() == OpKind::Param && node->hasAttr("name") &&
-        std::holds_alternative<std::string>(node->attrs().at("name")))
-      label += " " + quoteString(node->attrString("name"));
-    auto vertex = addVertex(label + "\n" + typesOf(*node), "box");
+    auto vertex = addVertex(dotLabel(*node), node->body() ? "box3d" : "box");
     for (const Value *input : node->inputs())
       addEdge(input, vertex);
     for (size_t i = 0; i < node->numOutputs(); ++i)
@@ -187,41 +251,7 @@ std::string toDot(const Graph &graph) {
 }
 
 std::string toJson(const Graph &graph) {
-  auto names = printedValueNames(graph);
-  auto ref = [&](const Value *value) {
-    auto it = names.find(value);
-    return jsonString(it == names.end() ? std::string("%?") : "%" + it->second);
-  };
-  std::string out = fmt::format("{{\n  \"name\": {},\n  \"inputs\": [", jsonString(graph.name()));
-  const char *separator = "\n    ";
-  for (const Value *input : graph.inputs()) {
-    out += fmt::format("{}{{\"name\": {}, \"type\": {}}}", separator, ref(input), jsonString(input->type().toString()));
-    separator = ",\n    ";
-  }
-  out += graph.inputs().empty() ? "],\n" : "\n  ],\n";
-  out += "  \"nodes\": [";
-  separator = "\n    ";
-  for (const Node *node : graph.nodes()) {
-    std::vector<std::string> inputs, outputs, types, attrs;
-    for (const Value *input : node->inputs())
-      inputs.push_back(ref(input));
-    for (size_t i = 0; i < node->numOutputs(); ++i) {
-      outputs.push_back(ref(node->output(i)));
-      types.push_back(jsonString(node->output(i)->type().toString()));
-    }
-    for (const auto &[name, value] : node->attrs())
-      attrs.push_back(fmt::format("{}: {}", jsonString(name), jsonAttribute(value)));
-    out += fmt::format("{}{{\"op\": {}, \"inputs\": [{}], \"outputs\": [{}], \"types\": [{}], \"attrs\": {{{}}}}}",
-                       separator, jsonString(node->opName()), fmt::join(inputs, ", "), fmt::join(outputs, ", "),
-                       fmt::join(types, ", "), fmt::join(attrs, ", "));
-    separator = ",\n    ";
-  }
-  out += graph.numNodes() == 0 ? "],\n" : "\n  ],\n";
-  std::vector<std::string> outputs;
-  for (const Value *output : graph.outputs())
-    outputs.push_back(ref(output));
-  out += fmt::format("  \"outputs\": [{}]\n}}\n", fmt::join(outputs, ", "));
-  return out;
+  return fmt::format("{{\n  \"name\": {},\n{}}}\n", jsonString(graph.name()), jsonGraphFields(graph, "  "));
 }
 
 } // namespace kiln::ir

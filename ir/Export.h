@@ -9,13 +9,15 @@ namespace kiln::ir {
 
 /// A Graphviz digraph: one vertex per graph input (labelled "%x" and its type), one per node
 /// (labelled with its op and output types), one for the return; an edge per operand,
-/// labelled with the value's name.
+/// labelled with the value's name. A kernel is one vertex (shape box3d) labelled with its
+/// rule, the ops of its body in order, and its result types.
 std::string toDot(const Graph &graph);
 
 /// A JSON document: {"name", "inputs": [{"name", "type"}], "nodes": [{"op", "inputs",
 /// "outputs", "types", "attrs"}], "outputs"}. Every attribute is present; tensors are
 /// summarised as {"type", "values"} with at most 8 leading values and "truncated"; floats
-/// that JSON cannot hold (inf, nan) are strings.
+/// that JSON cannot hold (inf, nan) are strings. A kernel node also has "body": {"inputs",
+/// "nodes", "outputs"} in the body's own value names.
 std::string toJson(const Graph &graph);
 
 } // namespace kiln::ir

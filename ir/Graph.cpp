@@ -45,6 +45,16 @@ std::vector<Value *> Node::outputs() const {
   return out;
 }
 
+Node::~Node() = default; // here, where Graph is complete, so body_ can be destroyed
+
+void Node::setBody(std::unique_ptr<Graph> body) {
+  if (body_)
+    body_->parentNode_ = nullptr;
+  body_ = std::move(body);
+  if (body_)
+    body_->parentNode_ = this;
+}
+
 Node *Node::prev() const {
   if (position_ == graph_->nodes_.begin())
     return nullptr;
@@ -117,6 +127,8 @@ void Graph::cloneNodes(const std::vector<const Node *> &nodes,
     for (auto &output : node->outputs_)
       types.push_back(output->type());
     Node *copy = createNode(node->op(), inputs, node->attrs(), types, before);
+    if (node->body())
+      copy->setBody(node->body()->clone());
     for (size_t i = 0; i < types.size(); ++i) {
       copy->output(i)->setName(node->output(i)->name());
       mapping[node->output(i)] = copy->output(i);

@@ -3,6 +3,10 @@
 // users; a Node has an op, input values, output values and attributes. Nodes sit in one list
 // whose order is a valid execution order (every input defined before its use). All mutation
 // goes through Graph and Node methods so that use lists stay right.
+//
+// A `kernel` node (a fusion group) owns a body: a Graph isolated from above, whose inputs
+// correspond 1:1 to the node's operands and whose outputs to the node's results. Bodies hold
+// no parameters and no kernels, so nesting is one level deep (the verifier checks this).
 #include <list>
 #include <memory>
 #include <string>
@@ -97,6 +101,14 @@ public:
   Node *prev() const;
   Node *next() const;
 
+  /// The body of a kernel node (nullptr for every other op, and for a kernel under
+  /// construction). The node owns it: erasing the node frees it, cloning copies it.
+  Graph *body() const { return body_.get(); }
+  /// Gives the node `body` (nullptr removes it) and makes the node its parentNode().
+  void setBody(std::unique_ptr<Graph> body);
+
+  ~Node();
+
 private:
   friend class Graph;
   Node(Graph *graph, OpKind op) : graph_(graph), op_(op) {}
@@ -106,6 +118,7 @@ private:
   std::vector<Value *> inputs_;
   std::vector<std::unique_ptr<Value>> outputs_;
   AttrMap attrs_;
+  std::unique_ptr<Graph> body_;
   std::list<std::unique_ptr<Node>>::iterator position_;
 };
 
@@ -132,7 +145,7 @@ public:
   /// or at the end when `before` is nullptr. Output values get the given types.
   Node *createNode(OpKind op, const std::vector<Value *> &inputs, AttrMap attrs,
                    const std::vector<TensorType> &outputTypes, Node *before = nullptr);
-  /// Removes a node whose outputs are unused; throws kiln::Error otherwise.
+  /// Removes a node whose outputs are unused (freeing its body); throws kiln::Error otherwise.
   void eraseNode(Node *node);
   /// Moves `node` to just before `anchor` (or to the end when `anchor` is nullptr).
   void moveBefore(Node *node, Node *anchor);
@@ -140,10 +153,10 @@ public:
   /// Copies `nodes` (in the given order) before `before`. Operands found in `mapping` are
   /// remapped; others are used as they are. On return `mapping` also maps each cloned node's
   /// outputs to their copies. The source nodes may belong to another graph when every operand
-  /// from outside is mapped.
+  /// from outside is mapped. Kernel bodies are deep-copied.
   void cloneNodes(const std::vector<const Node *> &nodes,
                   std::unordered_map<const Value *, Value *> &mapping, Node *before = nullptr);
-  /// A deep copy of the whole graph (inputs, nodes, outputs, names).
+  /// A deep copy of the whole graph (inputs, nodes, kernel bodies, outputs, names).
   std::unique_ptr<Graph> clone() const;
 
   /// Nodes in execution order, as a snapshot safe to hold while mutating.
@@ -156,9 +169,13 @@ public:
   std::vector<Node *> params() const;
   bool isOutput(const Value *value) const;
 
+  /// The kernel node whose body this graph is; nullptr for a top-level graph.
+  Node *parentNode() const { return parentNode_; }
+
 private:
   friend class Node;
   std::string name_;
+  Node *parentNode_ = nullptr;
   std::vector<std::unique_ptr<Value>> inputValues_;
   std::vector<Value *> inputRefs_;
   std::vector<Value *> outputs_;

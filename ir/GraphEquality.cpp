@@ -1,5 +1,6 @@
 // Walks both graphs in lockstep and maps each value of `a` to its counterpart in `b`, so an
-// operand matches when it refers to the corresponding value, whatever its name.
+// operand matches when it refers to the corresponding value, whatever its name. Kernel bodies
+// are compared the same way, each with its own value mapping (bodies are isolated from above).
 #include "ir/GraphEquality.h"
 
 #include <unordered_map>
@@ -10,8 +11,12 @@
 
 namespace kiln::ir {
 
-std::string graphDifference(const Graph &a, const Graph &b, bool compareNames) {
-  if (compareNames && a.name() != b.name())
+namespace {
+
+/// graphDifference, where a kernel body's own graph name (which the text form does not
+/// carry) is left out of the comparison.
+std::string difference(const Graph &a, const Graph &b, bool compareNames, bool compareGraphName) {
+  if (compareNames && compareGraphName && a.name() != b.name())
     return fmt::format("graph names differ: @{} vs @{}", a.name(), b.name());
   if (a.inputs().size() != b.inputs().size())
     return fmt::format("input counts differ: {} vs {}", a.inputs().size(), b.inputs().size());
@@ -61,6 +66,12 @@ std::string graphDifference(const Graph &a, const Graph &b, bool compareNames) {
     for (size_t i = 0; i < na.numOutputs(); ++i)
       if (auto diff = compareValue(na.output(i), nb.output(i), fmt::format("{} output {}", where, i)); !diff.empty())
         return diff;
+    if (!na.body() != !nb.body())
+      return fmt::format("{}: only the {} graph's node has a body", where, na.body() ? "first" : "second");
+    // Bodies nest one level in a verified graph, so this recursion stays shallow.
+    if (na.body())
+      if (auto diff = difference(*na.body(), *nb.body(), compareNames, false); !diff.empty())
+        return fmt::format("{}: body: {}", where, diff);
   }
   if (a.outputs().size() != b.outputs().size())
     return fmt::format("output counts differ: {} vs {}", a.outputs().size(), b.outputs().size());
@@ -68,6 +79,12 @@ std::string graphDifference(const Graph &a, const Graph &b, bool compareNames) {
     if (!sameOperand(a.outputs()[i], b.outputs()[i]))
       return fmt::format("returned value {} differs", i);
   return "";
+}
+
+} // namespace
+
+std::string graphDifference(const Graph &a, const Graph &b, bool compareNames) {
+  return difference(a, b, compareNames, true);
 }
 
 } // namespace kiln::ir

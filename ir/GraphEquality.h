@@ -1,7 +1,8 @@
 #pragma once
 // Structural equality of graphs, the check behind every print -> parse round-trip test and
 // the parser fuzzer: same name, inputs, node order, ops, attributes (ir::attrMapsEqual, so
-// tensors and floats compare bitwise), types, operand wiring, outputs and value names.
+// tensors and floats compare bitwise), types, operand wiring, outputs, value names and kernel
+// bodies (all of the above, except the body graph's own name, which the text form omits).
 #include <string>
 
 #include "ir/Graph.h"

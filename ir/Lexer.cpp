@@ -186,6 +186,7 @@ Token Lexer::next() {
   case ',': return single(TokenKind::Comma);
   case ':': return single(TokenKind::Colon);
   case '=': return single(TokenKind::Equal);
+  case '^': return single(TokenKind::Caret);
   case '-':
     if (peek(1) == '>') {
       advance(2);

@@ -29,6 +29,7 @@ enum class TokenKind : uint8_t {
   Equal,
   Arrow,
   Minus,
+  Caret, // '^', which opens a kernel body's input list
 };
 
 /// 1-based line and column (in bytes) of a token's first character.

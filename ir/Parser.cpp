@@ -1,7 +1,10 @@
-// The .kir parser: recursive descent over a fixed-depth grammar (no rule calls itself), one
-// token of lookahead. Nodes are built as they are read: attributes are checked against the
-// op's schema and completed with its defaults, inference computes the result types, and the
-// printed types must match them. The finished graph goes through ir::verify.
+// The .kir parser: recursive descent over a fixed-depth grammar, one token of lookahead. The
+// only nesting is a kernel's body, whose statements are read by the same rules in a scope of
+// their own; a kernel inside a body is rejected, so that nesting is one level deep. Nodes are
+// built as they are read: attributes are checked against the op's schema and completed with
+// its defaults, inference computes the result types, and the printed types must match them
+// (a kernel's types are checked against its body's return instead). The finished graph goes
+// through ir::verify.
 #include "ir/Parser.h"
 
 #include <algorithm>
@@ -36,15 +39,12 @@ public:
     if (tok_.kind != TokenKind::GraphName)
       errorAt(tok_.loc, "expected the graph's name (@name) after 'graph', found " + describeToken(tok_));
     graph_ = std::make_unique<Graph>(tok_.value);
+    current_ = graph_.get();
     advance();
     parseSignature();
     expect(TokenKind::LBrace, "'{' to open the graph body");
-    while (!atKeyword("return")) {
-      if (tok_.kind != TokenKind::ValueName)
-        errorAt(tok_.loc, "expected a statement ('%name = op(...)') or 'return', found " + describeToken(tok_));
-      parseStatement();
-    }
-    parseReturn();
+    parseStatements();
+    parseReturn(resultTypes_, "the signature declares");
     expect(TokenKind::RBrace, "'}' after the return statement");
     if (tok_.kind != TokenKind::End)
       errorAt(tok_.loc, "unexpected " + describeToken(tok_) + " after the end of the graph");
@@ -313,6 +313,10 @@ private:
     if (tok_.kind != TokenKind::ValueName)
       errorAt(tok_.loc, "expected a value like %x, found " + describeToken(tok_));
     auto it = values_.find(tok_.value);
+    if (it == values_.end() && body_ && body_->outerValues.count(tok_.value))
+      errorAt(tok_.loc, fmt::format("undefined value %{}: a kernel body sees only its own inputs (^(...)), and "
+                                    "%{} is defined outside it",
+                                    tok_.value, tok_.value));
     if (it == values_.end())
       errorAt(tok_.loc, fmt::format("undefined value %{}", tok_.value));
     advance();
@@ -345,6 +349,15 @@ private:
     advance();
   }
 
+  /// Statements up to (not including) the 'return' of the current graph or body.
+  void parseStatements() {
+    while (!atKeyword("return")) {
+      if (tok_.kind != TokenKind::ValueName)
+        errorAt(tok_.loc, "expected a statement ('%name = op(...)') or 'return', found " + describeToken(tok_));
+      parseStatement();
+    }
+  }
+
   void parseStatement() {
     SourceLocation stmt = tok_.loc;
     std::vector<Token> results;
@@ -364,6 +377,14 @@ private:
     std::optional<OpKind> op = parseOpName(tok_.text);
     if (!op)
       errorAt(tok_.loc, fmt::format("unknown op {}", describeToken(tok_)));
+    if (body_ && *op == OpKind::Kernel)
+      errorAt(tok_.loc, fmt::format("a kernel cannot hold another kernel (kernel bodies do not nest); this is in "
+                                    "the body of kernel %{} opened at {}:{}",
+                                    body_->kernelName, body_->open.line, body_->open.column));
+    if (body_ && *op == OpKind::Param)
+      errorAt(tok_.loc, fmt::format("a kernel body cannot hold a param; parameters stay outside kernel %{}, as "
+                                    "its operands",
+                                    body_->kernelName));
     advance();
 
     std::vector<Value *> inputs;
@@ -399,7 +420,89 @@ private:
       attrs["dtype"] = types[0].dtype;
       attrs["shape"] = types[0].shape;
     }
+    if (*op == OpKind::Kernel) {
+      buildKernel(stmt, results, inputs, std::move(attrs), types);
+      return;
+    }
+    if (tok_.kind == TokenKind::LBrace)
+      errorAt(tok_.loc, fmt::format("only kernel nodes have a body; {} does not", opName(*op)));
     buildNode(*op, stmt, results, inputs, std::move(attrs), types, typeLocs);
+  }
+
+  /// A kernel's types cannot be inferred: they are as written, and the body's return must
+  /// give them (parseReturn checks).
+  void buildKernel(SourceLocation stmt, const std::vector<Token> &results, const std::vector<Value *> &inputs,
+                   AttrMap attrs, const std::vector<TensorType> &types) {
+    if (results.size() != types.size())
+      errorAt(stmt, fmt::format("wrong number of result names: kernel %{} declares {} result type{}, {} name{} given",
+                                results[0].value, types.size(), types.size() == 1 ? "" : "s", results.size(),
+                                results.size() == 1 ? " is" : "s are"));
+    try {
+      attrs = completeAttrs(OpKind::Kernel, std::move(attrs));
+    } catch (const Error &e) {
+      errorAt(stmt, fmt::format("kernel %{}: {}", results[0].value, e.what()));
+    }
+    if (tok_.kind != TokenKind::LBrace)
+      errorAt(tok_.loc, fmt::format("expected '{{' to open the body of kernel %{}, found {}", results[0].value,
+                                    describeToken(tok_)));
+    std::unique_ptr<Graph> body = parseKernelBody(results[0].value, inputs, types);
+    Node *node = current_->createNode(OpKind::Kernel, inputs, std::move(attrs), types);
+    node->setBody(std::move(body));
+    for (size_t i = 0; i < results.size(); ++i)
+      define(results[i], node->output(i));
+  }
+
+  /// `{ ^(%a: T, ...): statements return ... }`, read into a new graph in a scope of its own.
+  std::unique_ptr<Graph> parseKernelBody(const std::string &kernelName, const std::vector<Value *> &operands,
+                                         const std::vector<TensorType> &resultTypes) {
+    BodyScope scope{kernelName, tok_.loc, std::move(values_)};
+    advance(); // '{'
+    values_.clear();
+    body_ = &scope;
+    auto body = std::make_unique<Graph>("kernel");
+    Graph *outer = current_;
+    current_ = body.get();
+
+    expect(TokenKind::Caret, "'^' and the body's inputs, like ^(%a: f32[2])");
+    expect(TokenKind::LParen, "'(' after '^'");
+    while (tok_.kind != TokenKind::RParen) {
+      size_t index = body->inputs().size();
+      if (index)
+        expect(TokenKind::Comma, "',' or ')' between body inputs");
+      if (tok_.kind != TokenKind::ValueName)
+        errorAt(tok_.loc, "expected a body input like %a, found " + describeToken(tok_));
+      Token name = tok_;
+      if (isNumericName(name.value))
+        errorAt(name.loc, fmt::format("body input %{} needs a name, not a number", name.value));
+      if (index >= operands.size())
+        errorAt(name.loc, fmt::format("the body of kernel %{} takes more inputs than the kernel's {} operand{}",
+                                      kernelName, operands.size(), operands.size() == 1 ? "" : "s"));
+      checkNewName(name);
+      advance();
+      expect(TokenKind::Colon, "':' after the body input's name");
+      SourceLocation typeLoc = tok_.loc;
+      TensorType type = parseType();
+      if (type != operands[index]->type())
+        errorAt(typeLoc, fmt::format("type mismatch: body input %{} is written as {} but operand {} of kernel %{} "
+                                     "has type {}",
+                                     name.value, type.toString(), index, kernelName,
+                                     operands[index]->type().toString()));
+      define(name, body->addInput(type));
+    }
+    if (body->inputs().size() != operands.size())
+      errorAt(tok_.loc, fmt::format("the body of kernel %{} takes {} input{}, the kernel has {} operand{}",
+                                    kernelName, body->inputs().size(), body->inputs().size() == 1 ? "" : "s",
+                                    operands.size(), operands.size() == 1 ? "" : "s"));
+    advance();
+    expect(TokenKind::Colon, "':' after the body's inputs");
+    parseStatements();
+    parseReturn(resultTypes, fmt::format("kernel %{} declares", kernelName));
+    expect(TokenKind::RBrace, "'}' to close the kernel's body after its return");
+
+    current_ = outer;
+    body_ = nullptr;
+    values_ = std::move(scope.outerValues);
+    return body;
   }
 
   void buildNode(OpKind op, SourceLocation stmt, const std::vector<Token> &results, const std::vector<Value *> &inputs,
@@ -432,12 +535,14 @@ private:
       if (types[i] != inferred[i])
         errorAt(typeLocs[i], fmt::format("type mismatch: %{} is written as {} but {} infers {}", results[i].value,
                                          types[i].toString(), opName(op), inferred[i].toString()));
-    Node *node = graph_->createNode(op, inputs, std::move(attrs), inferred);
+    Node *node = current_->createNode(op, inputs, std::move(attrs), inferred);
     for (size_t i = 0; i < results.size(); ++i)
       define(results[i], node->output(i));
   }
 
-  void parseReturn() {
+  /// `return %a, ...`, whose values must have `expected` types; `declarer` names where
+  /// those come from in messages ("the signature declares").
+  void parseReturn(const std::vector<TensorType> &expected, const std::string &declarer) {
     SourceLocation loc = tok_.loc;
     advance(); // 'return'
     std::vector<Value *> outputs;
@@ -448,19 +553,29 @@ private:
         outputs.push_back(parseOperand());
       } while (consumeIf(TokenKind::Comma));
     }
-    if (outputs.size() != resultTypes_.size())
-      errorAt(loc, fmt::format("return gives {} value{}, the signature declares {}", outputs.size(),
-                               outputs.size() == 1 ? "" : "s", resultTypes_.size()));
+    if (outputs.size() != expected.size())
+      errorAt(loc, fmt::format("return gives {} value{}, {} {}", outputs.size(), outputs.size() == 1 ? "" : "s",
+                               declarer, expected.size()));
     for (size_t i = 0; i < outputs.size(); ++i)
-      if (outputs[i]->type() != resultTypes_[i])
-        errorAt(names[i].loc, fmt::format("type mismatch: %{} has type {}, the signature declares {}", names[i].value,
-                                          outputs[i]->type().toString(), resultTypes_[i].toString()));
-    graph_->setOutputs(std::move(outputs));
+      if (outputs[i]->type() != expected[i])
+        errorAt(names[i].loc, fmt::format("type mismatch: %{} has type {}, {} {}", names[i].value,
+                                          outputs[i]->type().toString(), declarer, expected[i].toString()));
+    current_->setOutputs(std::move(outputs));
   }
+
+  /// While a kernel's body is read: the kernel, where its body opened, and the enclosing
+  /// scope's names (set aside: the body cannot see them).
+  struct BodyScope {
+    std::string kernelName;
+    SourceLocation open;
+    std::unordered_map<std::string, Definition> outerValues;
+  };
 
   Lexer lexer_;
   Token tok_;
   std::unique_ptr<Graph> graph_;
+  Graph *current_ = nullptr; // the graph statements go into: graph_ or a kernel's body
+  BodyScope *body_ = nullptr; // set while a kernel's body is read
   std::vector<TensorType> resultTypes_;
   std::unordered_map<std::string, Definition> values_;
 };

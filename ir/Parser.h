@@ -2,7 +2,8 @@
 // Parser for the .kir text form written by ir/Printer.h. Every error is a kiln::Error of the
 // form "FILE:LINE:COL: message"; the parsed graph is verified before it is returned.
 //
-// The parser never recurses on the input's nesting (the grammar has none beyond fixed depth),
+// Kernel bodies (see ir/Printer.h) are the grammar's only nesting, one level deep: a kernel
+// inside a body is an error. So the parser never recurses on the input's nesting,
 // reads each byte a bounded number of times, and allocates in proportion to the input, so no
 // input can overflow the stack or hang it. Limits that keep later shape arithmetic far from
 // int64 overflow: at most kMaxParseRank dims per type, each dim and the product of the

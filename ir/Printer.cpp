@@ -1,5 +1,6 @@
 // The .kir printer. Output is deterministic: nodes in list order, names from
-// printedValueNames, attributes in map (name) order, numbers in shortest round-trip form.
+// printedValueNames (per graph: a kernel body has its own names), attributes in map (name)
+// order, numbers in shortest round-trip form.
 #include "ir/Printer.h"
 
 #include <algorithm>
@@ -55,42 +56,49 @@ std::string formatGraphName(const std::string &name) {
   return "@" + (plain ? name : quoteString(name));
 }
 
+using ValueNames = std::unordered_map<const Value *, std::string>;
+
 class GraphPrinter {
 public:
-  GraphPrinter(const Graph &graph, const PrintOptions &options)
-      : graph_(graph), options_(options), names_(printedValueNames(graph)) {}
+  GraphPrinter(const Graph &graph, const PrintOptions &options) : graph_(graph), options_(options) {}
 
   std::string print() {
+    ValueNames names = printedValueNames(graph_);
     std::vector<std::string> inputs, outputTypes;
     for (const Value *input : graph_.inputs())
-      inputs.push_back(fmt::format("{}: {}", ref(input), input->type().toString()));
+      inputs.push_back(fmt::format("{}: {}", ref(input, names), input->type().toString()));
     for (const Value *output : graph_.outputs())
       outputTypes.push_back(output->type().toString());
     out_ = fmt::format("graph {}({}) -> ({}) {{\n", formatGraphName(graph_.name()), fmt::join(inputs, ", "),
                        fmt::join(outputTypes, ", "));
-    for (const Node *node : graph_.nodes())
-      printNode(*node);
-    std::vector<std::string> returned;
-    for (const Value *output : graph_.outputs())
-      returned.push_back(ref(output));
-    out_ += returned.empty() ? "  return\n" : fmt::format("  return {}\n", fmt::join(returned, ", "));
+    printBlock(graph_, names, "  ");
     out_ += "}\n";
     return std::move(out_);
   }
 
 private:
-  std::string ref(const Value *value) const {
-    auto it = names_.find(value);
-    return it == names_.end() ? "%?" : "%" + it->second; // "%?": a value from outside the graph
+  static std::string ref(const Value *value, const ValueNames &names) {
+    auto it = names.find(value);
+    return it == names.end() ? "%?" : "%" + it->second; // "%?": a value from outside the graph
   }
 
-  void printNode(const Node &node) {
+  /// The statements and the return of a graph or a kernel body.
+  void printBlock(const Graph &graph, const ValueNames &names, const std::string &indent) {
+    for (const Node *node : graph.nodes())
+      printNode(*node, names, indent);
+    std::vector<std::string> returned;
+    for (const Value *output : graph.outputs())
+      returned.push_back(ref(output, names));
+    out_ += returned.empty() ? indent + "return\n" : fmt::format("{}return {}\n", indent, fmt::join(returned, ", "));
+  }
+
+  void printNode(const Node &node, const ValueNames &names, const std::string &indent) {
     std::vector<std::string> results, types;
     for (size_t i = 0; i < node.numOutputs(); ++i) {
-      results.push_back(ref(node.output(i)));
+      results.push_back(ref(node.output(i), names));
       types.push_back(node.output(i)->type().toString());
     }
-    out_ += fmt::format("  {} = ", fmt::join(results, ", "));
+    out_ += fmt::format("{}{} = ", indent, fmt::join(results, ", "));
     const AttrMap &attrs = node.attrs();
     auto name = attrs.find("name");
     auto value = attrs.find("value");
@@ -105,10 +113,29 @@ private:
     } else {
       std::vector<std::string> operands;
       for (const Value *input : node.inputs())
-        operands.push_back(ref(input));
+        operands.push_back(ref(input, names));
       out_ += fmt::format("{}({}){}", node.opName(), fmt::join(operands, ", "), formatAttrs(node));
     }
-    out_ += fmt::format(" : {}\n", fmt::join(types, ", "));
+    out_ += fmt::format(" : {}", fmt::join(types, ", "));
+    if (!node.body()) {
+      out_ += "\n";
+      return;
+    }
+    // Printed for any node that has a body, so that a broken graph still shows what it holds
+    // (the parser accepts a body only on a kernel). Bodies of a verified graph do not nest.
+    out_ += " {\n";
+    printBody(*node.body(), indent + "  ");
+    out_ += indent + "}\n";
+  }
+
+  /// `^(%a: T, ...):` and the body's statements, with names of the body's own scope.
+  void printBody(const Graph &body, const std::string &indent) {
+    ValueNames names = printedValueNames(body);
+    std::vector<std::string> inputs;
+    for (const Value *input : body.inputs())
+      inputs.push_back(fmt::format("{}: {}", ref(input, names), input->type().toString()));
+    out_ += fmt::format("{}^({}):\n", indent, fmt::join(inputs, ", "));
+    printBlock(body, names, indent);
   }
 
   /// " {a = 1, b = [2]}" for the attributes that differ from the op's defaults, or "".
@@ -127,7 +154,6 @@ private:
 
   const Graph &graph_;
   const PrintOptions &options_;
-  std::unordered_map<const Value *, std::string> names_;
   std::string out_;
 };
 

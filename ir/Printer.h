@@ -12,6 +12,17 @@
 //
 // Types are always printed; attributes print sorted by name and only where they differ from
 // the op's default. Floats print in the shortest form that reads back to the same bits.
+//
+// A kernel node (a fusion group) prints its body after its result types, indented: the body's
+// inputs (one per operand, same types) after '^', its statements, and its return (one value
+// per result). Body value names are scoped to the body and may repeat outer names:
+//
+//     %4 = kernel(%x, %w, %b) {rule = "contraction+epilogue"} : f32[8,4] {
+//       ^(%a: f32[8,16], %w: f32[16,4], %b: f32[4]):
+//       %0 = matmul(%a, %w) : f32[8,4]
+//       %1 = add(%0, %b) : f32[8,4]
+//       return %1
+//     }
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -29,7 +40,8 @@ struct PrintOptions {
 
 std::string printGraph(const Graph &graph, const PrintOptions &options = {});
 
-/// The names (without '%') the printer gives every value of `graph`: a value's own name,
+/// The names (without '%') the printer gives every value of `graph` (not of kernel bodies,
+/// which have names of their own: call this on the body): a value's own name,
 /// sanitised to [A-Za-z0-9_.] (a name of digits only gets a 'v' prefix) and made unique with
 /// a "_N" suffix; unnamed graph inputs become "argN"; other unnamed values are numbered in
 /// order of definition. Deterministic; DOT and JSON export use the same names.
