@@ -21,7 +21,7 @@ namespace {
 void addRandomParams(const ir::Graph &graph, ir::ParamValues &params, uint64_t seed) {
   for (const ir::Node *param : graph.params()) {
     const std::string &name = param->attrString("name");
-    if (param->hasAttr("value") || params.count(name))
+    if (param->attrTensor("value").defined() || params.count(name))
       continue;
     params.emplace(name, randomTensor(param->output()->type(), seed + 7919 * (params.size() + 1)));
   }

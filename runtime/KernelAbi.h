@@ -1,0 +1,137 @@
+#pragma once
+// The C ABI between generated code and kiln's runtime. Generated kernels (codegen/, compiled
+// into a shared object per model) and the runtime (runtime/, which loads them) meet only here:
+// plain C structs and function pointers, so that a model compiled ahead of time runs with any
+// build of the runtime of the same ABI version, and generated code never links against kiln.
+//
+//  - The runtime hands every kernel a `kiln_rt` table: its thread pool (parallel_for) and the
+//    precompiled heavy kernels (GEMM, convolution, pooling) in runtime/kernels/.
+//  - Heavy kernels take an *epilogue*: a function the generated code defines for its fusion
+//    group (bias, activation, residual add, scale), called on each output tile while it is in
+//    cache, with the tile's coordinates so that it can index its own operands.
+//  - A compiled model describes itself with `kiln_model_desc` (exported by the generated shared
+//    object as `kiln_model`): its launch list, where each kernel's buffers live (arena offset,
+//    graph input or output, weight), its inputs, outputs and weights.
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_ABI_VERSION 1
+
+typedef struct kiln_rt kiln_rt;
+
+/// Work item of parallel_for: handles [begin, end) of the iteration space.
+typedef void (*kiln_range_fn)(void *ctx, int64_t begin, int64_t end);
+
+/// Called on a finished tile of a contraction's output, before anything else reads it:
+/// `tile` points at element (row0, col0) of output matrix `batch` (row-major, leading
+/// dimension `ld`); the tile is `rows` x `cols`. It rewrites the tile in place (and may also
+/// write other buffers of its group at the same coordinates). Runs on worker threads; tiles
+/// never overlap.
+typedef void (*kiln_epilogue_fn)(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0,
+                                 int64_t col0, int64_t rows, int64_t cols);
+
+/// C[b] = op(A[b]) * op(B[b]) for b in [0, batch), f32, then the epilogue on every tile.
+/// op(A) is M x K: A[m*lda + k], or A[k*lda + m] when trans_a. op(B) is K x N: B[k*ldb + n],
+/// or B[n*ldb + k] when trans_b. C[m*ldc + n]. A stride of 0 broadcasts one matrix over the
+/// batch.
+typedef struct kiln_gemm_args {
+  int64_t m, n, k, batch;
+  const float *a;
+  int64_t lda, stride_a;
+  int32_t trans_a;
+  const float *b;
+  int64_t ldb, stride_b;
+  int32_t trans_b;
+  float *c;
+  int64_t ldc, stride_c;
+  kiln_epilogue_fn epilogue; /* may be NULL */
+  void *epilogue_ctx;
+} kiln_gemm_args;
+
+/// 2-D convolution, NCHW input x[n][c][h][w], weights w[k][c/groups][r][s], output
+/// y[n][k][oh][ow], f32. The epilogue sees output image `batch` = n as a K x (OH*OW) matrix
+/// (row = output channel, col = oh*OW + ow, ld = OH*OW).
+typedef struct kiln_conv2d_args {
+  int64_t n, c, h, w;       /* input */
+  int64_t k, r, s;          /* output channels, kernel height, width */
+  int64_t oh, ow;           /* output spatial size (the caller computed it) */
+  int64_t stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w, groups;
+  const float *x, *weights;
+  float *y;
+  kiln_epilogue_fn epilogue; /* may be NULL */
+  void *epilogue_ctx;
+} kiln_conv2d_args;
+
+/// 2-D max or average pooling over NCHW f32 (pads count as -inf for max; for average they
+/// count in the divisor when count_include_pad).
+typedef struct kiln_pool2d_args {
+  int64_t n, c, h, w, oh, ow;
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w;
+  int32_t is_max, count_include_pad;
+  const float *x;
+  float *y;
+} kiln_pool2d_args;
+
+struct kiln_rt {
+  int32_t abi_version; /* KILN_ABI_VERSION */
+  int32_t num_threads;
+  /// Runs fn over [0, n) split into chunks of at least `grain` iterations on the runtime's
+  /// pool, and returns when all are done. Called from inside a worker it runs inline (no
+  /// nested parallelism).
+  void (*parallel_for)(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx);
+  void (*gemm)(const kiln_rt *rt, const kiln_gemm_args *args);
+  void (*conv2d)(const kiln_rt *rt, const kiln_conv2d_args *args);
+  void (*pool2d)(const kiln_rt *rt, const kiln_pool2d_args *args);
+  void *impl; /* the runtime's own state */
+};
+
+/// A generated kernel: `buffers[i]` is the address of its i-th buffer (operands first, then
+/// results, in the order of the kernel node's operands and results).
+typedef void (*kiln_kernel_fn)(const kiln_rt *rt, void *const *buffers);
+
+/// Where one buffer of a launch lives.
+enum kiln_buffer_kind { KILN_ARENA = 0, KILN_INPUT = 1, KILN_OUTPUT = 2, KILN_WEIGHT = 3 };
+typedef struct kiln_buffer_ref {
+  int32_t kind;   /* kiln_buffer_kind */
+  int32_t index;  /* input, output or weight number (unused for the arena) */
+  int64_t offset; /* byte offset into the arena, or into the input/output/weight */
+} kiln_buffer_ref;
+
+typedef struct kiln_launch {
+  kiln_kernel_fn fn;
+  const char *name;  /* for the profiler: "k3_matmul_add_relu" */
+  int32_t first_ref; /* its buffers are refs[first_ref .. first_ref + num_refs) */
+  int32_t num_refs;
+} kiln_launch;
+
+/// A graph input, output or weight: name, dtype (the name of kiln's DType: "f32", "i64", ...)
+/// and shape.
+typedef struct kiln_tensor_desc {
+  const char *name;
+  const char *dtype;
+  int32_t rank;
+  const int64_t *shape;
+} kiln_tensor_desc;
+
+typedef struct kiln_model_desc {
+  int32_t abi_version;
+  int32_t num_inputs, num_outputs, num_weights, num_launches;
+  const kiln_tensor_desc *inputs, *outputs, *weights;
+  const kiln_launch *launches;
+  const kiln_buffer_ref *refs;
+  int64_t arena_bytes;
+  /// For a model compiled ahead of time, the weights' bytes (each weight 64-byte aligned, in
+  /// order); NULL when the loader supplies the weights.
+  const void *weight_data;
+} kiln_model_desc;
+
+/// The symbol a compiled model exports.
+typedef const kiln_model_desc *(*kiln_model_fn)(void);
+#define KILN_MODEL_SYMBOL "kiln_model"
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,19 @@
+#pragma once
+// kiln's precompiled heavy kernels: the implementations behind kiln_rt's gemm, conv2d and
+// pool2d (runtime/KernelAbi.h). They are compiled once into kiln's runtime library with the
+// flags that make them fastest, and generated code reaches them only through the kiln_rt table.
+#include "runtime/KernelAbi.h"
+
+namespace kiln::runtime::kernels {
+
+/// f32 GEMM with a fused epilogue, parallel over output panels on rt's pool.
+void gemm(const kiln_rt *rt, const kiln_gemm_args *args);
+
+/// f32 2-D convolution (any stride, padding, dilation, groups incl. depthwise) with a fused
+/// epilogue.
+void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args);
+
+/// f32 2-D max / average pooling.
+void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args);
+
+} // namespace kiln::runtime::kernels
