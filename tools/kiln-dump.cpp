@@ -1,12 +1,15 @@
-// kiln-dump: reads a .kir file or an ONNX model and prints it as text, Graphviz DOT or JSON;
-// --coverage reports what kiln supports of an ONNX model before anything runs; --list-ops
-// prints the op table with each composite's decomposition into primitives. Every error is one
-// line "kiln-dump: MESSAGE" on stderr and exit status 1.
+// kiln-dump: reads a .kir file or an ONNX model and prints it as text, Graphviz DOT or JSON,
+// optionally after running passes on it (--passes, --pipeline) with the IR printed after passes
+// and per-pass statistics on stderr; --coverage reports what kiln supports of an ONNX model
+// before anything runs; --list-ops prints the op table with each composite's decomposition
+// into primitives. Every error is one line "kiln-dump: MESSAGE" on stderr and exit status 1.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "frontend/onnx/OnnxImporter.h"
@@ -16,6 +19,9 @@
 #include "ir/Export.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "passes/MemoryPlan.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
 
 using namespace kiln;
 using namespace kiln::ir;
@@ -23,6 +29,8 @@ using namespace kiln::ir;
 namespace {
 
 constexpr const char *kUsage = R"(usage: kiln-dump FILE [--format=text|dot|json] [--keep-data] [-o OUT]
+       kiln-dump FILE (--pipeline=NAME | --passes=A,B,...) [--print-after-all]
+                 [--print-after=PASS]... [--stats] [--format=...] [-o OUT]
        kiln-dump MODEL.onnx --coverage [-o OUT]
        kiln-dump --list-ops [-o OUT]
 
@@ -30,6 +38,16 @@ Reads a .kir graph (FILE '-' reads standard input) or an ONNX model (FILE ending
 imported with kiln's ONNX importer), verifies it and prints it.
   --format=FORMAT  text (default): the .kir form; dot: Graphviz; json: a JSON document
   --keep-data      print every tensor value (large ones are elided by default)
+  --pipeline=NAME  run the named pipeline (below) on the graph before printing it
+  --passes=A,B,... run these passes, in this order (each may appear more than once); the
+                   graph is verified after every pass
+  --print-after-all     print the IR to stderr after every pass
+  --print-after=PASS    print the IR to stderr after every run of PASS (repeatable)
+  --stats          print to stderr, per pass that ran: whether it changed the graph, its time
+                   and its counters; then `nodes N` (non-source nodes, a kernel's body nodes
+                   counted instead of the kernel), `kernels K` (kernels plus the non-source
+                   nodes outside them) and, when a pass planned memory, `arena_bytes`,
+                   `lower_bound_bytes` and `naive_bytes`
   --coverage       for an ONNX model: every op type with its node count and whether kiln
                    supports it (and what it does not support); exits 1 when anything is
                    unsupported. Only scans the model: nothing is imported or run
@@ -39,6 +57,18 @@ imported with kiln's ONNX importer), verifies it and prints it.
   --help           show this help
 )";
 
+/// The usage text with the registered passes and pipelines.
+std::string usage() {
+  std::string text = kUsage;
+  text += "\npasses (--passes=A,B,...):\n";
+  for (const passes::PassInfo &pass : passes::registeredPasses())
+    text += fmt::format("  {:<16} {}\n", pass.name, pass.description);
+  text += "\npipelines (--pipeline=NAME):\n";
+  for (const passes::PipelineInfo &pipeline : passes::registeredPipelines())
+    text += fmt::format("  {:<16} {}\n", pipeline.name, fmt::join(pipeline.passes, ", "));
+  return text;
+}
+
 struct Options {
   std::string input;
   std::string output;
@@ -46,6 +76,13 @@ struct Options {
   bool listOps = false;
   bool keepData = false;
   bool coverage = false;
+  std::string pipeline;                // --pipeline
+  std::optional<std::string> passList; // --passes (given but empty is an error, reported later)
+  bool printAfterAll = false;
+  std::vector<std::string> printAfter;
+  bool stats = false;
+
+  bool runsPasses() const { return !pipeline.empty() || passList.has_value(); }
 };
 
 bool isOnnxPath(const std::string &path) {
@@ -64,7 +101,7 @@ Options parseArgs(int argc, char **argv) {
       return argv[++i];
     };
     if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
+      std::cout << usage();
       std::exit(0);
     } else if (arg == "--list-ops") {
       options.listOps = true;
@@ -78,6 +115,18 @@ Options parseArgs(int argc, char **argv) {
         fail("unknown format '{}' (expected text, dot or json)", options.format);
     } else if (arg == "-o" || arg.rfind("-o=", 0) == 0) {
       options.output = valueOf("-o");
+    } else if (arg == "--pipeline" || arg.rfind("--pipeline=", 0) == 0) {
+      options.pipeline = valueOf("--pipeline");
+      if (options.pipeline.empty())
+        fail("--pipeline needs a pipeline name (see --help)");
+    } else if (arg == "--passes" || arg.rfind("--passes=", 0) == 0) {
+      options.passList = valueOf("--passes");
+    } else if (arg == "--print-after-all") {
+      options.printAfterAll = true;
+    } else if (arg == "--print-after" || arg.rfind("--print-after=", 0) == 0) {
+      options.printAfter.push_back(valueOf("--print-after"));
+    } else if (arg == "--stats") {
+      options.stats = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
       fail("unknown option '{}' (see --help)", arg);
     } else if (!options.input.empty()) {
@@ -92,7 +141,87 @@ Options parseArgs(int argc, char **argv) {
     fail("no input file (see --help)");
   if (options.coverage && !isOnnxPath(options.input))
     fail("--coverage needs an ONNX model (a .onnx file), not '{}'", options.input);
+  if (!options.pipeline.empty() && options.passList)
+    fail("--pipeline and --passes cannot be combined");
+  bool passOptions = options.runsPasses() || options.printAfterAll || !options.printAfter.empty() || options.stats;
+  if (options.listOps && passOptions)
+    fail("--list-ops runs no passes");
+  if (options.coverage && passOptions)
+    fail("--coverage runs no passes");
+  if (options.printAfterAll && !options.runsPasses())
+    fail("--print-after-all needs --pipeline or --passes");
+  if (!options.printAfter.empty() && !options.runsPasses())
+    fail("--print-after needs --pipeline or --passes");
   return options;
+}
+
+// --- passes ----------------------------------------------------------------------------------
+
+/// The passes --pipeline or --passes select, with --print-after-all and --print-after printing
+/// the IR to stderr after the passes they name.
+passes::PassManager makePassManager(const Options &options, const PrintOptions &print) {
+  passes::PassManager manager;
+  if (!options.pipeline.empty())
+    manager.addPipeline(options.pipeline);
+  else
+    manager.addPasses(passes::splitPassList(*options.passList));
+  std::vector<std::string> names = manager.passNames();
+  for (const std::string &name : options.printAfter) {
+    try {
+      passes::createPass(name);
+    } catch (const Error &error) {
+      fail("--print-after={}: {}", name, error.what());
+    }
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      fail("--print-after={}: pass '{}' does not run (the passes are: {})", name, name, fmt::join(names, ", "));
+  }
+  if (!options.printAfterAll && options.printAfter.empty())
+    return manager;
+  auto index = std::make_shared<size_t>(0);
+  manager.setAfterPassCallback([options, print, index, total = names.size()](const passes::PassRecord &record,
+                                                                             const Graph &graph) {
+    ++*index;
+    const auto &wanted = options.printAfter;
+    if (!options.printAfterAll && std::find(wanted.begin(), wanted.end(), record.name) == wanted.end())
+      return;
+    std::cerr << fmt::format("// ----- IR after pass {} of {}: {} ({}) -----\n", *index, total, record.name,
+                             record.changed ? "changed" : "unchanged")
+              << printGraph(graph, print) << std::flush;
+  });
+  return manager;
+}
+
+/// --stats: each pass that ran with its counters, then the graph's size and memory plan.
+std::string formatStats(const passes::PassManager &manager, const passes::PassContext &context,
+                        const Graph &graph) {
+  std::string out;
+  for (size_t i = 0; i < manager.records().size(); ++i) {
+    const passes::PassRecord &record = manager.records()[i];
+    out += fmt::format("pass {} {}: {}, {:.3f} ms\n", i + 1, record.name, record.changed ? "changed" : "unchanged",
+                       record.seconds * 1e3);
+    for (const auto &[counter, value] : record.stats.counters())
+      out += fmt::format("  {} {}\n", counter, value);
+  }
+  // A kernel is one launch but holds several operations: `nodes` counts the operations,
+  // `kernels` the launches.
+  int64_t nodes = 0, kernels = 0;
+  auto isSource = [](const Node *node) { return opTraits(node->op()).tier == OpTier::Source; };
+  for (const Node *node : graph.nodes()) {
+    if (isSource(node))
+      continue;
+    ++kernels;
+    if (!node->body()) {
+      ++nodes;
+      continue;
+    }
+    for (const Node *inner : node->body()->nodes())
+      nodes += !isSource(inner);
+  }
+  out += fmt::format("nodes {}\nkernels {}\n", nodes, kernels);
+  if (const auto *plan = context.analysis<passes::MemoryPlan>("memory-plan"))
+    out += fmt::format("arena_bytes {}\nlower_bound_bytes {}\nnaive_bytes {}\n", plan->arenaBytes,
+                       plan->lowerBoundBytes, plan->naiveBytes);
+  return out;
 }
 
 // --- --list-ops ------------------------------------------------------------------------------
@@ -252,12 +381,20 @@ std::string render(const Options &options) {
   if (options.listOps)
     return listOps();
   std::unique_ptr<Graph> graph = readGraph(options.input);
+  PrintOptions print;
+  print.keepLargeTensors = options.keepData;
+  passes::PassManager manager;
+  passes::PassContext context;
+  if (options.runsPasses()) {
+    manager = makePassManager(options, print);
+    manager.run(*graph, context);
+  }
+  if (options.stats)
+    std::cerr << formatStats(manager, context, *graph) << std::flush;
   if (options.format == "dot")
     return toDot(*graph);
   if (options.format == "json")
     return toJson(*graph);
-  PrintOptions print;
-  print.keepLargeTensors = options.keepData;
   return printGraph(*graph, print);
 }
 

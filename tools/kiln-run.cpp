@@ -1,8 +1,10 @@
 // kiln-run: runs a .kir graph or an .onnx model on .npy / ONNX .pb inputs (or random ones),
 // prints a summary of each output, writes outputs to .npy files and checks them against
-// expected ones; with --onnx-test it runs ONNX backend conformance test folders instead. Every
-// error is one line "kiln-run: MESSAGE" and exit status 1; a failed --check or a failing
-// conformance test is exit status 1 too.
+// expected ones; --pipeline/--passes run passes on the graph first, and --bisect-passes
+// compares the outputs after every pass with the input graph's to find the first pass that
+// changes them; with --onnx-test it runs ONNX backend conformance test folders instead. Every
+// error is one line "kiln-run: MESSAGE" and exit status 1; a failed --check, a pass that leaves
+// tolerance under --bisect-passes and a failing conformance test are exit status 1 too.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -23,6 +25,8 @@
 #include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Parser.h"
+#include "passes/Bisect.h"
+#include "passes/PassManager.h"
 #include "runtime/Npy.h"
 
 using namespace kiln;
@@ -52,6 +56,15 @@ options:
   --seed S                seed of the random inputs (default 0)
   --reference             run with the reference evaluator (the default and, for now, the only
                           engine)
+  --pipeline NAME         run the named pipeline of passes (see kiln-dump --help) on the graph
+                          before running it
+  --passes A,B,...        run these passes, in this order, on the graph before running it
+  --bisect-passes         run the reference evaluator on the graph after every pass of the
+                          pipeline (inference unless --pipeline or --passes says otherwise), on
+                          the same inputs and parameters; print one line per pass with the largest
+                          relative error of any output against the input graph's, then the first
+                          pass whose outputs leave tolerance (--rtol/--atol; exit status 1) or
+                          that all passes agree
   --help                  print this help
 
 conformance (--onnx-test):
@@ -85,6 +98,8 @@ struct Options {
   bool onnxTest = false;
   std::string listPassing;
   int jobs = 1;
+  std::string pipeline, passList;
+  bool bisectPasses = false;
 };
 
 Binding parseBinding(const std::string &flag, const std::string &value) {
@@ -113,6 +128,12 @@ uint64_t parseCount(const std::string &flag, const std::string &value, const cha
   return v;
 }
 
+const std::string &nonEmpty(const std::string &flag, const std::string &value) {
+  if (value.empty())
+    fail("{} needs a value", flag);
+  return value;
+}
+
 Options parseArgs(int argc, char **argv) {
   Options options;
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -128,6 +149,10 @@ Options parseArgs(int argc, char **argv) {
       options.onnxTest = true;
       continue;
     }
+    if (arg == "--bisect-passes") {
+      options.bisectPasses = true;
+      continue;
+    }
     if (arg.rfind("--", 0) != 0 || arg == "--") {
       if (arg == "--" || (!arg.empty() && arg[0] == '-' && arg != "-"))
         fail("unknown option '{}' (see --help)", arg);
@@ -141,8 +166,8 @@ Options parseArgs(int argc, char **argv) {
       flag = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static const char *kValued[] = {"--input", "--param", "--output", "--check",       "--rtol",
-                                    "--atol",  "--seed",  "--jobs",   "--list-passing"};
+    static const char *kValued[] = {"--input", "--param", "--output",       "--check",    "--rtol", "--atol",
+                                    "--seed",  "--jobs",  "--list-passing", "--pipeline", "--passes"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail("unknown option '{}' (see --help)", flag);
     if (eq == std::string::npos) {
@@ -166,11 +191,21 @@ Options parseArgs(int argc, char **argv) {
       options.seed = parseCount(flag, value, "a non-negative integer");
     else if (flag == "--jobs")
       options.jobs = static_cast<int>(std::clamp<uint64_t>(parseCount(flag, value, "a positive integer"), 1, 256));
+    else if (flag == "--pipeline")
+      options.pipeline = nonEmpty(flag, value);
+    else if (flag == "--passes")
+      options.passList = nonEmpty(flag, value);
     else
       options.listPassing = value;
   }
   if (options.help)
     return options;
+  if (!options.pipeline.empty() && !options.passList.empty())
+    fail("--pipeline and --passes cannot be combined");
+  if (options.onnxTest && (options.bisectPasses || !options.pipeline.empty() || !options.passList.empty()))
+    fail("--onnx-test runs no passes; --bisect-passes, --pipeline and --passes do not apply");
+  if (options.bisectPasses && (!options.outputs.empty() || !options.checks.empty()))
+    fail("--bisect-passes compares the graph with itself pass by pass; --output and --check do not apply");
   if (options.onnxTest) {
     if (options.paths.empty())
       fail("--onnx-test needs at least one test folder (see --help)");
@@ -186,6 +221,14 @@ Options parseArgs(int argc, char **argv) {
   if (options.paths.size() > 1)
     fail("more than one graph file: '{}' and '{}'", options.paths[0], options.paths[1]);
   return options;
+}
+
+/// One line, whatever the message holds.
+std::string oneLine(std::string message) {
+  for (char &c : message)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  return message;
 }
 
 std::string joinNames(const std::vector<std::string> &names) {
@@ -318,6 +361,43 @@ std::unique_ptr<ir::Graph> loadGraph(const Options &options, std::map<std::strin
   return frontend::importOnnxFile(path, importOptions);
 }
 
+/// The passes --pipeline or --passes select (`fallback`, a pipeline, when neither is given).
+passes::PassManager selectPasses(const Options &options, const std::string &fallback) {
+  passes::PassManager manager;
+  if (!options.passList.empty())
+    manager.addPasses(passes::splitPassList(options.passList));
+  else
+    manager.addPipeline(options.pipeline.empty() ? fallback : options.pipeline);
+  return manager;
+}
+
+/// --bisect-passes: one line per pass, then the first pass out of tolerance or that all agree.
+int bisect(ir::Graph &graph, const Options &options, const std::vector<Tensor> &inputs,
+           const ir::ParamValues &params, const std::vector<std::string> &names) {
+  double rtol = options.rtol.value_or(1e-4), atol = options.atol.value_or(1e-5);
+  passes::PassManager manager = selectPasses(options, "inference");
+  size_t total = manager.passNames().size();
+  std::cout << fmt::format("bisect: {} passes, each compared with the input graph (rtol {}, atol {})\n", total, rtol,
+                           atol);
+  auto describe = [&](const passes::PassCheck &check) {
+    std::string problem = oneLine(check.problem);
+    return check.failedOutput >= 0 ? fmt::format("output {}: {}", names.at(check.failedOutput), problem) : problem;
+  };
+  std::vector<passes::PassCheck> checks =
+      passes::bisectPasses(graph, manager, inputs, params, rtol, atol, [&](const passes::PassCheck &check) {
+        std::cout << fmt::format("pass {} {}: max rel error {:.3g}, {}\n", check.index, check.pass, check.maxRelError,
+                                 check.ok ? "ok" : "OUT OF TOLERANCE (" + describe(check) + ")")
+                  << std::flush;
+      });
+  if (const passes::PassCheck *failure = passes::firstFailure(checks)) {
+    std::cout << fmt::format("first pass out of tolerance: pass {} {}: {}\n", failure->index, failure->pass,
+                             describe(*failure));
+    return 1;
+  }
+  std::cout << fmt::format("all {} passes agree with the input graph\n", total);
+  return 0;
+}
+
 int run(const Options &options) {
   std::map<std::string, Tensor> given;
   std::unique_ptr<ir::Graph> graph = loadGraph(options, given);
@@ -330,6 +410,12 @@ int run(const Options &options) {
     expected.emplace_back(findOutput(names, binding.name, "--check"), readTensorFile(binding.path));
   std::vector<Tensor> inputs = bindInputs(*graph, options, given);
   ir::ParamValues params = bindParams(*graph, options);
+  if (options.bisectPasses)
+    return bisect(*graph, options, inputs, params, names);
+  if (!options.pipeline.empty() || !options.passList.empty()) {
+    passes::PassContext context;
+    selectPasses(options, "").run(*graph, context);
+  }
 
   std::vector<Tensor> outputs = ir::evaluate(*graph, inputs, params);
   for (size_t i = 0; i < outputs.size(); ++i)
@@ -414,14 +500,6 @@ int runConformance(const Options &options) {
   }
   std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
   return failed == 0 ? 0 : 1;
-}
-
-/// One line, whatever the message holds.
-std::string oneLine(std::string message) {
-  for (char &c : message)
-    if (c == '\n' || c == '\r')
-      c = ' ';
-  return message;
 }
 
 } // namespace

@@ -1,0 +1,93 @@
+// kiln's named pipelines, each readable top to bottom. A step is one registered pass name with a
+// comment saying why it runs there; a step for a pass that is not registered yet is a comment
+// line at the place it belongs, and becomes one line when the pass is added to
+// passes/PassRegistry.def (a test checks that every step names a registered pass).
+#include "passes/Pipelines.h"
+
+#include <algorithm>
+
+#include "ir/Error.h"
+
+namespace kiln::passes {
+
+namespace {
+
+/// Graph-level simplification, before any lowering: what `inference` starts with, on its own
+/// for tools and tests that want a cleaned-up graph in the user's vocabulary.
+PipelineInfo simplifyPipeline() {
+  return {"simplify",
+          "folds constants, merges repeated computations and removes dead nodes",
+          {
+              // ONNX exports carry shape arithmetic and constant subgraphs: folding them first
+              // gives the passes after it constants to match on.
+              "constant-fold",
+              // Repeated computations (exporters repeat shape and mask arithmetic) merge, so
+              // each is simplified and lowered once.
+              "cse",
+              // Drops what folding and merging left unused.
+              "dce",
+          }};
+}
+
+/// From the graph as imported to primitives grouped into kernels with a memory plan.
+PipelineInfo inferencePipeline() {
+  return {"inference",
+          "simplifies, decomposes into primitives, fuses kernels and plans memory for inference",
+          {
+              // Shape arithmetic and constant subgraphs become data first, so that every later
+              // pattern sees constants rather than computations.
+              "constant-fold",
+              // After the first fold, so identities such as x*1 see the folded constants;
+              // before cse, so rewritten nodes merge.
+              "simplify-algebra",
+              // Repeated computations merge before anything is lowered, so each is lowered once.
+              "cse",
+              // Drops what folding and merging left unused before the costlier passes.
+              "dce",
+              // It matches the batch_norm composite, which decompose removes, and wants its
+              // statistics already folded to constants.
+              "fold-batch-norm",
+              // Fusion and codegen handle primitives only.
+              "decompose",
+              // Decompositions build constants (epsilons, scales) and subgraphs on constants
+              // (rsqrt(var + eps) of a constant variance): fold them too.
+              "constant-fold",
+              // Decompositions also multiply by one and broadcast scalars: simplify again.
+              "simplify-algebra",
+              // Decompositions of neighbouring composites repeat subcomputations (two layer
+              // norms of one input, softmax and log_softmax of one tensor).
+              "cse",
+              // Drops the decomposed composites' leftovers before fusion counts uses.
+              "dce",
+              // fuse belongs here: groups the primitives into kernels once nothing else
+              // rewrites them.
+              // Last: it needs the final kernels and buffers.
+              "plan-memory",
+          }};
+}
+
+std::vector<PipelineInfo> buildPipelines() {
+  std::vector<PipelineInfo> pipelines = {inferencePipeline(), simplifyPipeline()};
+  std::sort(pipelines.begin(), pipelines.end(),
+            [](const PipelineInfo &a, const PipelineInfo &b) { return a.name < b.name; });
+  return pipelines;
+}
+
+} // namespace
+
+const std::vector<PipelineInfo> &registeredPipelines() {
+  static const std::vector<PipelineInfo> pipelines = buildPipelines();
+  return pipelines;
+}
+
+const PipelineInfo &findPipeline(std::string_view name) {
+  for (const PipelineInfo &pipeline : registeredPipelines())
+    if (pipeline.name == name)
+      return pipeline;
+  std::vector<std::string_view> known;
+  for (const PipelineInfo &pipeline : registeredPipelines())
+    known.push_back(pipeline.name);
+  fail("unknown pipeline '{}' (known pipelines: {})", name, fmt::join(known, ", "));
+}
+
+} // namespace kiln::passes
