@@ -59,8 +59,8 @@ PipelineInfo inferencePipeline() {
               "cse",
               // Drops the decomposed composites' leftovers before fusion counts uses.
               "dce",
-              // fuse belongs here: groups the primitives into kernels once nothing else
-              // rewrites them.
+              // Groups the primitives into kernels once nothing else rewrites them.
+              "fuse",
               // Last: it needs the final kernels and buffers.
               "plan-memory",
           }};

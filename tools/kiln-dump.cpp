@@ -13,6 +13,8 @@
 #include <set>
 
 #include "frontend/onnx/OnnxImporter.h"
+#include "passes/Fuse.h"
+#include "passes/FusionAnalysis.h"
 #include "ir/Builder.h"
 #include "ir/Error.h"
 #include "ir/Evaluator.h"
@@ -48,6 +50,9 @@ imported with kiln's ONNX importer), verifies it and prints it.
                    counted instead of the kernel), `kernels K` (kernels plus the non-source
                    nodes outside them) and, when a pass planned memory, `arena_bytes`,
                    `lower_bound_bytes` and `naive_bytes`
+  --explain-fusion print, instead of the graph, each kernel group with its ops and the rule
+                   that joined each, the single ops, and why every unfused edge was not fused
+                   (what `fuse` did in the pipeline, or would do to the graph as it stands)
   --coverage       for an ONNX model: every op type with its node count and whether kiln
                    supports it (and what it does not support); exits 1 when anything is
                    unsupported. Only scans the model: nothing is imported or run
@@ -81,6 +86,7 @@ struct Options {
   bool printAfterAll = false;
   std::vector<std::string> printAfter;
   bool stats = false;
+  bool explainFusion = false;
 
   bool runsPasses() const { return !pipeline.empty() || passList.has_value(); }
 };
@@ -125,6 +131,8 @@ Options parseArgs(int argc, char **argv) {
       options.printAfterAll = true;
     } else if (arg == "--print-after" || arg.rfind("--print-after=", 0) == 0) {
       options.printAfter.push_back(valueOf("--print-after"));
+    } else if (arg == "--explain-fusion") {
+      options.explainFusion = true;
     } else if (arg == "--stats") {
       options.stats = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -143,7 +151,8 @@ Options parseArgs(int argc, char **argv) {
     fail("--coverage needs an ONNX model (a .onnx file), not '{}'", options.input);
   if (!options.pipeline.empty() && options.passList)
     fail("--pipeline and --passes cannot be combined");
-  bool passOptions = options.runsPasses() || options.printAfterAll || !options.printAfter.empty() || options.stats;
+  bool passOptions = options.runsPasses() || options.printAfterAll || !options.printAfter.empty() || options.stats ||
+                     options.explainFusion;
   if (options.listOps && passOptions)
     fail("--list-ops runs no passes");
   if (options.coverage && passOptions)
@@ -391,6 +400,12 @@ std::string render(const Options &options) {
   }
   if (options.stats)
     std::cerr << formatStats(manager, context, *graph) << std::flush;
+  if (options.explainFusion) {
+    // The report `fuse` wrote before outlining; without fuse, what it would do to this graph.
+    if (const auto *report = context.analysis<passes::FusionReport>("fusion"))
+      return report->text;
+    return passes::formatFusionReport(*graph, passes::analyzeFusion(*graph));
+  }
   if (options.format == "dot")
     return toDot(*graph);
   if (options.format == "json")
