@@ -33,19 +33,39 @@ test-seeds: build
 # Unit and golden tests under AddressSanitizer + UndefinedBehaviorSanitizer. The ONNX
 # conformance suite and the seed workloads run in `make test` only: they exercise the same code
 # on 922 models and on real networks, and would multiply CI time under the sanitizers.
+# -O1 -g1 compiles faster than -O2 -g and keeps the line tables that the reports need.
 test-asan: deps
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed'
 
-# libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs the .kir parser fuzzer.
+# libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs the .kir parser fuzzer,
+# `make fuzz-onnx` the ONNX loader's (below).
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON -DKILN_TESTS=OFF
 	cmake --build build-fuzz -j $(JOBS) --target fuzz-kir-parser
 	mkdir -p build-fuzz/corpus-kir
 	./build-fuzz/tests/fuzz/fuzz-kir-parser build-fuzz/corpus-kir tests/golden -max_total_time=$(FUZZ_SECONDS) -max_len=4096
+
+# `make fuzz-onnx FUZZ_SECONDS=900` runs the ONNX loader fuzzer. Its seeds are the ONNX node
+# suite's models (the largest is about 7 KB, hence -max_len) and tensor files, from the main
+# build's generated suite or else generated here (tests/conformance/generate.sh), plus the
+# inputs that once crashed it; without the suite it still runs, from the regressions alone.
+.PHONY: fuzz-onnx
+fuzz-onnx: deps
+	CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON -DKILN_TESTS=OFF
+	cmake --build build-fuzz -j $(JOBS) --target fuzz-onnx-loader
+	mkdir -p build-fuzz/corpus-onnx
+	seeds=$(BUILD)/onnx-conformance/node; \
+	if [ ! -d "$$seeds" ]; then \
+	  seeds=build-fuzz/onnx-conformance/node; \
+	  bash tests/conformance/generate.sh build-fuzz/onnx-conformance || seeds=; \
+	fi; \
+	./build-fuzz/tests/fuzz/fuzz-onnx-loader build-fuzz/corpus-onnx tests/onnx/fuzz-regressions $$seeds \
+	  -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -rss_limit_mb=2048 -timeout=20
 
 clean:
 	rm -rf build build-asan build-fuzz
