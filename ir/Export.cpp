@@ -20,6 +20,7 @@ namespace {
 struct DotVertex {
   std::string label;
   std::string shape;
+  std::string fill; // a kernel's fill colour; empty for unfilled (white) vertices
 };
 struct DotEdge {
   std::string label;
@@ -69,6 +70,50 @@ std::string dotLabel(const Node &node) {
     }
   }
   return label + "\n" + typesOf(node);
+}
+
+/// The fill colour of each fusion rule (the names of passes/FusionAnalysis.h, which ir cannot
+/// include): light ColorBrewer "Paired" tones, distinct from each other and dark enough to see
+/// on white yet light enough for black text. Single ops stay unfilled.
+struct RuleColour {
+  const char *rule;
+  const char *legendId; // the rule as a DOT identifier
+  const char *fill;
+};
+constexpr RuleColour kRuleColours[] = {
+    {"elementwise", "legend_elementwise", "#a6cee3"},          // light blue
+    {"contraction+epilogue", "legend_contraction", "#fdbf6f"}, // light orange
+    {"reduction", "legend_reduction", "#b2df8a"},              // light green
+    {"movement", "legend_movement", "#cab2d6"},                // light purple
+};
+/// A kernel whose rule is missing or not one of the above (a hand-written .kir).
+constexpr const char *kOtherKernelFill = "#d9d9d9";
+
+std::string kernelFill(const Node &node) {
+  if (node.hasAttr("rule") && std::holds_alternative<std::string>(node.attrs().at("rule")))
+    for (const RuleColour &colour : kRuleColours)
+      if (node.attrString("rule") == colour.rule)
+        return colour.fill;
+  return kOtherKernelFill;
+}
+
+/// The legend: one sample vertex per rule, stacked by invisible edges in a cluster of its own,
+/// and the grey "other kernel" sample only when such a kernel is drawn.
+std::string dotLegend(bool hasOtherKernel) {
+  std::string out = "subgraph cluster_legend {\nlabel=\"kernel rules\";\nstyle=rounded;\n";
+  std::vector<std::string> ids;
+  auto sample = [&](const std::string &id, const std::string &label, const char *shape, const char *fill) {
+    out += fmt::format("{} [label={}, shape={}", id, dotQuote(label), shape);
+    out += fill ? fmt::format(", style=filled, fillcolor=\"{}\"];\n", fill) : std::string("];\n");
+    ids.push_back(id);
+  };
+  for (const RuleColour &colour : kRuleColours)
+    sample(colour.legendId, colour.rule, "box3d", colour.fill);
+  if (hasOtherKernel)
+    sample("legend_other", "other kernel", "box3d", kOtherKernelFill);
+  sample("legend_single", "single op", "box", nullptr);
+  out += fmt::format("{} [style=invis];\n}}\n", fmt::join(ids, " -> "));
+  return out;
 }
 
 // --- JSON ----------------------------------------------------------------------------------
@@ -213,7 +258,7 @@ std::string toDot(const Graph &graph) {
   // -Wuninitialized inside Boost's named-graph lookup under ASan.
   auto addVertex = [&](std::string label, std::string shape) {
     auto vertex = boost::add_vertex(dot);
-    dot[vertex] = DotVertex{std::move(label), std::move(shape)};
+    dot[vertex] = DotVertex{std::move(label), std::move(shape), {}};
     return vertex;
   };
   std::unordered_map<const Value *, DotGraph::vertex_descriptor> producerVertex;
@@ -224,8 +269,14 @@ std::string toDot(const Graph &graph) {
     if (from != producerVertex.end())
       boost::add_edge(from->second, to, DotEdge{ref(value)}, dot);
   };
+  bool hasKernel = false, hasOtherKernel = false;
   for (const Node *node : graph.nodes()) {
     auto vertex = addVertex(dotLabel(*node), node->body() ? "box3d" : "box");
+    if (node->body()) {
+      dot[vertex].fill = kernelFill(*node);
+      hasKernel = true;
+      hasOtherKernel = hasOtherKernel || dot[vertex].fill == kOtherKernelFill;
+    }
     for (const Value *input : node->inputs())
       addEdge(input, vertex);
     for (size_t i = 0; i < node->numOutputs(); ++i)
@@ -239,13 +290,18 @@ std::string toDot(const Graph &graph) {
   boost::write_graphviz(
       out, dot,
       [&](std::ostream &os, DotGraph::vertex_descriptor v) {
-        os << "[label=" << dotQuote(dot[v].label) << ", shape=" << dot[v].shape << "]";
+        os << "[label=" << dotQuote(dot[v].label) << ", shape=" << dot[v].shape;
+        if (!dot[v].fill.empty())
+          os << ", style=filled, fillcolor=\"" << dot[v].fill << "\"";
+        os << "]";
       },
       [&](std::ostream &os, DotGraph::edge_descriptor e) { os << "[label=" << dotQuote(dot[e].label) << "]"; },
       [&](std::ostream &os) {
         os << "label=" << dotQuote("@" + graph.name()) << ";\n";
         os << "node [fontname=\"monospace\"];\n";
         os << "edge [fontname=\"monospace\"];\n";
+        if (hasKernel)
+          os << dotLegend(hasOtherKernel);
       });
   return out.str();
 }

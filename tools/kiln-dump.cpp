@@ -1,6 +1,7 @@
 // kiln-dump: reads a .kir file or an ONNX model and prints it as text, Graphviz DOT or JSON,
 // optionally after running passes on it (--passes, --pipeline) with the IR printed after passes
-// and per-pass statistics on stderr; --coverage reports what kiln supports of an ONNX model
+// and per-pass statistics on stderr, the memory plan as text or as an SVG picture (--print-memory-plan,
+// --memory-plan); --coverage reports what kiln supports of an ONNX model
 // before anything runs; --list-ops prints the op table with each composite's decomposition
 // into primitives. Every error is one line "kiln-dump: MESSAGE" on stderr and exit status 1.
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "passes/MemoryPlan.h"
+#include "passes/MemoryPlanSvg.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
 
@@ -32,7 +34,8 @@ namespace {
 
 constexpr const char *kUsage = R"(usage: kiln-dump FILE [--format=text|dot|json] [--keep-data] [-o OUT]
        kiln-dump FILE (--pipeline=NAME | --passes=A,B,...) [--print-after-all]
-                 [--print-after=PASS]... [--stats] [--format=...] [-o OUT]
+                 [--print-after=PASS]... [--stats] [--memory-plan=FILE.svg]
+                 [--print-memory-plan] [--format=...] [-o OUT]
        kiln-dump MODEL.onnx --coverage [-o OUT]
        kiln-dump --list-ops [-o OUT]
 
@@ -53,6 +56,11 @@ imported with kiln's ONNX importer), verifies it and prints it.
   --explain-fusion print, instead of the graph, each kernel group with its ops and the rule
                    that joined each, the single ops, and why every unfused edge was not fused
                    (what `fuse` did in the pipeline, or would do to the graph as it stands)
+  --memory-plan=FILE.svg  write a picture of the memory plan to FILE.svg: a rectangle per
+                   buffer, steps across and arena offset down, names in tooltips; needs the
+                   plan-memory pass (--pipeline=inference, or --passes=...,plan-memory)
+  --print-memory-plan  print, instead of the graph, the memory plan: a summary line and one
+                   line per buffer (its values, bytes, offset and live steps); needs plan-memory
   --coverage       for an ONNX model: every op type with its node count and whether kiln
                    supports it (and what it does not support); exits 1 when anything is
                    unsupported. Only scans the model: nothing is imported or run
@@ -87,6 +95,8 @@ struct Options {
   std::vector<std::string> printAfter;
   bool stats = false;
   bool explainFusion = false;
+  std::string memoryPlanSvg; // --memory-plan: the SVG file to write
+  bool printMemoryPlan = false;
 
   bool runsPasses() const { return !pipeline.empty() || passList.has_value(); }
 };
@@ -135,6 +145,12 @@ Options parseArgs(int argc, char **argv) {
       options.explainFusion = true;
     } else if (arg == "--stats") {
       options.stats = true;
+    } else if (arg == "--memory-plan" || arg.rfind("--memory-plan=", 0) == 0) {
+      options.memoryPlanSvg = valueOf("--memory-plan");
+      if (options.memoryPlanSvg.empty())
+        fail("--memory-plan needs a file name (--memory-plan=FILE.svg)");
+    } else if (arg == "--print-memory-plan") {
+      options.printMemoryPlan = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
       fail("unknown option '{}' (see --help)", arg);
     } else if (!options.input.empty()) {
@@ -152,7 +168,7 @@ Options parseArgs(int argc, char **argv) {
   if (!options.pipeline.empty() && options.passList)
     fail("--pipeline and --passes cannot be combined");
   bool passOptions = options.runsPasses() || options.printAfterAll || !options.printAfter.empty() || options.stats ||
-                     options.explainFusion;
+                     options.explainFusion || !options.memoryPlanSvg.empty() || options.printMemoryPlan;
   if (options.listOps && passOptions)
     fail("--list-ops runs no passes");
   if (options.coverage && passOptions)
@@ -161,6 +177,8 @@ Options parseArgs(int argc, char **argv) {
     fail("--print-after-all needs --pipeline or --passes");
   if (!options.printAfter.empty() && !options.runsPasses())
     fail("--print-after needs --pipeline or --passes");
+  if (options.printMemoryPlan && options.explainFusion)
+    fail("--print-memory-plan and --explain-fusion cannot be combined (each replaces the graph)");
   return options;
 }
 
@@ -231,6 +249,34 @@ std::string formatStats(const passes::PassManager &manager, const passes::PassCo
     out += fmt::format("arena_bytes {}\nlower_bound_bytes {}\nnaive_bytes {}\n", plan->arenaBytes,
                        plan->lowerBoundBytes, plan->naiveBytes);
   return out;
+}
+
+/// The plan that --memory-plan and --print-memory-plan show. Checked before the passes run (so
+/// that a long pipeline is not wasted) and after: the plan must describe the graph as printed,
+/// so no pass may change the graph after the last plan-memory.
+const passes::MemoryPlan &plannedMemory(const Options &options, const passes::PassManager &manager,
+                                        const passes::PassContext &context, const std::string &flag) {
+  std::vector<std::string> names = manager.passNames();
+  const auto *plan = context.analysis<passes::MemoryPlan>("memory-plan");
+  if (!options.runsPasses() || std::find(names.begin(), names.end(), "plan-memory") == names.end() || !plan)
+    fail("{} needs the plan-memory pass (use --pipeline=inference)", flag);
+  const auto &records = manager.records();
+  for (size_t i = records.size(); i-- > 0 && records[i].name != "plan-memory";)
+    if (records[i].changed)
+      fail("{}: pass '{}' changed the graph after plan-memory, so the plan no longer describes it (run "
+           "plan-memory last)",
+           flag, records[i].name);
+  return *plan;
+}
+
+void writeFile(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out)
+    fail("cannot open '{}' for writing: {}", path, std::strerror(errno));
+  out << text;
+  out.close();
+  if (!out)
+    fail("cannot write '{}'", path);
 }
 
 // --- --list-ops ------------------------------------------------------------------------------
@@ -394,12 +440,26 @@ std::string render(const Options &options) {
   print.keepLargeTensors = options.keepData;
   passes::PassManager manager;
   passes::PassContext context;
+  bool wantsPlan = !options.memoryPlanSvg.empty() || options.printMemoryPlan;
+  std::string planFlag = options.memoryPlanSvg.empty() ? "--print-memory-plan" : "--memory-plan";
   if (options.runsPasses()) {
     manager = makePassManager(options, print);
+    if (wantsPlan) {
+      std::vector<std::string> names = manager.passNames();
+      if (std::find(names.begin(), names.end(), "plan-memory") == names.end())
+        fail("{} needs the plan-memory pass (use --pipeline=inference)", planFlag);
+    }
     manager.run(*graph, context);
   }
   if (options.stats)
     std::cerr << formatStats(manager, context, *graph) << std::flush;
+  if (wantsPlan) {
+    const passes::MemoryPlan &plan = plannedMemory(options, manager, context, planFlag);
+    if (!options.memoryPlanSvg.empty())
+      writeFile(options.memoryPlanSvg, passes::memoryPlanSvg(*graph, plan));
+    if (options.printMemoryPlan)
+      return passes::formatMemoryPlan(*graph, plan);
+  }
   if (options.explainFusion) {
     // The report `fuse` wrote before outlining; without fuse, what it would do to this graph.
     if (const auto *report = context.analysis<passes::FusionReport>("fusion"))
@@ -420,13 +480,7 @@ void writeOutput(const Options &options, const std::string &text) {
       fail("cannot write to standard output");
     return;
   }
-  std::ofstream out(options.output, std::ios::binary);
-  if (!out)
-    fail("cannot open '{}' for writing: {}", options.output, std::strerror(errno));
-  out << text;
-  out.close();
-  if (!out)
-    fail("cannot write '{}'", options.output);
+  writeFile(options.output, text);
 }
 
 /// Tools report every error as one line.

@@ -576,7 +576,7 @@ TEST(KernelExport, DotShowsOneVertexWithRuleAndOpsAndJsonHasTheBody) {
                       "  return %0\n"
                       "}\n");
   std::string dot = toDot(*g);
-  EXPECT_NE(dot.find("1[label=\"kernel \\\"elementwise\\\"\\nneg, exp, abs, sin\\ncos\\nf32[2]\", shape=box3d];"),
+  EXPECT_NE(dot.find("1[label=\"kernel \\\"elementwise\\\"\\nneg, exp, abs, sin\\ncos\\nf32[2]\", shape=box3d, style=filled, fillcolor=\"#a6cee3\"];"),
             std::string::npos)
       << dot;
   std::string json = toJson(*g);
