@@ -1,8 +1,8 @@
 // kiln-dump: reads a .kir file or an ONNX model and prints it as text, Graphviz DOT or JSON,
 // optionally after running passes on it (--passes, --pipeline) with the IR printed after passes
 // and per-pass statistics on stderr, the memory plan as text or as an SVG picture (--print-memory-plan,
-// --memory-plan); --coverage reports what kiln supports of an ONNX model
-// before anything runs; --list-ops prints the op table with each composite's decomposition
+// --memory-plan), or the C++ source codegen generates for it (--emit=cpp); --coverage reports
+// what kiln supports of an ONNX model before anything runs; --list-ops prints the op table with each composite's decomposition
 // into primitives. Every error is one line "kiln-dump: MESSAGE" on stderr and exit status 1.
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "codegen/Compile.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "passes/Fuse.h"
 #include "passes/FusionAnalysis.h"
@@ -36,6 +37,7 @@ constexpr const char *kUsage = R"(usage: kiln-dump FILE [--format=text|dot|json]
        kiln-dump FILE (--pipeline=NAME | --passes=A,B,...) [--print-after-all]
                  [--print-after=PASS]... [--stats] [--memory-plan=FILE.svg]
                  [--print-memory-plan] [--format=...] [-o OUT]
+       kiln-dump FILE --emit=cpp [--pipeline=NAME | --passes=A,B,...] [-o OUT]
        kiln-dump MODEL.onnx --coverage [-o OUT]
        kiln-dump --list-ops [-o OUT]
 
@@ -61,6 +63,9 @@ imported with kiln's ONNX importer), verifies it and prints it.
                    plan-memory pass (--pipeline=inference, or --passes=...,plan-memory)
   --print-memory-plan  print, instead of the graph, the memory plan: a summary line and one
                    line per buffer (its values, bytes, offset and live steps); needs plan-memory
+  --emit=cpp       print, instead of the graph, the C++ translation unit codegen generates for
+                   it (what kiln-run compiles): the graph after the inference pipeline, or, with
+                   --pipeline/--passes, as those passes leave it (primitives and kernels only)
   --coverage       for an ONNX model: every op type with its node count and whether kiln
                    supports it (and what it does not support); exits 1 when anything is
                    unsupported. Only scans the model: nothing is imported or run
@@ -97,6 +102,7 @@ struct Options {
   bool explainFusion = false;
   std::string memoryPlanSvg; // --memory-plan: the SVG file to write
   bool printMemoryPlan = false;
+  std::string emit; // --emit: "cpp"
 
   bool runsPasses() const { return !pipeline.empty() || passList.has_value(); }
 };
@@ -151,6 +157,10 @@ Options parseArgs(int argc, char **argv) {
         fail("--memory-plan needs a file name (--memory-plan=FILE.svg)");
     } else if (arg == "--print-memory-plan") {
       options.printMemoryPlan = true;
+    } else if (arg == "--emit" || arg.rfind("--emit=", 0) == 0) {
+      options.emit = valueOf("--emit");
+      if (options.emit != "cpp")
+        fail("unknown --emit target '{}' (expected cpp)", options.emit);
     } else if (arg.size() > 1 && arg[0] == '-') {
       fail("unknown option '{}' (see --help)", arg);
     } else if (!options.input.empty()) {
@@ -179,6 +189,10 @@ Options parseArgs(int argc, char **argv) {
     fail("--print-after needs --pipeline or --passes");
   if (options.printMemoryPlan && options.explainFusion)
     fail("--print-memory-plan and --explain-fusion cannot be combined (each replaces the graph)");
+  if (!options.emit.empty() && (options.listOps || options.coverage || options.explainFusion ||
+                                options.printMemoryPlan || options.format != "text"))
+    fail("--emit=cpp prints the generated source instead of the graph; it cannot be combined with --list-ops, "
+         "--coverage, --explain-fusion, --print-memory-plan or --format");
   return options;
 }
 
@@ -459,6 +473,12 @@ std::string render(const Options &options) {
       writeFile(options.memoryPlanSvg, passes::memoryPlanSvg(*graph, plan));
     if (options.printMemoryPlan)
       return passes::formatMemoryPlan(*graph, plan);
+  }
+  if (!options.emit.empty()) {
+    // Without passes of the user's, the graph goes through the inference pipeline as in kiln-run.
+    codegen::LoweredModel lowered =
+        options.runsPasses() ? codegen::lowerPrepared(*graph) : codegen::lowerGraph(*graph);
+    return lowered.model.source;
   }
   if (options.explainFusion) {
     // The report `fuse` wrote before outlining; without fuse, what it would do to this graph.

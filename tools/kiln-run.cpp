@@ -1,6 +1,7 @@
 // kiln-run: runs a .kir graph or an .onnx model on .npy / ONNX .pb inputs (or random ones),
-// prints a summary of each output, writes outputs to .npy files and checks them against
-// expected ones; --pipeline/--passes run passes on the graph first, and --bisect-passes
+// compiled by kiln's codegen (or, with --reference, on the reference evaluator), prints a
+// summary of each output, writes outputs to .npy files and checks them against expected ones;
+// --bench times repeated runs; --pipeline/--passes run passes on the graph first, and --bisect-passes
 // compares the outputs after every pass with the input graph's to find the first pass that
 // changes them; with --onnx-test it runs ONNX backend conformance test folders instead. Every
 // error is one line "kiln-run: MESSAGE" and exit status 1; a failed --check, a pass that leaves
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -18,8 +20,10 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include "codegen/Compile.h"
 #include "frontend/onnx/OnnxBackendTest.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Error.h"
@@ -28,6 +32,7 @@
 #include "passes/Bisect.h"
 #include "passes/PassManager.h"
 #include "runtime/Npy.h"
+#include "runtime/ThreadPool.h"
 
 using namespace kiln;
 
@@ -37,8 +42,10 @@ constexpr const char *kUsage = R"(usage: kiln-run FILE.kir|FILE.onnx [options]
        kiln-run --onnx-test DIR... [--list-passing FILE] [--jobs N]
 
 Runs the graph in FILE.kir, or the ONNX model in FILE.onnx (imported with kiln's ONNX
-importer), with kiln's reference evaluator and prints one line per output: its name, type and
-a short summary of its values.
+importer), and prints one line per output: its name, type and a short summary of its values.
+The graph is compiled (inference pipeline, generated C++ compiled by the system compiler and
+cached on disk, see $KILN_CACHE_DIR) and run on kiln's runtime; a graph with an op or dtype
+codegen does not support yet runs on the reference evaluator instead, with a note on stderr.
 
 options:
   --input NAME=FILE       bind graph input NAME (by its name in the graph signature, or the ONNX
@@ -54,8 +61,10 @@ options:
   --rtol R                relative tolerance of --check (default 1e-4; 1e-3 with --onnx-test)
   --atol A                absolute tolerance of --check (default 1e-5; 1e-7 with --onnx-test)
   --seed S                seed of the random inputs (default 0)
-  --reference             run with the reference evaluator (the default and, for now, the only
-                          engine)
+  --reference             run with the reference evaluator instead of compiling
+  --threads N             run compiled kernels on N threads (default: one per core)
+  --bench N               after the run (the warm-up), time N more runs and print arena_bytes,
+                          weight_bytes, peak_rss_bytes and, last, median_ms
   --pipeline NAME         run the named pipeline of passes (see kiln-dump --help) on the graph
                           before running it
   --passes A,B,...        run these passes, in this order, on the graph before running it
@@ -100,6 +109,9 @@ struct Options {
   int jobs = 1;
   std::string pipeline, passList;
   bool bisectPasses = false;
+  bool reference = false;
+  int threads = 0; // 0: the runtime's default pool
+  int bench = 0;   // timed runs after the first
 };
 
 Binding parseBinding(const std::string &flag, const std::string &value) {
@@ -143,8 +155,10 @@ Options parseArgs(int argc, char **argv) {
       options.help = true;
       continue;
     }
-    if (arg == "--reference")
+    if (arg == "--reference") {
+      options.reference = true;
       continue;
+    }
     if (arg == "--onnx-test") {
       options.onnxTest = true;
       continue;
@@ -166,8 +180,9 @@ Options parseArgs(int argc, char **argv) {
       flag = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static const char *kValued[] = {"--input", "--param", "--output",       "--check",    "--rtol", "--atol",
-                                    "--seed",  "--jobs",  "--list-passing", "--pipeline", "--passes"};
+    static const char *kValued[] = {"--input",    "--param",  "--output",  "--check",        "--rtol",
+                                    "--atol",     "--seed",   "--jobs",    "--list-passing", "--pipeline",
+                                    "--passes",   "--threads", "--bench"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail("unknown option '{}' (see --help)", flag);
     if (eq == std::string::npos) {
@@ -195,6 +210,10 @@ Options parseArgs(int argc, char **argv) {
       options.pipeline = nonEmpty(flag, value);
     else if (flag == "--passes")
       options.passList = nonEmpty(flag, value);
+    else if (flag == "--threads")
+      options.threads = static_cast<int>(std::clamp<uint64_t>(parseCount(flag, value, "a positive integer"), 1, 1024));
+    else if (flag == "--bench")
+      options.bench = static_cast<int>(std::clamp<uint64_t>(parseCount(flag, value, "a positive integer"), 1, 1000000));
     else
       options.listPassing = value;
   }
@@ -204,6 +223,10 @@ Options parseArgs(int argc, char **argv) {
     fail("--pipeline and --passes cannot be combined");
   if (options.onnxTest && (options.bisectPasses || !options.pipeline.empty() || !options.passList.empty()))
     fail("--onnx-test runs no passes; --bisect-passes, --pipeline and --passes do not apply");
+  if ((options.onnxTest || options.bisectPasses) && (options.bench > 0 || options.threads > 0))
+    fail("--bench and --threads apply to running one graph, not to --onnx-test or --bisect-passes");
+  if (options.reference && options.threads > 0)
+    fail("--threads applies to compiled runs; the reference evaluator runs on one thread");
   if (options.bisectPasses && (!options.outputs.empty() || !options.checks.empty()))
     fail("--bisect-passes compares the graph with itself pass by pass; --output and --check do not apply");
   if (options.onnxTest) {
@@ -371,6 +394,60 @@ passes::PassManager selectPasses(const Options &options, const std::string &fall
   return manager;
 }
 
+/// The graph compiled for the runtime, or nothing when codegen does not support one of its ops
+/// or dtypes yet (then the caller runs the reference evaluator; the note says why).
+std::optional<runtime::Executable> compileOrFallBack(const ir::Graph &graph, const Options &options,
+                                                     const ir::ParamValues &params) {
+  codegen::CompileOptions compileOptions;
+  compileOptions.params = params;
+  if (options.threads > 0)
+    compileOptions.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
+  try {
+    return codegen::compile(graph, compileOptions);
+  } catch (const Error &e) {
+    std::string message = e.what();
+    if (message.rfind("codegen: ", 0) != 0 || message.find("is not supported yet") == std::string::npos)
+      throw;
+    std::cerr << "kiln-run: note: " << oneLine(message) << "; running the reference evaluator instead\n";
+    return std::nullopt;
+  }
+}
+
+/// --bench: `options.bench` timed runs after the first (the warm-up), reusing the output
+/// tensors; prints the memory the run needs and, last, the median time.
+void bench(const ir::Graph &graph, const Options &options, const runtime::Executable *executable,
+           const std::vector<Tensor> &inputs, const ir::ParamValues &params, std::vector<Tensor> &outputs) {
+  std::vector<double> times;
+  for (int i = 0; i < options.bench; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (executable)
+      executable->runInto(inputs, outputs);
+    else
+      outputs = ir::evaluate(graph, inputs, params);
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  size_t n = times.size();
+  double median = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+  int64_t weightBytes = 0;
+  if (executable) {
+    for (const runtime::TensorSpec &weight : executable->weights())
+      weightBytes += static_cast<int64_t>(weight.type.byteSize());
+  } else {
+    for (const ir::Node *param : graph.params())
+      weightBytes += static_cast<int64_t>(param->output()->type().byteSize());
+  }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  std::cout << fmt::format("bench: {} runs on the {}{}\n", n, executable ? "compiled model" : "reference evaluator",
+                           executable ? fmt::format(" ({} threads)", executable->numThreads()) : "");
+  std::cout << fmt::format("min_ms {:.4f}\n", times.front());
+  std::cout << fmt::format("arena_bytes {}\n", executable ? executable->arenaBytes() : 0);
+  std::cout << fmt::format("weight_bytes {}\n", weightBytes);
+  std::cout << fmt::format("peak_rss_bytes {}\n", static_cast<int64_t>(usage.ru_maxrss) * 1024);
+  std::cout << fmt::format("median_ms {:.4f}\n", median);
+}
+
 /// --bisect-passes: one line per pass, then the first pass out of tolerance or that all agree.
 int bisect(ir::Graph &graph, const Options &options, const std::vector<Tensor> &inputs,
            const ir::ParamValues &params, const std::vector<std::string> &names) {
@@ -417,7 +494,10 @@ int run(const Options &options) {
     selectPasses(options, "").run(*graph, context);
   }
 
-  std::vector<Tensor> outputs = ir::evaluate(*graph, inputs, params);
+  std::optional<runtime::Executable> executable;
+  if (!options.reference)
+    executable = compileOrFallBack(*graph, options, params);
+  std::vector<Tensor> outputs = executable ? executable->run(inputs) : ir::evaluate(*graph, inputs, params);
   for (size_t i = 0; i < outputs.size(); ++i)
     std::cout << names[i] << ": " << tensorSummary(outputs[i]) << "\n";
   for (const Binding &binding : options.outputs)
@@ -436,6 +516,8 @@ int run(const Options &options) {
       status = 1;
     }
   }
+  if (options.bench > 0)
+    bench(*graph, options, executable ? &*executable : nullptr, inputs, params, outputs);
   return status;
 }
 

@@ -1,0 +1,94 @@
+#pragma once
+// Graph in, runtime::Executable out: the whole compile path.
+//
+//   clone the graph -> inference pipeline (passes/Pipelines.h: simplify, decompose, fuse)
+//   -> memory plan (passes/MemoryPlan.h) -> C++ source (codegen/EmitCpp.h)
+//   -> shared object (codegen/Compiler.h, cached on disk) -> Executable::load with the weights
+//
+// Compiles are specialised to the graph's static shapes. CompileCache keeps one executable per
+// input shape signature, so serving a new batch size costs one compile (and, thanks to the
+// disk cache, a later process only a load).
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/Compiler.h"
+#include "codegen/EmitCpp.h"
+#include "ir/Evaluator.h"
+#include "runtime/Executable.h"
+
+namespace kiln::codegen {
+
+struct CompileOptions {
+  /// Values for parameters by name; they override the parameters' initial values.
+  ir::ParamValues params;
+  /// Run the `fuse` pass of the pipeline (off: every primitive is its own kernel).
+  bool fuse = true;
+  /// Passes to run instead of the inference pipeline (its fuse and plan-memory steps aside);
+  /// empty: the inference pipeline.
+  std::vector<std::string> passes;
+  CompilerOptions compiler;
+  runtime::ExecutableOptions runtime;
+};
+
+/// The graph after the pipeline, its memory plan and its C++ source.
+struct LoweredModel {
+  std::unique_ptr<ir::Graph> graph;
+  passes::MemoryPlan plan;
+  ModelSource model;
+};
+
+/// Runs the pipeline on a copy of `graph` and lowers it to C++ (no compiler involved).
+LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options = {});
+/// Lowers a copy of `graph` as it is, without passes: it must hold only primitives and kernels
+/// (what a tool gets after running its own --passes).
+LoweredModel lowerPrepared(const ir::Graph &graph);
+
+/// The weights of a lowered model in weight order: each parameter's value from
+/// options.params or its initial value, then the large constants. kiln::Error naming a
+/// parameter that has neither.
+std::vector<Tensor> collectWeights(const LoweredModel &lowered, const ir::ParamValues &params);
+
+/// Lowers, compiles (or loads from the disk cache) and loads `graph`.
+runtime::Executable compile(const ir::Graph &graph, const CompileOptions &options = {});
+
+/// One executable per input shape signature, built on first use by compiling the graph that
+/// `build` returns for that signature; least recently used executables are dropped when their
+/// bytes (weights and arena) pass the limit. Safe to use from several threads.
+class CompileCache {
+public:
+  using GraphBuilder = std::function<std::unique_ptr<ir::Graph>(const std::vector<TensorType> &inputTypes)>;
+
+  CompileCache(GraphBuilder build, CompileOptions options = {}, int64_t byteLimit = int64_t(1) << 30);
+
+  /// The executable for inputs of these types (compiled on a miss).
+  std::shared_ptr<const runtime::Executable> get(const std::vector<TensorType> &inputTypes);
+  /// Runs the executable for `inputs`' types on them.
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs);
+
+  int64_t compiles() const;
+  int64_t hits() const;
+  size_t size() const;
+  int64_t bytes() const;
+
+private:
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const runtime::Executable> executable;
+    int64_t bytes = 0;
+  };
+
+  GraphBuilder build_;
+  CompileOptions options_;
+  int64_t byteLimit_;
+  mutable std::mutex mutex_;
+  std::list<Entry> entries_; // most recently used first
+  std::map<std::string, std::list<Entry>::iterator> index_;
+  int64_t bytes_ = 0, compiles_ = 0, hits_ = 0;
+};
+
+} // namespace kiln::codegen

@@ -1,0 +1,264 @@
+// Gemm, Conv and Pool stages: calls of the runtime's precompiled kernels (rt->gemm,
+// rt->conv2d, rt->pool2d), with a generated epilogue for the group's elementwise tail.
+//
+// The epilogue runs on each finished output tile while it is in cache: for every element it
+// reads the contraction's value from the tile (an override, so the tail's expressions see it
+// as the anchor's value at exactly the output coordinates), computes the other stored values
+// from the group's operands at the same coordinates, writes them to their buffers and finally
+// writes the tile's own value in place. Matmul batches whose layout one stride cannot describe
+// (broadcast over some batch dims only) become one library call per batch; `batch0` in the
+// context carries the batch number into the epilogue.
+#include <algorithm>
+#include <functional>
+
+#include "codegen/EmitStages.h"
+#include "codegen/ScalarOps.h"
+#include "ir/Error.h"
+
+namespace kiln::codegen {
+
+using ir::OpKind;
+
+namespace {
+
+using CoordsOf = std::function<std::vector<Index>(IndexArena &, const Index &batch, const Index &row, const Index &col)>;
+
+// Writes the epilogue function for `stage` and returns its name, or "NULL" when the stage
+// stores nothing but the tile itself.
+std::string emitEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, int64_t batches, int64_t rows,
+                         int64_t cols, const CoordsOf &coordsOf) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  const ir::Value *anchor = stage.anchor->output();
+  bool needed = false;
+  for (const Store &store : stage.stores)
+    needed = needed || !(store.value == anchor && store.buffer == stage.tileBuffer);
+  if (!needed)
+    return "NULL";
+  std::string fn = fmt::format("{}_s{}_epilogue", e.prefix(), stageIndex);
+  e.beginFunction(stageIndex);
+  Index batch = e.declareIndex("c->batch0 + batch", batches, "t");
+  e.open("for (int64_t q0 = 0; q0 < rows; ++q0)");
+  Index row = e.declareIndex("row0 + q0", rows, "t");
+  e.line("float *trow = tile + q0 * ld;");
+  e.open("for (int64_t q1 = 0; q1 < cols; ++q1)");
+  Index col = e.declareIndex("col0 + q1", cols, "t");
+  std::vector<Index> coords = coordsOf(e.arena(), batch, row, col);
+  e.setOverride(anchor, coords, e.declare(DType::F32, "trow[q1]", e.depth()));
+  std::string tileValue;
+  for (const Store &store : stage.stores) {
+    if (store.value == anchor && store.buffer == stage.tileBuffer)
+      continue;
+    Scalar value = e.value(store.value, coords);
+    if (store.buffer == stage.tileBuffer)
+      tileValue = value.code; // written last: the tile is the anchor's value until then
+    else
+      e.store(store, coords, value);
+  }
+  if (!tileValue.empty())
+    e.line(fmt::format("trow[q1] = {};", tileValue));
+  e.close();
+  e.close();
+  out.functions += fmt::format("static void {}(void *vctx, float *tile, int64_t ld, int64_t batch, int64_t row0, "
+                               "int64_t col0, int64_t rows, int64_t cols) {{\n  (void)rows;\n{}}}\n\n",
+                               fn, e.endFunction());
+  return fn;
+}
+
+// The single stride over the flattened batch that describes `coefs` (per batch dim of
+// `batchShape`), if there is one.
+std::optional<int64_t> batchStride(const std::vector<int64_t> &coefs, const Shape &batchShape) {
+  std::optional<int64_t> stride;
+  int64_t after = 1;
+  for (size_t d = batchShape.size(); d-- > 0;) {
+    if (batchShape[d] > 1) {
+      if (coefs[d] % after != 0)
+        return std::nullopt;
+      int64_t s = coefs[d] / after;
+      if (stride && *stride != s)
+        return std::nullopt;
+      stride = s;
+    }
+    after *= batchShape[d];
+  }
+  return stride.value_or(0);
+}
+
+std::vector<int64_t> spatialAttr(const ir::Node &node, const char *name, size_t count, int64_t fallback) {
+  std::vector<int64_t> values = node.hasAttr(name) ? node.attrInts(name) : std::vector<int64_t>{};
+  if (values.empty())
+    values.assign(count, fallback);
+  return values;
+}
+
+} // namespace
+
+void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  const ir::Node &matmul = *stage.anchor;
+  const Shape &outShape = matmul.output()->shape();
+  // Operands as matrices: a vector is a row of `a` or a column of `b`, with stride 0 across.
+  Shape aShape = matmul.input(0)->shape(), bShape = matmul.input(1)->shape();
+  StridedAccess a = stage.anchorOperands[0], b = stage.anchorOperands[1];
+  bool aVector = aShape.size() == 1, bVector = bShape.size() == 1;
+  if (aVector) {
+    aShape.insert(aShape.begin(), 1);
+    a.strides.insert(a.strides.begin(), 0);
+  }
+  if (bVector) {
+    bShape.push_back(1);
+    b.strides.push_back(0);
+  }
+  int64_t m = aShape[aShape.size() - 2], k = aShape.back(), n = bShape.back();
+  Shape batchShape(outShape.begin(), outShape.end() - (aVector ? 0 : 1) - (bVector ? 0 : 1));
+  int64_t batches = numElements(batchShape);
+  if (m * n * batches == 0)
+    return;
+  if (k == 0) { // an empty sum: the product is all zeros
+    emitLoopStage(e, stageIndex, out, matmul.output());
+    return;
+  }
+  auto batchCoefs = [&](const Shape &shape, const StridedAccess &access) {
+    std::vector<int64_t> coefs(batchShape.size(), 0);
+    size_t operandBatch = shape.size() - 2, offset = batchShape.size() - operandBatch;
+    for (size_t d = 0; d < operandBatch; ++d)
+      coefs[d + offset] = shape[d] > 1 ? access.strides[d] : 0;
+    return coefs;
+  };
+  std::vector<int64_t> aCoefs = batchCoefs(aShape, a), bCoefs = batchCoefs(bShape, b);
+  std::optional<int64_t> aBatch = batchStride(aCoefs, batchShape), bBatch = batchStride(bCoefs, batchShape);
+
+  // Layouts: row-major when the last dim is unit-stride, else transposed (the planner made
+  // sure one of the two holds).
+  int64_t sRowA = a.strides[aShape.size() - 2], sColA = a.strides.back();
+  bool transA = !((k <= 1 || sColA == 1) && (m <= 1 || sRowA >= k));
+  int64_t lda = transA ? (k > 1 ? sColA : m) : (m > 1 ? sRowA : k);
+  int64_t sRowB = b.strides[bShape.size() - 2], sColB = b.strides.back();
+  bool transB = !((n <= 1 || sColB == 1) && (k <= 1 || sRowB >= n));
+  int64_t ldb = transB ? (n > 1 ? sColB : k) : (k > 1 ? sRowB : n);
+
+  std::string epilogue = emitEpilogue(e, stageIndex, out, batches, m, n,
+                                      [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
+                                        std::vector<Index> coords = unflattenIndex(arena, bt, batchShape);
+                                        if (!aVector)
+                                          coords.push_back(row);
+                                        if (!bVector)
+                                          coords.push_back(col);
+                                        return coords;
+                                      });
+  std::string text = "{\n  kiln_gemm_args g;\n  memset(&g, 0, sizeof g);\n";
+  text += fmt::format("  g.m = {}; g.n = {}; g.k = {};\n", m, n, k);
+  text += fmt::format("  g.lda = {}; g.trans_a = {}; g.ldb = {}; g.trans_b = {}; g.ldc = {};\n", lda, transA ? 1 : 0,
+                      ldb, transB ? 1 : 0, n);
+  text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n", epilogue);
+  std::string aBase = fmt::format("(const float *){} + {}", e.kernelAddress(a.buffer), a.offset);
+  std::string bBase = fmt::format("(const float *){} + {}", e.kernelAddress(b.buffer), b.offset);
+  std::string cBase = fmt::format("(float *){}", e.kernelAddress(stage.tileBuffer));
+  if (aBatch && bBatch) {
+    text += fmt::format("  g.batch = {}; g.stride_a = {}; g.stride_b = {}; g.stride_c = {};\n", batches, *aBatch,
+                        *bBatch, m * n);
+    text += fmt::format("  g.a = {}; g.b = {}; g.c = {};\n", aBase, bBase, cBase);
+    text += "  ctx.batch0 = 0;\n  rt->gemm(rt, &g);\n}";
+  } else {
+    IndexArena arena;
+    Index bt = arena.var("bb", batches, 0);
+    std::vector<Index> coords = unflattenIndex(arena, bt, batchShape);
+    Index aOffset = IndexArena::constant(0), bOffset = IndexArena::constant(0);
+    for (size_t d = 0; d < coords.size(); ++d) {
+      aOffset = arena.add(aOffset, arena.scale(coords[d], aCoefs[d]));
+      bOffset = arena.add(bOffset, arena.scale(coords[d], bCoefs[d]));
+    }
+    text += fmt::format("  g.batch = 1;\n  for (int64_t bb = 0; bb < {}; ++bb) {{\n", batches);
+    text += fmt::format("    g.a = {} + {};\n    g.b = {} + {};\n", aBase, arena.code(aOffset), bBase,
+                        arena.code(bOffset));
+    text += fmt::format("    g.c = {} + bb * {};\n    ctx.batch0 = bb;\n    rt->gemm(rt, &g);\n  }}\n}}", cBase, m * n);
+  }
+  out.body.push_back(text);
+}
+
+void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  const ir::Node &conv = *stage.anchor;
+  const Shape &x = conv.input(0)->shape(), &w = conv.input(1)->shape(), &y = conv.output()->shape();
+  size_t spatial = x.size() - 2;
+  bool oneD = spatial == 1;
+  std::vector<int64_t> strides = spatialAttr(conv, "strides", spatial, 1);
+  std::vector<int64_t> dilations = spatialAttr(conv, "dilations", spatial, 1);
+  std::vector<int64_t> pads = spatialAttr(conv, "pads", 2 * spatial, 0);
+  int64_t groups = conv.attrInt("groups");
+  int64_t outPlane = oneD ? y[2] : y[2] * y[3];
+  if (numElements(y) == 0)
+    return;
+  if (w[1] == 0) { // no input channels: every output is an empty sum
+    emitLoopStage(e, stageIndex, out, conv.output());
+    return;
+  }
+  int64_t ow = y.back();
+  std::string epilogue =
+      emitEpilogue(e, stageIndex, out, y[0], y[1], outPlane,
+                   [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
+                     std::vector<Index> coords{bt, row};
+                     if (oneD) {
+                       coords.push_back(col);
+                     } else {
+                       coords.push_back(arena.div(col, ow));
+                       coords.push_back(arena.mod(col, ow));
+                     }
+                     return coords;
+                   });
+  const StridedAccess &xs = stage.anchorOperands[0], &ws = stage.anchorOperands[1];
+  std::string text = "{\n  kiln_conv2d_args g;\n  memset(&g, 0, sizeof g);\n";
+  text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", x[0], x[1], oneD ? 1 : x[2], x.back());
+  text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", w[0], oneD ? 1 : w[2], w.back(),
+                      oneD ? 1 : y[2], ow);
+  text += fmt::format("  g.stride_h = {}; g.stride_w = {}; g.pad_top = {}; g.pad_left = {};\n",
+                      oneD ? 1 : strides[0], strides.back(), oneD ? 0 : pads[0], pads[spatial - 1]);
+  text += fmt::format("  g.dilation_h = {}; g.dilation_w = {}; g.groups = {};\n", oneD ? 1 : dilations[0],
+                      dilations.back(), groups);
+  text += fmt::format("  g.x = (const float *){} + {};\n", e.kernelAddress(xs.buffer), xs.offset);
+  text += fmt::format("  g.weights = (const float *){} + {};\n", e.kernelAddress(ws.buffer), ws.offset);
+  text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
+  text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n  rt->conv2d(rt, &g);\n}}",
+                      epilogue);
+  out.body.push_back(text);
+}
+
+void emitPoolStage(KernelEmitter &e, int stageIndex, KernelText &out) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  const ir::Node &pool = *stage.anchor;
+  const Shape &x = pool.input(0)->shape(), &y = pool.output()->shape();
+  size_t spatial = x.size() - 2;
+  bool oneD = spatial == 1, isMax = pool.op() == OpKind::MaxPool;
+  std::vector<int64_t> kernel = pool.attrInts("kernel");
+  if (kernel.size() == 1 && spatial == 2)
+    kernel.push_back(kernel[0]);
+  std::vector<int64_t> strides = spatialAttr(pool, "strides", spatial, 1);
+  std::vector<int64_t> dilations = isMax ? spatialAttr(pool, "dilations", spatial, 1) : std::vector<int64_t>(spatial, 1);
+  std::vector<int64_t> pads = spatialAttr(pool, "pads", 2 * spatial, 0);
+  bool countIncludePad = !isMax && pool.attrInt("count_include_pad") != 0;
+  if (numElements(y) == 0)
+    return;
+  // rt->pool2d knows only the leading pads and takes the padded extent to end at in + pad_begin;
+  // with count_include_pad that agrees with kiln's semantics only while no window reaches past
+  // either end's padding (asymmetric pads, ceil_mode).
+  for (size_t d = 0; countIncludePad && d < spatial; ++d) {
+    int64_t lastEnd = (y[2 + d] - 1) * strides[d] - pads[d] + (kernel[d] - 1) * dilations[d] + 1;
+    if (lastEnd > x[2 + d] + std::min(pads[d], pads[spatial + d]))
+      fail("codegen: op avg_pool with count_include_pad and windows past the trailing padding is not supported "
+           "yet (kernel {})",
+           e.prefix());
+  }
+  std::string text = "{\n  kiln_pool2d_args g;\n  memset(&g, 0, sizeof g);\n";
+  text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {}; g.oh = {}; g.ow = {};\n", x[0], x[1],
+                      oneD ? 1 : x[2], x.back(), oneD ? 1 : y[2], y.back());
+  text += fmt::format("  g.kernel_h = {}; g.kernel_w = {}; g.stride_h = {}; g.stride_w = {};\n", oneD ? 1 : kernel[0],
+                      kernel.back(), oneD ? 1 : strides[0], strides.back());
+  text += fmt::format("  g.pad_top = {}; g.pad_left = {}; g.dilation_h = {}; g.dilation_w = {};\n",
+                      oneD ? 0 : pads[0], pads[spatial - 1], oneD ? 1 : dilations[0], dilations.back());
+  text += fmt::format("  g.is_max = {}; g.count_include_pad = {};\n", isMax ? 1 : 0, countIncludePad ? 1 : 0);
+  const StridedAccess &xs = stage.anchorOperands[0];
+  text += fmt::format("  g.x = (const float *){} + {};\n", e.kernelAddress(xs.buffer), xs.offset);
+  text += fmt::format("  g.y = (float *){};\n  rt->pool2d(rt, &g);\n}}", e.kernelAddress(stage.tileBuffer));
+  out.body.push_back(text);
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,62 @@
+#pragma once
+// Lowering a graph to one C++ translation unit: one `extern "C"` kiln_kernel_fn per kernel
+// node or remaining primitive node, and the `kiln_model` function returning the model's
+// description (runtime/KernelAbi.h): its launch list and where each launch's buffers live.
+//
+// Requires: a verified graph of primitives and kernel nodes (after the inference pipeline:
+// decompose, fuse) and its memory plan (passes/MemoryPlan.h) in the graph's node order.
+// Provides:
+//  - graph inputs and outputs are refs by index; parameters, then constants of more than
+//    ir::kMaxInlinedConstantElements elements, are weights in that order; smaller constants
+//    are literals in the source; every other value is an arena offset from the plan;
+//  - a reshape the plan aliases to its operand costs no launch; graph outputs that are inputs,
+//    weights, constants or repeats of another output get a copy launch;
+//  - the generated code computes in the value's own dtype (f32 in f32).
+// An unsupported op or dtype is a kiln::Error "codegen: op X on dtype Y is not supported yet
+// (node %n)", so a caller can fall back to the reference evaluator.
+#include <string>
+#include <vector>
+
+#include "codegen/LoopNest.h"
+#include "ir/Graph.h"
+#include "passes/MemoryPlan.h"
+
+namespace kiln::codegen {
+
+/// One kernel function's source.
+struct KernelSource {
+  std::string symbol;   // the extern "C" function
+  std::string text;     // constants, context type, static functions and the function
+  std::string strategy; // elementwise, rows, contraction, per-op
+};
+
+/// Lowers one unit to the kernel function `symbol`, with private names starting with
+/// `prefix`. `restrictPointers` must be false when the launch's buffers may overlap.
+KernelSource emitKernel(const Unit &unit, const std::string &prefix, const std::string &symbol,
+                        bool restrictPointers);
+
+struct WeightInfo {
+  std::string name;            // the parameter's name, or "constant.N"
+  const ir::Value *value = nullptr; // the param or constant it holds
+};
+
+struct LaunchInfo {
+  std::string name;     // "k3_matmul_add_relu"
+  std::string strategy; // how its kernel was lowered; "" for a launch-free view
+  const ir::Node *node = nullptr; // nullptr for an output copy
+};
+
+struct ModelSource {
+  std::string source;
+  std::vector<WeightInfo> weights;
+  std::vector<LaunchInfo> launches;
+  int64_t arenaBytes = 0;
+};
+
+ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan);
+
+/// The text of runtime/KernelAbi.h, which every generated source embeds so that compiling it
+/// needs no kiln source tree. kiln::Error if the header cannot be read.
+const std::string &kernelAbiText();
+
+} // namespace kiln::codegen

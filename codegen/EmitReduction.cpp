@@ -1,0 +1,190 @@
+// Rows stages: row kernels for reductions (softmax, layernorm, mean/var, argmax).
+//
+// The kept dims of the domain are the rows (parallel), the reduced dims the inner loops. Per
+// row: each reduction is one pass over the row into an accumulator (sums and products of
+// floats in double, as the reference evaluator does, so long rows stay accurate; integers in
+// wrapping int64; max/min propagating NaN), whose result becomes an override that later
+// passes read as a per-row scalar (a long pass keeps eight accumulators, combined at the end,
+// so that it vectorises; the order of a float sum then differs from the evaluator's only in
+// double rounding); then one pass stores the values over the whole domain
+// (the elementwise tail) and the per-row values are stored once per row.
+#include <cmath>
+
+#include "codegen/EmitStages.h"
+#include "codegen/ScalarOps.h"
+#include "ir/Error.h"
+
+namespace kiln::codegen {
+
+using ir::OpKind;
+
+namespace {
+
+constexpr int kLanes = 8;               // accumulators of a vectorised reduction pass
+constexpr int64_t kLaneMinimum = 32;    // shorter innermost reductions stay scalar
+
+struct Accumulator {
+  std::string type, init;
+};
+
+Accumulator accumulatorFor(OpKind op, DType dtype) {
+  bool floating = isFloat(dtype);
+  std::string native = cType(dtype);
+  switch (op) {
+  case OpKind::ReduceSum: return floating ? Accumulator{"double", "0.0"} : Accumulator{"int64_t", "0"};
+  case OpKind::ReduceProd: return floating ? Accumulator{"double", "1.0"} : Accumulator{"int64_t", "1"};
+  case OpKind::ReduceMax:
+    return floating ? Accumulator{native, literal(dtype, -INFINITY)} : Accumulator{"int64_t", "INT64_MIN"};
+  case OpKind::ReduceMin:
+    return floating ? Accumulator{native, literal(dtype, INFINITY)} : Accumulator{"int64_t", "INT64_MAX"};
+  case OpKind::ArgMax:
+  case OpKind::ArgMin: return Accumulator{floating ? native : "int64_t", "0"};
+  default: break;
+  }
+  fail("codegen: internal error: {} is not a reduction", ir::opName(op));
+}
+
+std::string updateStatement(const ir::Node &node, const Accumulator &accumulator, const std::string &acc,
+                            const std::string &index, const std::string &x, const std::string &axisCoord) {
+  bool floating = isFloat(node.input(0)->dtype());
+  switch (node.op()) {
+  case OpKind::ReduceSum:
+    return floating ? fmt::format("{} += (double){};", acc, x) : fmt::format("{0} = kiln_wadd({0}, {1});", acc, x);
+  case OpKind::ReduceProd:
+    return floating ? fmt::format("{} *= (double){};", acc, x) : fmt::format("{0} = kiln_wmul({0}, {1});", acc, x);
+  case OpKind::ReduceMax:
+    return floating ? fmt::format("{0} = ({1} > {0} || {1} != {1}) ? {1} : {0};", acc, x)
+                    : fmt::format("{0} = {1} > {0} ? (int64_t){1} : {0};", acc, x);
+  case OpKind::ReduceMin:
+    return floating ? fmt::format("{0} = ({1} < {0} || {1} != {1}) ? {1} : {0};", acc, x)
+                    : fmt::format("{0} = {1} < {0} ? (int64_t){1} : {0};", acc, x);
+  case OpKind::ArgMax:
+  case OpKind::ArgMin: {
+    bool wantMax = node.op() == OpKind::ArgMax;
+    bool selectLast = node.attrInt("select_last_index") == 1;
+    return fmt::format("if ({3} == 0 || kiln_arg_replaces<{6}>({2}, {0}, {4}, {5})) {{ {0} = {2}; {1} = {3}; }}",
+                       acc, index, x, axisCoord, wantMax ? "true" : "false", selectLast ? "true" : "false",
+                       accumulator.type);
+  }
+  default: break;
+  }
+  fail("codegen: internal error: {} is not a reduction", node.opName());
+}
+
+} // namespace
+
+void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  const Shape &domain = stage.domain;
+  Shape keptShape, reducedShape;
+  for (size_t d = 0; d < domain.size(); ++d)
+    (stage.reduced[d] ? reducedShape : keptShape).push_back(domain[d]);
+  int64_t rows = numElements(keptShape), rowSize = numElements(reducedShape);
+  if (rows == 0)
+    return;
+
+  std::string fn = fmt::format("{}_s{}", e.prefix(), stageIndex);
+  e.beginFunction(stageIndex);
+  e.open("for (int64_t r = begin; r < end; ++r)");
+  Index row = e.arena().var("r", rows, e.depth());
+  std::vector<Index> keptCoords = unflattenIndex(e.arena(), row, keptShape);
+
+  // Domain coordinates with fresh loops over the reduced dims (opened here, closed by caller).
+  auto openReducedLoops = [&]() {
+    std::vector<Index> coords(domain.size());
+    size_t kept = 0;
+    for (size_t d = 0; d < domain.size(); ++d)
+      coords[d] = stage.reduced[d] ? e.openLoop(domain[d], "j") : keptCoords[kept++];
+    return coords;
+  };
+  auto closeReducedLoops = [&]() {
+    for (size_t d = 0; d < reducedShape.size(); ++d)
+      e.close();
+  };
+
+  size_t lastReduced = domain.size();
+  for (size_t d = 0; d < domain.size(); ++d)
+    if (stage.reduced[d])
+      lastReduced = d;
+  for (const ir::Node *node : stage.reductions) {
+    Accumulator acc = accumulatorFor(node->op(), node->input(0)->dtype());
+    std::string accName = e.fresh("acc"), indexName = e.fresh("idx");
+    bool arg = node->op() == OpKind::ArgMax || node->op() == OpKind::ArgMin;
+    bool lanes = !arg && rowSize > 0 && domain[lastReduced] >= kLaneMinimum;
+    if (arg)
+      e.line(fmt::format("int64_t {} = 0;", indexName));
+    if (lanes) {
+      // kLanes independent accumulators over the innermost reduced dim, so the compiler can
+      // vectorise the pass (a single one is a serial dependency it may not reorder).
+      std::string laneAcc = accName + "l";
+      e.line(fmt::format("{} {}[{}];", acc.type, laneAcc, kLanes));
+      e.line(fmt::format("for (int l = 0; l < {}; ++l) {}[l] = {};", kLanes, laneAcc, acc.init));
+      std::vector<Index> coords(domain.size());
+      size_t kept = 0;
+      for (size_t d = 0; d < domain.size(); ++d)
+        if (d != lastReduced)
+          coords[d] = stage.reduced[d] ? e.openLoop(domain[d], "j") : keptCoords[kept++];
+      int64_t extent = domain[lastReduced], whole = extent / kLanes;
+      Index block = e.openLoop(whole, "jb");
+      std::string lane = e.fresh("l");
+      e.open(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", lane, kLanes));
+      coords[lastReduced] = e.arena().add(e.arena().scale(block, kLanes), e.arena().var(lane, kLanes, e.depth()));
+      Scalar x = e.value(node->input(0), coords);
+      e.line(updateStatement(*node, acc, fmt::format("{}[{}]", laneAcc, lane), "", x.code, ""));
+      e.close();
+      e.close();
+      if (extent % kLanes != 0) {
+        Index rest = e.openLoop(extent % kLanes, "jr");
+        coords[lastReduced] = e.arena().addConstant(rest, whole * kLanes);
+        Scalar tail = e.value(node->input(0), coords);
+        e.line(updateStatement(*node, acc, laneAcc + "[0]", "", tail.code, ""));
+        e.close();
+      }
+      for (size_t d = 0; d + 1 < reducedShape.size(); ++d)
+        e.close();
+      e.line(fmt::format("{} {} = {}[0];", acc.type, accName, laneAcc));
+      e.line(fmt::format("for (int l = 1; l < {}; ++l) {}", kLanes,
+                         updateStatement(*node, acc, accName, "", laneAcc + "[l]", "")));
+    } else {
+      e.line(fmt::format("{} {} = {};", acc.type, accName, acc.init));
+      if (rowSize > 0) {
+        std::vector<Index> coords = openReducedLoops();
+        Scalar x = e.value(node->input(0), coords);
+        std::string axisCoord;
+        for (size_t d = 0; d < domain.size(); ++d)
+          if (stage.reduced[d])
+            axisCoord = e.arena().code(coords[d]);
+        e.line(updateStatement(*node, acc, accName, indexName, x.code, axisCoord));
+        closeReducedLoops();
+      }
+    }
+    DType outType = node->output()->dtype();
+    std::string result = arg ? indexName : accName;
+    Scalar scalar = e.declare(outType, fmt::format("({}){}", cType(outType), result), e.depth());
+    e.setOverride(node->output(), unflattenIndex(e.arena(), row, node->output()->shape()), scalar);
+  }
+
+  // The tail over the whole domain, then the per-row values.
+  bool hasTail = false;
+  for (const Store &store : stage.stores)
+    hasTail = hasTail || store.value->shape() == domain;
+  if (hasTail && rowSize > 0) {
+    std::vector<Index> coords = openReducedLoops();
+    for (const Store &store : stage.stores)
+      if (store.value->shape() == domain)
+        e.store(store, coords, e.value(store.value, coords));
+    closeReducedLoops();
+  }
+  for (const Store &store : stage.stores) {
+    if (store.value->shape() == domain)
+      continue;
+    std::vector<Index> coords = unflattenIndex(e.arena(), row, store.value->shape());
+    e.store(store, coords, e.value(store.value, coords));
+  }
+  e.close();
+  out.functions += fmt::format("static void {}(void *vctx, int64_t begin, int64_t end) {{\n{}}}\n\n", fn,
+                               e.endFunction());
+  out.body.push_back(runRows(fn, rows, rowSize));
+}
+
+} // namespace kiln::codegen

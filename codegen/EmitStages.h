@@ -1,0 +1,37 @@
+#pragma once
+// The emitters of each stage kind (internal to codegen): each writes the static functions a
+// stage needs and the statements that run it inside the kernel function.
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/Emitter.h"
+
+namespace kiln::codegen {
+
+struct KernelText {
+  /// Static functions (row functions, epilogues), in order.
+  std::string functions;
+  /// Statements of the kernel function after the context is set up, in order.
+  std::vector<std::string> body;
+};
+
+/// Work below this many elements runs on the calling thread: handing it to the pool costs
+/// more than it saves.
+inline constexpr int64_t kMinParallelElements = 32768;
+
+/// The statement running row function `fn` over [0, rows), each row `rowElements` elements:
+/// a direct call for small work, else rt->parallel_for with a grain of about
+/// kMinParallelElements / 2 elements.
+std::string runRows(const std::string &fn, int64_t rows, int64_t rowElements);
+
+/// A Loop stage (or, with `zero` set, a contraction over an empty inner dim whose result
+/// `zero` is all zeros, lowered as a loop over its epilogue).
+void emitLoopStage(KernelEmitter &emitter, int stage, KernelText &out, const ir::Value *zero = nullptr);
+void emitRowsStage(KernelEmitter &emitter, int stage, KernelText &out);
+void emitGemmStage(KernelEmitter &emitter, int stage, KernelText &out);
+void emitConvStage(KernelEmitter &emitter, int stage, KernelText &out);
+void emitPoolStage(KernelEmitter &emitter, int stage, KernelText &out);
+
+} // namespace kiln::codegen

@@ -1,0 +1,114 @@
+#pragma once
+// The kernel emitter: writes the C++ of one generated function at a time (a stage's row
+// function or a contraction's epilogue) and computes body values inline at given coordinates.
+//
+// Scopes: a function is a stack of open scopes (level 0 the function body, then one per
+// open loop). A line goes to the deepest scope whose variables it uses, so work that does not
+// depend on an inner loop is hoisted out of it: a scope's lines are spliced into its parent
+// only when it closes, so a line appended to an outer scope lands before the inner loop.
+// Every computed value is cached per (value, coordinates) in the scope where it was placed,
+// and forgotten when that scope closes.
+//
+// value(v, coords) reads v from its buffer when an earlier stage (or the caller) stored it,
+// takes an override (a reduction's per-row result, a contraction's tile element) when one is
+// set, and otherwise computes v from its producer: elementwise ops from their operands,
+// re-indexing ops by mapping the coordinates, pad/concat as clamped loads and selects, gather
+// as an indirect load with a clamped index, iota from the coordinate. A value it cannot
+// compute inline (a reduction without override, a contraction) or an override requested at
+// other coordinates throws StrategyMismatch.
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/LoopNest.h"
+
+namespace kiln::codegen {
+
+struct Scalar {
+  std::string code;
+  int level = 0;
+};
+
+class KernelEmitter {
+public:
+  /// `prefix` names the kernel's symbols; `restrictPointers` is false when the launch's
+  /// buffers may overlap (an in-place op). Operand buffers come first in `buffers`.
+  KernelEmitter(const KernelPlan &plan, std::string prefix, bool restrictPointers, int numOperandBuffers);
+
+  const KernelPlan &plan() const { return plan_; }
+  const std::string &prefix() const { return prefix_; }
+  std::string contextType() const { return prefix_ + "_ctx"; }
+
+  /// Starts a function body for stage `stage` whose context pointer is `c`; resets the
+  /// index arena, caches, overrides and local pointers.
+  void beginFunction(int stage);
+  /// Closes the function and returns its body (indented, without braces).
+  std::string endFunction();
+
+  void open(const std::string &header);
+  void close();
+  void line(const std::string &text);
+  void lineAt(int level, const std::string &text);
+  int depth() const { return static_cast<int>(scopes_.size()) - 1; }
+
+  IndexArena &arena() { return arena_; }
+  std::string fresh(const std::string &prefix);
+  /// Declares `const int64_t name = code;` in the current scope, as a variable with values in
+  /// [0, extent).
+  Index declareIndex(const std::string &code, int64_t extent, const std::string &prefix = "t");
+  /// Opens `for (int64_t i = 0; i < extent; ++i)` and returns i as an index variable.
+  Index openLoop(int64_t extent, const std::string &prefix = "i");
+
+  /// The local pointer to `buffer` in the current function (declared on first use).
+  std::string pointer(int buffer);
+  /// The buffer's address in the kernel function itself (`buffers[k]`, `ctx.temps[t]`, ...).
+  std::string kernelAddress(int buffer) const;
+
+  Scalar value(const ir::Value *value, const std::vector<Index> &coords);
+  void store(const Store &store, const std::vector<Index> &coords, const Scalar &scalar);
+  void setOverride(const ir::Value *value, std::vector<Index> coords, Scalar scalar);
+
+  /// Declares `const T name = expr;` at `level` and returns it.
+  Scalar declare(DType dtype, const std::string &expr, int level);
+
+  /// Watches loop variable `name`: loads whose address moves by more than one element per
+  /// step of it (a transposed read) are counted, so a stage can choose a tiled loop order.
+  void watchInnerLoop(const std::string &name);
+  int stridedInnerLoads() const { return stridedInnerLoads_; }
+
+private:
+  struct Scope {
+    std::string header;
+    std::vector<std::string> lines;
+    std::unordered_map<std::string, Scalar> cache;
+  };
+  struct Override {
+    std::vector<Index> coords;
+    Scalar scalar;
+  };
+
+  Scalar compute(const ir::Value *value, const std::vector<Index> &coords);
+  Scalar load(int buffer, const std::vector<Index> &coords);
+  Scalar pad(const ir::Node &node, const std::vector<Index> &coords);
+  Scalar concat(const ir::Node &node, const std::vector<Index> &coords);
+  Scalar gather(const ir::Node &node, const std::vector<Index> &coords);
+  std::string cacheKey(const ir::Value *value, const std::vector<Index> &coords) const;
+  bool available(int buffer) const;
+  int levelOf(const std::vector<Index> &coords) const;
+
+  const KernelPlan &plan_;
+  std::string prefix_;
+  bool restrict_;
+  int numOperandBuffers_;
+  int stage_ = 0;
+  int counter_ = 0;
+  IndexArena arena_;
+  std::vector<Scope> scopes_;
+  std::map<int, std::string> pointers_;
+  std::unordered_map<const ir::Value *, Override> overrides_;
+  std::string watched_;
+  int stridedInnerLoads_ = 0;
+};
+
+} // namespace kiln::codegen

@@ -1,0 +1,420 @@
+// Loading, in stages: open the shared object and find its description; check the ABI version
+// before reading anything else (another version may lay the structs out differently); read the
+// input, output and weight declarations; check every buffer reference against the buffer it
+// points into; bind the weights. Running: check the inputs (and outputs), borrow a run context
+// (arena + buffer-address table), compute every buffer address of the launch list into it,
+// call the launches in order, give the context back.
+#include "runtime/Executable.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <set>
+
+#include "ir/Error.h"
+#include "runtime/Profiler.h"
+#include "runtime/Runtime.h"
+#include "runtime/ThreadPool.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+// Arenas start on a cache line, so that an offset the memory planner aligned (for the vector
+// units) gives an address just as aligned.
+constexpr size_t kArenaAlignment = 64;
+// Weights a model carries are laid out one after another, each 64-byte aligned (KernelAbi.h).
+constexpr int64_t kWeightAlignment = 64;
+
+struct ArenaDelete {
+  void operator()(unsigned char *arena) const {
+    ::operator delete(arena, std::align_val_t(kArenaAlignment));
+  }
+};
+
+/// What one run needs for itself; reused by later runs.
+struct RunContext {
+  std::unique_ptr<unsigned char, ArenaDelete> arena;
+  std::vector<void *> buffers;         // one address per buffer reference
+  std::vector<Profiler::Event> events; // used only when profiling
+};
+
+/// "1 input", "2 inputs".
+std::string countOf(size_t count, const std::string &noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+std::string namesOf(const std::vector<TensorSpec> &specs) {
+  std::string names;
+  for (const TensorSpec &spec : specs)
+    names += (names.empty() ? "'" : ", '") + spec.name + "'";
+  return names.empty() ? "none" : names;
+}
+
+TensorSpec readSpec(const kiln_tensor_desc &desc, const char *role, int32_t index,
+                    const std::string &what) {
+  if (!desc.name)
+    fail("{}: {} {} has no name", what, role, index);
+  TensorSpec spec;
+  spec.name = desc.name;
+  std::optional<DType> dtype = desc.dtype ? parseDType(desc.dtype) : std::nullopt;
+  if (!dtype)
+    fail("{}: {} '{}' has unknown dtype '{}'", what, role, spec.name,
+         desc.dtype ? desc.dtype : "(null)");
+  spec.type.dtype = *dtype;
+  if (desc.rank < 0 || (desc.rank > 0 && !desc.shape))
+    fail("{}: {} '{}' has an invalid shape (rank {})", what, role, spec.name, desc.rank);
+  spec.type.shape.assign(desc.shape, desc.shape + desc.rank);
+  try {
+    spec.type.numElements(); // rejects negative dims and overflowing counts
+  } catch (const Error &error) {
+    fail("{}: {} '{}': {}", what, role, spec.name, error.what());
+  }
+  return spec;
+}
+
+std::vector<TensorSpec> readSpecs(const kiln_tensor_desc *descs, int32_t count, const char *role,
+                                  const std::string &what) {
+  if (count < 0 || (count > 0 && !descs))
+    fail("{}: invalid {} list (count {})", what, role, count);
+  std::vector<TensorSpec> specs;
+  std::set<std::string> names;
+  for (int32_t i = 0; i < count; ++i) {
+    specs.push_back(readSpec(descs[i], role, i, what));
+    if (!names.insert(specs.back().name).second)
+      fail("{}: two {}s are named '{}'", what, role, specs.back().name);
+  }
+  return specs;
+}
+
+void checkType(const char *role, const TensorSpec &spec, const Tensor &tensor) {
+  if (!tensor.defined())
+    fail("{} '{}': expected {}, got an undefined tensor", role, spec.name, spec.type.toString());
+  if (tensor.type() != spec.type)
+    fail("{} '{}': expected {}, got {}", role, spec.name, spec.type.toString(),
+         tensor.type().toString());
+}
+
+void checkTensors(const char *role, const std::vector<TensorSpec> &specs,
+                  const std::vector<Tensor> &tensors) {
+  if (tensors.size() != specs.size())
+    fail("the model has {} ({}), got {}", countOf(specs.size(), role), namesOf(specs),
+         tensors.size());
+  for (size_t i = 0; i < specs.size(); ++i)
+    checkType(role, specs[i], tensors[i]);
+}
+
+} // namespace
+
+struct Executable::Impl {
+  std::string what;              // the file (or description) named in load errors
+  std::shared_ptr<void> library; // declared first: unloaded after everything else
+  const kiln_model_desc *desc = nullptr;
+  std::vector<TensorSpec> inputs, outputs, weights;
+  std::vector<std::string> launchNames;
+  std::vector<Tensor> weightTensors;       // loader-supplied weights, kept alive
+  std::vector<unsigned char *> weightData; // weight i's bytes (kernels only read them)
+  int64_t numRefs = 0;
+  std::shared_ptr<ThreadPool> pool;
+  kiln_rt rt{};
+  std::unique_ptr<Profiler> profiler;
+  std::atomic<bool> profiling{false};
+  std::mutex contextsMutex;
+  std::vector<std::unique_ptr<RunContext>> contexts;
+  std::vector<RunContext *> idleContexts; // capacity >= contexts.size(): release never allocates
+
+  void readDescription(std::vector<Tensor> suppliedWeights);
+  void checkRefs();
+  void bindWeights(std::vector<Tensor> supplied);
+  RunContext *acquireContext();
+  void releaseContext(RunContext *context);
+  void execute(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues);
+};
+
+void Executable::Impl::readDescription(std::vector<Tensor> suppliedWeights) {
+  if (desc->abi_version != KILN_ABI_VERSION)
+    fail("{} was built for kiln ABI version {}, but this runtime implements version {}; "
+         "recompile the model",
+         what, desc->abi_version, KILN_ABI_VERSION);
+  inputs = readSpecs(desc->inputs, desc->num_inputs, "input", what);
+  outputs = readSpecs(desc->outputs, desc->num_outputs, "output", what);
+  weights = readSpecs(desc->weights, desc->num_weights, "weight", what);
+  if (desc->arena_bytes < 0)
+    fail("{}: negative arena size {}", what, desc->arena_bytes);
+  checkRefs();
+  bindWeights(std::move(suppliedWeights));
+}
+
+void Executable::Impl::checkRefs() {
+  if (desc->num_launches < 0 || (desc->num_launches > 0 && !desc->launches))
+    fail("{}: invalid launch list (count {})", what, desc->num_launches);
+  for (int32_t l = 0; l < desc->num_launches; ++l) {
+    const kiln_launch &launch = desc->launches[l];
+    launchNames.push_back(launch.name ? launch.name : "launch" + std::to_string(l));
+    if (!launch.fn)
+      fail("{}: launch {} ('{}') has no kernel function", what, l, launchNames.back());
+    if (launch.first_ref < 0 || launch.num_refs < 0)
+      fail("{}: launch {} ('{}') has invalid buffers [{}, +{})", what, l, launchNames.back(),
+           launch.first_ref, launch.num_refs);
+    numRefs = std::max(numRefs, int64_t(launch.first_ref) + launch.num_refs);
+  }
+  if (numRefs > 0 && !desc->refs)
+    fail("{}: the launches use {} buffer references but the model has none", what, numRefs);
+
+  // Every reference up to the last one used, gaps included, since each run computes them all.
+  auto sizeOf = [&](const std::vector<TensorSpec> &specs, int32_t index, const char *role,
+                    int64_t r) -> int64_t {
+    if (index < 0 || static_cast<size_t>(index) >= specs.size())
+      fail("{}: buffer reference {} names {} {}, but the model has {}", what, r, role, index,
+           specs.size());
+    return static_cast<int64_t>(specs[static_cast<size_t>(index)].type.byteSize());
+  };
+  for (int64_t r = 0; r < numRefs; ++r) {
+    const kiln_buffer_ref &ref = desc->refs[r];
+    int64_t size = 0;
+    switch (ref.kind) {
+    case KILN_ARENA:
+      size = desc->arena_bytes;
+      break;
+    case KILN_INPUT:
+      size = sizeOf(inputs, ref.index, "input", r);
+      break;
+    case KILN_OUTPUT:
+      size = sizeOf(outputs, ref.index, "output", r);
+      break;
+    case KILN_WEIGHT:
+      size = sizeOf(weights, ref.index, "weight", r);
+      break;
+    default:
+      fail("{}: buffer reference {} has unknown kind {}", what, r, ref.kind);
+    }
+    if (ref.offset < 0 || ref.offset > size)
+      fail("{}: buffer reference {} has offset {} outside its buffer of {} bytes", what, r,
+           ref.offset, size);
+  }
+}
+
+void Executable::Impl::bindWeights(std::vector<Tensor> supplied) {
+  if (!supplied.empty() || weights.empty()) {
+    // Weights given by the loader take precedence over any the model carries.
+    if (supplied.size() != weights.size())
+      fail("{}: the model has {} ({}), got {}", what, countOf(weights.size(), "weight"),
+           namesOf(weights), supplied.size());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      try {
+        checkType("weight", weights[i], supplied[i]);
+      } catch (const Error &error) {
+        fail("{}: {}", what, error.what()); // load errors name the file
+      }
+      weightData.push_back(static_cast<unsigned char *>(supplied[i].data()));
+    }
+    weightTensors = std::move(supplied);
+    return;
+  }
+  if (!desc->weight_data)
+    fail("{}: the model has {} ({}) and carries none; pass them when loading", what,
+         countOf(weights.size(), "weight"), namesOf(weights));
+  auto *base = static_cast<unsigned char *>(const_cast<void *>(desc->weight_data));
+  int64_t offset = 0;
+  for (const TensorSpec &spec : weights) {
+    weightData.push_back(base + offset);
+    int64_t end = offset + static_cast<int64_t>(spec.type.byteSize());
+    offset = (end + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+  }
+}
+
+RunContext *Executable::Impl::acquireContext() {
+  {
+    std::lock_guard<std::mutex> lock(contextsMutex);
+    if (!idleContexts.empty()) {
+      RunContext *context = idleContexts.back();
+      idleContexts.pop_back();
+      return context;
+    }
+  }
+  // First run on this many threads at once: a new context, allocated outside the lock.
+  auto context = std::make_unique<RunContext>();
+  if (desc->arena_bytes > 0)
+    context->arena.reset(static_cast<unsigned char *>(
+        ::operator new(static_cast<size_t>(desc->arena_bytes), std::align_val_t(kArenaAlignment))));
+  context->buffers.resize(static_cast<size_t>(numRefs));
+  context->events.reserve(static_cast<size_t>(desc->num_launches));
+  std::lock_guard<std::mutex> lock(contextsMutex);
+  contexts.push_back(std::move(context));
+  idleContexts.reserve(contexts.size());
+  return contexts.back().get();
+}
+
+void Executable::Impl::releaseContext(RunContext *context) {
+  std::lock_guard<std::mutex> lock(contextsMutex);
+  idleContexts.push_back(context);
+}
+
+void Executable::Impl::execute(const std::vector<Tensor> &inputValues,
+                               std::vector<Tensor> &outputValues) {
+  RunContext *context = acquireContext();
+  // Kernels are C functions and cannot throw, but a guard keeps the context from leaking if
+  // anything above them ever does.
+  struct Release {
+    Impl &impl;
+    RunContext *context;
+    ~Release() { impl.releaseContext(context); }
+  } release{*this, context};
+
+  void **buffers = context->buffers.data();
+  for (int64_t r = 0; r < numRefs; ++r) {
+    const kiln_buffer_ref &ref = desc->refs[r];
+    unsigned char *base = nullptr;
+    switch (ref.kind) {
+    case KILN_ARENA:
+      base = context->arena.get();
+      break;
+    case KILN_INPUT:
+      // Kernels never write their inputs; the ABI's one pointer type is not const.
+      base = static_cast<unsigned char *>(const_cast<void *>(inputValues[ref.index].data()));
+      break;
+    case KILN_OUTPUT:
+      base = static_cast<unsigned char *>(outputValues[ref.index].data());
+      break;
+    case KILN_WEIGHT:
+      base = weightData[static_cast<size_t>(ref.index)];
+      break;
+    }
+    // A zero-byte buffer may have no storage at all; its kernels never dereference it.
+    buffers[r] = base ? base + ref.offset : nullptr;
+  }
+
+  const kiln_launch *launches = desc->launches;
+  int32_t numLaunches = desc->num_launches;
+  if (!profiling.load(std::memory_order_relaxed)) {
+    for (int32_t l = 0; l < numLaunches; ++l)
+      launches[l].fn(&rt, buffers + launches[l].first_ref);
+    return;
+  }
+  context->events.clear();
+  uint32_t thread = Profiler::threadIndex();
+  for (int32_t l = 0; l < numLaunches; ++l) {
+    int64_t start = Profiler::nowNs();
+    launches[l].fn(&rt, buffers + launches[l].first_ref);
+    context->events.push_back(Profiler::Event{l, thread, start, Profiler::nowNs() - start});
+  }
+  profiler->record(context->events.data(), context->events.size());
+}
+
+// --- Executable --------------------------------------------------------------------------
+
+Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executable::Executable(Executable &&) noexcept = default;
+Executable &Executable::operator=(Executable &&) noexcept = default;
+Executable::~Executable() = default;
+
+const Executable::Impl &Executable::impl() const {
+  if (!impl_)
+    fail("use of a moved-from Executable");
+  return *impl_;
+}
+
+Executable Executable::load(const std::string &soPath, std::vector<Tensor> weights,
+                            Options options) {
+  // Without a slash dlopen searches the library path instead of opening the file meant.
+  std::string path = soPath.find('/') == std::string::npos ? "./" + soPath : soPath;
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *reason = dlerror();
+    fail("cannot load model '{}': {}", soPath, reason ? reason : "unknown error");
+  }
+  std::shared_ptr<void> library(handle, [](void *h) { dlclose(h); });
+  dlerror();
+  auto entry = reinterpret_cast<kiln_model_fn>(dlsym(handle, KILN_MODEL_SYMBOL));
+  if (!entry)
+    fail("'{}' is not a kiln model: it exports no '{}' symbol", soPath, KILN_MODEL_SYMBOL);
+  const kiln_model_desc *desc = entry();
+  if (!desc)
+    fail("'{}': {}() returned no model description", soPath, KILN_MODEL_SYMBOL);
+  Executable executable =
+      fromDescription(*desc, std::move(weights), std::move(options), "model '" + soPath + "'");
+  executable.impl_->library = std::move(library);
+  return executable;
+}
+
+Executable Executable::fromDescription(const kiln_model_desc &desc, std::vector<Tensor> weights,
+                                       Options options, const std::string &what) {
+  auto impl = std::make_unique<Impl>();
+  impl->what = what;
+  impl->desc = &desc;
+  impl->readDescription(std::move(weights));
+  impl->pool = options.pool ? std::move(options.pool) : defaultThreadPool();
+  impl->rt = makeKernelRuntime(*impl->pool);
+  impl->profiler = std::make_unique<Profiler>(impl->launchNames);
+  impl->profiling.store(options.profile);
+  return Executable(std::move(impl));
+}
+
+const std::vector<TensorSpec> &Executable::inputs() const { return impl().inputs; }
+const std::vector<TensorSpec> &Executable::outputs() const { return impl().outputs; }
+const std::vector<TensorSpec> &Executable::weights() const { return impl().weights; }
+int64_t Executable::numLaunches() const { return impl().desc->num_launches; }
+int64_t Executable::arenaBytes() const { return impl().desc->arena_bytes; }
+int Executable::numThreads() const { return impl().pool->numThreads(); }
+
+const std::string &Executable::launchName(int64_t launch) const {
+  const Impl &im = impl();
+  if (launch < 0 || launch >= static_cast<int64_t>(im.launchNames.size()))
+    fail("launch {} does not exist; the model has {}", launch, im.launchNames.size());
+  return im.launchNames[static_cast<size_t>(launch)];
+}
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
+  impl(); // a moved-from executable fails before anything is allocated
+  checkTensors("input", impl_->inputs, inputs);
+  std::vector<Tensor> outputs;
+  outputs.reserve(impl_->outputs.size());
+  for (const TensorSpec &spec : impl_->outputs)
+    outputs.emplace_back(spec.type);
+  impl_->execute(inputs, outputs);
+  return outputs;
+}
+
+std::map<std::string, Tensor> Executable::run(const std::map<std::string, Tensor> &inputs) const {
+  const Impl &im = impl();
+  for (const auto &entry : inputs) {
+    const std::string &name = entry.first;
+    auto known = std::find_if(im.inputs.begin(), im.inputs.end(),
+                              [&](const TensorSpec &spec) { return spec.name == name; });
+    if (known == im.inputs.end())
+      fail("unknown input '{}'; the model's inputs are {}", name, namesOf(im.inputs));
+  }
+  std::vector<Tensor> ordered;
+  for (const TensorSpec &spec : im.inputs) {
+    auto found = inputs.find(spec.name);
+    if (found == inputs.end())
+      fail("missing input '{}' ({})", spec.name, spec.type.toString());
+    ordered.push_back(found->second);
+  }
+  std::vector<Tensor> results = run(ordered);
+  std::map<std::string, Tensor> named;
+  for (size_t i = 0; i < results.size(); ++i)
+    named.emplace(im.outputs[i].name, std::move(results[i]));
+  return named;
+}
+
+void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
+  impl();
+  checkTensors("input", impl_->inputs, inputs);
+  checkTensors("output", impl_->outputs, outputs);
+  impl_->execute(inputs, outputs);
+}
+
+void Executable::setProfiling(bool on) {
+  impl();
+  impl_->profiling.store(on, std::memory_order_relaxed);
+}
+
+bool Executable::profiling() const { return impl().profiling.load(std::memory_order_relaxed); }
+
+Profiler &Executable::profiler() const { return *impl().profiler; }
+
+} // namespace kiln::runtime

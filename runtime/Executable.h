@@ -1,0 +1,109 @@
+#pragma once
+// kiln::runtime::Executable: a compiled model, ready to run. It holds the loaded kernels (a
+// shared object whose `kiln_model` symbol describes the model, runtime/KernelAbi.h), the launch
+// list, the weights and the arena size, and runs the launch list on kiln's thread pool.
+//
+// Loading checks the whole description (ABI version, dtypes, shapes, every buffer reference
+// against the buffer it points into), so a damaged or mismatched model is a kiln::Error at
+// load time, never a bad address at run time. Running checks every input (and caller-provided
+// output) against its declared dtype and shape.
+//
+// run() may be called from several threads at once: each call borrows its own arena (and its
+// own buffer-address table) from a small pool that grows to the number of concurrent callers
+// and is reused afterwards, so a runInto() on a warm executable allocates nothing.
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/Tensor.h"
+#include "runtime/KernelAbi.h"
+
+namespace kiln::runtime {
+
+class Profiler;
+class ThreadPool;
+
+/// A graph input, output or weight as the model declares it.
+struct TensorSpec {
+  std::string name;
+  TensorType type;
+};
+
+/// How an Executable runs (a namespace-level struct: GCC rejects a nested one with default
+/// member initializers as a default argument of its enclosing class's members).
+struct ExecutableOptions {
+  /// The pool the kernels run on; null means defaultThreadPool().
+  std::shared_ptr<ThreadPool> pool;
+  /// Time every launch from the start (see Executable::setProfiling).
+  bool profile = false;
+};
+
+class Executable {
+public:
+  using Options = ExecutableOptions;
+
+  /// Opens the shared object at `soPath` and binds `weights` (in the model's weight order).
+  /// With no weights given, a model compiled ahead of time uses the weights it carries
+  /// (kiln_model_desc::weight_data). Throws kiln::Error when the file cannot be loaded, has no
+  /// `kiln_model` symbol, was built for another ABI version, or does not describe a valid
+  /// model, or when a weight's count, dtype or shape differs from the model's. The weights'
+  /// storage is shared, not copied (as Tensor copies share it): the model reads it in place.
+  ///
+  /// The shared object stays loaded as long as the Executable. dlopen() returns the already
+  /// loaded object for a path it has open, so a model rewritten in place needs a new path.
+  static Executable load(const std::string &soPath, std::vector<Tensor> weights = {},
+                         Options options = {});
+  static Executable load(const std::string &soPath, Options options) {
+    return load(soPath, {}, std::move(options));
+  }
+
+  /// The same over a description already in memory (`what` names it in errors); `desc` and
+  /// everything it points to must outlive the Executable.
+  static Executable fromDescription(const kiln_model_desc &desc, std::vector<Tensor> weights,
+                                    Options options = {}, const std::string &what = "model");
+
+  Executable(Executable &&) noexcept;
+  Executable &operator=(Executable &&) noexcept;
+  ~Executable();
+
+  const std::vector<TensorSpec> &inputs() const;
+  const std::vector<TensorSpec> &outputs() const;
+  const std::vector<TensorSpec> &weights() const;
+  int64_t numLaunches() const;
+  const std::string &launchName(int64_t launch) const;
+  /// Scratch bytes each concurrent run uses.
+  int64_t arenaBytes() const;
+  int numThreads() const;
+
+  /// Runs the model on `inputs` (in the model's input order) and returns fresh outputs.
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs) const;
+  /// So that `run({x, shift})` means positional inputs: without it the braces could also
+  /// build the map below from two "iterators", and the call would be ambiguous.
+  std::vector<Tensor> run(std::initializer_list<Tensor> inputs) const {
+    return run(std::vector<Tensor>(inputs));
+  }
+  /// The same with inputs and outputs by name; every input must be given, and no other.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor> &inputs) const;
+  /// Writes the outputs into `outputs`, which must hold one allocated tensor of the declared
+  /// type per output. Allocates nothing once there is an arena per concurrent caller (after
+  /// each calling thread's first run). Outputs must not share storage with inputs.
+  void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const;
+
+  /// Turns per-launch timing on or off for the following runs.
+  void setProfiling(bool on);
+  bool profiling() const;
+  /// The events of all profiled runs so far.
+  Profiler &profiler() const;
+
+private:
+  struct Impl;
+  explicit Executable(std::unique_ptr<Impl> impl);
+  const Impl &impl() const;
+
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace kiln::runtime

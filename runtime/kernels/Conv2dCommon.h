@@ -1,0 +1,32 @@
+#pragma once
+// Pieces shared by the convolution paths (Conv2d.cpp: GEMM; Conv2dDepthwise.cpp: direct).
+// Internal to runtime/kernels/.
+#include <cstdint>
+
+#include "runtime/KernelAbi.h"
+
+namespace kiln::runtime::kernels::detail {
+
+/// Whether the arguments describe a convolution the kernels can run: positive sizes, strides
+/// and dilations, non-negative pads, groups dividing both channel counts. conv2d leaves y
+/// untouched otherwise (the ABI has no error channel; the compiler never emits such a call).
+bool validConv(const kiln_conv2d_args &args);
+
+/// The input with its zero padding written out, so that packers and direct loops read every
+/// window position without bounds checks: channel c of image n starts at
+/// data + (n*C + c)*plane, rows are `width` floats apart, and window tap (r, s) of output
+/// (oh, ow) is at row oh*stride_h + r*dilation_h, column ow*stride_w + s*dilation_w.
+/// It is the input itself when no padding is read.
+struct PaddedInput {
+  const float *data = nullptr;
+  int64_t height = 0, width = 0, plane = 0;
+};
+
+/// Builds the padded input in the calling thread's scratch (valid until its next conv2d).
+PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
+
+/// Direct convolution for one input channel per group (depthwise, channel multiplier <= 4),
+/// parallel over output planes; the epilogue sees each finished plane.
+void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
+
+} // namespace kiln::runtime::kernels::detail

@@ -1,0 +1,129 @@
+// kiln::runtime::kernels::gemm: the batched, transposable f32 GEMM behind kiln_rt::gemm.
+// A batch is a set of products of one shape (GemmDriver.h) that the driver splits over the
+// pool; each product is the blocked 6 x 64 GEMM, or a matrix-vector product when M or N is 1.
+#include <algorithm>
+
+#include "runtime/kernels/GemmDriver.h"
+#include "runtime/kernels/Gemv.h"
+#include "runtime/kernels/Kernels.h"
+
+namespace kiln::runtime::kernels {
+
+namespace {
+
+using detail::DenseSource;
+using detail::Product;
+using detail::ProductSet;
+
+// Product `index`'s operands as K-major sources: S_a(k, i) = op(A)(i, k), S_b(k, j) = op(B)(k, j).
+DenseSource sourceA(const kiln_gemm_args &g, int64_t index) {
+  const float *a = g.a + index * g.stride_a;
+  return g.trans_a ? DenseSource(a, g.lda, 1) : DenseSource(a, 1, g.lda);
+}
+DenseSource sourceB(const kiln_gemm_args &g, int64_t index) {
+  const float *b = g.b + index * g.stride_b;
+  return g.trans_b ? DenseSource(b, 1, g.ldb) : DenseSource(b, g.ldb, 1);
+}
+
+class DenseProducts final : public ProductSet {
+public:
+  explicit DenseProducts(const kiln_gemm_args &args)
+      : ProductSet(args.batch, args.m, args.n, args.k,
+                   detail::chooseSwap(args.m, args.n, sourceA(args, 0), sourceB(args, 0))),
+        args_(args) {}
+
+  void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1) const override {
+    const kiln_gemm_args &g = args_;
+    const DenseSource a = sourceA(g, index), b = sourceB(g, index);
+    Product product;
+    product.m = g.m;
+    product.n = g.n;
+    product.k = g.k;
+    product.a = &a;
+    product.b = &b;
+    product.c = g.c + index * g.stride_c;
+    product.ldc = g.ldc;
+    product.epilogue = g.epilogue;
+    product.epilogueCtx = g.epilogue_ctx;
+    product.batch = index;
+    product.swap = swap;
+    detail::computeRegion(product, row0, row1, col0, col1);
+  }
+
+private:
+  const kiln_gemm_args &args_;
+};
+
+/// M == 1 or N == 1: each region is a matrix-vector product over its outputs (the columns of
+/// a 1 x N product, the rows of an M x 1 one), handed to the epilogue in chunks.
+class VectorProducts final : public ProductSet {
+public:
+  explicit VectorProducts(const kiln_gemm_args &args)
+      : ProductSet(args.batch, args.m, args.n, args.k, false), args_(args) {}
+
+  void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1) const override {
+    const kiln_gemm_args &g = args_;
+    const float *a = g.a + index * g.stride_a;
+    const float *b = g.b + index * g.stride_b;
+    float *c = g.c + index * g.stride_c;
+    const bool rowVector = g.m == 1;
+    // The vector operand, and the matrix with its outputs' layout.
+    const float *vector = rowVector ? a : b;
+    const int64_t vectorStride = rowVector ? (g.trans_a ? g.lda : 1) : (g.trans_b ? 1 : g.ldb);
+    const int64_t first = rowVector ? col0 : row0, last = rowVector ? col1 : row1;
+    const float *matrix;
+    int64_t ld;
+    bool outputsContiguous;
+    if (rowVector) { // outputs are columns j of op(B)
+      ld = g.ldb;
+      outputsContiguous = !g.trans_b;
+      matrix = g.trans_b ? b + first * g.ldb : b + first;
+    } else { // outputs are rows i of op(A)
+      ld = g.lda;
+      outputsContiguous = g.trans_a;
+      matrix = g.trans_a ? a + first : a + first * g.lda;
+    }
+    if (vectorStride != 1 && g.k > 0) {
+      float *gathered = detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(g.k));
+      for (int64_t k = 0; k < g.k; ++k)
+        gathered[k] = vector[k * vectorStride];
+      vector = gathered;
+    }
+    const int64_t outStride = rowVector ? 1 : g.ldc;
+    constexpr int64_t kChunk = 512;
+    float *staging = outStride == 1 ? nullptr : detail::scratch(detail::Scratch::PackedB, kChunk);
+    for (int64_t o = first; o < last; o += kChunk) {
+      const int64_t count = std::min(kChunk, last - o);
+      const float *chunkMatrix = matrix + (o - first) * (outputsContiguous ? 1 : ld);
+      float *out = c + o * outStride;
+      detail::gemv(vector, chunkMatrix, ld, outputsContiguous, count, g.k, staging ? staging : out);
+      if (staging)
+        for (int64_t i = 0; i < count; ++i)
+          out[i * outStride] = staging[i];
+      if (g.epilogue) {
+        if (rowVector)
+          g.epilogue(g.epilogue_ctx, out, g.ldc, index, 0, o, 1, count);
+        else
+          g.epilogue(g.epilogue_ctx, out, g.ldc, index, o, 0, count, 1);
+      }
+    }
+  }
+
+private:
+  const kiln_gemm_args &args_;
+};
+
+} // namespace
+
+void gemm(const kiln_rt *rt, const kiln_gemm_args *args) {
+  if (!args || args->m <= 0 || args->n <= 0 || args->batch <= 0)
+    return;
+  kiln_gemm_args g = *args;
+  g.k = std::max<int64_t>(g.k, 0);
+  if (g.m == 1 || g.n == 1)
+    detail::runProducts(rt, VectorProducts(g));
+  else
+    detail::runProducts(rt, DenseProducts(g));
+}
+
+} // namespace kiln::runtime::kernels

@@ -1,0 +1,270 @@
+// The blocked GEMM driver (GemmDriver.h).
+//
+// Loop nest of one region, outermost first (Goto/BLIS blocking, oriented for a 6 x 64 tile
+// whose A micro-panel is the operand that stays in L1):
+//   jo: column blocks                         B packed for (jo, pc): kc x 2048 floats, in L3,
+//                                             or kc x 256 just in time when ic runs once
+//   pc: K blocks of kc <= 512                 (K split into equal blocks)
+//   ic: row blocks of 192                     the 192 x kc A block (384 KiB) stays in L2,
+//                                             packed unless it can be read in place
+//   jc: column blocks of 256                  this kc x 256 slice of B (512 KiB) stays in L2
+//   ir: row tiles of 6                        the 6 x kc A micro-panel (12 KiB) stays in L1
+//   jr: column tiles of 64                    micro-kernel; C tile touched, then stored
+// After the last K block, each 6 x 256 strip is handed to the epilogue right after its
+// micro-kernels, while it is still in L1.
+//
+// Measured on this machine (one Zen 5 core): the micro-kernel alone runs at ~215-220 GFLOP/s
+// (L1-resident operands); this nest brings 1024^3 and 2048^3 to ~190-205. The classic order
+// (a kc x 64 B micro-panel in L1) was 5-10% slower at 2048. When the region has one row block
+// (convolutions with 64 output channels), packing B 256 columns at a time, right before the
+// micro-kernels read it from L2, beat packing 2048 columns into L3 by ~10% (3x3 64->64 conv).
+#include "runtime/kernels/GemmDriver.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/kernels/GemmMicroKernel.h"
+
+namespace kiln::runtime::kernels::detail {
+
+namespace {
+
+constexpr int64_t kMaxKc = 512;
+constexpr int64_t kNc = 256;         // multiple of kPanelWidth
+constexpr int64_t kOuterCols = 2048; // multiple of kNc
+constexpr int64_t kMc = 192;         // multiple of kMaxRows
+// Below this many multiply-adds a batch runs on the calling thread. Waking a sleeping worker
+// costs ~5 us here (shared/notes/cpu-kernels.md), 500K multiply-adds at full speed, a spinning
+// one ~0.1 us; OpenBLAS draws the line at 262,144 too.
+constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The product as the driver computes it: C' = A' * B', with C' = C or C^T.
+struct Oriented {
+  const Product &product;
+  const PanelSource *a, *b;
+  bool transposed;
+
+  void finishTile(int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
+    const Product &p = product;
+    if (!p.epilogue)
+      return;
+    if (!transposed)
+      p.epilogue(p.epilogueCtx, p.c + i0 * p.ldc + j0, p.ldc, p.batch, p.rowOffset + i0, j0,
+                 rows, cols);
+    else
+      p.epilogue(p.epilogueCtx, p.c + j0 * p.ldc + i0, p.ldc, p.batch, p.rowOffset + j0, i0,
+                 cols, rows);
+  }
+};
+
+/// K == 0: C is all zeros; the epilogue still runs once per element.
+void zeroRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, int64_t col1) {
+  const Product &p = o.product;
+  for (int64_t i = row0; i < row1; i += kMaxRows) {
+    const int64_t rows = std::min<int64_t>(kMaxRows, row1 - i);
+    for (int64_t j = col0; j < col1; j += kNc) {
+      const int64_t cols = std::min(kNc, col1 - j);
+      for (int64_t ii = i; ii < i + rows; ++ii)
+        for (int64_t jj = j; jj < j + cols; ++jj)
+          (o.transposed ? p.c[jj * p.ldc + ii] : p.c[ii * p.ldc + jj]) = 0.0f;
+      o.finishTile(i, rows, j, cols);
+    }
+  }
+}
+
+void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, int64_t col1) {
+  const Product &p = o.product;
+  if (row0 >= row1 || col0 >= col1)
+    return;
+  if (p.k == 0)
+    return zeroRegion(o, row0, row1, col0, col1);
+
+  int64_t lda = 0;
+  const float *aInPlace = o.a->inPlace(lda);
+  const int64_t kBlocks = ceilDiv(p.k, kMaxKc);
+  const int64_t kcMax = ceilDiv(p.k, kBlocks);
+  // A B block is reused by every row block; with a single one, pack B just in time instead.
+  const int64_t outerBlock = row1 - row0 <= kMc ? kNc : kOuterCols;
+  const int64_t outerCols = std::min(outerBlock, col1 - col0);
+  float *packedB = scratch(Scratch::PackedB, kcMax * ceilDiv(outerCols, kPanelWidth) * kPanelWidth);
+  float *packedA = aInPlace ? nullptr : scratch(Scratch::PackedA, kcMax * kMc);
+  const int storeFlags = o.transposed ? kTransposedC : 0;
+
+  for (int64_t jo = col0; jo < col1; jo += outerBlock) {
+    const int64_t nco = std::min(outerBlock, col1 - jo);
+    for (int64_t pc = 0; pc < p.k; pc += kcMax) {
+      const int64_t kc = std::min(kcMax, p.k - pc);
+      const bool lastK = pc + kc == p.k;
+      const int flags = storeFlags | (pc > 0 ? kAccumulate : 0);
+      o.b->packPanels(packedB, pc, kc, jo, nco);
+      for (int64_t ic = row0; ic < row1; ic += kMc) {
+        const int64_t mc = std::min(kMc, row1 - ic);
+        if (!aInPlace) {
+          for (int64_t ir = ic; ir < ic + mc; ir += kMaxRows) {
+            const int64_t rows = std::min<int64_t>(kMaxRows, ic + mc - ir);
+            o.a->pack(packedA + (ir - ic) * kc, pc, kc, ir, rows, rows);
+          }
+        }
+        for (int64_t jc = jo; jc < jo + nco; jc += kNc) {
+          const int64_t nc = std::min(kNc, jo + nco - jc);
+          for (int64_t ir = ic; ir < ic + mc; ir += kMaxRows) {
+            const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, ic + mc - ir));
+            const float *aTile = aInPlace ? aInPlace + ir * lda + pc : packedA + (ir - ic) * kc;
+            for (int64_t jr = jc; jr < jc + nc; jr += kPanelWidth) {
+              const int64_t cols = std::min<int64_t>(kPanelWidth, jc + nc - jr);
+              const int vectors = static_cast<int>(ceilDiv(cols, kVector));
+              const float *bPanel = packedB + (jr - jo) * kc;
+              float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
+              microKernel(rows, vectors, !aInPlace)(kc, aTile, lda, bPanel, cTile, p.ldc, cols,
+                                                    flags);
+            }
+            if (lastK)
+              o.finishTile(ir, rows, jc, nc);
+          }
+        }
+      }
+    }
+  }
+}
+
+/// Cycles per k-step of a rows x (16*vectors) tile: 2 FMAs per cycle, but at least 4 cycles
+/// (the FMA latency) for tiles of fewer than 8 accumulators.
+double tileCycles(int64_t rows, int64_t vectors) {
+  return static_cast<double>(std::max<int64_t>(rows * vectors, 8)) / 2;
+}
+
+/// Cycles per k-step of an m x n product (as the driver computes it): its tiles, packing A
+/// (once per column block) unless it is read in place, and packing B.
+double productCycles(int64_t m, int64_t n, const PanelSource &a, const PanelSource &b) {
+  const int64_t fullRows = m / kMaxRows, lastRows = m % kMaxRows;
+  const int64_t fullPanels = n / kPanelWidth;
+  const int64_t lastVectors = ceilDiv(n % kPanelWidth, kVector);
+  auto rowCycles = [&](int64_t rows) {
+    return static_cast<double>(fullPanels) * tileCycles(rows, kMaxVectors) +
+           (lastVectors ? tileCycles(rows, lastVectors) : 0.0);
+  };
+  double cycles = static_cast<double>(fullRows) * rowCycles(kMaxRows) + (lastRows ? rowCycles(lastRows) : 0.0);
+  int64_t lda = 0;
+  if (!a.inPlace(lda)) {
+    const int64_t columnBlocks = ceilDiv(n, m <= kMc ? kNc : kOuterCols);
+    cycles += static_cast<double>(m * columnBlocks) * a.packCost(kMaxRows);
+  }
+  return cycles + static_cast<double>(n) * b.packCost(kPanelWidth);
+}
+
+} // namespace
+
+bool chooseSwap(int64_t m, int64_t n, const PanelSource &a, const PanelSource &b) {
+  // Swap only for a large gain: the model leaves out that the swapped A (often a weight
+  // matrix) then streams from memory with little reuse. A 128 x 3072 x 768 product with
+  // op(B) = W^T, which the model rates equal either way, ran at ~145 GFLOP/s swapped and ~180
+  // as it is.
+  return productCycles(n, m, b, a) * 4 < productCycles(m, n, a, b) * 3;
+}
+
+void computeRegion(const Product &product, int64_t row0, int64_t row1, int64_t col0,
+                   int64_t col1) {
+  if (product.swap)
+    blockedRegion(Oriented{product, product.b, product.a, true}, col0, col1, row0, row1);
+  else
+    blockedRegion(Oriented{product, product.a, product.b, false}, row0, row1, col0, col1);
+}
+
+int threadsOf(const kiln_rt *rt) {
+  if (!rt || !rt->parallel_for || rt->num_threads <= 1)
+    return 1;
+  return rt->num_threads;
+}
+
+namespace {
+
+/// Shares of a batch: the products' rows (or columns) cut into units of `unit`, numbered
+/// product by product; thread t takes units [t*total/parts, (t+1)*total/parts).
+struct Split {
+  const ProductSet *set;
+  bool alongRows;
+  int64_t unit, perProduct, total, parts;
+
+  template <typename Fn> void forEachSegment(int64_t part, Fn &&fn) const {
+    int64_t u = part * total / parts;
+    const int64_t end = (part + 1) * total / parts;
+    const int64_t extent = alongRows ? set->m : set->n;
+    while (u < end) {
+      const int64_t index = u / perProduct, local = u % perProduct;
+      const int64_t localEnd = std::min(perProduct, local + (end - u));
+      const int64_t lo = local * unit, hi = std::min(extent, localEnd * unit);
+      if (alongRows)
+        fn(index, lo, hi, int64_t{0}, set->n);
+      else
+        fn(index, int64_t{0}, set->m, lo, hi);
+      u += localEnd - local;
+    }
+  }
+
+  /// The largest share in elements of C.
+  int64_t largestShare() const {
+    int64_t largest = 0;
+    for (int64_t part = 0; part < parts; ++part) {
+      int64_t share = 0;
+      forEachSegment(part, [&](int64_t, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        share += (r1 - r0) * (c1 - c0);
+      });
+      largest = std::max(largest, share);
+    }
+    return largest;
+  }
+};
+
+Split chooseSplit(const ProductSet &set, int threads) {
+  const bool swapped = set.swap;
+  // Tile rows of the driver are 6 tall, its columns come in vectors of 16 and panels of 64.
+  const int64_t rowUnits[] = {swapped ? kPanelWidth : kMaxRows, swapped ? kVector : kMaxRows};
+  const int64_t colUnits[] = {swapped ? kMaxRows : kPanelWidth, swapped ? kMaxRows : kVector};
+  // On a tie, split the dimension of the larger operand: each thread then streams only its
+  // part of it (the weights of a batch-1 layer), while the smaller one is shared.
+  const bool preferRows = set.m >= set.n;
+  Split best{};
+  int64_t bestShare = -1;
+  for (int order = 0; order < 2; ++order) {
+    const bool alongRows = order == 0 ? preferRows : !preferRows;
+    for (int64_t unit : alongRows ? rowUnits : colUnits) {
+      const int64_t perProduct = ceilDiv(alongRows ? set.m : set.n, unit);
+      Split split{&set, alongRows, unit, perProduct, set.count * perProduct, threads};
+      const int64_t share = split.largestShare();
+      // Within 2% counts as a tie, which keeps the earlier (preferred) candidate.
+      if (bestShare < 0 || share * 50 < bestShare * 49) {
+        best = split;
+        bestShare = share;
+      }
+    }
+  }
+  return best;
+}
+
+void runShares(void *ctx, int64_t begin, int64_t end) {
+  const Split &split = *static_cast<const Split *>(ctx);
+  for (int64_t part = begin; part < end; ++part)
+    split.forEachSegment(part, [&](int64_t index, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      split.set->run(index, r0, r1, c0, c1);
+    });
+}
+
+} // namespace
+
+void runProducts(const kiln_rt *rt, const ProductSet &set) {
+  if (set.count <= 0 || set.m <= 0 || set.n <= 0)
+    return;
+  const int threads = threadsOf(rt);
+  const double macs = static_cast<double>(set.count) * set.m * set.n * std::max<int64_t>(set.k, 1);
+  if (threads == 1 || macs < static_cast<double>(kMinParallelMacs)) {
+    for (int64_t index = 0; index < set.count; ++index)
+      set.run(index, 0, set.m, 0, set.n);
+    return;
+  }
+  Split split = chooseSplit(set, threads);
+  rt->parallel_for(rt, split.parts, 1, runShares, &split);
+}
+
+} // namespace kiln::runtime::kernels::detail

@@ -1,0 +1,61 @@
+#pragma once
+// The blocked GEMM driver shared by gemm and conv2d: cache blocking around the micro-kernel
+// (GemmMicroKernel.h), the fused epilogue, and the split of a batch of products over rt's
+// threads. Internal to runtime/kernels/.
+#include <cstdint>
+
+#include "runtime/KernelAbi.h"
+#include "runtime/kernels/GemmPack.h"
+
+namespace kiln::runtime::kernels::detail {
+
+/// One product C = op(A) * op(B), M x N x K, with A and B given as K-major sources
+/// (S_a(k, i) = op(A)(i, k), S_b(k, j) = op(B)(k, j)) and C row-major at c (leading dimension
+/// ldc). The epilogue sees tiles of C at rows shifted by rowOffset (a conv group's first
+/// output channel) in output matrix `batch`.
+struct Product {
+  int64_t m = 0, n = 0, k = 0;
+  const PanelSource *a = nullptr, *b = nullptr;
+  float *c = nullptr;
+  int64_t ldc = 0;
+  kiln_epilogue_fn epilogue = nullptr;
+  void *epilogueCtx = nullptr;
+  int64_t batch = 0, rowOffset = 0;
+  /// Compute C^T = B^T A^T (chooseSwap), invisible to the caller but for speed.
+  bool swap = false;
+};
+
+/// Computes rows [row0, row1) x columns [col0, col1) of the product's C over the whole of K,
+/// then calls the epilogue exactly once on every element of that region, tile by tile, each
+/// tile right after its last K block.
+void computeRegion(const Product &product, int64_t row0, int64_t row1, int64_t col0, int64_t col1);
+
+/// Whether an M x N product with these operands is faster computed as C^T = B^T A^T: when the
+/// 6 x 64 tiles would waste much of their width on a narrow N (49 pixels of a 7 x 7 conv) and
+/// the swap does not cost more in packing (transposing a weight matrix) than it saves.
+bool chooseSwap(int64_t m, int64_t n, const PanelSource &a, const PanelSource &b);
+
+/// A batch of `count` products of one shape, M x N x K, and of one operand layout. run()
+/// computes a region of product `index` (building its sources on the stack and calling
+/// computeRegion).
+class ProductSet {
+public:
+  ProductSet(int64_t count, int64_t m, int64_t n, int64_t k, bool swap)
+      : count(count), m(m), n(n), k(k), swap(swap) {}
+  virtual ~ProductSet() = default;
+  virtual void run(int64_t index, int64_t row0, int64_t row1, int64_t col0,
+                   int64_t col1) const = 0;
+  const int64_t count, m, n, k;
+  /// Whether run() computes its products as C^T (the same for all of them).
+  const bool swap;
+};
+
+/// Runs all products of the set, split evenly over rt's threads: one contiguous share per
+/// thread of the (product, row block) or (product, column block) space, whichever divides
+/// more evenly. Small batches run on the calling thread.
+void runProducts(const kiln_rt *rt, const ProductSet &set);
+
+/// The number of threads a kernel may use on rt (1 when rt has no pool).
+int threadsOf(const kiln_rt *rt);
+
+} // namespace kiln::runtime::kernels::detail

@@ -1,0 +1,155 @@
+#pragma once
+// The GEMM micro-kernel: C[R x W] (+)= A[R x kc] * B[kc x W] with the whole C tile in
+// registers. Internal to runtime/kernels/.
+//
+// Tile shape. The main tile is 6 rows x 64 columns (4 zmm per row): 24 accumulators hide the
+// 4-cycle FMA latency on Zen 5's two 512-bit pipes (>= 8 independent chains needed), and each
+// k-step costs 4 vector loads of B plus 6 broadcast loads of A for 24 FMAs, which leaves load
+// bandwidth to spare. Measured on this machine (one core): with L1-resident operands the tile
+// runs at ~215-220 GFLOP/s (8x48 and 7x48 ~200-219, 12x32 and 14x32 ~145 as g++ compiles
+// them); broadcasting from memory inside the FMAs ({1to16}) instead was slower (~180). In a
+// whole 1024^3 GEMM, 6x64 beat 14x32, 24x16 and 8x48 too.
+// Edge tiles use the same code instantiated for R = 1..6 rows and 1..4 vectors; the last
+// vector's columns are masked on the C side only (B panels are zero-padded).
+//
+// Operand layouts (see GemmPack.h):
+//  - B is always packed: for each k, W = 16*NV contiguous floats (a 64-byte aligned panel).
+//  - A is packed (a[k*R + i]) or read in place from a row-major matrix (a[i*lda + k]); the
+//    latter saves a copy for the common untransposed A (weights of conv and linear layers).
+//  - C is row-major (c[i*ldc + j]) or, when the driver computes C^T = B^T A^T to turn a
+//    narrow-N product into a wide one, written transposed (c[j*ldc + i]).
+#include <cstdint>
+
+#include "runtime/kernels/Simd.h" // <immintrin.h>, firstLanes, transpose16x16
+
+namespace kiln::runtime::kernels::detail {
+
+constexpr int kVector = 16;               // floats per packed-B column group (one zmm)
+constexpr int kMaxRows = 6;               // MR: rows of the main tile
+constexpr int kMaxVectors = 4;            // NR / 16
+constexpr int kPanelWidth = kVector * kMaxVectors; // NR = 64 columns
+
+/// Store modes of a micro-kernel call.
+enum MicroKernelFlags : int {
+  kAccumulate = 1, // add to C (a later K block) instead of overwriting it
+  kTransposedC = 2 // the tile is C^T: element (i, j) goes to c[j*ldc + i]
+};
+
+/// kc >= 1 steps. `cols` (1..16*NV) is how many of the tile's columns exist in C.
+using MicroKernelFn = void (*)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                               int64_t ldc, int64_t cols, int flags);
+
+/// The kernel for an R x (16*NV) tile; packedA selects a[k*R + i] over a[i*lda + k].
+MicroKernelFn microKernel(int rows, int vectors, bool packedA);
+
+#ifdef __AVX512F__
+
+template <int R, int NV, bool PackedA>
+void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                     int64_t ldc, int64_t cols, int flags) {
+  // Touch the C tile now so that its lines arrive during the k loop, not at the store.
+  if (!(flags & kTransposedC)) {
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j)
+        _mm_prefetch(reinterpret_cast<const char *>(c + i * ldc + j * kVector), _MM_HINT_T0);
+  }
+  __m512 acc[R][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j)
+      acc[i][j] = _mm512_setzero_ps();
+
+  const float *rowPtr[R];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+    rowPtr[i] = a + i * lda;
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j)
+      bv[j] = _mm512_load_ps(b + j * kVector);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512 av = _mm512_set1_ps(PackedA ? a[i] : rowPtr[i][k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j)
+        acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+    if (PackedA)
+      a += R;
+    b += NV * kVector;
+  }
+
+  const bool accumulate = flags & kAccumulate;
+  if (!(flags & kTransposedC)) {
+    const int64_t lastCols = cols - (NV - 1) * kVector; // 1..16
+    const __mmask16 lastMask = firstLanes(lastCols);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      float *row = c + i * ldc;
+#pragma GCC unroll 4
+      for (int j = 0; j < NV - 1; ++j) {
+        __m512 v = acc[i][j];
+        if (accumulate)
+          v = _mm512_add_ps(v, _mm512_loadu_ps(row + j * kVector));
+        _mm512_storeu_ps(row + j * kVector, v);
+      }
+      float *last = row + (NV - 1) * kVector;
+      __m512 v = acc[i][NV - 1];
+      if (accumulate)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lastMask, last));
+      _mm512_mask_storeu_ps(last, lastMask, v);
+    }
+    return;
+  }
+  // C^T: row i of the tile is column i of C. Transpose each 16-column slice in registers so
+  // that C's row (16j + t) gets the tile's R values of column t as one masked store.
+  const __mmask16 rowMask = firstLanes(R);
+#pragma GCC unroll 4
+  for (int j = 0; j < NV; ++j) {
+    __m512 slice[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      slice[i] = i < R ? acc[i][j] : _mm512_setzero_ps();
+    transpose16x16(slice);
+    const int64_t sliceCols = cols - j * kVector < kVector ? cols - j * kVector : kVector;
+    for (int64_t t = 0; t < sliceCols; ++t) {
+      float *out = c + (j * kVector + t) * ldc;
+      __m512 v = slice[t];
+      if (accumulate)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rowMask, out));
+      _mm512_mask_storeu_ps(out, rowMask, v);
+    }
+  }
+}
+
+#else // portable: the same contract with plain arrays the compiler may vectorize
+
+template <int R, int NV, bool PackedA>
+void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                     int64_t ldc, int64_t cols, int flags) {
+  constexpr int W = NV * kVector;
+  float acc[R][W] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int i = 0; i < R; ++i) {
+      const float av = PackedA ? a[k * R + i] : a[i * lda + k];
+      for (int j = 0; j < W; ++j)
+        acc[i][j] += av * b[j];
+    }
+    b += W;
+  }
+  const bool accumulate = flags & kAccumulate;
+  const bool transposed = flags & kTransposedC;
+  for (int i = 0; i < R; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float &out = transposed ? c[j * ldc + i] : c[i * ldc + j];
+      out = accumulate ? out + acc[i][j] : acc[i][j];
+    }
+}
+
+#endif
+
+} // namespace kiln::runtime::kernels::detail

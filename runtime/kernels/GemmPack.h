@@ -1,0 +1,68 @@
+#pragma once
+// Operands of the blocked GEMM driver, and the packing that copies them into the order the
+// micro-kernel reads. Internal to runtime/kernels/.
+//
+// Both operands are seen as "K-major" matrices S(k, x) with K rows: for A, S(k, i) = op(A)(i, k);
+// for B, S(k, j) = op(B)(k, j). Packing a block [k0, k0+kc) x [x0, x0+cols) writes, for each k,
+// `width` contiguous floats (cols of data, then zeros): the B panel and the packed A micro-panel
+// are the same format with widths 64 and R. Convolution plugs in its own source (im2col done
+// panel by panel while packing) so that no full im2col matrix is ever materialised.
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::runtime::kernels::detail {
+
+class PanelSource {
+public:
+  virtual ~PanelSource() = default;
+  /// dst[kk*width + xx] = S(k0+kk, x0+xx) for kk < kc, xx < cols; zero for cols <= xx < width.
+  virtual void pack(float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols,
+                    int64_t width) const = 0;
+  /// Packs columns [x0, x0+cols) as consecutive B panels: panel q (columns x0 + 64q ..) at
+  /// dst + q*64*kc, each `pack`ed with its width rounded up to 16. Sources whose rows are
+  /// contiguous override it to read row by row across all panels, which streams memory far
+  /// better than 64 floats of each of kc rows in turn.
+  virtual void packPanels(float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const;
+  /// Rough cycles per float packed into panels `width` wide, for choosing between computing
+  /// C and C^T (measured on this machine; only ratios matter).
+  virtual double packCost(int64_t width) const = 0;
+  /// When column x of S is contiguous in k in memory (S(k, x) = base[x*stride + k]), returns
+  /// base and sets stride, so the micro-kernel can read A without packing; else nullptr.
+  virtual const float *inPlace(int64_t &stride) const {
+    (void)stride;
+    return nullptr;
+  }
+};
+
+/// A dense strided matrix: S(k, x) = base[k*strideK + x*strideX], where strideK == 1 or
+/// strideX == 1 (every GEMM operand is row-major, transposed or not).
+class DenseSource final : public PanelSource {
+public:
+  DenseSource(const float *base, int64_t strideK, int64_t strideX)
+      : base_(base), strideK_(strideK), strideX_(strideX) {}
+  void pack(float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols,
+            int64_t width) const override;
+  void packPanels(float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const override;
+  double packCost(int64_t width) const override;
+  const float *inPlace(int64_t &stride) const override;
+
+private:
+  const float *base_;
+  int64_t strideK_, strideX_;
+};
+
+/// Width of B panel q of a block of `cols` columns: 64, or the rest rounded up to 16.
+int64_t panelWidth(int64_t q, int64_t cols);
+
+/// dst[k*width + x] = src[k*ld + x] for x < cols, zero up to width (rows contiguous in x).
+void packRows(float *dst, const float *src, int64_t ld, int64_t kc, int64_t cols, int64_t width);
+/// dst[k*width + x] = src[x*ld + k] for x < cols, zero up to width (a transposing copy).
+void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, int64_t cols,
+                 int64_t width);
+
+/// Per-thread scratch that grows and is never freed, so that packing allocates nothing after
+/// a thread's first call of a given size. Each slot is 64-byte aligned.
+enum class Scratch { PackedA, PackedB, Conv };
+float *scratch(Scratch slot, size_t floats);
+
+} // namespace kiln::runtime::kernels::detail

@@ -1,0 +1,196 @@
+// kiln::runtime::kernels::pool2d: NCHW f32 max and average pooling, parallel over the N*C
+// planes. Semantics follow the reference evaluator (ir/ops/Pooling.cpp): window taps outside
+// the input never win a max and count in an average's divisor only with count_include_pad,
+// and then only inside the padded extent; NaN wins a max; an empty window gives -inf (max) or
+// NaN (average of nothing).
+//
+// The ABI gives only the leading pads, so the padded extent ends at h + pad_top and
+// w + pad_left (symmetric padding, what PyTorch exports). That matters only for an average with
+// count_include_pad whose last window, with ceil_mode, reaches past the trailing padding.
+//
+// Each output row splits into a left border, an interior whose windows lie inside the input
+// columns, and a right border. The interior runs 16 outputs per vector; borders run scalar.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/kernels/GemmDriver.h"
+#include "runtime/kernels/Kernels.h"
+#include "runtime/kernels/Simd.h"
+
+namespace kiln::runtime::kernels {
+
+namespace {
+
+/// Kernel taps t in [0, kernel) with base + t*dilation in [lo, hi).
+struct TapRange {
+  int64_t first, last;
+};
+TapRange taps(int64_t base, int64_t dilation, int64_t kernel, int64_t lo, int64_t hi) {
+  auto ceilDiv = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  const int64_t first = base >= lo ? 0 : ceilDiv(lo - base, dilation);
+  const int64_t last = base >= hi ? 0 : std::min(kernel, ceilDiv(hi - base, dilation));
+  return {std::min(first, last), last};
+}
+
+float finishAverage(float sum, int64_t count) {
+  return count > 0 ? sum / static_cast<float>(count) : std::numeric_limits<float>::quiet_NaN();
+}
+
+#ifdef __AVX512F__
+/// The interior of one output row: every window's columns lie inside the input, and its
+/// rows [first, first + rows) too. `origin` is the first window's top-left input element.
+struct Window {
+  const float *origin;
+  int64_t rowStep, rows, kernelW, dilationW, strideW;
+};
+
+/// p[0], p[stride], ... for the first `count` lanes, the stride fixed at compile time when it
+/// is 1 or 2 (Stride = 0: any).
+template <int Stride> __m512 loadLanes(const float *p, int64_t stride, int64_t count) {
+  if (Stride == 1 && count >= 16)
+    return _mm512_loadu_ps(p);
+  return detail::loadStrided(p, Stride ? Stride : stride, count);
+}
+
+template <bool IsMax, int Stride>
+void poolInterior(const Window &w, int64_t outputs, float inverseCount, float *out) {
+  // Four vectors of outputs at a time: four independent max/add chains per tap.
+  constexpr int kVectors = 4;
+  const int64_t stride = Stride ? Stride : w.strideW;
+  for (int64_t o = 0; o < outputs; o += kVectors * 16) {
+    int64_t counts[kVectors];
+    __m512 acc[kVectors];
+    __mmask16 nan[kVectors];
+    for (int v = 0; v < kVectors; ++v) {
+      counts[v] = std::clamp<int64_t>(outputs - o - v * 16, 0, 16);
+      acc[v] = _mm512_set1_ps(IsMax ? -std::numeric_limits<float>::infinity() : 0.0f);
+      nan[v] = 0;
+    }
+    const float *corner = w.origin + o * stride;
+    for (int64_t r = 0; r < w.rows; ++r, corner += w.rowStep) {
+      for (int64_t s = 0; s < w.kernelW; ++s) {
+        const float *tap = corner + s * w.dilationW;
+        for (int v = 0; v < kVectors; ++v) {
+          if (counts[v] == 0)
+            break;
+          const __m512 x = loadLanes<Stride>(tap + v * 16 * stride, stride, counts[v]);
+          if (IsMax) {
+            acc[v] = _mm512_max_ps(acc[v], x);
+            nan[v] |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); // NaN wins a max
+          } else {
+            acc[v] = _mm512_add_ps(acc[v], x);
+          }
+        }
+      }
+    }
+    for (int v = 0; v < kVectors && counts[v] > 0; ++v) {
+      __m512 result = IsMax ? _mm512_mask_blend_ps(nan[v], acc[v], _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()))
+                            : _mm512_mul_ps(acc[v], _mm512_set1_ps(inverseCount));
+      _mm512_mask_storeu_ps(out + o + v * 16, detail::firstLanes(counts[v]), result);
+    }
+  }
+}
+
+using InteriorFn = void (*)(const Window &, int64_t, float, float *);
+InteriorFn interiorRow(bool isMax, int64_t stride) {
+  if (stride == 1)
+    return isMax ? poolInterior<true, 1> : poolInterior<false, 1>;
+  if (stride == 2)
+    return isMax ? poolInterior<true, 2> : poolInterior<false, 2>;
+  return isMax ? poolInterior<true, 0> : poolInterior<false, 0>;
+}
+#endif
+
+void poolPlanes(void *ctx, int64_t begin, int64_t end) {
+  const kiln_pool2d_args &a = *static_cast<const kiln_pool2d_args *>(ctx);
+  const float minusInf = -std::numeric_limits<float>::infinity();
+  // Interior columns: every tap of the window is inside [0, w).
+  auto firstInside = [&](int64_t ow) { return ow * a.stride_w - a.pad_left >= 0; };
+  int64_t owLo = 0;
+  while (owLo < a.ow && !firstInside(owLo))
+    ++owLo;
+  int64_t owHi = owLo;
+  while (owHi < a.ow && owHi * a.stride_w - a.pad_left + (a.kernel_w - 1) * a.dilation_w < a.w)
+    ++owHi;
+
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const float *in = a.x + plane * a.h * a.w;
+    float *out = a.y + plane * a.oh * a.ow;
+    for (int64_t oh = 0; oh < a.oh; ++oh) {
+      const int64_t baseH = oh * a.stride_h - a.pad_top;
+      const TapRange rows = taps(baseH, a.dilation_h, a.kernel_h, 0, a.h);
+      const TapRange paddedRows = taps(baseH, a.dilation_h, a.kernel_h, -a.pad_top, a.h + a.pad_top);
+      const int64_t paddedRowCount = paddedRows.last - paddedRows.first;
+      float *outRow = out + oh * a.ow;
+
+      auto scalarOutput = [&](int64_t ow) {
+        const int64_t baseW = ow * a.stride_w - a.pad_left;
+        const TapRange cols = taps(baseW, a.dilation_w, a.kernel_w, 0, a.w);
+        float best = minusInf, sum = 0.0f;
+        for (int64_t r = rows.first; r < rows.last; ++r) {
+          const float *row = in + (baseH + r * a.dilation_h) * a.w + baseW;
+          for (int64_t s = cols.first; s < cols.last; ++s) {
+            const float v = row[s * a.dilation_w];
+            if (v > best || std::isnan(v))
+              best = v;
+            sum += v;
+          }
+          if (a.is_max && std::isnan(best))
+            break;
+        }
+        if (a.is_max) {
+          outRow[ow] = best;
+          return;
+        }
+        const TapRange paddedCols = taps(baseW, a.dilation_w, a.kernel_w, -a.pad_left, a.w + a.pad_left);
+        const int64_t count = a.count_include_pad ? paddedRowCount * (paddedCols.last - paddedCols.first)
+                                                  : (rows.last - rows.first) * (cols.last - cols.first);
+        outRow[ow] = finishAverage(sum, count);
+      };
+
+      for (int64_t ow = 0; ow < owLo; ++ow)
+        scalarOutput(ow);
+      int64_t ow = owLo;
+#ifdef __AVX512F__
+      if (owLo < owHi && rows.first < rows.last) {
+        const int64_t divisor = a.count_include_pad ? paddedRowCount * a.kernel_w
+                                                    : (rows.last - rows.first) * a.kernel_w;
+        const Window window{in + (baseH + rows.first * a.dilation_h) * a.w + owLo * a.stride_w - a.pad_left,
+                            a.dilation_h * a.w, rows.last - rows.first, a.kernel_w, a.dilation_w, a.stride_w};
+        const auto row = interiorRow(a.is_max != 0, a.stride_w);
+        row(window, owHi - owLo, 1.0f / static_cast<float>(divisor), outRow + owLo);
+        ow = owHi;
+      }
+#endif
+      for (; ow < a.ow; ++ow)
+        scalarOutput(ow);
+    }
+  }
+}
+
+bool validPool(const kiln_pool2d_args &a) {
+  if (a.n < 0 || a.c < 0 || a.h < 1 || a.w < 1 || a.oh < 0 || a.ow < 0 || a.kernel_h < 1 || a.kernel_w < 1)
+    return false;
+  if (a.stride_h < 1 || a.stride_w < 1 || a.dilation_h < 1 || a.dilation_w < 1 || a.pad_top < 0 || a.pad_left < 0)
+    return false;
+  return a.x && a.y;
+}
+
+} // namespace
+
+void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args) {
+  if (!args || !validPool(*args))
+    return;
+  const kiln_pool2d_args &a = *args;
+  const int64_t planes = a.n * a.c;
+  if (planes == 0 || a.oh == 0 || a.ow == 0)
+    return;
+  const int64_t work = planes * a.oh * a.ow * a.kernel_h * a.kernel_w;
+  if (detail::threadsOf(rt) > 1 && planes > 1 && work >= (int64_t{1} << 16))
+    rt->parallel_for(rt, planes, 1, poolPlanes, const_cast<kiln_pool2d_args *>(&a));
+  else
+    poolPlanes(const_cast<kiln_pool2d_args *>(&a), 0, planes);
+}
+
+} // namespace kiln::runtime::kernels

@@ -1,0 +1,44 @@
+#include "tests/codegen/CodegenTestUtil.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "ir/Evaluator.h"
+
+namespace kiln::codegen::test {
+
+CompileOptions testOptions() {
+  CompileOptions options;
+  options.compiler.cacheDir = (std::filesystem::temp_directory_path() / "kiln-codegen-tests").string();
+  return options;
+}
+
+std::vector<Tensor> randomInputs(const ir::Graph &graph, uint64_t seed) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph.inputs().size(); ++i)
+    inputs.push_back(randomTensor(graph.inputs()[i]->type(), seed + i));
+  return inputs;
+}
+
+void expectMatchesReference(const ir::Graph &graph, const std::vector<Tensor> &inputs,
+                            const CompileOptions &options, double rtol, double atol) {
+  std::vector<Tensor> want = ir::evaluate(graph, inputs, options.params);
+  runtime::Executable executable = compile(graph, options);
+  std::vector<Tensor> got = executable.run(inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    Comparison comparison = compareTensors(got[i], want[i], rtol, atol);
+    EXPECT_TRUE(comparison.ok) << "output " << i << ": " << comparison.message;
+  }
+}
+
+std::vector<std::string> launchStrategies(const ir::Graph &graph, const CompileOptions &options) {
+  LoweredModel lowered = lowerGraph(graph, options);
+  std::vector<std::string> strategies;
+  for (const LaunchInfo &launch : lowered.model.launches)
+    strategies.push_back(launch.strategy);
+  return strategies;
+}
+
+} // namespace kiln::codegen::test

@@ -1,0 +1,163 @@
+// The compiler driver, the disk cache and the shape-keyed compile cache; unsupported ops and
+// compiler failures as kiln::Errors.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "codegen/Compile.h"
+#include "ir/Error.h"
+#include "frontend/Frontend.h"
+#include "tests/codegen/CodegenTestUtil.h"
+
+namespace kiln::codegen::test {
+namespace {
+
+namespace fs = std::filesystem;
+using frontend::GraphBuilder;
+using frontend::Var;
+
+// A fresh, empty cache folder per test.
+std::string freshCacheDir(const std::string &name) {
+  fs::path dir = fs::temp_directory_path() / ("kiln-codegen-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string errorOf(const std::function<void()> &fn) {
+  try {
+    fn();
+  } catch (const kiln::Error &error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(CodegenCompiler, SecondCompileOfTheSameModelIsALoad) {
+  GraphBuilder gb("cached");
+  Var x = gb.input("x", DType::F32, {3, 4});
+  auto graph = gb.finish({frontend::exp(x) + 1.0});
+  CompileOptions options = testOptions();
+  options.compiler.cacheDir = freshCacheDir("hit");
+  CompilerCounters before = compilerCounters();
+  compile(*graph, options);
+  CompilerCounters middle = compilerCounters();
+  runtime::Executable again = compile(*graph, options);
+  CompilerCounters after = compilerCounters();
+  EXPECT_EQ(middle.compiles - before.compiles, 1);
+  EXPECT_EQ(after.compiles - middle.compiles, 0);
+  EXPECT_EQ(after.cacheHits - middle.cacheHits, 1);
+  Tensor input = randomTensor({DType::F32, {3, 4}}, 1);
+  EXPECT_NEAR(again.run({input})[0].getDouble(5), std::exp(input.getDouble(5)) + 1.0, 1e-5);
+  fs::remove_all(options.compiler.cacheDir);
+}
+
+TEST(CodegenCompiler, CompilerErrorNamesTheFileAndTheFirstError) {
+  CompilerOptions options;
+  options.cacheDir = freshCacheDir("error");
+  std::string message = errorOf([&] { compileSource("int main() { return undeclared_thing; }\n", options); });
+  EXPECT_NE(message.find("the C++ compiler failed on " + options.cacheDir), std::string::npos) << message;
+  EXPECT_NE(message.find(".cpp"), std::string::npos) << message;
+  EXPECT_NE(message.find("undeclared_thing"), std::string::npos) << message;
+  fs::remove_all(options.cacheDir);
+}
+
+TEST(CodegenCompiler, MissingCompilerIsAnError) {
+  CompilerOptions options;
+  options.cacheDir = freshCacheDir("nocc");
+  options.compiler = "kiln-no-such-compiler";
+  std::string message = errorOf([&] { compileSource("int x;\n", options); });
+  EXPECT_NE(message.find("cannot run the C++ compiler 'kiln-no-such-compiler'"), std::string::npos) << message;
+  fs::remove_all(options.cacheDir);
+}
+
+TEST(CodegenCompiler, CacheTrimRemovesLeastRecentlyUsedFirst) {
+  std::string dir = freshCacheDir("trim");
+  auto write = [&](const std::string &name, size_t bytes, int ageSeconds) {
+    std::ofstream(dir + "/" + name) << std::string(bytes, 'x');
+    fs::last_write_time(dir + "/" + name, fs::file_time_type::clock::now() - std::chrono::seconds(ageSeconds));
+  };
+  write("old.cpp", 100, 300);
+  write("old.so", 400, 300);
+  write("mid.so", 500, 200);
+  write("new.so", 500, 100);
+  write("keep.so", 500, 1000); // the oldest, but spared
+  EXPECT_EQ(trimCache(dir, 1100, "keep"), 1000); // old (500) and mid (500) go
+  EXPECT_FALSE(fs::exists(dir + "/old.so"));
+  EXPECT_FALSE(fs::exists(dir + "/old.cpp"));
+  EXPECT_FALSE(fs::exists(dir + "/mid.so"));
+  EXPECT_TRUE(fs::exists(dir + "/new.so"));
+  EXPECT_TRUE(fs::exists(dir + "/keep.so"));
+  EXPECT_EQ(trimCache(dir, 5000), 0);
+  fs::remove_all(dir);
+}
+
+TEST(CodegenCompiler, UnsupportedOpIsAnErrorNamingOpDtypeAndNode) {
+  GraphBuilder gb("unsupported");
+  Var x = gb.input("x", DType::F32, {4, 5});
+  Var y = gb.op(ir::OpKind::CumSum, {x}, {{"axis", int64_t(1)}}).setName("running");
+  auto graph = gb.finish({y});
+  std::string message = errorOf([&] { lowerGraph(*graph, testOptions()); });
+  EXPECT_EQ(message, "codegen: op cumsum on dtype f32 is not supported yet (node %running)");
+}
+
+TEST(CodegenCompiler, ParameterWithoutValueIsAnError) {
+  GraphBuilder gb("noparam");
+  Var x = gb.input("x", DType::F32, {2});
+  Var w = gb.param("w", TensorType{DType::F32, {2}});
+  auto graph = gb.finish({x * w});
+  std::string message = errorOf([&] { compile(*graph, testOptions()); });
+  EXPECT_NE(message.find("parameter 'w' has no value"), std::string::npos) << message;
+  CompileOptions options = testOptions();
+  options.params["w"] = Tensor::fromDoubles(DType::F32, {2}, {2, 3});
+  runtime::Executable executable = compile(*graph, options);
+  Tensor y = executable.run({Tensor::fromDoubles(DType::F32, {2}, {5, 7})})[0];
+  EXPECT_EQ(y.getDouble(0), 10);
+  EXPECT_EQ(y.getDouble(1), 21);
+}
+
+TEST(CodegenCompiler, CompileCacheCompilesEachBatchSizeOnce) {
+  auto build = [](const std::vector<TensorType> &types) {
+    GraphBuilder gb("by_batch");
+    Var x = gb.input("x", types.at(0));
+    return gb.finish({frontend::softmax(x * 2.0, -1)});
+  };
+  CompileCache cache(build, testOptions());
+  Tensor b2 = randomTensor({DType::F32, {2, 8}}, 1), b5 = randomTensor({DType::F32, {5, 8}}, 2);
+  cache.run({b2});
+  cache.run({b5});
+  std::vector<Tensor> again = cache.run({b2});
+  EXPECT_EQ(cache.compiles(), 2);
+  EXPECT_EQ(cache.hits(), 1);
+  EXPECT_EQ(cache.size(), 2u);
+  ASSERT_EQ(again[0].shape(), (Shape{2, 8}));
+  double rowSum = 0;
+  for (int64_t k = 0; k < 8; ++k)
+    rowSum += again[0].getDouble(k);
+  EXPECT_NEAR(rowSum, 1.0, 1e-5);
+}
+
+TEST(CodegenCompiler, CompileCacheEvictsLeastRecentlyUsedPastItsByteLimit) {
+  auto build = [](const std::vector<TensorType> &types) {
+    GraphBuilder gb("evict");
+    Var x = gb.input("x", types.at(0));
+    Var w = gb.param("w", Tensor(types.at(0)));
+    return gb.finish({frontend::relu(x) + w});
+  };
+  // Each executable holds a weight: a limit of 1 byte keeps only the most recent one.
+  CompileCache cache(build, testOptions(), 1);
+  cache.get({{DType::F32, {1, 3}}});
+  cache.get({{DType::F32, {2, 3}}});
+  EXPECT_EQ(cache.size(), 1u);
+  cache.get({{DType::F32, {1, 3}}});
+  EXPECT_EQ(cache.compiles(), 3);
+  EXPECT_EQ(cache.hits(), 0);
+}
+
+} // namespace
+} // namespace kiln::codegen::test

@@ -1,0 +1,121 @@
+// Contraction groups against the reference evaluator: matmul and conv through the runtime's
+// precompiled kernels with generated epilogues (bias, activation, residual), operand views
+// (transposes become trans flags), batched and broadcast matmuls, pooling, the seed MLP built
+// from nn modules and a small ResNet block.
+#include <gtest/gtest.h>
+
+#include "frontend/Frontend.h"
+#include "tests/codegen/CodegenTestUtil.h"
+
+namespace kiln::codegen::test {
+namespace {
+
+using frontend::GraphBuilder;
+using frontend::Var;
+
+Tensor weights(Shape shape, uint64_t seed) { return randomTensor({DType::F32, std::move(shape)}, seed); }
+
+TEST(CodegenContraction, MatmulBiasReluIsOneKernel) {
+  GraphBuilder gb("linear");
+  Var x = gb.input("x", DType::F32, {37, 70});
+  Var w = gb.param("w", weights({50, 70}, 31));
+  Var b = gb.param("b", weights({50}, 32));
+  auto graph = gb.finish({frontend::relu(frontend::linear(x, w, b))});
+  expectMatchesReference(*graph, randomInputs(*graph, 33));
+  EXPECT_EQ(launchStrategies(*graph), std::vector<std::string>{"contraction"});
+}
+
+TEST(CodegenContraction, MatmulExportingBothPreAndPostActivation) {
+  GraphBuilder gb("two_outputs");
+  Var x = gb.input("x", DType::F32, {16, 24});
+  Var w = gb.input("w", DType::F32, {24, 40});
+  Var b = gb.input("b", DType::F32, {40});
+  Var pre = frontend::matmul(x, w) + b;
+  auto graph = gb.finish({pre, frontend::tanh(pre) * 2.0});
+  expectMatchesReference(*graph, randomInputs(*graph, 34));
+}
+
+TEST(CodegenContraction, BatchedAndBroadcastMatmuls) {
+  GraphBuilder gb("batched");
+  Var a = gb.input("a", DType::F32, {3, 4, 9, 6});
+  Var b = gb.input("b", DType::F32, {4, 6, 5});
+  Var c = gb.input("c", DType::F32, {3, 1, 6, 5});
+  Var v = gb.input("v", DType::F32, {6});
+  auto graph = gb.finish({frontend::matmul(a, b),                       // b broadcast over dim 0
+                          frontend::matmul(a, c) + 1.0,                 // c broadcast over dim 1
+                          frontend::matmul(a, v), frontend::matmul(v, b), // vectors
+                          frontend::matmul(frontend::transpose(a, 2, 3), a * 1.0)});
+  expectMatchesReference(*graph, randomInputs(*graph, 35));
+}
+
+TEST(CodegenContraction, TransposedOperandViews) {
+  GraphBuilder gb("transposed");
+  Var a = gb.input("a", DType::F32, {20, 12});
+  Var b = gb.input("b", DType::F32, {30, 20});
+  // aᵀ·bᵀ: both operands are transposed views of inputs, read in place.
+  auto graph = gb.finish({frontend::matmul(frontend::transpose(a, 0, 1), frontend::transpose(b, 0, 1))});
+  expectMatchesReference(*graph, randomInputs(*graph, 36));
+}
+
+TEST(CodegenContraction, ConvBiasReluAndResidual) {
+  GraphBuilder gb("conv");
+  Var x = gb.input("x", DType::F32, {2, 4, 9, 11});
+  Var w = gb.param("w", weights({8, 4, 3, 3}, 37));
+  Var b = gb.param("b", weights({8}, 38));
+  Var shortcut = gb.input("s", DType::F32, {2, 8, 9, 11});
+  Var y = frontend::relu(frontend::conv2d(x, w, b, {1}, {1}));
+  Var z = frontend::relu(frontend::conv2d(x, w, b, {1}, {1}) + shortcut);
+  auto graph = gb.finish({y, z});
+  expectMatchesReference(*graph, randomInputs(*graph, 39));
+}
+
+TEST(CodegenContraction, ConvStridesDilationsGroupsAndOneD) {
+  GraphBuilder gb("conv_variants");
+  Var x = gb.input("x", DType::F32, {1, 6, 13, 10});
+  Var strided = frontend::conv2d(x, gb.param("w1", weights({4, 6, 3, 2}, 40)), Var(), {2, 3}, {1, 0});
+  Var dilated = frontend::conv2d(x, gb.param("w2", weights({6, 3, 3, 3}, 41)), Var(), {1}, {2}, {2}, 2);
+  Var depthwise = frontend::conv2d(x, gb.param("w3", weights({6, 1, 3, 3}, 42)), Var(), {1}, {1}, {1}, 6);
+  Var x1 = gb.input("x1", DType::F32, {2, 3, 17});
+  Var oneD = frontend::conv1d(x1, gb.param("w4", weights({5, 3, 4}, 43)), gb.param("b4", weights({5}, 44)), 2, 1);
+  auto graph = gb.finish({strided, dilated, depthwise, oneD});
+  expectMatchesReference(*graph, randomInputs(*graph, 45));
+}
+
+TEST(CodegenContraction, Pooling) {
+  GraphBuilder gb("pool");
+  Var x = gb.input("x", DType::F32, {2, 3, 11, 9});
+  auto graph = gb.finish({frontend::maxPool2d(x, {3}, {2}, {1}), frontend::avgPool2d(x, {2, 3}, {2, 2}),
+                          frontend::avgPool2d(x, {3}, {1}, {1}, false, true),
+                          frontend::maxPool2d(x, {2}, {2}, {0}, {1}, true)});
+  expectMatchesReference(*graph, randomInputs(*graph, 46));
+}
+
+TEST(CodegenContraction, SeedMlpFromModules) {
+  frontend::nn::manualSeed(47);
+  GraphBuilder gb("mlp");
+  Var x = gb.input("x", DType::F32, {64, 128});
+  frontend::nn::Sequential mlp{std::make_shared<frontend::nn::Linear>(128, 96), std::make_shared<frontend::nn::ReLU>(),
+                               std::make_shared<frontend::nn::Linear>(96, 64), std::make_shared<frontend::nn::ReLU>(),
+                               std::make_shared<frontend::nn::Linear>(64, 10)};
+  auto graph = gb.finish({frontend::softmax(mlp(x), -1)});
+  expectMatchesReference(*graph, randomInputs(*graph, 48));
+}
+
+TEST(CodegenContraction, ResNetBasicBlock) {
+  frontend::nn::manualSeed(49);
+  GraphBuilder gb("resnet_block");
+  Var x = gb.input("x", DType::F32, {2, 8, 10, 10});
+  using namespace frontend::nn;
+  Sequential branch{std::make_shared<Conv2d>(8, 8, frontend::Ints{3}, frontend::Ints{1}, frontend::Ints{1}, frontend::Ints{1}, 1, false),
+                    std::make_shared<BatchNorm2d>(8), std::make_shared<ReLU>(),
+                    std::make_shared<Conv2d>(8, 8, frontend::Ints{3}, frontend::Ints{1}, frontend::Ints{1}, frontend::Ints{1}, 1, false),
+                    std::make_shared<BatchNorm2d>(8)};
+  branch.eval();
+  Var y = frontend::relu(branch(x) + x);
+  Var pooled = frontend::maxPool2d(y, {2});
+  auto graph = gb.finish({pooled});
+  expectMatchesReference(*graph, randomInputs(*graph, 50));
+}
+
+} // namespace
+} // namespace kiln::codegen::test

@@ -1,0 +1,91 @@
+// Row kernels against the reference evaluator: softmax and layernorm as one kernel each,
+// reductions over leading, middle and all axes, keepdims or not, argmax/argmin, integer
+// reductions and empty reductions.
+#include <gtest/gtest.h>
+
+#include "frontend/Frontend.h"
+#include "tests/codegen/CodegenTestUtil.h"
+
+namespace kiln::codegen::test {
+namespace {
+
+using frontend::GraphBuilder;
+using frontend::Var;
+
+TEST(CodegenReduction, SoftmaxIsOneRowKernel) {
+  GraphBuilder gb("softmax");
+  Var x = gb.input("x", DType::F32, {6, 50});
+  auto graph = gb.finish({frontend::softmax(x * 3.0, -1)});
+  expectMatchesReference(*graph, randomInputs(*graph, 21));
+  EXPECT_EQ(launchStrategies(*graph), std::vector<std::string>{"rows"});
+}
+
+TEST(CodegenReduction, LayerNormIsOneRowKernel) {
+  GraphBuilder gb("layernorm");
+  Var x = gb.input("x", DType::F32, {4, 3, 64});
+  Var w = gb.param("w", randomTensor({DType::F32, {64}}, 22));
+  Var b = gb.param("b", randomTensor({DType::F32, {64}}, 23));
+  auto graph = gb.finish({frontend::layerNorm(x, -1, w, b)});
+  expectMatchesReference(*graph, randomInputs(*graph, 24));
+  EXPECT_EQ(launchStrategies(*graph), std::vector<std::string>{"rows"});
+}
+
+TEST(CodegenReduction, SoftmaxOverAMiddleAxisAndLogSoftmax) {
+  GraphBuilder gb("softmax_mid");
+  Var x = gb.input("x", DType::F32, {3, 7, 5});
+  auto graph = gb.finish({frontend::softmax(x, 1), frontend::logSoftmax(x, 0)});
+  expectMatchesReference(*graph, randomInputs(*graph, 25));
+}
+
+TEST(CodegenReduction, SumsMeansAndExtremesOverVariousAxes) {
+  GraphBuilder gb("reduce");
+  Var x = gb.input("x", DType::F32, {4, 5, 6});
+  auto graph = gb.finish({frontend::sum(x, {1}, true), frontend::mean(x, {0, 2}), frontend::max(x, {}),
+                          frontend::min(x, {-1}, true), frontend::prod(x * 0.5 + 1.0, {0}),
+                          frontend::sum(frontend::exp(x), {2}) + 1.0});
+  expectMatchesReference(*graph, randomInputs(*graph, 26));
+}
+
+TEST(CodegenReduction, ArgMaxAndArgMinWithTies) {
+  GraphBuilder gb("args");
+  Var x = gb.input("x", DType::F32, {4, 6});
+  Var i = gb.input("i", DType::I32, {3, 5});
+  auto graph = gb.finish({frontend::argmax(x, 1), frontend::argmin(x, 0, true), frontend::argmax(i, 0),
+                          frontend::argmin(i, 1, true)});
+  // Integer inputs in [0, 10) have ties: the first index must win.
+  expectMatchesReference(*graph, randomInputs(*graph, 27));
+}
+
+TEST(CodegenReduction, IntegerReductionsAndEmptyAxes) {
+  GraphBuilder gb("ints");
+  Var a = gb.input("a", DType::I64, {5, 7});
+  Var e = gb.input("e", DType::F32, {3, 0});
+  auto graph = gb.finish({frontend::sum(a, {1}), frontend::max(a, {0}, true), frontend::prod(a, {1}),
+                          frontend::sum(e, {1}), frontend::prod(e, {1}, true)});
+  expectMatchesReference(*graph, randomInputs(*graph, 28));
+}
+
+TEST(CodegenReduction, LongRowsUseAccumulatorLanes) {
+  // Innermost reduced dims of 70 and 45 (lanes plus a remainder), with an outer reduced dim.
+  GraphBuilder gb("lanes");
+  Var x = gb.input("x", DType::F32, {3, 5, 70});
+  Var i = gb.input("i", DType::I64, {4, 45});
+  auto graph = gb.finish({frontend::sum(x, {0, 2}), frontend::max(x, {1, 2}, true), frontend::min(x, {2}),
+                          frontend::prod(x * 0.1 + 1.0, {2}), frontend::sum(i, {1}), frontend::max(i, {1})});
+  expectMatchesReference(*graph, randomInputs(*graph, 30));
+}
+
+TEST(CodegenReduction, VarianceOfCenteredRowsStaysAccurate) {
+  // Large offsets make float accumulation lose the variance; the kernel sums in double.
+  GraphBuilder gb("variance");
+  Var x = gb.input("x", DType::F32, {2, 4096});
+  Var centered = x - frontend::mean(x, {1}, true);
+  auto graph = gb.finish({frontend::mean(centered * centered, {1})});
+  Tensor input = randomTensor(x.type(), 29);
+  for (int64_t k = 0; k < input.numElements(); ++k)
+    input.setDouble(k, input.getDouble(k) + 1000.0);
+  expectMatchesReference(*graph, {input}, testOptions(), 1e-3, 1e-5);
+}
+
+} // namespace
+} // namespace kiln::codegen::test

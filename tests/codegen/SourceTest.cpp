@@ -1,0 +1,87 @@
+// What the generated source holds, checked on the text (no compiler involved): the embedded
+// ABI, one extern "C" function per kernel, library calls with epilogues and trans flags for
+// folded transposes, literals for small constants, weights for large ones, refs from the
+// memory plan, and views that cost no launch.
+#include <gtest/gtest.h>
+
+#include "frontend/Frontend.h"
+#include "ir/KernelOutline.h"
+#include "tests/codegen/CodegenTestUtil.h"
+
+namespace kiln::codegen::test {
+namespace {
+
+using frontend::GraphBuilder;
+using frontend::Var;
+
+bool contains(const std::string &text, const std::string &part) { return text.find(part) != std::string::npos; }
+
+TEST(CodegenSource, LinearReluCallsGemmWithAnEpilogueAndATransposedWeight) {
+  GraphBuilder gb("linear");
+  Var x = gb.input("x", DType::F32, {8, 16});
+  Var w = gb.param("fc.weight", randomTensor({DType::F32, {4, 16}}, 1));
+  Var b = gb.param("fc.bias", randomTensor({DType::F32, {4}}, 2));
+  auto graph = gb.finish({frontend::relu(frontend::linear(x, w, b)) * 2.0});
+  LoweredModel lowered = lowerGraph(*graph, testOptions());
+  const std::string &source = lowered.model.source;
+  EXPECT_TRUE(contains(source, "#define KILN_ABI_VERSION")) << "the ABI header is embedded";
+  EXPECT_FALSE(contains(source, "#include \"runtime/KernelAbi.h\""));
+  ASSERT_EQ(lowered.model.launches.size(), 1u);
+  EXPECT_EQ(lowered.model.launches[0].name, "k0_matmul_add_relu_mul");
+  EXPECT_TRUE(contains(source, "extern \"C\" void kiln_k0_matmul_add_relu_mul(const kiln_rt *rt, void *const *buffers)"));
+  EXPECT_TRUE(contains(source, "rt->gemm(rt, &g);"));
+  EXPECT_TRUE(contains(source, "g.epilogue = k0_s0_epilogue;"));
+  EXPECT_TRUE(contains(source, "g.trans_b = 1")) << "the weight's transpose is read in place";
+  EXPECT_TRUE(contains(source, "2.0f")) << "the scalar constant is a literal";
+  ASSERT_EQ(lowered.model.weights.size(), 2u);
+  EXPECT_EQ(lowered.model.weights[0].name, "fc.weight");
+  EXPECT_EQ(lowered.model.weights[1].name, "fc.bias");
+  EXPECT_TRUE(contains(source, "{\"fc.weight\", \"f32\", 2, kiln_weights_shape0}"));
+  EXPECT_TRUE(contains(source, "extern \"C\" const kiln_model_desc *kiln_model(void)"));
+}
+
+TEST(CodegenSource, IntermediatesLiveInTheArenaAndLargeConstantsAreWeights) {
+  GraphBuilder gb("arena");
+  Var x = gb.input("x", DType::F32, {4, 100});
+  Var table = gb.constant(randomTensor({DType::F32, {100}}, 3));
+  Var h = frontend::softmax(x + table, -1);
+  Var y = frontend::matmul(h, frontend::transpose(x, 0, 1));
+  auto graph = gb.finish({y});
+  LoweredModel lowered = lowerGraph(*graph, testOptions());
+  ASSERT_EQ(lowered.model.weights.size(), 1u);
+  EXPECT_EQ(lowered.model.weights[0].name, "constant.0");
+  EXPECT_GT(lowered.model.arenaBytes, 0);
+  // A ref {kind 0 = arena, 0, offset} for the softmax result the matmul reads.
+  EXPECT_TRUE(contains(lowered.model.source, "{0, 0, ")) << lowered.model.source;
+  EXPECT_TRUE(contains(lowered.model.source, "{3, 0, 0}")) << "the table is weight 0";
+}
+
+TEST(CodegenSource, AliasedReshapeCostsNoLaunch) {
+  GraphBuilder gb("view");
+  Var x = gb.input("x", DType::F32, {6, 4});
+  Var a = frontend::exp(x);
+  Var r = frontend::reshape(a, {4, 6});
+  Var y = frontend::softmax(r, -1);
+  auto graph = gb.finish({y});
+  CompileOptions options = testOptions();
+  options.fuse = false;
+  LoweredModel lowered = lowerGraph(*graph, options);
+  for (const LaunchInfo &launch : lowered.model.launches)
+    EXPECT_EQ(launch.name.find("reshape"), std::string::npos) << launch.name;
+  expectMatchesReference(*graph, randomInputs(*graph, 4), options);
+}
+
+TEST(CodegenSource, LaunchNamesDescribeTheKernels) {
+  GraphBuilder gb("names");
+  Var x = gb.input("x", DType::F32, {8, 40});
+  auto graph = gb.finish({frontend::layerNorm(x), frontend::maxPool2d(frontend::reshape(x, {1, 2, 4, 40}), {2})});
+  LoweredModel lowered = lowerGraph(*graph, testOptions());
+  std::vector<std::string> strategies;
+  for (const LaunchInfo &launch : lowered.model.launches)
+    strategies.push_back(launch.strategy);
+  EXPECT_NE(std::find(strategies.begin(), strategies.end(), "rows"), strategies.end());
+  EXPECT_NE(std::find(strategies.begin(), strategies.end(), "pool"), strategies.end());
+}
+
+} // namespace
+} // namespace kiln::codegen::test

@@ -1,0 +1,215 @@
+// kiln::runtime::kernels::conv2d against a naive double-precision loop written here, across
+// strides, pads, dilations, groups (depthwise included) and thread counts.
+//
+// Tolerance: each output is a dot product of length K = C/groups * R * S, so as for GEMM
+// (GemmKernelTest.cpp) an element must satisfy
+//   |y - ref| <= 2e-6 * sqrt(K) * sum |x * w| (+1e-30),
+// below a relative 1e-4 for K up to 2500. The epilogue adds a bias per output channel, applies
+// ReLU and counts its calls per element, which must be exactly one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "runtime/kernels/Kernels.h"
+
+namespace {
+
+void threadedParallelFor(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rt->num_threads, n / std::max<int64_t>(grain, 1)));
+  std::vector<std::thread> threads;
+  for (int64_t c = 1; c < chunks; ++c)
+    threads.emplace_back([=] { fn(ctx, c * n / chunks, (c + 1) * n / chunks); });
+  fn(ctx, 0, n / chunks);
+  for (std::thread &t : threads)
+    t.join();
+}
+
+kiln_rt makeRuntime(int threads) {
+  kiln_rt rt{};
+  rt.abi_version = KILN_ABI_VERSION;
+  rt.num_threads = threads;
+  rt.parallel_for = threadedParallelFor;
+  rt.conv2d = kiln::runtime::kernels::conv2d;
+  return rt;
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, k, r, s;
+  int64_t stride = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0, dilation = 1, groups = 1;
+  int threads = 1;
+  int64_t strideW = 0, dilationW = 0; // 0: same as the height's
+};
+
+struct BiasReluEpilogue {
+  const std::vector<float> *bias; // per output channel
+  std::vector<int> *calls;
+  int64_t k, pixels;
+  static void apply(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0, int64_t rows,
+                    int64_t cols) {
+    auto &self = *static_cast<BiasReluEpilogue *>(ctx);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        float &v = tile[i * ld + j];
+        v = std::max(0.0f, v + (*self.bias)[row0 + i]);
+        ++(*self.calls)[(batch * self.k + row0 + i) * self.pixels + col0 + j];
+      }
+  }
+};
+
+void checkConv(const ConvCase &tc, uint32_t seed = 1) {
+  const int64_t strideW = tc.strideW ? tc.strideW : tc.stride, dilationW = tc.dilationW ? tc.dilationW : tc.dilation;
+  const int64_t oh = (tc.h + tc.padTop + tc.padBottom - tc.dilation * (tc.r - 1) - 1) / tc.stride + 1;
+  const int64_t ow = (tc.w + tc.padLeft + tc.padRight - dilationW * (tc.s - 1) - 1) / strideW + 1;
+  SCOPED_TRACE(testing::Message() << "n=" << tc.n << " c=" << tc.c << " " << tc.h << "x" << tc.w << " k=" << tc.k
+                                  << " kernel " << tc.r << "x" << tc.s << " stride " << tc.stride << "," << strideW
+                                  << " pads " << tc.padTop << "," << tc.padLeft << "," << tc.padBottom << ","
+                                  << tc.padRight << " dilation " << tc.dilation << "," << dilationW
+                                  << " groups " << tc.groups << " threads " << tc.threads);
+  ASSERT_GE(oh, 1);
+  ASSERT_GE(ow, 1);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t cg = tc.c / tc.groups, kg = tc.k / tc.groups;
+  std::vector<float> x(tc.n * tc.c * tc.h * tc.w), w(tc.k * cg * tc.r * tc.s), bias(tc.k);
+  for (float &v : x)
+    v = dist(rng);
+  for (float &v : w)
+    v = dist(rng);
+  for (float &v : bias)
+    v = dist(rng);
+  std::vector<float> y(tc.n * tc.k * oh * ow, 12345.0f);
+  std::vector<int> calls(y.size(), 0);
+  BiasReluEpilogue epi{&bias, &calls, tc.k, oh * ow};
+
+  kiln_conv2d_args args{};
+  args.n = tc.n, args.c = tc.c, args.h = tc.h, args.w = tc.w;
+  args.k = tc.k, args.r = tc.r, args.s = tc.s, args.oh = oh, args.ow = ow;
+  args.stride_h = tc.stride, args.stride_w = strideW, args.pad_top = tc.padTop, args.pad_left = tc.padLeft;
+  args.dilation_h = tc.dilation, args.dilation_w = dilationW, args.groups = tc.groups;
+  args.x = x.data(), args.weights = w.data(), args.y = y.data();
+  args.epilogue = BiasReluEpilogue::apply;
+  args.epilogue_ctx = &epi;
+  kiln_rt rt = makeRuntime(tc.threads);
+  kiln::runtime::kernels::conv2d(&rt, &args);
+
+  int64_t failures = 0;
+  const int64_t depth = cg * tc.r * tc.s;
+  for (int64_t img = 0; img < tc.n; ++img)
+    for (int64_t oc = 0; oc < tc.k; ++oc)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          const int64_t group = oc / kg;
+          double sum = 0, magnitude = 0;
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t r = 0; r < tc.r; ++r)
+              for (int64_t s = 0; s < tc.s; ++s) {
+                const int64_t ih = i * tc.stride - tc.padTop + r * tc.dilation;
+                const int64_t iw = j * strideW - tc.padLeft + s * dilationW;
+                if (ih < 0 || ih >= tc.h || iw < 0 || iw >= tc.w)
+                  continue;
+                const double product = double(x[((img * tc.c + group * cg + ic) * tc.h + ih) * tc.w + iw]) *
+                                       double(w[((oc * cg + ic) * tc.r + r) * tc.s + s]);
+                sum += product;
+                magnitude += std::fabs(product);
+              }
+          const double expected = std::max(0.0, sum + bias[oc]);
+          const size_t at = static_cast<size_t>(((img * tc.k + oc) * oh + i) * ow + j);
+          const double tolerance = 2e-6 * std::sqrt(double(std::max<int64_t>(depth, 1))) * (magnitude + std::fabs(bias[oc])) + 1e-30;
+          if (!(std::fabs(y[at] - expected) <= tolerance) && failures++ < 5)
+            ADD_FAILURE() << "y[" << img << "][" << oc << "][" << i << "][" << j << "] = " << y[at] << ", expected "
+                          << expected;
+          if (calls[at] != 1 && failures++ < 5)
+            ADD_FAILURE() << "epilogue ran " << calls[at] << " times on y[" << img << "][" << oc << "][" << i << "]["
+                          << j << "]";
+        }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(Conv2dKernel, PointwiseReadsTheInputAsB) {
+  checkConv({1, 16, 7, 9, 24, 1, 1});
+  checkConv({2, 256, 6, 6, 64, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
+}
+
+TEST(Conv2dKernel, ThreeByThreePadOne) {
+  checkConv({1, 8, 10, 12, 16, 3, 3, 1, 1, 1, 1, 1});
+  checkConv({2, 64, 9, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2});
+}
+
+TEST(Conv2dKernel, StridedAndDilated) {
+  checkConv({1, 3, 23, 23, 16, 7, 7, 2, 3, 3, 3, 3});     // a ResNet stem
+  checkConv({1, 4, 15, 11, 8, 3, 3, 1, 2, 2, 2, 2, 2});   // dilation 2
+  checkConv({1, 8, 14, 14, 16, 1, 1, 2});                 // 1x1 stride 2 (downsample)
+  checkConv({1, 5, 17, 13, 6, 3, 2, 3, 1, 0, 2, 1, 1, 1, 1, 2, 2}); // stride 3 x 2, dilation 1 x 2
+}
+
+TEST(Conv2dKernel, OutputRowsShorterAndLongerThanAPanel) {
+  checkConv({1, 4, 300, 1, 8, 3, 1, 1, 1, 0, 1, 0}); // one pixel per output row: a run per column
+  checkConv({1, 3, 5, 150, 8, 3, 3, 1, 1, 1, 1, 1}); // rows of 150 pixels cross 64-wide panels
+}
+
+TEST(Conv2dKernel, AsymmetricAndLargePads) {
+  checkConv({1, 3, 5, 6, 4, 3, 3, 1, 0, 2, 2, 0});
+  checkConv({1, 2, 3, 3, 3, 2, 2, 1, 3, 3, 3, 3}); // windows that see only padding
+}
+
+TEST(Conv2dKernel, GroupsAndDepthwise) {
+  checkConv({2, 12, 8, 8, 18, 3, 3, 1, 1, 1, 1, 1, 1, 3});  // 3 groups of 4 -> 6
+  checkConv({1, 16, 9, 10, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16}); // depthwise
+  checkConv({2, 8, 11, 11, 16, 5, 5, 2, 2, 2, 2, 2, 1, 8});  // depthwise, multiplier 2, stride 2
+  checkConv({1, 6, 12, 7, 6, 3, 3, 3, 1, 1, 1, 1, 2, 6, 2}); // depthwise, stride 3, dilation 2, threads
+  checkConv({1, 1, 12, 12, 6, 5, 5});                       // LeNet's first layer
+}
+
+TEST(Conv2dKernel, NarrowOutputs) {
+  // 7 x 7 outputs (49 columns of 64-wide tiles) with many channels.
+  checkConv({1, 32, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1});
+  checkConv({2, 64, 7, 7, 128, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
+  // One output pixel and 256 channels.
+  checkConv({1, 32, 3, 3, 256, 3, 3});
+  checkConv({2, 16, 4, 4, 200, 3, 3, 2, 1, 1, 0, 0, 1, 1, 2});
+}
+
+TEST(Conv2dKernel, ImagesAndThreads) {
+  checkConv({3, 8, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2});
+  checkConv({2, 16, 20, 20, 32, 3, 3, 2, 1, 1, 1, 1, 1, 2, 3});
+}
+
+TEST(Conv2dKernel, RandomGeometries) {
+  std::mt19937 rng(11);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 40; ++trial) {
+    ConvCase tc{pick(1, 2), 0, pick(1, 12), pick(1, 12), 0, pick(1, 4), pick(1, 4)};
+    tc.groups = pick(1, 3);
+    tc.c = tc.groups * pick(1, 5);
+    tc.k = tc.groups * pick(1, 7);
+    tc.stride = pick(1, 3), tc.strideW = pick(1, 3);
+    tc.dilation = pick(1, 2), tc.dilationW = pick(1, 2);
+    tc.padTop = pick(0, 2), tc.padLeft = pick(0, 2), tc.padBottom = pick(0, 2), tc.padRight = pick(0, 2);
+    tc.threads = trial % 4 == 0 ? 2 : 1;
+    if (tc.h + tc.padTop + tc.padBottom < tc.dilation * (tc.r - 1) + 1 ||
+        tc.w + tc.padLeft + tc.padRight < tc.dilationW * (tc.s - 1) + 1)
+      continue;
+    checkConv(tc, static_cast<uint32_t>(trial));
+  }
+}
+
+TEST(Conv2dKernel, InvalidArgumentsLeaveTheOutputAlone) {
+  std::vector<float> x(16, 1.0f), w(4, 1.0f), y(16, 7.0f);
+  kiln_conv2d_args args{};
+  args.n = 1, args.c = 3, args.h = 4, args.w = 4, args.k = 1, args.r = 1, args.s = 1, args.oh = 4, args.ow = 4;
+  args.stride_h = args.stride_w = args.dilation_h = args.dilation_w = 1;
+  args.groups = 2; // does not divide 3 channels
+  args.x = x.data(), args.weights = w.data(), args.y = y.data();
+  kiln_rt rt = makeRuntime(1);
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  args.groups = 1, args.stride_h = 0;
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  kiln::runtime::kernels::conv2d(&rt, nullptr);
+  EXPECT_EQ(y, std::vector<float>(16, 7.0f));
+}
+
+} // namespace

@@ -1,0 +1,227 @@
+// kiln::runtime::kernels::gemm against a naive double-precision loop written here.
+//
+// Tolerance: a K-long f32 dot product accumulates about sqrt(K) roundings of relative size
+// 2^-24 when the errors are random, so each element must satisfy
+//   |c - ref| <= 2e-6 * sqrt(K) * sum_k |a_ik * b_kj| (+1e-30 for exact zeros),
+// which stays below a relative 1e-4 up to K = 2500 and leaves a 30x margin over the expected
+// error. The epilogue in every test adds a per-column bias, applies ReLU and counts its calls
+// per element, which must be exactly one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "runtime/kernels/GemmDriver.h"
+#include "runtime/kernels/Kernels.h"
+
+namespace {
+
+// A kiln_rt whose parallel_for runs chunks on fresh std::threads (or inline with 1 thread),
+// cut like kiln's pool: equal contiguous chunks, at most one per thread.
+void threadedParallelFor(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rt->num_threads, n / std::max<int64_t>(grain, 1)));
+  std::vector<std::thread> threads;
+  for (int64_t c = 1; c < chunks; ++c)
+    threads.emplace_back([=] { fn(ctx, c * n / chunks, (c + 1) * n / chunks); });
+  fn(ctx, 0, n / chunks);
+  for (std::thread &t : threads)
+    t.join();
+}
+
+kiln_rt makeRuntime(int threads) {
+  kiln_rt rt{};
+  rt.abi_version = KILN_ABI_VERSION;
+  rt.num_threads = threads;
+  rt.parallel_for = threadedParallelFor;
+  rt.gemm = kiln::runtime::kernels::gemm;
+  return rt;
+}
+
+struct BiasReluEpilogue {
+  const std::vector<float> *bias; // one per column
+  std::vector<int> *calls;        // per element of every batch
+  int64_t m, n;
+  static void apply(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0,
+                    int64_t rows, int64_t cols) {
+    auto &self = *static_cast<BiasReluEpilogue *>(ctx);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        float &v = tile[i * ld + j];
+        v = std::max(0.0f, v + (*self.bias)[col0 + j]);
+        ++(*self.calls)[(batch * self.m + row0 + i) * self.n + col0 + j];
+      }
+  }
+};
+
+struct GemmCase {
+  int64_t m, n, k, batch = 1;
+  bool transA = false, transB = false;
+  bool broadcastA = false, broadcastB = false;
+  int64_t padA = 0, padB = 0, padC = 0; // extra leading-dimension elements
+  int threads = 1;
+  bool epilogue = true;
+};
+
+void checkGemm(const GemmCase &tc, uint32_t seed = 1) {
+  SCOPED_TRACE(testing::Message() << "m=" << tc.m << " n=" << tc.n << " k=" << tc.k << " batch=" << tc.batch
+                                  << " transA=" << tc.transA << " transB=" << tc.transB << " threads=" << tc.threads);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t aRows = tc.transA ? tc.k : tc.m, aCols = tc.transA ? tc.m : tc.k;
+  const int64_t bRows = tc.transB ? tc.n : tc.k, bCols = tc.transB ? tc.k : tc.n;
+  const int64_t lda = aCols + tc.padA, ldb = bCols + tc.padB, ldc = tc.n + tc.padC;
+  const int64_t strideA = tc.broadcastA ? 0 : aRows * lda, strideB = tc.broadcastB ? 0 : bRows * ldb;
+  const int64_t strideC = tc.m * ldc;
+  std::vector<float> a(std::max<int64_t>(1, (tc.broadcastA ? 1 : tc.batch) * aRows * lda));
+  std::vector<float> b(std::max<int64_t>(1, (tc.broadcastB ? 1 : tc.batch) * bRows * ldb));
+  for (float &x : a)
+    x = dist(rng);
+  for (float &x : b)
+    x = dist(rng);
+  const float sentinel = 12345.0f; // C padding must survive
+  std::vector<float> c(tc.batch * strideC, sentinel), bias(tc.n);
+  for (float &x : bias)
+    x = dist(rng);
+  std::vector<int> calls(tc.batch * tc.m * tc.n, 0);
+  BiasReluEpilogue epi{&bias, &calls, tc.m, tc.n};
+
+  kiln_gemm_args args{};
+  args.m = tc.m, args.n = tc.n, args.k = tc.k, args.batch = tc.batch;
+  args.a = a.data(), args.lda = lda, args.stride_a = strideA, args.trans_a = tc.transA;
+  args.b = b.data(), args.ldb = ldb, args.stride_b = strideB, args.trans_b = tc.transB;
+  args.c = c.data(), args.ldc = ldc, args.stride_c = strideC;
+  if (tc.epilogue) {
+    args.epilogue = BiasReluEpilogue::apply;
+    args.epilogue_ctx = &epi;
+  }
+  kiln_rt rt = makeRuntime(tc.threads);
+  kiln::runtime::kernels::gemm(&rt, &args);
+
+  int64_t failures = 0;
+  for (int64_t bi = 0; bi < tc.batch; ++bi)
+    for (int64_t i = 0; i < tc.m; ++i)
+      for (int64_t j = 0; j < tc.n; ++j) {
+        double sum = 0, magnitude = 0;
+        for (int64_t p = 0; p < tc.k; ++p) {
+          const double av = tc.transA ? a[bi * strideA + p * lda + i] : a[bi * strideA + i * lda + p];
+          const double bv = tc.transB ? b[bi * strideB + j * ldb + p] : b[bi * strideB + p * ldb + j];
+          sum += av * bv;
+          magnitude += std::fabs(av * bv);
+        }
+        double expected = sum;
+        if (tc.epilogue)
+          expected = std::max(0.0, sum + bias[j]);
+        const float got = c[bi * strideC + i * ldc + j];
+        const double tolerance = 2e-6 * std::sqrt(static_cast<double>(tc.k)) * (magnitude + std::fabs(bias[j])) + 1e-30;
+        if (!(std::fabs(got - expected) <= tolerance) && failures++ < 5)
+          ADD_FAILURE() << "C[" << bi << "][" << i << "][" << j << "] = " << got << ", expected " << expected;
+        const int expectedCalls = tc.epilogue ? 1 : 0;
+        if (calls[(bi * tc.m + i) * tc.n + j] != expectedCalls && failures++ < 5)
+          ADD_FAILURE() << "epilogue ran " << calls[(bi * tc.m + i) * tc.n + j] << " times on C[" << bi << "][" << i
+                        << "][" << j << "]";
+        for (int64_t pad = tc.n; pad < ldc && j == 0; ++pad)
+          if (c[bi * strideC + i * ldc + pad] != sentinel && failures++ < 5)
+            ADD_FAILURE() << "wrote past column n in row " << i;
+      }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(GemmKernel, OneByOneByOne) { checkGemm({1, 1, 1}); }
+
+TEST(GemmKernel, RandomSmallShapesAllTransposes) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> size(1, 70), pad(0, 5);
+  for (int trial = 0; trial < 60; ++trial) {
+    GemmCase tc{size(rng), size(rng), size(rng)};
+    tc.transA = trial & 1;
+    tc.transB = (trial >> 1) & 1;
+    tc.padA = pad(rng), tc.padB = pad(rng), tc.padC = pad(rng);
+    tc.threads = trial % 3 == 0 ? 2 : 1;
+    checkGemm(tc, static_cast<uint32_t>(trial));
+  }
+}
+
+TEST(GemmKernel, EdgeTilesAroundSixBySixtyFour) {
+  for (int64_t m : {5, 6, 7, 12, 13})
+    for (int64_t n : {15, 16, 17, 63, 64, 65, 129})
+      checkGemm({m, n, 9});
+}
+
+TEST(GemmKernel, LargeKSpansSeveralKBlocks) {
+  checkGemm({7, 33, 3000});
+  checkGemm({20, 70, 1100, 1, true, true});
+}
+
+TEST(GemmKernel, WideNSpansSeveralColumnBlocks) {
+  checkGemm({13, 2100, 70});
+  checkGemm({9, 2100, 40, 1, false, true, false, false, 0, 3, 1, 2});
+}
+
+TEST(GemmKernel, TallAPackedInRowBlocks) { checkGemm({500, 70, 30, 1, true, false}); }
+
+TEST(GemmKernel, NarrowNComputedTransposed) {
+  using kiln::runtime::kernels::detail::chooseSwap;
+  using kiln::runtime::kernels::detail::DenseSource;
+  std::vector<float> a(96 * 80), b(80 * 49);
+  // op(A) = A^T packs as cheaply as B^T, op(B) = B^T reads in place: computed as C^T.
+  ASSERT_TRUE(chooseSwap(96, 49, DenseSource(a.data(), 96, 1), DenseSource(b.data(), 1, 80)));
+  checkGemm({96, 49, 80, 1, true, true});
+  checkGemm({96, 49, 80, 2, true, true, false, false, 1, 2, 3, 2});
+  checkGemm({200, 10, 50, 1, true, true});
+  // A row-major A would need a transposing pack as B^T's panels: computed as C.
+  EXPECT_FALSE(chooseSwap(96, 49, DenseSource(a.data(), 1, 80), DenseSource(b.data(), 49, 1)));
+  checkGemm({96, 49, 80});
+}
+
+TEST(GemmKernel, VectorShapes) {
+  for (bool transA : {false, true})
+    for (bool transB : {false, true}) {
+      checkGemm({1, 300, 77, 1, transA, transB, false, false, 2, 3, 0});
+      checkGemm({300, 1, 77, 1, transA, transB, false, false, 2, 3, 4});
+      checkGemm({1, 1, 1000, 1, transA, transB});
+    }
+  checkGemm({1, 1100, 40, 3, false, true, false, true, 0, 0, 0, 2});
+}
+
+TEST(GemmKernel, BatchWithBroadcastOperands) {
+  checkGemm({17, 23, 19, 4, false, false, true, false});
+  checkGemm({17, 23, 19, 4, true, true, false, true});
+  checkGemm({40, 70, 30, 3, false, true, true, false, 1, 1, 1, 2});
+}
+
+TEST(GemmKernel, ZeroKGivesZerosAndRunsTheEpilogue) {
+  checkGemm({5, 70, 0});
+  checkGemm({1, 9, 0});
+}
+
+TEST(GemmKernel, NoEpilogue) {
+  GemmCase tc{30, 40, 50};
+  tc.epilogue = false;
+  checkGemm(tc);
+}
+
+TEST(GemmKernel, ThreadedSplitsCoverEveryElementOnce) {
+  // Rows split (M >= N), columns split, a batch split, three threads with uneven shares.
+  checkGemm({130, 64, 40, 1, false, false, false, false, 0, 0, 0, 2});
+  checkGemm({20, 300, 64, 1, false, false, false, false, 0, 0, 0, 2});
+  checkGemm({31, 45, 64, 5, true, false, false, false, 0, 0, 0, 2});
+  checkGemm({49, 100, 120, 2, false, true, false, false, 0, 0, 0, 3});
+}
+
+TEST(GemmKernel, EmptyProductsTouchNothing) {
+  std::vector<float> c(4, 7.0f);
+  kiln_gemm_args args{};
+  args.m = 0, args.n = 2, args.k = 3, args.batch = 1;
+  args.c = c.data();
+  kiln_rt rt = makeRuntime(1);
+  kiln::runtime::kernels::gemm(&rt, &args);
+  args.m = 2, args.n = 2, args.batch = 0;
+  kiln::runtime::kernels::gemm(&rt, &args);
+  kiln::runtime::kernels::gemm(&rt, nullptr);
+  EXPECT_EQ(c, std::vector<float>(4, 7.0f));
+}
+
+} // namespace

@@ -1,0 +1,189 @@
+// kiln::runtime::kernels::pool2d against naive loops written here, following ONNX MaxPool /
+// AveragePool (and kiln's reference evaluator): taps outside the input never win a max; an
+// average divides by the taps inside the input, or with count_include_pad by the taps inside
+// the padded extent [-pad_begin, size + pad_end). The kernel's ABI carries only the leading
+// pads and takes pad_end = pad_begin, which is exact whenever pad_end <= pad_begin and the
+// windows stay inside [-pad_begin, size + pad_end) (floor mode). So averages with
+// count_include_pad pad symmetrically in ceil mode and with pad_end <= pad_begin otherwise;
+// the other cases may pad as they like.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "runtime/kernels/Kernels.h"
+
+namespace {
+
+void threadedParallelFor(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rt->num_threads, n / std::max<int64_t>(grain, 1)));
+  std::vector<std::thread> threads;
+  for (int64_t c = 1; c < chunks; ++c)
+    threads.emplace_back([=] { fn(ctx, c * n / chunks, (c + 1) * n / chunks); });
+  fn(ctx, 0, n / chunks);
+  for (std::thread &t : threads)
+    t.join();
+}
+
+struct PoolCase {
+  int64_t n, c, h, w, kernelH, kernelW;
+  int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1;
+  bool isMax = true, countIncludePad = false, ceilMode = false;
+  int threads = 1;
+};
+
+int64_t outputSize(int64_t in, int64_t padBegin, int64_t padEnd, int64_t kernel, int64_t stride, int64_t dilation,
+                   bool ceilMode) {
+  const int64_t excess = in + padBegin + padEnd - (dilation * (kernel - 1) + 1);
+  int64_t out = (ceilMode ? (excess + stride - 1) / stride : excess / stride) + 1;
+  if (ceilMode && (out - 1) * stride >= in + padBegin) // a window starting in the trailing pad
+    --out;
+  return out;
+}
+
+void checkPool(const PoolCase &tc, uint32_t seed = 1) {
+  const int64_t oh = outputSize(tc.h, tc.padTop, tc.padBottom, tc.kernelH, tc.strideH, tc.dilationH, tc.ceilMode);
+  const int64_t ow = outputSize(tc.w, tc.padLeft, tc.padRight, tc.kernelW, tc.strideW, tc.dilationW, tc.ceilMode);
+  SCOPED_TRACE(testing::Message() << (tc.isMax ? "max" : "avg") << " " << tc.n << "x" << tc.c << "x" << tc.h << "x"
+                                  << tc.w << " kernel " << tc.kernelH << "x" << tc.kernelW << " stride " << tc.strideH
+                                  << "," << tc.strideW << " pads " << tc.padTop << "," << tc.padLeft << ","
+                                  << tc.padBottom << "," << tc.padRight << " dilation " << tc.dilationH << ","
+                                  << tc.dilationW << " include_pad " << tc.countIncludePad << " ceil " << tc.ceilMode);
+  ASSERT_GE(oh, 1);
+  ASSERT_GE(ow, 1);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  std::vector<float> x(tc.n * tc.c * tc.h * tc.w), y(tc.n * tc.c * oh * ow, 12345.0f);
+  for (float &v : x)
+    v = dist(rng);
+
+  kiln_pool2d_args args{};
+  args.n = tc.n, args.c = tc.c, args.h = tc.h, args.w = tc.w, args.oh = oh, args.ow = ow;
+  args.kernel_h = tc.kernelH, args.kernel_w = tc.kernelW, args.stride_h = tc.strideH, args.stride_w = tc.strideW;
+  args.pad_top = tc.padTop, args.pad_left = tc.padLeft, args.dilation_h = tc.dilationH, args.dilation_w = tc.dilationW;
+  args.is_max = tc.isMax, args.count_include_pad = tc.countIncludePad;
+  args.x = x.data(), args.y = y.data();
+  kiln_rt rt{};
+  rt.num_threads = tc.threads;
+  rt.parallel_for = threadedParallelFor;
+  kiln::runtime::kernels::pool2d(&rt, &args);
+
+  int64_t failures = 0;
+  for (int64_t plane = 0; plane < tc.n * tc.c; ++plane)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        int64_t inside = 0, padded = 0;
+        for (int64_t r = 0; r < tc.kernelH; ++r)
+          for (int64_t s = 0; s < tc.kernelW; ++s) {
+            const int64_t ih = i * tc.strideH - tc.padTop + r * tc.dilationH;
+            const int64_t iw = j * tc.strideW - tc.padLeft + s * tc.dilationW;
+            if (ih >= -tc.padTop && ih < tc.h + tc.padBottom && iw >= -tc.padLeft && iw < tc.w + tc.padRight)
+              ++padded;
+            if (ih < 0 || ih >= tc.h || iw < 0 || iw >= tc.w)
+              continue;
+            const double v = x[(plane * tc.h + ih) * tc.w + iw];
+            best = std::max(best, v);
+            sum += v;
+            ++inside;
+          }
+        const int64_t divisor = tc.countIncludePad ? padded : inside;
+        const double expected = tc.isMax ? best : divisor ? sum / double(divisor) : std::nan("");
+        const float got = y[(plane * oh + i) * ow + j];
+        const bool ok = std::isnan(expected) ? std::isnan(got)
+                        : std::isinf(expected) ? got == expected
+                                               : std::fabs(got - expected) <= 1e-5 * (1.0 + std::fabs(expected));
+        if (!ok && failures++ < 5)
+          ADD_FAILURE() << "y[" << plane << "][" << i << "][" << j << "] = " << got << ", expected " << expected;
+      }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(Pool2dKernel, ResNetMaxPool) { checkPool({1, 4, 20, 20, 3, 3, 2, 2, 1, 1, 1, 1}); }
+
+TEST(Pool2dKernel, MaxPoolStrideOneWideRows) { checkPool({2, 3, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1}); }
+
+TEST(Pool2dKernel, AveragePoolWithAndWithoutPadding) {
+  PoolCase tc{1, 3, 11, 37, 3, 3, 2, 2, 1, 1, 1, 1};
+  tc.isMax = false;
+  checkPool(tc);
+  tc.countIncludePad = true;
+  checkPool(tc);
+  tc.padBottom = 0, tc.padRight = 0; // asymmetric, floor mode
+  checkPool(tc);
+}
+
+TEST(Pool2dKernel, GlobalAverage) {
+  PoolCase tc{2, 8, 7, 7, 7, 7};
+  tc.isMax = false;
+  checkPool(tc);
+}
+
+TEST(Pool2dKernel, DilationAndStrideThree) {
+  PoolCase tc{1, 2, 19, 41, 3, 2, 3, 3, 2, 1, 2, 1, 2, 3};
+  checkPool(tc);
+  tc.isMax = false;
+  tc.countIncludePad = true;
+  checkPool(tc);
+}
+
+TEST(Pool2dKernel, CeilModeWindowsPastThePadding) {
+  for (bool isMax : {true, false})
+    for (bool include : {false, true}) {
+      PoolCase tc{1, 2, 10, 33, 3, 3, 2, 2, 1, 1, 1, 1};
+      tc.isMax = isMax, tc.countIncludePad = include, tc.ceilMode = true;
+      checkPool(tc);
+      PoolCase even{1, 1, 8, 8, 2, 2, 2, 2}; // ceil mode that adds nothing
+      even.isMax = isMax, even.countIncludePad = include, even.ceilMode = true;
+      checkPool(even);
+    }
+}
+
+TEST(Pool2dKernel, WindowsOfOnlyPadding) {
+  PoolCase tc{1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 2, 2};
+  checkPool(tc); // corners see only padding: -inf
+  tc.isMax = false;
+  checkPool(tc); // NaN: the mean of nothing
+  tc.countIncludePad = true;
+  checkPool(tc); // 0
+}
+
+TEST(Pool2dKernel, RandomGeometriesAndThreads) {
+  std::mt19937 rng(5);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 60; ++trial) {
+    PoolCase tc{pick(1, 2), pick(1, 4), pick(1, 20), pick(1, 40), pick(1, 4), pick(1, 4)};
+    tc.strideH = pick(1, 3), tc.strideW = pick(1, 3), tc.dilationH = pick(1, 2), tc.dilationW = pick(1, 2);
+    tc.padTop = pick(0, std::min<int64_t>(2, tc.kernelH - 1)), tc.padLeft = pick(0, std::min<int64_t>(2, tc.kernelW - 1));
+    tc.ceilMode = trial % 3 == 0;
+    tc.isMax = trial % 2 == 0, tc.countIncludePad = trial % 4 == 1;
+    const bool trailingPadMatters = tc.countIncludePad; // see the top of this file
+    tc.padBottom = tc.ceilMode && trailingPadMatters ? tc.padTop : pick(0, trailingPadMatters ? tc.padTop : 2);
+    tc.padRight = tc.ceilMode && trailingPadMatters ? tc.padLeft : pick(0, trailingPadMatters ? tc.padLeft : 2);
+    tc.threads = trial % 5 == 0 ? 2 : 1;
+    if (tc.h + tc.padTop + tc.padBottom < tc.dilationH * (tc.kernelH - 1) + 1 ||
+        tc.w + tc.padLeft + tc.padRight < tc.dilationW * (tc.kernelW - 1) + 1)
+      continue;
+    checkPool(tc, static_cast<uint32_t>(trial));
+  }
+  PoolCase big{2, 16, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1};
+  big.threads = 2;
+  checkPool(big);
+}
+
+TEST(Pool2dKernel, NaNWinsAMax) {
+  std::vector<float> x = {1.0f, std::nanf(""), 3.0f, 2.0f}, y(1, 0.0f);
+  kiln_pool2d_args args{};
+  args.n = args.c = 1, args.h = args.w = 2, args.oh = args.ow = 1;
+  args.kernel_h = args.kernel_w = 2, args.stride_h = args.stride_w = 1, args.dilation_h = args.dilation_w = 1;
+  args.is_max = 1, args.x = x.data(), args.y = y.data();
+  kiln::runtime::kernels::pool2d(nullptr, &args);
+  EXPECT_TRUE(std::isnan(y[0]));
+}
+
+} // namespace
