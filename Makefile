@@ -17,7 +17,8 @@ $(BUILD)/build.ninja: | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: the quickstart example builds the seed MLP, prints its IR and runs it.
+# The main job: the quickstart example builds the seed MLP and a ResNet-18 with the nn API,
+# compiles both, checks them against the reference evaluator and times them.
 run: build
 	./$(BUILD)/quickstart
 
