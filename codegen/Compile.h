@@ -31,6 +31,8 @@ struct CompileOptions {
   /// Passes to run instead of the inference pipeline (its fuse and plan-memory steps aside);
   /// empty: the inference pipeline.
   std::vector<std::string> passes;
+  /// Starts every symbol of the generated source (see emitModel); "" for a model compiled alone.
+  std::string symbolPrefix;
   CompilerOptions compiler;
   runtime::ExecutableOptions runtime;
 };
@@ -55,6 +57,20 @@ std::vector<Tensor> collectWeights(const LoweredModel &lowered, const ir::ParamV
 
 /// Lowers, compiles (or loads from the disk cache) and loads `graph`.
 runtime::Executable compile(const ir::Graph &graph, const CompileOptions &options = {});
+
+/// Compiles several lowered models, each emitted with its own CompileOptions::symbolPrefix, as
+/// one translation unit: one compiler run (cached on disk like any source) instead of one per
+/// model. Load model i with Executable::load(object.soPath, weights, options,
+/// models[i]->model.modelSymbol). kiln::Error when two models share a prefix.
+CompiledObject compileLoweredBatch(const std::vector<const LoweredModel *> &models,
+                                   const CompilerOptions &options = {});
+
+/// Lowers every graph (with symbol prefix "m<i>_", i its position; options.symbolPrefix and
+/// options.params apply to all), compiles them in one translation unit and loads one
+/// Executable per graph, in order. Any graph codegen cannot lower fails the whole batch;
+/// callers that want to go on without it lower and batch themselves (compileLoweredBatch).
+std::vector<runtime::Executable> compileBatch(const std::vector<const ir::Graph *> &graphs,
+                                              const CompileOptions &options = {});
 
 /// One executable per input shape signature, built on first use by compiling the graph that
 /// `build` returns for that signature; least recently used executables are dropped when their

@@ -47,13 +47,23 @@ struct LaunchInfo {
 };
 
 struct ModelSource {
-  std::string source;
+  std::string source; // sourcePrelude()-like header + body: a complete translation unit
+  std::string body;   // the kernels and the model description, without the shared header
+  std::string modelSymbol = "kiln_model"; // the exported description function
+  std::string symbolPrefix;
   std::vector<WeightInfo> weights;
   std::vector<LaunchInfo> launches;
   int64_t arenaBytes = 0;
 };
 
-ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan);
+/// `symbolPrefix` (a C identifier prefix, "" by default) starts every name the model's source
+/// defines: kernel functions, tables and `<prefix>kiln_model`, so that the bodies of several
+/// models can share one translation unit after one sourcePrelude() (see compileBatch).
+ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix = "");
+
+/// What every generated translation unit starts with: includes, runtime/KernelAbi.h and the
+/// scalar helpers; model bodies follow it.
+std::string sourcePrelude();
 
 /// The text of runtime/KernelAbi.h, which every generated source embeds so that compiling it
 /// needs no kiln source tree. kiln::Error if the header cannot be read.

@@ -318,7 +318,7 @@ const Executable::Impl &Executable::impl() const {
 }
 
 Executable Executable::load(const std::string &soPath, std::vector<Tensor> weights,
-                            Options options) {
+                            Options options, const std::string &symbol) {
   // Without a slash dlopen searches the library path instead of opening the file meant.
   std::string path = soPath.find('/') == std::string::npos ? "./" + soPath : soPath;
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -328,12 +328,12 @@ Executable Executable::load(const std::string &soPath, std::vector<Tensor> weigh
   }
   std::shared_ptr<void> library(handle, [](void *h) { dlclose(h); });
   dlerror();
-  auto entry = reinterpret_cast<kiln_model_fn>(dlsym(handle, KILN_MODEL_SYMBOL));
+  auto entry = reinterpret_cast<kiln_model_fn>(dlsym(handle, symbol.c_str()));
   if (!entry)
-    fail("'{}' is not a kiln model: it exports no '{}' symbol", soPath, KILN_MODEL_SYMBOL);
+    fail("'{}' is not a kiln model: it exports no '{}' symbol", soPath, symbol);
   const kiln_model_desc *desc = entry();
   if (!desc)
-    fail("'{}': {}() returned no model description", soPath, KILN_MODEL_SYMBOL);
+    fail("'{}': {}() returned no model description", soPath, symbol);
   Executable executable =
       fromDescription(*desc, std::move(weights), std::move(options), "model '" + soPath + "'");
   executable.impl_->library = std::move(library);

@@ -54,8 +54,10 @@ public:
   ///
   /// The shared object stays loaded as long as the Executable. dlopen() returns the already
   /// loaded object for a path it has open, so a model rewritten in place needs a new path.
+  /// `symbol` names the description function: a shared object compiled from several models
+  /// (codegen::compileBatch) exports one `<prefix>kiln_model` per model.
   static Executable load(const std::string &soPath, std::vector<Tensor> weights = {},
-                         Options options = {});
+                         Options options = {}, const std::string &symbol = KILN_MODEL_SYMBOL);
   static Executable load(const std::string &soPath, Options options) {
     return load(soPath, {}, std::move(options));
   }

@@ -13,8 +13,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -39,7 +41,7 @@ using namespace kiln;
 namespace {
 
 constexpr const char *kUsage = R"(usage: kiln-run FILE.kir|FILE.onnx [options]
-       kiln-run --onnx-test DIR... [--list-passing FILE] [--jobs N]
+       kiln-run --onnx-test [--compiled] DIR... [--list-passing FILE] [--jobs N] [--batch N]
 
 Runs the graph in FILE.kir, or the ONNX model in FILE.onnx (imported with kiln's ONNX
 importer), and prints one line per output: its name, type and a short summary of its values.
@@ -87,6 +89,13 @@ conformance (--onnx-test):
                           a test that takes more than 2 s is named on stderr ("SLOW name")
   --list-passing FILE     write the names of the passing tests to FILE, one per line, sorted
   --jobs N                run N tests at a time (default 1)
+  --compiled              run each test compiled instead of on the reference evaluator, same
+                          comparison; a test whose ops codegen does not support yet is SKIP
+                          ("codegen: ..."). To keep compiler runs few, the models are lowered
+                          into batches that each compile as one translation unit (cached on
+                          disk like any model); a batch the compiler rejects is retried model
+                          by model, so the failure lands on the model that caused it
+  --batch N               models per translation unit with --compiled (default 100)
 
 Output names: a returned value's name in the graph (e.g. %logits is "logits"), or "output0",
 "output1", ... by position when the returned value is unnamed (e.g. %7).
@@ -105,6 +114,8 @@ struct Options {
   uint64_t seed = 0;
   bool help = false;
   bool onnxTest = false;
+  bool compiled = false; // --onnx-test --compiled
+  int batch = 100;       // models per translation unit with --compiled
   std::string listPassing;
   int jobs = 1;
   std::string pipeline, passList;
@@ -163,6 +174,10 @@ Options parseArgs(int argc, char **argv) {
       options.onnxTest = true;
       continue;
     }
+    if (arg == "--compiled") {
+      options.compiled = true;
+      continue;
+    }
     if (arg == "--bisect-passes") {
       options.bisectPasses = true;
       continue;
@@ -182,7 +197,7 @@ Options parseArgs(int argc, char **argv) {
     }
     static const char *kValued[] = {"--input",    "--param",  "--output",  "--check",        "--rtol",
                                     "--atol",     "--seed",   "--jobs",    "--list-passing", "--pipeline",
-                                    "--passes",   "--threads", "--bench"};
+                                    "--passes",   "--threads", "--bench",  "--batch"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail("unknown option '{}' (see --help)", flag);
     if (eq == std::string::npos) {
@@ -212,6 +227,8 @@ Options parseArgs(int argc, char **argv) {
       options.passList = nonEmpty(flag, value);
     else if (flag == "--threads")
       options.threads = static_cast<int>(std::clamp<uint64_t>(parseCount(flag, value, "a positive integer"), 1, 1024));
+    else if (flag == "--batch")
+      options.batch = static_cast<int>(std::clamp<uint64_t>(parseCount(flag, value, "a positive integer"), 1, 10000));
     else if (flag == "--bench")
       options.bench = static_cast<int>(std::clamp<uint64_t>(parseCount(flag, value, "a positive integer"), 1, 1000000));
     else
@@ -229,7 +246,11 @@ Options parseArgs(int argc, char **argv) {
     fail("--threads applies to compiled runs; the reference evaluator runs on one thread");
   if (options.bisectPasses && (!options.outputs.empty() || !options.checks.empty()))
     fail("--bisect-passes compares the graph with itself pass by pass; --output and --check do not apply");
+  if (options.compiled && !options.onnxTest)
+    fail("--compiled applies only with --onnx-test (a single graph is compiled by default)");
   if (options.onnxTest) {
+    if (options.compiled && options.reference)
+      fail("--compiled and --reference cannot be combined");
     if (options.paths.empty())
       fail("--onnx-test needs at least one test folder (see --help)");
     if (!options.inputs.empty() || !options.params.empty() || !options.outputs.empty() || !options.checks.empty())
@@ -523,6 +544,155 @@ int run(const Options &options) {
 
 constexpr double kSlowTestSeconds = 2.0;
 
+/// Calls work(i) for every i < count on `jobs` threads (the calling one included).
+void parallelFor(size_t count, int jobs, const std::function<void(size_t)> &work) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < count; i = next++)
+      work(i);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::min<int>(jobs, static_cast<int>(count)); ++t)
+    threads.emplace_back(worker);
+  worker();
+  for (std::thread &thread : threads)
+    thread.join();
+}
+
+/// The reason an exception gives, as one line.
+std::string reasonOf(const std::exception_ptr &error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::bad_alloc &) {
+    return "out of memory";
+  } catch (const std::exception &e) {
+    return oneLine(e.what());
+  } catch (...) {
+    return "an unknown exception";
+  }
+}
+
+/// --onnx-test --compiled, in stages: import every test's data sets (parallel); lower each data
+/// set's graph with its own symbol prefix (parallel; an op codegen does not support yet skips
+/// the test); compile the lowered models in batches, one translation unit each (parallel, so
+/// --jobs 2 runs two compilers); load, run and compare every model (parallel). A test passes
+/// when every data set does; a batch the compiler rejects is compiled model by model instead.
+std::vector<frontend::OnnxTestResult> runCompiledTests(const std::vector<std::string> &dirs,
+                                                       const frontend::OnnxTestOptions &testOptions,
+                                                       const Options &options) {
+  std::vector<frontend::OnnxPreparedTest> tests(dirs.size());
+  parallelFor(dirs.size(), options.jobs, [&](size_t i) { tests[i] = frontend::prepareOnnxTestDir(dirs[i]); });
+
+  struct Job {
+    size_t test = 0;
+    const frontend::OnnxTestCase *testCase = nullptr;
+    std::optional<codegen::LoweredModel> lowered;
+    std::string soPath;   // set once compiled
+    std::string failure;  // why it failed, once it has
+  };
+  std::vector<Job> jobs;
+  for (size_t t = 0; t < tests.size(); ++t)
+    if (tests[t].result.status == frontend::OnnxTestStatus::Pass)
+      for (const frontend::OnnxTestCase &testCase : tests[t].cases)
+        jobs.push_back({t, &testCase, std::nullopt, "", ""});
+  std::mutex resultsMutex;
+  auto endTest = [&](size_t t, frontend::OnnxTestStatus status, const std::string &reason) {
+    std::lock_guard<std::mutex> lock(resultsMutex);
+    frontend::OnnxTestResult &result = tests[t].result;
+    // A skip outranks a failure in another data set only if nothing failed first: the first
+    // word on a test stays.
+    if (result.status == frontend::OnnxTestStatus::Pass) {
+      result.status = status;
+      result.reason = reason;
+    }
+  };
+
+  parallelFor(jobs.size(), options.jobs, [&](size_t j) {
+    Job &job = jobs[j];
+    codegen::CompileOptions compileOptions;
+    compileOptions.symbolPrefix = fmt::format("t{}_", j);
+    try {
+      job.lowered = codegen::lowerGraph(*job.testCase->graph, compileOptions);
+    } catch (...) {
+      std::string reason = reasonOf(std::current_exception());
+      bool unsupported = reason.rfind("codegen: ", 0) == 0 && reason.find("not supported yet") != std::string::npos;
+      endTest(job.test, unsupported ? frontend::OnnxTestStatus::Skip : frontend::OnnxTestStatus::Fail,
+              unsupported ? reason : job.testCase->setName + ": lowering: " + reason);
+    }
+  });
+
+  // Batches of the lowered models, in suite order (a stable grouping keeps the cache warm).
+  std::vector<std::vector<Job *>> batches(1);
+  for (Job &job : jobs) {
+    if (!job.lowered || tests[job.test].result.status != frontend::OnnxTestStatus::Pass)
+      continue;
+    if (static_cast<int>(batches.back().size()) == options.batch)
+      batches.emplace_back();
+    batches.back().push_back(&job);
+  }
+  if (batches.back().empty())
+    batches.pop_back();
+  codegen::CompilerCounters before = codegen::compilerCounters();
+  auto compileStart = std::chrono::steady_clock::now();
+  parallelFor(batches.size(), options.jobs, [&](size_t b) {
+    std::vector<const codegen::LoweredModel *> models;
+    for (Job *job : batches[b])
+      models.push_back(&*job->lowered);
+    try {
+      std::string soPath = codegen::compileLoweredBatch(models).soPath;
+      for (Job *job : batches[b])
+        job->soPath = soPath;
+      return;
+    } catch (...) {
+      std::cerr << fmt::format("kiln-run: note: batch {} did not compile ({}); compiling its models one by one\n", b,
+                               reasonOf(std::current_exception()));
+    }
+    for (Job *job : batches[b]) {
+      try {
+        job->soPath = codegen::compileLoweredBatch({&*job->lowered}).soPath;
+      } catch (...) {
+        job->failure = job->testCase->setName + ": compile: " + reasonOf(std::current_exception());
+      }
+    }
+  });
+  codegen::CompilerCounters after = codegen::compilerCounters();
+  size_t batched = 0;
+  for (const std::vector<Job *> &batch : batches)
+    batched += batch.size();
+  std::cerr << fmt::format("kiln-run: compiled {} models in {} batches: {} compiler runs, {} cache hits, {:.1f} s\n",
+                           batched, batches.size(), after.compiles - before.compiles,
+                           after.cacheHits - before.cacheHits,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - compileStart).count());
+
+  // One thread per model run: the jobs already run side by side.
+  auto pool = std::make_shared<runtime::ThreadPool>(1);
+  parallelFor(jobs.size(), options.jobs, [&](size_t j) {
+    Job &job = jobs[j];
+    if (!job.lowered)
+      return;
+    try {
+      if (job.failure.empty() && !job.soPath.empty()) {
+        runtime::ExecutableOptions runOptions;
+        runOptions.pool = pool;
+        runtime::Executable executable = runtime::Executable::load(
+            job.soPath, codegen::collectWeights(*job.lowered, {}), runOptions, job.lowered->model.modelSymbol);
+        std::vector<Tensor> outputs = executable.run(job.testCase->inputs);
+        if (auto mismatch = frontend::checkOnnxTestOutputs(*job.testCase, outputs, testOptions))
+          job.failure = *mismatch;
+      }
+    } catch (...) {
+      job.failure = job.testCase->setName + ": run: " + reasonOf(std::current_exception());
+    }
+    if (!job.failure.empty())
+      endTest(job.test, frontend::OnnxTestStatus::Fail, job.failure);
+  });
+
+  std::vector<frontend::OnnxTestResult> results;
+  for (const frontend::OnnxPreparedTest &test : tests)
+    results.push_back(test.result);
+  return results;
+}
+
 /// --onnx-test: every test runs, whatever happens to the others (runOnnxTestDir never
 /// throws); results print in folder order once all have run.
 int runConformance(const Options &options) {
@@ -538,17 +708,10 @@ int runConformance(const Options &options) {
   }
 
   std::vector<frontend::OnnxTestResult> results(dirs.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < dirs.size(); i = next++)
-      results[i] = frontend::runOnnxTestDir(dirs[i], testOptions);
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < std::min<int>(options.jobs, static_cast<int>(dirs.size())); ++t)
-    threads.emplace_back(worker);
-  worker();
-  for (std::thread &thread : threads)
-    thread.join();
+  if (options.compiled)
+    results = runCompiledTests(dirs, testOptions, options);
+  else
+    parallelFor(dirs.size(), options.jobs, [&](size_t i) { results[i] = frontend::runOnnxTestDir(dirs[i], testOptions); });
 
   int passed = 0, failed = 0, skipped = 0;
   std::vector<std::string> passing;

@@ -200,9 +200,10 @@ std::string oneLine(std::string text) {
   return text;
 }
 
-/// Runs every data set; returns the first failure's reason, nullopt when all pass.
-std::optional<std::string> runDataSets(const fs::path &dir, const onnx::ModelProto &model,
-                                       const OnnxTestOptions &options) {
+/// Reads and imports every data set; returns the first problem's reason, nullopt when all are
+/// ready in `cases`.
+std::optional<std::string> prepareDataSets(const fs::path &dir, const onnx::ModelProto &model,
+                                           std::vector<OnnxTestCase> &cases) {
   std::set<std::string> initializers;
   for (const auto &init : model.graph().initializer())
     initializers.insert(init.name());
@@ -247,25 +248,33 @@ std::optional<std::string> runDataSets(const fs::path &dir, const onnx::ModelPro
         dims->add_dim()->set_dim_value(dim);
     }
     importOptions.inputValues = inputs;
-    std::unique_ptr<ir::Graph> graph = importOnnxBytes(specialised.SerializeAsString(), importOptions, "model.onnx");
-    std::vector<Tensor> bound;
-    for (const ir::Value *input : graph->inputs()) {
+    OnnxTestCase testCase;
+    testCase.setName = setName;
+    testCase.graph = importOnnxBytes(specialised.SerializeAsString(), importOptions, "model.onnx");
+    for (const ir::Value *input : testCase.graph->inputs()) {
       auto it = inputs.find(input->name());
       if (it == inputs.end())
         return fmt::format("the imported graph has an input '{}' that the model does not list", input->name());
-      bound.push_back(it->second);
+      testCase.inputs.push_back(it->second);
     }
-    std::vector<Tensor> outputs = ir::evaluate(*graph, bound);
-    if (outputs.size() != outputFiles.size() || outputs.size() != static_cast<size_t>(model.graph().output_size()))
-      return fmt::format("{}: {} outputs, but {} expected output files", setName, outputs.size(), outputFiles.size());
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      Tensor want = readTestTensor(outputFiles[i], declaredElemType(model.graph().output(static_cast<int>(i))));
-      if (auto mismatch = compareOutput(outputs[i], want, options))
-        return fmt::format("{} output {} ('{}'): {}", setName, i, model.graph().output(static_cast<int>(i)).name(),
-                           *mismatch);
+    size_t numOutputs = testCase.graph->outputs().size();
+    if (numOutputs != outputFiles.size() || numOutputs != static_cast<size_t>(model.graph().output_size()))
+      return fmt::format("{}: {} outputs, but {} expected output files", setName, numOutputs, outputFiles.size());
+    for (size_t i = 0; i < numOutputs; ++i) {
+      const onnx::ValueInfoProto &info = model.graph().output(static_cast<int>(i));
+      testCase.expected.push_back(readTestTensor(outputFiles[i], declaredElemType(info)));
+      testCase.outputNames.push_back(info.name());
     }
+    cases.push_back(std::move(testCase));
   }
   return std::nullopt;
+}
+
+std::string testName(const std::string &dir) {
+  std::string name = fs::path(dir).filename().string();
+  if (name.empty()) // "dir/" names the folder before the slash
+    name = fs::path(dir).parent_path().filename().string();
+  return name;
 }
 
 } // namespace
@@ -292,11 +301,10 @@ std::vector<std::string> findOnnxTestDirs(const std::vector<std::string> &paths)
   return dirs;
 }
 
-OnnxTestResult runOnnxTestDir(const std::string &dir, const OnnxTestOptions &options) {
-  OnnxTestResult result;
-  result.name = fs::path(dir).filename().string();
-  if (result.name.empty()) // "dir/" names the folder before the slash
-    result.name = fs::path(dir).parent_path().filename().string();
+OnnxPreparedTest prepareOnnxTestDir(const std::string &dir) {
+  OnnxPreparedTest prepared;
+  OnnxTestResult &result = prepared.result;
+  result.name = testName(dir);
   auto start = std::chrono::steady_clock::now();
   try {
     std::string modelPath = (fs::path(dir) / "model.onnx").string();
@@ -306,7 +314,7 @@ OnnxTestResult runOnnxTestDir(const std::string &dir, const OnnxTestOptions &opt
     if (std::optional<std::string> reason = skipReason(model)) {
       result.status = OnnxTestStatus::Skip;
       result.reason = *reason;
-    } else if (std::optional<std::string> failure = runDataSets(dir, model, options)) {
+    } else if (std::optional<std::string> failure = prepareDataSets(dir, model, prepared.cases)) {
       result.reason = *failure;
     } else {
       result.status = OnnxTestStatus::Pass;
@@ -320,7 +328,48 @@ OnnxTestResult runOnnxTestDir(const std::string &dir, const OnnxTestOptions &opt
   } catch (...) {
     result.reason = "internal error: an unknown exception";
   }
+  if (result.status != OnnxTestStatus::Pass)
+    prepared.cases.clear();
   result.reason = oneLine(result.reason);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return prepared;
+}
+
+std::optional<std::string> checkOnnxTestOutputs(const OnnxTestCase &testCase, const std::vector<Tensor> &outputs,
+                                                const OnnxTestOptions &options) {
+  if (outputs.size() != testCase.expected.size())
+    return fmt::format("{}: {} outputs, expected {}", testCase.setName, outputs.size(), testCase.expected.size());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (auto mismatch = compareOutput(outputs[i], testCase.expected[i], options))
+      return oneLine(fmt::format("{} output {} ('{}'): {}", testCase.setName, i, testCase.outputNames[i], *mismatch));
+  return std::nullopt;
+}
+
+OnnxTestResult runOnnxTestDir(const std::string &dir, const OnnxTestOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  OnnxPreparedTest prepared = prepareOnnxTestDir(dir);
+  OnnxTestResult result = prepared.result;
+  if (result.status == OnnxTestStatus::Pass) {
+    try {
+      for (const OnnxTestCase &testCase : prepared.cases) {
+        std::vector<Tensor> outputs = ir::evaluate(*testCase.graph, testCase.inputs);
+        if (std::optional<std::string> mismatch = checkOnnxTestOutputs(testCase, outputs, options)) {
+          result.status = OnnxTestStatus::Fail;
+          result.reason = *mismatch;
+          break;
+        }
+      }
+    } catch (const Error &e) {
+      result.status = OnnxTestStatus::Fail;
+      result.reason = oneLine(e.what());
+    } catch (const std::bad_alloc &) {
+      result.status = OnnxTestStatus::Fail;
+      result.reason = "out of memory";
+    } catch (const std::exception &e) {
+      result.status = OnnxTestStatus::Fail;
+      result.reason = oneLine(fmt::format("internal error: {}", e.what()));
+    }
+  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
