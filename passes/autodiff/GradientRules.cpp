@@ -1,0 +1,139 @@
+// The gradient rule table and the helpers the rule families share. The table is a switch over
+// every OpKind without `default:`, so an op added to ir/Ops.def without a decision here is a
+// compile error (-Werror=switch), and "no rule yet" is an explicit, greppable entry.
+#include "passes/autodiff/GradientRules.h"
+
+#include "ir/ops/Composite.h"
+
+namespace kiln::passes::autodiff {
+
+using namespace ir;
+
+GradientRule gradientRule(OpKind op) {
+  constexpr GradientRule kNone{GradKind::NotDifferentiable};
+  constexpr GradientRule kComposite{GradKind::DecomposeFirst};
+  constexpr GradientRule kMissing{GradKind::Unsupported};
+  switch (op) {
+  case OpKind::Param:
+  case OpKind::Constant:
+  case OpKind::Iota:
+    return kNone; // no inputs
+
+  case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Expm1: case OpKind::Log:
+  case OpKind::Log1p: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal:
+  case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Erf: case OpKind::Relu: case OpKind::Sin:
+  case OpKind::Cos: case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan:
+  case OpKind::Sinh: case OpKind::Cosh:
+    return {GradKind::Rule, gradUnary};
+  // Piecewise constant: the derivative is zero wherever it exists (PyTorch agrees).
+  case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Sign:
+    return kNone;
+  // Bool results.
+  case OpKind::Not: case OpKind::IsNan: case OpKind::IsInf:
+  case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
+  case OpKind::And: case OpKind::Or: case OpKind::Xor:
+    return kNone;
+
+  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
+  case OpKind::Max: case OpKind::Min: case OpKind::Mod:
+    return {GradKind::Rule, gradBinary};
+  case OpKind::Where:
+    return {GradKind::Rule, gradWhere};
+  case OpKind::Cast:
+    return {GradKind::Rule, gradCast};
+  case OpKind::Clip:
+    return {GradKind::Rule, gradClip};
+
+  case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::ReduceProd:
+    return {GradKind::Rule, gradReduce};
+  case OpKind::ArgMax: case OpKind::ArgMin:
+    return kNone; // integer results
+  case OpKind::ReduceMean: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceLogSum:
+  case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare:
+    return kComposite;
+
+  case OpKind::Reshape: case OpKind::Permute: case OpKind::Broadcast: case OpKind::Slice:
+  case OpKind::Pad: case OpKind::Concat: case OpKind::Split:
+    return {GradKind::Rule, gradMovement};
+  case OpKind::Squeeze: case OpKind::Unsqueeze: case OpKind::Flatten:
+    return kComposite;
+
+  case OpKind::Gather: case OpKind::GatherElements: case OpKind::ScatterAdd:
+    return {GradKind::Rule, gradIndexing};
+  case OpKind::GatherNd: case OpKind::ScatterElements: case OpKind::ScatterNd:
+    return kMissing;
+
+  case OpKind::CumSum:
+    return {GradKind::Rule, gradCumSum};
+  case OpKind::TopK:
+    return {GradKind::Rule, gradTopK};
+  case OpKind::Trilu: case OpKind::OneHot: case OpKind::Tile:
+    return kComposite;
+
+  case OpKind::MatMul:
+    return {GradKind::Rule, gradMatMul};
+  case OpKind::Conv:
+    return {GradKind::Rule, gradConv};
+  case OpKind::MaxPool: case OpKind::AvgPool:
+    return {GradKind::Rule, gradPool};
+  case OpKind::ConvTranspose:
+    return {GradKind::Rule, gradConvTranspose};
+  case OpKind::Einsum: case OpKind::Resize:
+    return kMissing;
+
+  case OpKind::Linear: case OpKind::BatchNorm: case OpKind::LayerNorm: case OpKind::Softmax:
+  case OpKind::LogSoftmax: case OpKind::Gelu: case OpKind::Silu: case OpKind::MseLoss:
+  case OpKind::CrossEntropy: case OpKind::InstanceNorm: case OpKind::NllLoss: case OpKind::Lrn:
+  case OpKind::Elu: case OpKind::Selu: case OpKind::LeakyRelu: case OpKind::PRelu:
+  case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Softplus: case OpKind::Softsign:
+  case OpKind::Celu: case OpKind::ThresholdedRelu: case OpKind::Mish: case OpKind::Shrink:
+  case OpKind::Hardmax:
+    return kComposite;
+
+  // Fusion runs after autodiff: a kernel group never needs a gradient.
+  case OpKind::Kernel:
+    return kMissing;
+  }
+  return kMissing; // unreachable for valid enum values
+}
+
+Value *sumToShape(Builder &b, Value *grad, const Shape &shape) {
+  const Shape &from = grad->shape();
+  if (from == shape)
+    return grad;
+  size_t lead = from.size() - shape.size(); // broadcasting never lowers the rank
+  std::vector<int64_t> axes;
+  for (size_t d = 0; d < from.size(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && from[d] != 1))
+      axes.push_back(static_cast<int64_t>(d));
+  Value *summed = grad;
+  if (!axes.empty())
+    summed = b.create(OpKind::ReduceSum, {grad}, {{"axes", axes}, {"keepdims", int64_t(1)}});
+  return summed->shape() == shape ? summed : ops::reshape(b, summed, shape);
+}
+
+Value *zerosOf(Builder &b, const TensorType &type) {
+  Value *zero = b.scalar(type.dtype, 0.0);
+  if (type.shape.empty())
+    return zero;
+  return b.create(OpKind::Broadcast, {zero}, {{"shape", type.shape}});
+}
+
+Value *maskAs(Builder &b, Value *cond, DType dtype) {
+  return b.create(OpKind::Cast, {cond}, {{"to", dtype}});
+}
+
+Value *scatterByIndexMap(Builder &b, Value *grad, const Tensor &indexMap, const TensorType &inputType) {
+  int64_t count = inputType.numElements();
+  int64_t mapped = indexMap.numElements();
+  // One spare slot at the end catches fill elements, which have no source; it is sliced off.
+  Value *sums = zerosOf(b, TensorType{inputType.dtype, {count + 1}});
+  Value *indices = b.constant(indexMap.reshaped({mapped}));
+  Value *flatGrad = ops::reshape(b, grad, {mapped});
+  sums = b.create(OpKind::ScatterAdd, {sums, indices, flatGrad}, {{"axis", int64_t(0)}});
+  Value *used = b.create(OpKind::Slice, {sums},
+                         {{"starts", std::vector<int64_t>{0}}, {"ends", std::vector<int64_t>{count}}});
+  return ops::reshape(b, used, inputType.shape);
+}
+
+} // namespace kiln::passes::autodiff
