@@ -70,3 +70,17 @@ fuzz-onnx: deps
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# `make bench`: kiln beside ONNX Runtime and PyTorch eager at 1 and 2 threads on the seed
+# workloads, then SGEMM against OpenBLAS and ResNet-50's compile time; writes bench/results.md
+# (about 10-15 minutes). `make bench BENCH_NAMES=mlp_b1024,lenet5_b64` for a quick one.
+BENCH_NAMES ?= mlp_b1024,lenet5_b64,resnet18_b1,resnet18_b8,resnet50_b1,vgg16_b1,bert_mini_s128_b8,bert_base_s128
+BENCH_ROUNDS ?= 3
+.PHONY: bench
+bench: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-run kiln-gemm-bench
+	bash scripts/install-peers.sh
+	# an absolute folder: export-seeds.sh runs the exporter from the peers folder
+	bash scripts/export-seeds.sh $(abspath $(BUILD)/seeds) $(BENCH_NAMES)
+	/usr/bin/python3 bench/bench.py --names $(BENCH_NAMES) --rounds $(BENCH_ROUNDS) \
+	  --seeds $(BUILD)/seeds --kiln-bin $(BUILD) --out bench/results.md

@@ -10,7 +10,8 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then
   echo "usage: export-seeds.sh OUT [NAME,NAME...]" >&2
   exit 2
 fi
-out=$1
+mkdir -p "$1"
+out=$(cd "$1" && pwd) # absolute: the exporter runs from the peers folder
 names=${2:-mlp_b1024,lenet5_b64,resnet18_b1,resnet18_b8,resnet50_b1,vgg16_b1,bert_base_s128,bert_mini_s128_b8}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 peers=${KILN_PEERS_DIR:-$repo/../shared/peers}

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""kiln side by side with ONNX Runtime and PyTorch eager, in one run; writes bench/results.md.
+
+usage: bench.py [--names A,B] [--threads 1,2] [--rounds R] [--seeds DIR] [--kiln-bin DIR]
+                [--peers DIR] [--node-modules DIR] [--out FILE] [--no-sgemm] [--no-compile]
+
+For each workload and thread count the three engines run interleaved in rounds (kiln, ORT,
+PyTorch, then again), each in its own process with its own warm-up; a figure is the median of
+the per-round medians, so a burst of load from other jobs on a shared machine skews one round
+rather than one engine. Then square SGEMM, kiln (kiln-gemm-bench) against OpenBLAS (through
+numpy), and kiln's compile time for ResNet-50 (cold: empty KILN_CACHE_DIR; cached: second run).
+Only ratios from one run mean anything: the machines are shared and their speed drifts.
+"""
+import argparse
+import datetime
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b1", "resnet18_b8", "resnet50_b1", "vgg16_b1",
+             "bert_mini_s128_b8", "bert_base_s128"]
+SGEMM_SIZES = [256, 512, 1024, 2048]
+# OpenBLAS picks slower kernels with these set (see ../shared/peers/README.md): peers run without.
+PEER_ENV_DROP = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+# Debian's python3 has torch and numpy linked to OpenBLAS; a pyenv shim on PATH may not.
+SYSTEM_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+OPENBLAS_SGEMM = r"""
+import sys, time, statistics, numpy as np
+for n in map(int, sys.argv[1:]):
+    rng = np.random.default_rng(0)
+    a = rng.random((n, n), dtype=np.float32); b = rng.random((n, n), dtype=np.float32)
+    c = a @ b
+    ts = []
+    deadline = time.perf_counter() + 0.6
+    while len(ts) < 5 or time.perf_counter() < deadline:
+        s = time.perf_counter(); np.matmul(a, b, out=c); ts.append(time.perf_counter() - s)
+    print(n, 2.0 * n ** 3 / statistics.median(ts) / 1e9, flush=True)
+"""
+
+
+def log(message):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def peer_env(threads):
+    env = {k: v for k, v in os.environ.items() if k not in PEER_ENV_DROP}
+    env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = str(threads)
+    return env
+
+
+def run(cmd, env=None, cwd=None, timeout=900):
+    """stdout of cmd, or None (with the reason logged) when it fails."""
+    try:
+        done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log(f"timed out: {' '.join(cmd)}")
+        return None, ""
+    if done.returncode != 0:
+        log(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr.strip()[-2000:]}")
+        return None, done.stderr
+    return done.stdout, done.stderr
+
+
+class Engines:
+    def __init__(self, args):
+        self.args = args
+        self.kiln_run = os.path.join(args.kiln_bin, "kiln-run")
+        self.gemm_bench = os.path.join(args.kiln_bin, "kiln-gemm-bench")
+        self.kiln_fell_back = set()  # workloads kiln ran on the reference evaluator
+
+    def model(self, name):
+        return os.path.join(self.args.seeds, name + ".onnx")
+
+    def kiln(self, name, threads):
+        # About 10 timed runs; fewer for the slow workloads keeps a round short.
+        reps = 5 if name in ("vgg16_b1", "resnet18_b8", "bert_base_s128") else 11
+        out, err = run([self.kiln_run, self.model(name), "--threads", str(threads), "--bench", str(reps)])
+        if out is None:
+            return None
+        if "reference evaluator instead" in err:
+            self.kiln_fell_back.add(name)
+        match = re.search(r"^median_ms\s+([0-9.]+)", out, re.M)
+        return float(match.group(1)) if match else None
+
+    def ort(self, name, threads):
+        env = peer_env(threads)
+        env["NODE_PATH"] = self.args.node_modules
+        out, _ = run(["node", os.path.join(self.args.peers, "ort_bench.js"), str(threads), self.model(name)], env=env)
+        match = re.search(r"ort_ms\s+([0-9.]+)", out or "")
+        return float(match.group(1)) if match else None
+
+    def torch(self, name, threads):
+        """(inference ms, training step ms or None): the peers' torch_bench.py with --torch-train,
+        else bench/torch_infer.py, which times inference the same way and skips the training step."""
+        if self.args.torch_train:
+            cmd = [SYSTEM_PYTHON, "torch_bench.py", str(threads), name]
+        else:
+            cmd = [SYSTEM_PYTHON, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_infer.py"),
+                   self.args.peers, str(threads), name]
+        out, _ = run(cmd, env=peer_env(threads), cwd=self.args.peers)
+        infer = re.search(r"infer_ms\s+([0-9.]+)", out or "")
+        train = re.search(r"train_step_ms\s+([0-9.]+)", out or "")
+        return (float(infer.group(1)) if infer else None, float(train.group(1)) if train else None)
+
+    def kiln_sgemm(self, threads):
+        out, _ = run([self.gemm_bench, "--threads", str(threads)] + [str(n) for n in SGEMM_SIZES])
+        return {int(m.group(1)): float(m.group(2))
+                for m in re.finditer(r"^sgemm\s+(\d+)\s+threads\s+\d+\s+[0-9.]+ ms\s+([0-9.]+) GFLOP/s", out or "", re.M)}
+
+    def openblas_sgemm(self, threads):
+        out, _ = run([SYSTEM_PYTHON, "-c", OPENBLAS_SGEMM] + [str(n) for n in SGEMM_SIZES], env=peer_env(threads))
+        return {int(n): float(g) for n, g in (line.split() for line in (out or "").splitlines())}
+
+    def compile_times(self, name):
+        """(cold s, cached s): wall time of one kiln-run (import, compile or cache load, one run)."""
+        cache = tempfile.mkdtemp(prefix="kiln-bench-cache.")
+        try:
+            env = dict(os.environ, KILN_CACHE_DIR=cache)
+            times = []
+            for _ in range(2):
+                start = time.perf_counter()
+                out, _ = run([self.kiln_run, self.model(name), "--threads", "1"], env=env, timeout=1800)
+                times.append(time.perf_counter() - start if out is not None else None)
+            return times
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(value, digits=2):
+    if value is None:
+        return "n/a"
+    return f"{value:.{digits}f}" if value < 100 else f"{value:.0f}"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a is not None and b else "n/a"
+
+
+def machine_description():
+    model, cores = "unknown", str(os.cpu_count())
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in lscpu.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Model name":
+                model = value.strip()
+            elif key.strip() == "CPU(s)":
+                cores = value.strip()
+        flags = re.search(r"^Flags:\s*(.*)$", lscpu, re.M)
+        simd = [f for f in ("avx2", "fma", "avx512f") if flags and f in flags.group(1).split()]
+    except OSError:
+        simd = []
+    return model, cores, simd
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--names", default=",".join(WORKLOADS))
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seeds", default=os.path.join(repo, "build", "seeds"))
+    parser.add_argument("--kiln-bin", default=os.path.join(repo, "build"))
+    parser.add_argument("--peers", default=os.environ.get("KILN_PEERS_DIR", os.path.join(repo, "..", "shared", "peers")))
+    parser.add_argument("--node-modules", default=os.path.join(
+        os.environ.get("KILN_PEERS_CACHE", os.path.expanduser("~/.cache/kiln-peers")), "node_modules"))
+    parser.add_argument("--out", default=os.path.join(repo, "bench", "results.md"))
+    parser.add_argument("--no-sgemm", action="store_true")
+    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--torch-train", action="store_true",
+                        help="run the peers' torch_bench.py, which also times one SGD training step (slow)")
+    args = parser.parse_args()
+    names = [n for n in args.names.split(",") if n]
+    threads_list = [int(t) for t in args.threads.split(",") if t]
+    for name in names:
+        if not os.path.exists(os.path.join(args.seeds, name + ".onnx")):
+            sys.exit(f"bench.py: no {name}.onnx in {args.seeds} (scripts/export-seeds.sh {args.seeds} {name})")
+    engines = Engines(args)
+    started = time.time()
+    load_before = os.getloadavg()[0]
+
+    # Compile every model once first (kiln caches it on disk) so no round pays for the compiler.
+    for name in names:
+        log(f"kiln: compiling {name} (cached on disk for the rounds)")
+        run([engines.kiln_run, engines.model(name), "--threads", "1"], timeout=1800)
+
+    rows = []
+    for name in names:
+        for threads in threads_list:
+            samples = {"kiln": [], "ort": [], "torch": [], "train": []}
+            for r in range(args.rounds):
+                samples["kiln"].append(engines.kiln(name, threads))
+                samples["ort"].append(engines.ort(name, threads))
+                infer, train = engines.torch(name, threads)
+                samples["torch"].append(infer)
+                samples["train"].append(train)
+                log(f"{name} threads {threads} round {r + 1}: kiln {samples['kiln'][-1]} ort {samples['ort'][-1]} "
+                    f"torch {infer} train {train}")
+            rows.append((name, threads, {k: median(v) for k, v in samples.items()}))
+
+    sgemm = []
+    if not args.no_sgemm:
+        for threads in threads_list:
+            log(f"sgemm, {threads} threads")
+            sgemm.append((threads, engines.kiln_sgemm(threads), engines.openblas_sgemm(threads)))
+
+    compile_rows = []
+    if not args.no_compile:
+        compile_names = ["resnet50_b1"] if "resnet50_b1" in names else names[-1:]
+        for name in compile_names:
+            log(f"kiln: cold compile of {name}")
+            compile_rows.append((name, *engines.compile_times(name)))
+
+    model, cores, simd = machine_description()
+    lines = ["# kiln benchmark", "",
+             f"- date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} "
+             f"({(time.time() - started) / 60:.1f} min for this run)",
+             f"- machine: {model}, {cores} CPUs{', ' + ' '.join(simd) if simd else ''}; load average "
+             f"{load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end (other jobs share the cores)",
+             f"- rounds: {args.rounds} per workload and thread count, engines interleaved; each figure is the "
+             "median of the per-round medians (ms)",
+             "- kiln: `kiln-run MODEL --threads N --bench R` (compiled model, cached on disk); ORT 1.30: "
+             "`ort_bench.js` (all graph optimisations); PyTorch eager: inference under no_grad "
+             "(`bench/torch_infer.py`, or the peers' `torch_bench.py` with its SGD training step under --torch-train)",
+             "- peers run without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE; the machine is shared, so only the "
+             "ratios of one run mean anything", "",
+             "## Inference, median ms", "",
+             "| workload | threads | kiln | ORT | PyTorch | kiln/ORT | kiln/PyTorch |"
+             + (" PyTorch train step |" if args.torch_train else ""),
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if args.torch_train else "")]
+    for name, threads, m in rows:
+        kiln = fmt(m["kiln"]) + (" (ref)" if name in engines.kiln_fell_back else "")
+        lines.append(f"| {name} | {threads} | {kiln} | {fmt(m['ort'])} | {fmt(m['torch'])} | "
+                     f"{ratio(m['kiln'], m['ort'])} | {ratio(m['kiln'], m['torch'])} |"
+                     + (f" {fmt(m['train'])} |" if args.torch_train else ""))
+    lines.append("")
+    lines.append("Ratios below 1 mean kiln is faster.")
+    if engines.kiln_fell_back:
+        lines.append("(ref): kiln ran that workload on the reference evaluator (an op codegen does not support yet).")
+    if sgemm:
+        lines += ["", "## SGEMM, square, GFLOP/s", "",
+                  "| n | threads | kiln | OpenBLAS (numpy) | kiln/OpenBLAS |", "| ---: | ---: | ---: | ---: | ---: |"]
+        for threads, kiln, blas in sgemm:
+            for n in SGEMM_SIZES:
+                k, b = kiln.get(n), blas.get(n)
+                lines.append(f"| {n} | {threads} | {fmt(k, 1)} | {fmt(b, 1)} | {ratio(k, b)} |")
+        lines.append("")
+        lines.append("Ratios above 1 mean kiln is faster.")
+    if compile_rows:
+        lines += ["", "## kiln compile time", "",
+                  "Wall time of one `kiln-run MODEL --threads 1` (ONNX import, compile or cache load, one run).", "",
+                  "| workload | cold (empty KILN_CACHE_DIR), s | cached, s |", "| --- | ---: | ---: |"]
+        for name, cold, cached in compile_rows:
+            lines.append(f"| {name} | {fmt(cold)} | {fmt(cached)} |")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
