@@ -13,6 +13,7 @@
 //      verified.
 #include "frontend/onnx/OnnxImporter.h"
 
+#include <climits>
 #include <unordered_map>
 
 #include "frontend/onnx/OnnxLoad.h"
@@ -149,6 +150,18 @@ void mapNode(ImportContext &ctx, const onnx::NodeProto &node) {
       if (!name.empty() && !ctx.lookup(name))
         fail("output '{}' is not supported", name);
   }
+  // Op inference checks dims, not their product: pads of 2^62 around an empty input give a
+  // shape whose element count no tensor can hold. Refused here, where the node can be named.
+  for (const std::string &name : node.output())
+    if (!name.empty())
+      numElements(ctx.lookup(name)->type.shape);
+}
+
+/// The same for the values inside each mapping (checked once the graph is complete).
+void checkElementCounts(const ir::Graph &graph) {
+  for (const ir::Node *node : graph.nodes())
+    for (const ir::Value *output : node->outputs())
+      numElements(output->type().shape);
 }
 
 /// Removes nodes whose results nobody uses (folded constants, unused optional outputs),
@@ -184,7 +197,9 @@ std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, c
     if (ctx.lookup(input.name())) // an initializer listed as an input (IR < 4 style): a parameter
       continue;
     const onnx::TypeProto_Tensor &tensor = input.type().tensor_type();
-    TensorType type{kilnDType(tensor.elem_type(), fmt::format("graph input '{}'", input.name())), {}};
+    // Held dtype: an int16/uint16/uint32/uint64 input is widened (the scan refused every op
+    // that could wrap around in its ONNX type).
+    TensorType type{heldDType(tensor.elem_type(), fmt::format("graph input '{}'", input.name())), {}};
     for (const auto &dim : tensor.shape().dim())
       type.shape.push_back(dim.dim_value()); // resolveInputShapes made every dim static
     Tensor known;
@@ -231,6 +246,7 @@ std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, c
 
   ctx.hoistParams();
   removeDeadNodes(*graph);
+  checkElementCounts(*graph);
   ir::verify(*graph);
   return graph;
 }
@@ -271,15 +287,26 @@ std::unique_ptr<ir::Graph> importOnnxFile(const std::string &path, const OnnxImp
   });
 }
 
+namespace {
+
+/// The body of both TensorProto readers; errors do not name the source yet.
+Tensor decodeSerializedTensor(const std::string &bytes, const std::string &baseDir) {
+  onnx::TensorProto proto;
+  if (bytes.size() > static_cast<size_t>(INT_MAX) || !proto.ParseFromString(bytes))
+    fail("not a valid ONNX TensorProto (malformed or truncated)");
+  return decodeTensorProto(proto, baseDir, proto.name().empty() ? "the tensor" : "tensor '" + proto.name() + "'");
+}
+
+} // namespace
+
 Tensor readTensorProtoFile(const std::string &path, uint64_t maxFileBytes) {
   return withSource(path, [&] {
-    std::string bytes = readFileLimited(path, maxFileBytes, "tensor file");
-    onnx::TensorProto proto;
-    if (bytes.size() > static_cast<size_t>(INT_MAX) || !proto.ParseFromString(bytes))
-      fail("not a valid ONNX TensorProto (malformed or truncated)");
-    return decodeTensorProto(proto, modelDirOf(path),
-                             proto.name().empty() ? "the tensor" : "tensor '" + proto.name() + "'");
+    return decodeSerializedTensor(readFileLimited(path, maxFileBytes, "tensor file"), modelDirOf(path));
   });
+}
+
+Tensor readTensorProtoBytes(const std::string &bytes, const std::string &baseDir, const std::string &sourceName) {
+  return withSource(sourceName, [&] { return decodeSerializedTensor(bytes, baseDir); });
 }
 
 } // namespace kiln::frontend

@@ -74,4 +74,9 @@ OnnxCoverage onnxCoverage(const std::string &path, const OnnxImportOptions &opti
 /// backend test data sets). External data is resolved relative to the file's folder.
 Tensor readTensorProtoFile(const std::string &path, uint64_t maxFileBytes = (uint64_t{1} << 31) - 1);
 
+/// Decodes a serialized TensorProto held in memory; external data resolves under `baseDir`
+/// (empty: a tensor with external data is refused). `sourceName` names it in errors.
+Tensor readTensorProtoBytes(const std::string &bytes, const std::string &baseDir = "",
+                            const std::string &sourceName = "<tensor bytes>");
+
 } // namespace kiln::frontend

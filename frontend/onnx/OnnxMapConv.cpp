@@ -76,15 +76,24 @@ std::vector<ir::Value *> mapConvTranspose(ImportContext &ctx, const onnx::NodePr
 
   std::vector<int64_t> pads(2 * rank, 0), leading(rank, 0);
   if (outputShape || mode == "SAME_UPPER" || mode == "SAME_LOWER") {
+    // The sizes come from the file (output_padding and output_shape are any int64), so they
+    // are computed in 128 bits and the padding must land within +-2^62 to go on.
+    constexpr int64_t kLimit = int64_t{1} << 62;
     for (size_t d = 0; d < rank; ++d) {
       int64_t in = x->shape()[2 + d];
-      int64_t natural = strides[d] * (in - 1) + outputPadding[d] + (kernel[d] - 1) * dilations[d] + 1;
-      int64_t target = outputShape ? (*outputShape)[d] : in * strides[d];
-      int64_t total = natural - target;
+      __int128 natural =
+          __int128{strides[d]} * (in - 1) + outputPadding[d] + __int128{kernel[d] - 1} * dilations[d] + 1;
+      __int128 target = outputShape ? __int128{(*outputShape)[d]} : __int128{in} * strides[d];
+      __int128 wideTotal = natural - target;
+      if (target < 0 || wideTotal < -kLimit || wideTotal > kLimit)
+        fail("spatial dim {}: the output size asked for (output_shape {}, auto_pad {}) is out of range", d,
+             outputShape ? shapeToString(*outputShape) : std::string("none"), mode);
+      auto total = static_cast<int64_t>(wideTotal);
       int64_t begin = mode == "SAME_UPPER" ? floorDiv2(total) : total - floorDiv2(total);
       int64_t end = total - begin;
       if (end < 0) {
-        outputPadding[d] -= end;
+        if (__builtin_sub_overflow(outputPadding[d], end, &outputPadding[d]))
+          fail("'output_padding' {} is out of range", shapeToString(outputPadding));
         end = 0;
       }
       if (begin < 0) {

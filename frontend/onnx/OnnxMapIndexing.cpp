@@ -182,8 +182,16 @@ std::vector<ir::Value *> mapMaxUnpool(ImportContext &ctx, const onnx::NodeProto 
     fail("kernel_shape {} and pads {} need {} and {} entries", shapeToString(kernel), shapeToString(pads), rank,
          2 * rank);
   Shape unpooled(x->shape().begin(), x->shape().begin() + 2);
-  for (size_t d = 0; d < rank; ++d)
-    unpooled.push_back((x->shape()[2 + d] - 1) * strides[d] + kernel[d] - pads[d] - pads[rank + d]);
+  for (size_t d = 0; d < rank; ++d) {
+    if (kernel[d] < 1 || pads[d] < 0 || pads[rank + d] < 0)
+      fail("kernel_shape {} must be >= 1 and pads {} >= 0", shapeToString(kernel), shapeToString(pads));
+    // In 128 bits: the attributes are any int64; the dim is checked before it is used.
+    __int128 size = __int128{x->shape()[2 + d] - 1} * strides[d] + kernel[d] - pads[d] - pads[rank + d];
+    if (size < 0 || size > (int64_t{1} << 62))
+      fail("the unpooled size of spatial dim {} is out of range (kernel_shape {}, strides {}, pads {})", d,
+           shapeToString(kernel), shapeToString(strides), shapeToString(pads));
+    unpooled.push_back(static_cast<int64_t>(size));
+  }
   int64_t total = numElements(unpooled);
   ir::Value *zeros = broadcastTo(ctx, ctx.constant(Tensor::scalar(x->dtype(), 0)), {total});
   ir::Value *flatIndices = reshapeTo(ctx, castTo(ctx, indices, DType::I64), {x->type().numElements()});

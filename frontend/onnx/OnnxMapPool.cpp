@@ -12,6 +12,10 @@ using ir::OpKind;
 
 namespace {
 
+/// The most window taps MaxPool's Indices tables may hold: each tap costs 32 bytes while the
+/// tables are built. 4M taps cover a 1024 x 1024 map pooled 3 x 3; 2^26 took gigabytes.
+constexpr int64_t kMaxIndexTaps = int64_t{1} << 22;
+
 std::vector<ir::Value *> globalPool(ImportContext &ctx, const onnx::NodeProto &node, OpKind reduce) {
   ir::Value *x = ctx.input(node, 0);
   if (x->rank() < 3)
@@ -44,23 +48,28 @@ ir::Value *maxPoolIndices(ImportContext &ctx, ir::Value *x, const OnnxWindow &w,
   size_t rank = w.kernel.size();
   Shape in(x->shape().begin() + 2, x->shape().end()), out(outShape.begin() + 2, outShape.end());
   int64_t batch = x->shape()[0], channels = x->shape()[1];
-  int64_t spatial = numElements(in), windows = numElements(out), taps = numElements(w.kernel);
-  if (windows * taps > (int64_t{1} << 26))
-    fail("the Indices output needs {} window taps, more than kiln builds at import time", windows * taps);
+  int64_t spatial = numElements(in), windows = numElements(out), taps = numElements(w.kernel), tableSize = 0;
+  if (__builtin_mul_overflow(windows, taps, &tableSize) || tableSize > kMaxIndexTaps)
+    fail("the Indices output needs {} windows of {} taps, more than the {} kiln builds at import time", windows, taps,
+         kMaxIndexTaps);
   std::vector<int64_t> tapTable, positionTable;
+  tapTable.reserve(static_cast<size_t>(tableSize));
+  positionTable.reserve(static_cast<size_t>(tableSize));
   std::vector<int64_t> o(rank, 0), k(rank, 0);
   for (int64_t oi = 0; oi < windows; ++oi) {
     std::fill(k.begin(), k.end(), 0);
     for (int64_t ki = 0; ki < taps; ++ki) {
       int64_t rowMajor = 0, colMajor = 0, colStride = 1;
       bool inside = true;
-      for (size_t d = 0; d < rank; ++d) {
-        int64_t p = o[d] * w.strides[d] - w.pads[d] + k[d] * w.dilations[d];
-        inside = inside && p >= 0 && p < in[d];
-        rowMajor = rowMajor * in[d] + p;
-      }
-      for (size_t d = 0; d < rank; ++d) {
-        colMajor += (o[d] * w.strides[d] - w.pads[d] + k[d] * w.dilations[d]) * colStride;
+      for (size_t d = 0; d < rank && inside; ++d) {
+        // In 128 bits: a tap deep in the padding of extreme attributes lies outside int64.
+        // Positions are combined only while inside, where they stay below `spatial`.
+        __int128 p = __int128{o[d]} * w.strides[d] - w.pads[d] + __int128{k[d]} * w.dilations[d];
+        inside = p >= 0 && p < in[d];
+        if (!inside)
+          break;
+        rowMajor = rowMajor * in[d] + static_cast<int64_t>(p);
+        colMajor += static_cast<int64_t>(p) * colStride;
         colStride *= in[d];
       }
       tapTable.push_back(inside ? rowMajor : spatial);

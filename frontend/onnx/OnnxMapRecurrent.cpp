@@ -18,6 +18,10 @@ using ir::OpKind;
 
 namespace {
 
+/// Every step becomes a handful of nodes, so the sequence length (a dim of X, which may come
+/// with no data behind it) is bounded before unrolling; far above real models' lengths.
+constexpr int64_t kMaxUnrolledSteps = 4096;
+
 enum class Cell { Rnn, Gru, Lstm };
 
 /// One activation of the `activations` attribute with its alpha and beta.
@@ -192,7 +196,14 @@ void runDirection(ImportContext &ctx, const Recurrence &r, Direction &d, std::ve
   }
 }
 
-/// Direction `dir` of a per-direction operand: [dirs, ...] sliced to [...].
+/// Fails unless operand `what` has shape `want`: the mapping slices operands by these dims.
+void expectShape(const ir::Value *v, const Shape &want, const char *what) {
+  if (v->shape() != want)
+    fail("{} must have shape {}, got {}", what, shapeToString(want), shapeToString(v->shape()));
+}
+
+/// Direction `dir` of a per-direction operand: [dirs, ...] sliced to [...]. Callers have
+/// checked the leading dim.
 ir::Value *forDirection(ImportContext &ctx, ir::Value *v, int64_t dir) {
   Shape rest(v->shape().begin() + 1, v->shape().end());
   return reshapeTo(ctx, slice(ctx, v, 0, dir, dir + 1), rest);
@@ -216,9 +227,13 @@ std::vector<ir::Value *> mapRecurrent(ImportContext &ctx, const onnx::NodeProto 
     x = permute(ctx, x, {1, 0, 2});
   r.steps = x->shape()[0];
   r.batch = x->shape()[1];
+  if (r.steps > kMaxUnrolledSteps)
+    fail("sequence length {} is longer than kiln unrolls ({} steps)", r.steps, kMaxUnrolledSteps);
   r.hidden = attrs.getInt("hidden_size", rec->shape()[2]);
-  if (w->shape()[0] != r.directions || w->shape()[1] != r.gates * r.hidden ||
-      rec->shape() != Shape{r.directions, r.gates * r.hidden, r.hidden})
+  // R's last dim is the hidden size; checked first, and bounded (a dim of an empty tensor
+  // can be anything), so that the products below cannot overflow.
+  if (r.hidden != rec->shape()[2] || r.hidden > (int64_t{1} << 56) || w->shape()[0] != r.directions ||
+      w->shape()[1] != r.gates * r.hidden || rec->shape() != Shape{r.directions, r.gates * r.hidden, r.hidden})
     fail("W {} and R {} do not fit {} direction(s) of {} gate(s) with hidden size {}", shapeToString(w->shape()),
          shapeToString(rec->shape()), r.directions, r.gates, r.hidden);
   r.clip = attrs.getFloat("clip", 0);
@@ -229,6 +244,16 @@ std::vector<ir::Value *> mapRecurrent(ImportContext &ctx, const onnx::NodeProto 
     if (static_cast<int64_t>(r.lengths.size()) != r.batch)
       fail("sequence_lens has {} entries for a batch of {}", r.lengths.size(), r.batch);
   }
+  // The optional operands, checked before they are sliced per direction.
+  if (ctx.hasInput(node, 3))
+    expectShape(ctx.input(node, 3), {r.directions, 2 * r.gates * r.hidden}, "B");
+  for (int input : {5, 6})
+    if (ctx.hasInput(node, input) && (input == 5 || cell == Cell::Lstm))
+      expectShape(ctx.input(node, input),
+                  batchFirst ? Shape{r.batch, r.directions, r.hidden} : Shape{r.directions, r.batch, r.hidden},
+                  input == 5 ? "initial_h" : "initial_c");
+  if (cell == Cell::Lstm && ctx.hasInput(node, 7))
+    expectShape(ctx.input(node, 7), {r.directions, 3 * r.hidden}, "P");
   std::vector<Activation> activations = readActivations(node, cell, r.directions);
   size_t perDirection = activations.size() / static_cast<size_t>(r.directions);
 

@@ -72,7 +72,12 @@ void keepAspectRatio(const std::string &policy, const Shape &in, const std::vect
   }
   scales.assign(in.size(), 1.0);
   for (int64_t axis : axes) {
-    sizes[axis] = static_cast<int64_t>(std::round(scale * static_cast<double>(in[axis])));
+    double size = std::round(scale * static_cast<double>(in[axis]));
+    // An empty input dim makes the ratio infinite or NaN; converting that would be undefined.
+    if (!(size >= 0 && size <= 9.0e15))
+      fail("keep_aspect_ratio_policy {} gives no valid size for axis {} of input {} (sizes {})", policy, axis,
+           shapeToString(in), shapeToString(sizes));
+    sizes[axis] = static_cast<int64_t>(size);
     scales[axis] = scale;
   }
 }

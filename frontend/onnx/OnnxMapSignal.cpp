@@ -12,6 +12,18 @@ using ir::OpKind;
 
 namespace {
 
+/// The most elements of one table built at import time (the DFT matrices, STFT's frame
+/// positions, the mel filters): the lengths come from operands or dims that need no data
+/// behind them, and a table grows with their product. A 4096-point DFT fits.
+constexpr int64_t kMaxTableElements = int64_t{1} << 24;
+
+/// Fails unless a rows x cols table stays within kMaxTableElements (both are >= 0).
+void checkTableSize(int64_t rows, int64_t cols, const char *what) {
+  if (cols != 0 && rows > kMaxTableElements / cols)
+    fail("the {} would have {} x {} elements, more than the {} kiln builds at import time", what, rows, cols,
+         kMaxTableElements);
+}
+
 ir::Value *sliceLast(ImportContext &ctx, ir::Value *x, int64_t begin, int64_t end) {
   return ctx.op(OpKind::Slice, {x},
                 {{"starts", std::vector<int64_t>{begin}},
@@ -27,6 +39,7 @@ ir::Value *castTo(ImportContext &ctx, ir::Value *v, DType dtype) {
 /// The [length, bins] matrix of cos (or sin) of 2 pi n k / length.
 ir::Value *twiddles(ImportContext &ctx, int64_t length, int64_t bins, bool sine) {
   const double pi = std::acos(-1.0);
+  checkTableSize(length, bins, "DFT matrix");
   Tensor t(DType::F64, {length, bins});
   for (int64_t n = 0; n < length; ++n)
     for (int64_t k = 0; k < bins; ++k) {
@@ -137,6 +150,7 @@ std::vector<ir::Value *> mapSTFT(ImportContext &ctx, const onnx::NodeProto &node
   if (frameLength > length)
     fail("frame length {} exceeds the signal's {}", frameLength, length);
   int64_t frames = (length - frameLength) / step + 1;
+  checkTableSize(frames, frameLength, "table of frame positions");
   Tensor positions(DType::I64, {frames, frameLength});
   for (int64_t f = 0; f < frames; ++f)
     for (int64_t j = 0; j < frameLength; ++j)
@@ -164,10 +178,15 @@ std::vector<ir::Value *> mapMelWeightMatrix(ImportContext &ctx, const onnx::Node
   float highMel = 2595.0f * std::log10(1.0f + highHz / 700.0f);
   float melStep = (highMel - lowMel) / static_cast<float>(mels + 2);
   int64_t spectrogramBins = dftLength / 2 + 1;
+  checkTableSize(spectrogramBins, mels, "mel weight matrix");
   std::vector<int64_t> points;
   for (int64_t i = 0; i < mels + 2; ++i) {
     double hz = 700 * (std::pow(10.0, (static_cast<double>(i) * melStep + lowMel) / 2595) - 1);
-    points.push_back(static_cast<int64_t>(std::floor(static_cast<double>(dftLength + 1) * hz / double(sampleRate))));
+    double bin = std::floor(static_cast<double>(dftLength + 1) * hz / double(sampleRate));
+    // Edges below -700 Hz, infinite or NaN give no bin; converting those would be undefined.
+    if (!(bin >= -1e15 && bin <= 1e15))
+      fail("the mel edges [{}, {}] Hz give no DFT bin for point {}", lowHz, highHz, i);
+    points.push_back(static_cast<int64_t>(bin));
   }
   OnnxAttrs attrs(node);
   DType dtype = kilnDType(attrs.getInt("output_datatype", onnx::TensorProto::FLOAT), "the output dtype");

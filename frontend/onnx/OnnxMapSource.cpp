@@ -18,6 +18,9 @@ namespace {
 
 /// The most elements Range may produce at import time (its result is built as a tensor).
 constexpr int64_t kMaxRangeElements = int64_t{1} << 26;
+/// The most elements EyeLike may produce: its result is a dense constant built from the input's
+/// shape, which may be any static shape without data behind it (a 4096 x 4096 identity fits).
+constexpr int64_t kMaxEyeElements = int64_t{1} << 24;
 
 Tensor vectorOf(DType dtype, const std::vector<double> &values) {
   return Tensor::fromDoubles(dtype, {static_cast<int64_t>(values.size())}, values);
@@ -139,6 +142,9 @@ std::vector<ir::Value *> mapEyeLike(ImportContext &ctx, const onnx::NodeProto &n
   const TensorType &like = ctx.inputType(node, 0);
   if (like.rank() != 2)
     fail("input must be 2-D, got {}", like.toString());
+  if (like.numElements() > kMaxEyeElements)
+    fail("the output {} would have more than {} elements, more than kiln builds at import time",
+         shapeToString(like.shape), kMaxEyeElements);
   OnnxAttrs attrs(node);
   std::optional<int64_t> dtype = attrs.optInt("dtype");
   Tensor eye(dtype ? kilnDType(*dtype, "the output dtype") : like.dtype, like.shape);

@@ -170,6 +170,9 @@ std::string resolveExternalLocation(const std::string &modelDir, const std::stri
   if (dirEnd != dir.end() || fileIt == file.end())
     fail("{}: external data file '{}' resolves to '{}', outside the model's folder '{}'", what, location, file.string(),
          dir.string());
+  // A FIFO or a device would block or never end when read; a folder cannot be read at all.
+  if (!fs::is_regular_file(file, error))
+    fail("{}: external data '{}' is not a regular file", what, location);
   return file.string();
 }
 
@@ -202,7 +205,9 @@ public:
       fail("{} is stored externally but names no location", what);
     std::string path = resolveExternalLocation(modelDir, location_, what);
     // O_NOFOLLOW: the canonical path has no links left; if one appeared since, refuse it.
-    fd_ = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    // O_NONBLOCK: should a FIFO have replaced the file since, opening it must not wait for a
+    // writer (fstat below refuses it); for a regular file the flag changes nothing.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0)
       fail("{}: cannot open external data file '{}': {}", what, location_, std::strerror(errno));
     struct stat info {};

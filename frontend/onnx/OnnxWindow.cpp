@@ -5,6 +5,17 @@
 
 namespace kiln::frontend {
 
+namespace {
+
+/// ONNX 1.12's shape inference for Conv and the pools (which the importer runs on every model
+/// it maps) finds SAME padding by subtracting the stride from the input size one step at a
+/// time, whenever auto_pad is given (other than VALID), pads is not and the stride is above 1:
+/// a dim of 2^40 with stride 2 keeps it busy for hours. Dims needing more steps than this are
+/// refused up front.
+constexpr int64_t kMaxAutoPadStrideSteps = int64_t{1} << 26;
+
+} // namespace
+
 bool isKnownAutoPad(const std::string &mode) {
   return mode == "NOTSET" || mode == "VALID" || mode == "SAME_UPPER" || mode == "SAME_LOWER";
 }
@@ -31,12 +42,21 @@ OnnxWindow readWindow(const onnx::NodeProto &node, const ir::Value *x, std::vect
   size_t rank = static_cast<size_t>(x->rank() - 2);
   if (kernel.size() != rank)
     fail("kernel {} needs one entry per spatial dim of input {}", shapeToString(kernel), shapeToString(x->shape()));
+  for (int64_t k : kernel)
+    if (k < 1)
+      fail("kernel {} must have sizes >= 1", shapeToString(kernel));
   OnnxAttrs attrs(node);
   OnnxWindow w;
   w.kernel = std::move(kernel);
   w.strides = perSpatialDim(attrs, "strides", rank);
   w.dilations = hasDilations ? perSpatialDim(attrs, "dilations", rank) : std::vector<int64_t>(rank, 1);
   std::string mode = attrs.getString("auto_pad", "NOTSET");
+  if (attrs.has("auto_pad") && mode != "VALID" && !attrs.has("pads"))
+    for (size_t d = 0; d < rank; ++d)
+      if (w.strides[d] > 1 && x->shape()[2 + d] / w.strides[d] > kMaxAutoPadStrideSteps)
+        fail("spatial dim {} of size {} needs more than {} strides of {}; ONNX's shape inference for auto_pad {} "
+             "would take too long",
+             d, x->shape()[2 + d], kMaxAutoPadStrideSteps, w.strides[d], mode);
   if (mode == "NOTSET") {
     w.pads = attrs.getInts("pads", std::vector<int64_t>(2 * rank, 0));
     if (w.pads.size() != 2 * rank)

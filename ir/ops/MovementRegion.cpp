@@ -217,7 +217,8 @@ OpDef defineConcat() {
       if (!matches)
         fail("operand {} has shape {}, which differs from operand 0's {} outside axis {}", k,
              shapeToString(shape), shapeToString(first), axis);
-      out[axis] += shape[axis];
+      if (__builtin_add_overflow(out[axis], shape[axis], &out[axis])) // dims of empty operands can be anything
+        fail("the concatenated size of axis {} overflows int64", axis);
     }
     return std::vector<TensorType>{{dtype, out}};
   };
