@@ -34,7 +34,7 @@ test-seeds: build
 # Under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan, -O1 -g1: quicker to compile,
 # with the line tables that reports need). `make test-asan` builds and runs the unit tests of
 # the parts that read user input (the IR and its parser, the graph API, the ONNX importer):
-# it is what CI runs, sized to keep CI well under 30 minutes on 2 cores. `make test-asan-all`
+# run it before landing changes to those parts (CI runs `make test` only). `make test-asan-all`
 # builds everything and runs every unit and golden test (the ONNX suite and the seed workloads
 # run in `make test` only: they would multiply the time under the sanitizers).
 ASAN_CONFIGURE = cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \
