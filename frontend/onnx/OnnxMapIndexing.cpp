@@ -15,6 +15,10 @@ using ir::OpKind;
 
 namespace {
 
+/// The most elements of ReverseSequence's index table, built at import time over the time and
+/// batch dims (which need no data behind them).
+constexpr int64_t kMaxSequenceTable = int64_t{1} << 24;
+
 /// A one-element integer operand (CumSum's axis, Trilu's k), read exactly.
 int64_t staticInt(ImportContext &ctx, const onnx::NodeProto &node, int i, const std::string &what) {
   std::vector<int64_t> values = ctx.staticInts(node, i, what);
@@ -148,6 +152,9 @@ std::vector<ir::Value *> mapReverseSequence(ImportContext &ctx, const onnx::Node
   int64_t steps = x->shape()[timeAxis], batch = x->shape()[batchAxis];
   if (static_cast<int64_t>(lengths.size()) != batch)
     fail("sequence_lens has {} entries for a batch of {}", lengths.size(), batch);
+  if (batch != 0 && steps > kMaxSequenceTable / batch)
+    fail("{} steps of a batch of {} need an index table larger than the {} elements kiln builds at import time",
+         steps, batch, kMaxSequenceTable);
   Shape tableShape(static_cast<size_t>(x->rank()), 1);
   tableShape[timeAxis] = steps;
   tableShape[batchAxis] = batch;

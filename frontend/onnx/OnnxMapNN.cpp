@@ -12,6 +12,10 @@ using ir::OpKind;
 
 namespace {
 
+/// Det unrolls one elimination step (about 25 nodes) per row, so the matrix size (a dim that
+/// needs no data behind it) is bounded before unrolling.
+constexpr int64_t kMaxDetSize = 1024;
+
 ir::Value *castTo(ImportContext &ctx, ir::Value *v, DType dtype) {
   return v->dtype() == dtype ? v : ctx.op(OpKind::Cast, {v}, {{"to", dtype}});
 }
@@ -78,6 +82,8 @@ std::vector<ir::Value *> mapDet(ImportContext &ctx, const onnx::NodeProto &node)
   if (rank < 2 || a->shape()[rank - 1] != a->shape()[rank - 2])
     fail("input must be [..., n, n], got {}", shapeToString(a->shape()));
   int64_t n = a->shape()[rank - 1];
+  if (n > kMaxDetSize)
+    fail("a {} x {} matrix is larger than kiln unrolls elimination for ({})", n, n, kMaxDetSize);
   Shape batch(a->shape().begin(), a->shape().end() - 2), column = batch;
   column.push_back(n);
   Shape columnView = column;

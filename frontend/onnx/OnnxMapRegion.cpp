@@ -105,7 +105,7 @@ std::vector<ir::Value *> mapSplit(ImportContext &ctx, const onnx::NodeProto &nod
     int64_t n = *numOutputs;
     if (n < 1 || n != outputs)
       fail("num_outputs {} must be >= 1 and equal the node's {} outputs", n, outputs);
-    int64_t chunk = (dim + n - 1) / n;
+    int64_t chunk = dim / n + (dim % n != 0 ? 1 : 0); // not (dim + n - 1) / n: dim may be near 2^63
     if (chunk * (n - 1) > dim)
       fail("cannot split a dim of {} into {} chunks of {}", dim, n, chunk);
     sizes.assign(static_cast<size_t>(n - 1), chunk);

@@ -164,6 +164,33 @@ TEST(OnnxBadModels, ImportTimeTablesAreBounded) {
   expectError([&] { import(resize); }, {"node 'grow' (Resize)", "no valid size"});
 }
 
+// Mappings that unroll over a dim (a recurrence's steps, Det's rows) or build a table over two
+// dims bound them first: the dims need no data behind them, so a tiny file could ask for any.
+TEST(OnnxBadModels, UnrolledMappingsAreBounded) {
+  ModelBuilder rnn(14);
+  rnn.input("x", DType::F32, {5000, 1, 2});
+  rnn.input("w", DType::F32, {1, 1, 2});
+  rnn.input("r", DType::F32, {1, 1, 1});
+  setInt(rnn.node("RNN", {"x", "w", "r"}, {"", "h"}, "long_rnn"), "hidden_size", 1);
+  rnn.output("h", DType::F32, {1, 1, 1});
+  expectError([&] { import(rnn); }, {"node 'long_rnn' (RNN)", "sequence length 5000", "4096"});
+
+  ModelBuilder det(13);
+  det.input("a", DType::F32, {0, 2000, 2000});
+  det.node("Det", {"a"}, {"d"}, "big_det");
+  det.output("d", DType::F32, {0});
+  expectError([&] { import(det); }, {"node 'big_det' (Det)", "2000 x 2000", "1024"});
+
+  ModelBuilder reverse(13);
+  reverse.input("x", DType::F32, {int64_t{1} << 30, 4, 0});
+  reverse.initializer("lens", Tensor::fromDoubles(DType::I64, {4}, {1, 2, 3, 4}));
+  auto &node = reverse.node("ReverseSequence", {"x", "lens"}, {"y"}, "rev");
+  setInt(node, "time_axis", 0);
+  setInt(node, "batch_axis", 1);
+  reverse.output("y", DType::F32, {int64_t{1} << 30, 4, 0});
+  expectError([&] { import(reverse); }, {"node 'rev' (ReverseSequence)", "index table"});
+}
+
 // ---- nesting --------------------------------------------------------------------------------
 
 // Nesting past protobuf's recursion limit is refused while parsing; nesting through a GRAPHS

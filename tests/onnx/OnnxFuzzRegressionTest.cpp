@@ -64,6 +64,8 @@ const std::map<std::string, std::vector<std::string>> &expectedImportErrors() {
       // DFT along a dim of 2^31: a 2^62-element twiddle matrix whose byte size wrapped to 0,
       // then written through a null pointer.
       {"dft-huge-signal-length.onnx", {"DFT", "more than the 16777216"}},
+      // Det of a [2^31, 2^31] input: elimination unrolled over 2^31 rows ran out of memory.
+      {"det-huge-matrix-oom.onnx", {"Det", "larger than kiln unrolls"}},
   };
   return errors;
 }
