@@ -13,27 +13,12 @@
 namespace kiln {
 namespace {
 
+using test::PassRun;
+
 using ir::OpKind;
 
-struct PassRun {
-  std::unique_ptr<ir::Graph> before, after;
-  passes::PassContext context;
-  bool changed = false;
-  int64_t merged() const { return context.stats.get("nodes merged"); }
-  int count(OpKind op) const {
-    int n = 0;
-    for (const ir::Node *node : after->nodes())
-      n += node->op() == op;
-    return n;
-  }
-};
-
 PassRun merge(std::string_view text) {
-  PassRun run;
-  run.before = test::parseKir(text);
-  run.after = run.before->clone();
-  run.changed = passes::createCommonSubexpressionEliminationPass()->run(*run.after, run.context);
-  EXPECT_NO_THROW(ir::verify(*run.after));
+  PassRun run = test::runPass(text, *passes::createCommonSubexpressionEliminationPass());
   test::expectSameNumerics(*run.before, *run.after);
   return run;
 }
@@ -47,7 +32,7 @@ TEST(CommonSubexpressionElimination, MergesTheSameOpOnTheSameOperands) {
     return %c, %d
   })");
   EXPECT_TRUE(run.changed);
-  EXPECT_EQ(run.merged(), 2); // %b into %a, then %d (now exp(%a)) into %c
+  EXPECT_EQ(run.stat("nodes merged"), 2); // %b into %a, then %d (now exp(%a)) into %c
   EXPECT_EQ(run.after->numNodes(), 2u);
   EXPECT_EQ(run.after->outputs()[0], run.after->outputs()[1]);
 }
@@ -60,7 +45,7 @@ TEST(CommonSubexpressionElimination, CommutativeOpsMergeWithOperandsInEitherOrde
     %d = mul(%x, %y) : f32[2,3]
     return %a, %b, %c, %d
   })");
-  EXPECT_EQ(run.merged(), 2);
+  EXPECT_EQ(run.stat("nodes merged"), 2);
   EXPECT_EQ(run.count(OpKind::Add), 1);
   EXPECT_EQ(run.count(OpKind::Mul), 1);
 }
@@ -74,7 +59,7 @@ TEST(CommonSubexpressionElimination, NonCommutativeOperandOrderMatters) {
     return %a, %b, %c, %d
   })");
   EXPECT_FALSE(run.changed);
-  EXPECT_EQ(run.merged(), 0);
+  EXPECT_EQ(run.stat("nodes merged"), 0);
 }
 
 TEST(CommonSubexpressionElimination, DifferentAttributesDoNotMerge) {
@@ -85,7 +70,7 @@ TEST(CommonSubexpressionElimination, DifferentAttributesDoNotMerge) {
     %d = reduce_sum(%x) {axes = [0]} : f32[3]
     return %a, %b, %c, %d
   })");
-  EXPECT_EQ(run.merged(), 1); // only %c into %a
+  EXPECT_EQ(run.stat("nodes merged"), 1); // only %c into %a
   EXPECT_EQ(run.count(OpKind::ReduceSum), 3);
 }
 
@@ -107,7 +92,7 @@ TEST(CommonSubexpressionElimination, ConstantsMergeByValueBitForBit) {
     return %a, %b, %c, %d, %e, %f
   })");
   // %c2 into %c1, %b into %a, %n2 into %n1; 0.0 and -0.0 differ, and so do %c1 and %c3.
-  EXPECT_EQ(run.merged(), 3);
+  EXPECT_EQ(run.stat("nodes merged"), 3);
   EXPECT_EQ(run.count(OpKind::Constant), 5);
   EXPECT_EQ(run.after->outputs()[0], run.after->outputs()[1]);
   EXPECT_NE(run.after->outputs()[3], run.after->outputs()[4]);
@@ -122,7 +107,7 @@ TEST(CommonSubexpressionElimination, EqualValuesOfDifferentTypesDoNotMerge) {
     %e = constant tensor<f32[]>[1.0] : f32[]
     return %a, %b, %c, %d, %e
   })");
-  EXPECT_EQ(run.merged(), 1); // %e into %a
+  EXPECT_EQ(run.stat("nodes merged"), 1); // %e into %a
   EXPECT_EQ(run.count(OpKind::Constant), 4);
 }
 
@@ -150,7 +135,7 @@ TEST(CommonSubexpressionElimination, MergesMultiOutputNodesAndSourcelessNodes) {
     %i2 = iota() {axis = 1, dtype = i64, shape = [2, 3]} : i64[2,3]
     return %l1, %r1, %l2, %r2, %i1, %i2
   })");
-  EXPECT_EQ(run.merged(), 2);
+  EXPECT_EQ(run.stat("nodes merged"), 2);
   EXPECT_EQ(run.after->outputs()[0], run.after->outputs()[2]);
   EXPECT_EQ(run.after->outputs()[1], run.after->outputs()[3]);
   EXPECT_EQ(run.after->outputs()[4], run.after->outputs()[5]);
@@ -167,7 +152,7 @@ TEST(CommonSubexpressionElimination, TheSurvivorTakesAReturnedDuplicatesName) {
     %y = add(%3, %4) : f32[0]
     return %logits, %2, %y
   })");
-  EXPECT_EQ(run.merged(), 3);
+  EXPECT_EQ(run.stat("nodes merged"), 3);
   EXPECT_EQ(run.after->outputs()[0]->name(), "logits");
   EXPECT_NE(ir::printGraph(*run.after).find("return %logits"), std::string::npos);
 }
@@ -196,7 +181,7 @@ TEST(CommonSubexpressionElimination, KernelsMergeOnlyWithEqualBodies) {
     }
     return %a, %b, %c
   })");
-  EXPECT_EQ(run.merged(), 1);
+  EXPECT_EQ(run.stat("nodes merged"), 1);
   EXPECT_EQ(run.after->outputs()[0], run.after->outputs()[1]);
   EXPECT_NE(run.after->outputs()[0], run.after->outputs()[2]);
 }

@@ -12,33 +12,19 @@
 namespace kiln {
 namespace {
 
+using test::PassRun;
+
 using ir::OpKind;
 
-struct PassRun {
-  std::unique_ptr<ir::Graph> before, after;
-  passes::PassContext context;
-  bool changed = false;
-  int64_t folded() const { return context.stats.get("nodes folded"); }
-  int count(OpKind op) const {
-    int n = 0;
-    for (const ir::Node *node : after->nodes())
-      n += node->op() == op;
-    return n;
-  }
-  /// The value of output i, which must be a constant.
-  Tensor constantOutput(size_t i) const {
-    const ir::Node *producer = after->outputs().at(i)->producer();
-    EXPECT_TRUE(producer && producer->op() == OpKind::Constant) << "output " << i << " is not a constant";
-    return producer && producer->op() == OpKind::Constant ? producer->attrTensor("value") : Tensor();
-  }
-};
+/// The value of output i of the folded graph, which must be a constant.
+Tensor constantOutput(const PassRun &run, size_t i) {
+  const ir::Node *producer = run.after->outputs().at(i)->producer();
+  EXPECT_TRUE(producer && producer->op() == OpKind::Constant) << "output " << i << " is not a constant";
+  return producer && producer->op() == OpKind::Constant ? producer->attrTensor("value") : Tensor();
+}
 
 PassRun fold(std::string_view text) {
-  PassRun run;
-  run.before = test::parseKir(text);
-  run.after = run.before->clone();
-  run.changed = passes::createConstantFoldingPass()->run(*run.after, run.context);
-  EXPECT_NO_THROW(ir::verify(*run.after));
+  PassRun run = test::runPass(text, *passes::createConstantFoldingPass());
   test::expectSameNumerics(*run.before, *run.after);
   return run;
 }
@@ -56,8 +42,8 @@ TEST(ConstantFolding, FoldsAChainOfConstantComputationsInOneRun) {
     return %n, %y
   })");
   EXPECT_TRUE(run.changed);
-  EXPECT_EQ(run.folded(), 3);
-  EXPECT_EQ(values(run.constantOutput(0)), (std::vector<double>{-16.0, -25.0})); // -(1+3)^2, -(2+3)^2
+  EXPECT_EQ(run.stat("nodes folded"), 3);
+  EXPECT_EQ(values(constantOutput(run, 0)), (std::vector<double>{-16.0, -25.0})); // -(1+3)^2, -(2+3)^2
   EXPECT_EQ(run.count(OpKind::Add), 1);                                          // %y reads %x
   EXPECT_EQ(run.after->outputs()[0]->name(), "n");
 }
@@ -73,7 +59,7 @@ TEST(ConstantFolding, InputsAndParamsAreNotConstants) {
     return %a, %b, %d
   })");
   EXPECT_FALSE(run.changed);
-  EXPECT_EQ(run.folded(), 0);
+  EXPECT_EQ(run.stat("nodes folded"), 0);
 }
 
 TEST(ConstantFolding, FoldsIotaBroadcastsOfScalarsAndIntegerOps) {
@@ -87,12 +73,12 @@ TEST(ConstantFolding, FoldsIotaBroadcastsOfScalarsAndIntegerOps) {
     %m = gt(%q, %two) : bool[3]
     return %i, %b, %q, %m
   })");
-  EXPECT_EQ(run.folded(), 4);
-  EXPECT_EQ(values(run.constantOutput(0)), (std::vector<double>{0, 1, 2, 0, 1, 2}));
-  EXPECT_EQ(values(run.constantOutput(1)), (std::vector<double>{0.25, 0.25, 0.25, 0.25}));
-  EXPECT_EQ(run.constantOutput(2).dtype(), DType::I32);
-  EXPECT_EQ(run.constantOutput(3).dtype(), DType::Bool);
-  EXPECT_EQ(values(run.constantOutput(3)), (std::vector<double>{1, 0, 1})); // 3 > 2, -3 or -4 > 2, 4 > 2
+  EXPECT_EQ(run.stat("nodes folded"), 4);
+  EXPECT_EQ(values(constantOutput(run, 0)), (std::vector<double>{0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(values(constantOutput(run, 1)), (std::vector<double>{0.25, 0.25, 0.25, 0.25}));
+  EXPECT_EQ(constantOutput(run, 2).dtype(), DType::I32);
+  EXPECT_EQ(constantOutput(run, 3).dtype(), DType::Bool);
+  EXPECT_EQ(values(constantOutput(run, 3)), (std::vector<double>{1, 0, 1})); // 3 > 2, -3 or -4 > 2, 4 > 2
 }
 
 TEST(ConstantFolding, FoldsCompositesMultiOutputNodesScalarsAndEmptyTensors) {
@@ -108,15 +94,15 @@ TEST(ConstantFolding, FoldsCompositesMultiOutputNodesScalarsAndEmptyTensors) {
     %en = neg(%e) : f32[0,2]
     return %left, %right, %r, %ab, %en
   })");
-  EXPECT_EQ(run.folded(), 5);
-  std::vector<double> left = values(run.constantOutput(0));
+  EXPECT_EQ(run.stat("nodes folded"), 5);
+  std::vector<double> left = values(constantOutput(run, 0));
   ASSERT_EQ(left.size(), 2u);
   EXPECT_NEAR(left[0], 1.0 / 3.0, 1e-7);
-  EXPECT_NEAR(values(run.constantOutput(1)).at(0), 1.0 / 3.0, 1e-7);
+  EXPECT_NEAR(values(constantOutput(run, 1)).at(0), 1.0 / 3.0, 1e-7);
   EXPECT_EQ(run.after->outputs()[1]->name(), "right");
-  EXPECT_EQ(values(run.constantOutput(2)), (std::vector<double>{1.0, 2.0}));
-  EXPECT_EQ(values(run.constantOutput(3)), (std::vector<double>{2.5}));
-  EXPECT_EQ(run.constantOutput(4).numElements(), 0);
+  EXPECT_EQ(values(constantOutput(run, 2)), (std::vector<double>{1.0, 2.0}));
+  EXPECT_EQ(values(constantOutput(run, 3)), (std::vector<double>{2.5}));
+  EXPECT_EQ(constantOutput(run, 4).numElements(), 0);
 }
 
 TEST(ConstantFolding, FoldsAKernelThroughItsBody) {
@@ -135,8 +121,8 @@ TEST(ConstantFolding, FoldsAKernelThroughItsBody) {
     }
     return %k, %l
   })");
-  EXPECT_EQ(run.folded(), 1);
-  EXPECT_EQ(values(run.constantOutput(0)), (std::vector<double>{-1.0, -2.0}));
+  EXPECT_EQ(run.stat("nodes folded"), 1);
+  EXPECT_EQ(values(constantOutput(run, 0)), (std::vector<double>{-1.0, -2.0}));
   EXPECT_EQ(run.after->outputs()[1]->producer()->op(), OpKind::Kernel);
 }
 
@@ -149,7 +135,7 @@ TEST(ConstantFolding, ALargeResultFromSmallOperandsStaysAComputation) {
     return %big, %limit
   })");
   EXPECT_EQ(run.context.stats.get("nodes too large to fold"), 1);
-  EXPECT_EQ(run.folded(), 1); // exactly kMaxFoldedElements still folds
+  EXPECT_EQ(run.stat("nodes folded"), 1); // exactly kMaxFoldedElements still folds
   EXPECT_EQ(run.after->outputs()[0]->producer()->op(), OpKind::Broadcast);
 }
 

@@ -13,19 +13,10 @@
 namespace kiln {
 namespace {
 
-struct PassRun {
-  std::unique_ptr<ir::Graph> before, after;
-  passes::PassContext context;
-  bool changed = false;
-  int64_t expanded() const { return context.stats.get("composites expanded"); }
-};
+using test::PassRun;
 
 PassRun decompose(std::string_view text) {
-  PassRun run;
-  run.before = test::parseKir(text);
-  run.after = run.before->clone();
-  run.changed = passes::createDecomposePass()->run(*run.after, run.context);
-  EXPECT_NO_THROW(ir::verify(*run.after));
+  PassRun run = test::runPass(text, *passes::createDecomposePass());
   for (const ir::Node *node : run.after->nodes())
     EXPECT_FALSE(ir::isComposite(node->op())) << node->opName() << " is left";
   test::expectSameNumerics(*run.before, *run.after);
@@ -47,7 +38,7 @@ TEST(Decompose, ExpandsLinearIntoPrimitivesAndKeepsTheOutputName) {
     return %logits
   })");
   EXPECT_TRUE(run.changed);
-  EXPECT_EQ(run.expanded(), 1);
+  EXPECT_EQ(run.stat("composites expanded"), 1);
   EXPECT_EQ(run.after->outputs()[0]->name(), "logits");
   EXPECT_NE(ir::printGraph(*run.after).find("matmul"), std::string::npos);
 }
@@ -62,7 +53,7 @@ TEST(Decompose, ExpandsCompositesThatDecompositionsCreate) {
     %loss = mse_loss(%x, %t) : f32[]
     return %loss
   })");
-  EXPECT_EQ(run.expanded(), 1 + countComposites(*inner));
+  EXPECT_EQ(run.stat("composites expanded"), 1 + countComposites(*inner));
 }
 
 TEST(Decompose, ExpandsEveryKindOfComposite) {
@@ -117,7 +108,7 @@ TEST(Decompose, ExpandsEveryKindOfComposite) {
     %total = add(%mse_loss, %cross_entropy) : f32[]
     return %sum, %softmax, %log_softmax, %instance_norm, %lrn, %total, %nll_loss, %one_hot, %tile, %flatten, %unsqueeze, %squeeze, %reduce_mean, %reduce_log_sum, %reduce_log_sum_exp, %reduce_sum_square, %linear, %reduce_l1, %reduce_l2
   })");
-  EXPECT_GE(run.expanded(), 37); // the 37 composites written above, plus any they nest
+  EXPECT_GE(run.stat("composites expanded"), 37); // the 37 composites written above, plus any they nest
 }
 
 TEST(Decompose, AGraphWithoutCompositesIsUnchanged) {
@@ -128,7 +119,7 @@ TEST(Decompose, AGraphWithoutCompositesIsUnchanged) {
     return %a, %b, %c
   })");
   EXPECT_FALSE(run.changed);
-  EXPECT_EQ(run.expanded(), 0);
+  EXPECT_EQ(run.stat("composites expanded"), 0);
   EXPECT_EQ(ir::printGraph(*run.after), ir::printGraph(*run.before));
 }
 
@@ -140,7 +131,7 @@ TEST(Decompose, EdgeShapesAndIntegerComposites) {
     %d = tile(%i) {repeats = [2, 1]} : i64[4,3]
     return %a, %b, %c, %d
   })");
-  EXPECT_EQ(run.expanded(), 4);
+  EXPECT_EQ(run.stat("composites expanded"), 4);
 }
 
 TEST(Decompose, IsLinearOnManyComposites) {

@@ -3,6 +3,7 @@
 #include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Parser.h"
+#include "ir/Verifier.h"
 
 namespace kiln::test {
 
@@ -13,6 +14,22 @@ std::unique_ptr<ir::Graph> parseKir(std::string_view text) {
     ADD_FAILURE() << "parse error: " << error.what();
     return std::make_unique<ir::Graph>();
   }
+}
+
+int PassRun::count(ir::OpKind op) const {
+  int n = 0;
+  for (const ir::Node *node : after->nodes())
+    n += node->op() == op;
+  return n;
+}
+
+PassRun runPass(std::string_view text, passes::Pass &pass) {
+  PassRun run;
+  run.before = parseKir(text);
+  run.after = run.before->clone();
+  run.changed = pass.run(*run.after, run.context);
+  EXPECT_NO_THROW(ir::verify(*run.after));
+  return run;
 }
 
 namespace {
