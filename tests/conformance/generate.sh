@@ -11,6 +11,11 @@ if [ $# -ne 1 ]; then
   exit 2
 fi
 out=$1
+# The reference and the compiled conformance tests both call this at once (ctest -j): one
+# generates while the other waits here, then finds the suite complete.
+mkdir -p "$(dirname "$out")"
+exec 9>"$out.lock"
+flock 9
 if [ -f "$out/.complete" ] && [ -d "$out/node" ]; then
   exit 0
 fi
