@@ -19,12 +19,8 @@ namespace kiln::codegen {
 
 using ir::OpKind;
 
-namespace {
-
-using CoordsOf = std::function<std::vector<Index>(IndexArena &, const Index &batch, const Index &row, const Index &col)>;
-
 // Writes the epilogue function for `stage` and returns its name, or "NULL" when the stage
-// stores nothing but the tile itself.
+// stores nothing but the tile itself (also used by codegen/EmitConvTranspose.cpp).
 std::string emitEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, int64_t batches, int64_t rows,
                          int64_t cols, const CoordsOf &coordsOf) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
@@ -63,6 +59,8 @@ std::string emitEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, int6
                                fn, e.endFunction());
   return fn;
 }
+
+namespace {
 
 // The single stride over the flattened batch that describes `coefs` (per batch dim of
 // `batchShape`), if there is one.

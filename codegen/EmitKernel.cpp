@@ -4,7 +4,9 @@
 #include <algorithm>
 
 #include "codegen/EmitCpp.h"
+#include "codegen/EmitDirect.h"
 #include "codegen/EmitStages.h"
+#include "codegen/GenericContraction.h"
 #include "codegen/ScalarOps.h"
 #include "ir/Error.h"
 
@@ -26,6 +28,9 @@ KernelText emitStages(const KernelPlan &plan, const std::string &prefix, bool re
     case StageKind::Gemm: emitGemmStage(emitter, stage, text); break;
     case StageKind::Conv: emitConvStage(emitter, stage, text); break;
     case StageKind::Pool: emitPoolStage(emitter, stage, text); break;
+    case StageKind::Direct: emitDirectStage(emitter, stage, text); break;
+    case StageKind::Generic: emitGenericStage(emitter, stage, text); break;
+    case StageKind::ConvTranspose: emitConvTransposeStage(emitter, stage, text); break;
     }
   }
   return text;

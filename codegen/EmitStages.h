@@ -1,6 +1,7 @@
 #pragma once
 // The emitters of each stage kind (internal to codegen): each writes the static functions a
 // stage needs and the statements that run it inside the kernel function.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,15 @@ void emitRowsStage(KernelEmitter &emitter, int stage, KernelText &out);
 void emitGemmStage(KernelEmitter &emitter, int stage, KernelText &out);
 void emitConvStage(KernelEmitter &emitter, int stage, KernelText &out);
 void emitPoolStage(KernelEmitter &emitter, int stage, KernelText &out);
+
+/// The output coordinates of the tile element (batch, row, col) a library kernel hands to an
+/// epilogue.
+using CoordsOf = std::function<std::vector<Index>(IndexArena &, const Index &batch, const Index &row, const Index &col)>;
+
+/// Writes the epilogue (a kiln_epilogue_fn) of contraction stage `stage` over `batches` output
+/// matrices of `rows` x `cols`, and returns its name, or "NULL" when the stage stores nothing
+/// but the tile itself (codegen/EmitContraction.cpp).
+std::string emitEpilogue(KernelEmitter &emitter, int stage, KernelText &out, int64_t batches, int64_t rows,
+                         int64_t cols, const CoordsOf &coordsOf);
 
 } // namespace kiln::codegen

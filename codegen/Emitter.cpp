@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "codegen/EmitDirect.h"
 #include "codegen/ScalarOps.h"
 #include "ir/Error.h"
 
@@ -93,7 +94,7 @@ std::string KernelEmitter::pointer(int buffer) {
   const KernelBuffer &b = plan_.buffers.at(static_cast<size_t>(buffer));
   std::string name = b.kind == KernelBuffer::Kind::Constant ? fmt::format("{}_c{}", prefix_, b.index)
                                                              : fmt::format("b{}", buffer);
-  std::string type = cType(b.type.dtype);
+  std::string type = storageType(b.type.dtype);
   const char *qualifier = restrict_ ? " *__restrict " : " *";
   switch (b.kind) {
   case KernelBuffer::Kind::Operand:
@@ -134,6 +135,10 @@ void KernelEmitter::setOverride(const ir::Value *value, std::vector<Index> coord
 }
 
 Scalar KernelEmitter::declare(DType dtype, const std::string &expr, int level) {
+  return declareExact(dtype, roundExpression(dtype, expr), level);
+}
+
+Scalar KernelEmitter::declareExact(DType dtype, const std::string &expr, int level) {
   std::string name = fresh("v");
   lineAt(level, fmt::format("const {} {} = {};", cType(dtype), name, expr));
   return {name, level};
@@ -159,7 +164,8 @@ Scalar KernelEmitter::value(const ir::Value *value, const std::vector<Index> &co
 
 void KernelEmitter::store(const Store &store, const std::vector<Index> &coords, const Scalar &scalar) {
   Index address = flatIndex(arena_, coords, store.value->shape());
-  line(fmt::format("{}[{}] = {};", pointer(store.buffer), arena_.code(address), scalar.code));
+  DType dtype = plan_.buffers.at(static_cast<size_t>(store.buffer)).type.dtype;
+  line(fmt::format("{}[{}] = {};", pointer(store.buffer), arena_.code(address), narrowExpression(dtype, scalar.code)));
 }
 
 Scalar KernelEmitter::load(int buffer, const std::vector<Index> &coords) {
@@ -174,7 +180,11 @@ Scalar KernelEmitter::load(int buffer, const std::vector<Index> &coords) {
     if (step != 0 && step != 1 && step != -1)
       ++stridedInnerLoads_;
   }
-  return declare(b.type.dtype, fmt::format("{}[{}]", pointer(buffer), arena_.code(address)), arena_.level(address));
+  std::string element = fmt::format("{}[{}]", pointer(buffer), arena_.code(address));
+  // Constants are file-scope arrays of cType (EmitKernel.cpp); other buffers hold storageType.
+  if (b.kind != KernelBuffer::Kind::Constant)
+    element = widenExpression(b.type.dtype, element);
+  return declareExact(b.type.dtype, element, arena_.level(address));
 }
 
 void KernelEmitter::watchInnerLoop(const std::string &name) {
@@ -199,6 +209,8 @@ Scalar KernelEmitter::compute(const ir::Value *value, const std::vector<Index> &
   case OpKind::Pad: return pad(*node, coords);
   case OpKind::Concat: return concat(*node, coords);
   case OpKind::Gather: return gather(*node, coords);
+  case OpKind::GatherElements: return gatherElementsLoad(*this, *node, coords);
+  case OpKind::GatherNd: return gatherNdLoad(*this, *node, coords);
   case OpKind::Iota: {
     int64_t axis = node->attrInt("axis");
     if (axis < 0)
@@ -221,7 +233,7 @@ Scalar KernelEmitter::compute(const ir::Value *value, const std::vector<Index> &
     operands.push_back(operand.code);
     level = std::max(level, operand.level);
   }
-  return declare(value->dtype(), scalarExpression(*node, operands), level);
+  return declareExact(value->dtype(), scalarExpression(*node, operands), level);
 }
 
 // Constant pads select the fill outside the input; every mode loads at a clamped (or
@@ -262,8 +274,8 @@ Scalar KernelEmitter::pad(const ir::Node &node, const std::vector<Index> &coords
   std::string condition = conditions[0];
   for (size_t i = 1; i < conditions.size(); ++i)
     condition += " && " + conditions[i];
-  return declare(dtype, fmt::format("({} ? {} : {})", condition, loaded.code, fill.code),
-                 std::max(conditionLevel, loaded.level));
+  return declareExact(dtype, fmt::format("({} ? {} : {})", condition, loaded.code, fill.code),
+                      std::max(conditionLevel, loaded.level));
 }
 
 // Each operand whose range along the axis the coordinate can reach is loaded at a clamped
@@ -301,7 +313,7 @@ Scalar KernelEmitter::concat(const ir::Node &node, const std::vector<Index> &coo
   std::string expr = pieces.back().second.code;
   for (size_t i = pieces.size() - 1; i-- > 0;)
     expr = fmt::format("({} < {} ? {} : {})", arena_.code(c), pieces[i].first, pieces[i].second.code, expr);
-  return declare(node.output()->dtype(), expr, level);
+  return declareExact(node.output()->dtype(), expr, level);
 }
 
 // ONNX Gather: output coords = data coords before the axis, the index tensor's coords, then

@@ -13,7 +13,10 @@
 // takes an override (a reduction's per-row result, a contraction's tile element) when one is
 // set, and otherwise computes v from its producer: elementwise ops from their operands,
 // re-indexing ops by mapping the coordinates, pad/concat as clamped loads and selects, gather
-// as an indirect load with a clamped index, iota from the coordinate. A value it cannot
+// as an indirect load with a clamped index, iota from the coordinate.
+//
+// f16 and bf16 values are floats (codegen/ScalarOps.h): loads widen the buffer's 16-bit
+// patterns, stores narrow, and every value computed is rounded to its dtype. A value it cannot
 // compute inline (a reduction without override, a contraction) or an override requested at
 // other coordinates throws StrategyMismatch.
 #include <map>
@@ -69,8 +72,11 @@ public:
   void store(const Store &store, const std::vector<Index> &coords, const Scalar &scalar);
   void setOverride(const ir::Value *value, std::vector<Index> coords, Scalar scalar);
 
-  /// Declares `const T name = expr;` at `level` and returns it.
+  /// Declares `const T name = expr;` at `level` and returns it (T = cType(dtype)); `expr` is
+  /// rounded to the dtype first (f16, bf16: see codegen/ScalarOps.h).
   Scalar declare(DType dtype, const std::string &expr, int level);
+  /// As declare, for an `expr` that already is a value of the dtype (no rounding).
+  Scalar declareExact(DType dtype, const std::string &expr, int level);
 
   /// Watches loop variable `name`: loads whose address moves by more than one element per
   /// step of it (a transposed read) are counted, so a stage can choose a tiled loop order.

@@ -21,6 +21,10 @@
 //  - Gemm / Conv: rt->gemm or rt->conv2d on the anchor, with a generated epilogue that stores
 //    every value of the stage per output element of each tile.
 //  - Pool: rt->pool2d.
+//  - Generic: matmul/conv/conv_transpose/pooling/einsum the library lacks (other dtypes, 3-D,
+//    every einsum) as a generated loop nest; ConvTranspose: f32 conv_transpose as rt->gemm +
+//    generated col2im with the epilogue (codegen/GenericContraction.h).
+//  - Direct: one whole op as a loop nest written for it (scatter*, cumsum, topk, resize; codegen/EmitDirect.h).
 //
 // Loop order: the innermost loop always runs along the last dim of the stored values, so
 // stores are contiguous; loads that broadcast hoist out of the loops they do not depend on
@@ -33,9 +37,10 @@
 // express (a reduction read at another row, an epilogue that changes layout) throws
 // StrategyMismatch and the unit is lowered per op, which is always possible for supported ops.
 //
-// Not supported (a kiln::Error naming op, dtype and node): f16/bf16 values, composite ops (run
-// `decompose` first), conv_transpose, einsum, resize, scatter*, cumsum, topk, gather_elements,
-// gather_nd, matmul/conv/pooling on other dtypes than f32, 3-D convolution and pooling.
+// Not supported (a kiln::Error naming op, dtype and node): composite ops (run `decompose`
+// first), f16/bf16 values of ops that are neither computed inline nor reductions (matmul,
+// conv, pooling, the direct ops). Elsewhere f16/bf16 are stored as 16-bit patterns and
+// computed in float, bit-identical to the reference evaluator (codegen/ScalarOps.h).
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,7 +84,7 @@ Unit unitForCopy(const ir::Value &value, const std::string &label);
 /// The outer values that become the unit's operand buffers, in order (inlined ones skipped).
 std::vector<const ir::Value *> unitOperandValues(const ir::Node &node);
 
-enum class StageKind { Loop, Rows, Gemm, Conv, Pool };
+enum class StageKind { Loop, Rows, Gemm, Conv, Pool, Direct, Generic, ConvTranspose };
 
 struct KernelBuffer {
   enum class Kind { Operand, Result, Temp, Constant };
@@ -107,7 +112,7 @@ struct Stage {
   Shape domain;
   std::vector<bool> reduced;                  // Rows: per domain dim
   std::vector<const ir::Node *> reductions;   // Rows, in body order
-  const ir::Node *anchor = nullptr;           // Gemm, Conv, Pool
+  const ir::Node *anchor = nullptr;           // Gemm, Conv, Pool, Direct, Generic, ConvTranspose
   std::vector<StridedAccess> anchorOperands;  // Gemm, Conv, Pool: the anchor's operands
   int tileBuffer = -1;                        // Gemm, Conv: where the library writes
   std::vector<Store> stores;

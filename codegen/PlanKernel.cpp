@@ -9,6 +9,8 @@
 //     into temporaries by Loop stages first.
 #include <algorithm>
 
+#include "codegen/EmitDirect.h"
+#include "codegen/GenericContraction.h"
 #include "codegen/LoopNest.h"
 #include "ir/Error.h"
 
@@ -30,7 +32,9 @@ bool isReduction(OpKind op) {
   }
 }
 
-bool isContraction(OpKind op) { return op == OpKind::MatMul || op == OpKind::Conv; }
+bool isContraction(OpKind op) {
+  return op == OpKind::MatMul || op == OpKind::Conv || op == OpKind::ConvTranspose || op == OpKind::Einsum;
+}
 bool isPool(OpKind op) { return op == OpKind::MaxPool || op == OpKind::AvgPool; }
 
 bool isInlinable(OpKind op) {
@@ -47,12 +51,19 @@ bool isInlinable(OpKind op) {
   case OpKind::Concat:
   case OpKind::Split:
   case OpKind::Gather:
+  case OpKind::GatherElements:
+  case OpKind::GatherNd:
   case OpKind::Iota: return true;
   default: return false;
   }
 }
 
-bool supportedDType(DType dtype) { return dtype != DType::F16 && dtype != DType::BF16; }
+// f16 and bf16 are stored as 16-bit patterns and computed in float by the inline and row
+// emitters (codegen/ScalarOps.h); library and direct stages take no 16-bit floats.
+bool supportedDType(DType dtype, OpKind op) {
+  bool half = dtype == DType::F16 || dtype == DType::BF16;
+  return !half || op == OpKind::Constant || isInlinable(op) || isReduction(op);
+}
 
 // Reduced axes of a reduction node, as flags over its input dims.
 std::vector<bool> reducedAxes(const ir::Node &node) {
@@ -86,6 +97,7 @@ public:
       contractions += isContraction(node->op());
       reductions += isReduction(node->op());
       pools += isPool(node->op());
+      perOp = perOp || isDirectOp(node->op()); // Direct stages exist only per op
     }
     if (ops.size() == 1 && pools == 1) {
       planPerOp(ops);
@@ -244,8 +256,8 @@ private:
     for (const ir::Node *node : ops)
       if (isContraction(node->op()))
         anchor = node;
-    if (anchor->output()->dtype() != DType::F32)
-      throw StrategyMismatch("not an f32 contraction");
+    if (anchor->output()->dtype() != DType::F32 || needsGenericStage(*anchor))
+      throw StrategyMismatch("not a contraction the library kernels take");
     for (const Store &store : exports_)
       if (store.value->shape() != anchor->output()->shape())
         throw StrategyMismatch("a result is not over the contraction's output");
@@ -254,9 +266,15 @@ private:
   }
 
   void addAnchorStage(const ir::Node &anchor, const std::vector<Store> &stores) {
-    bool gemm = anchor.op() == OpKind::MatMul;
+    // Generic stages read every operand contiguously, as conv and pooling do.
+    bool generic = needsGenericStage(anchor);
+    bool gemm = anchor.op() == OpKind::MatMul && !generic;
     Stage stage;
-    stage.kind = gemm ? StageKind::Gemm : isPool(anchor.op()) ? StageKind::Pool : StageKind::Conv;
+    stage.kind = generic ? StageKind::Generic
+                 : gemm    ? StageKind::Gemm
+                 : anchor.op() == OpKind::ConvTranspose ? StageKind::ConvTranspose
+                 : isPool(anchor.op()) ? StageKind::Pool
+                                       : StageKind::Conv;
     stage.anchor = &anchor;
     stage.domain = anchor.output()->shape();
     for (const ir::Value *operand : anchor.inputs())
@@ -266,8 +284,13 @@ private:
     for (const Store &store : stores)
       if (store.value == anchor.output())
         stage.tileBuffer = store.buffer;
-    if (stage.tileBuffer < 0)
-      stage.tileBuffer = stores.empty() ? addTemp(anchor.output()->type()) : stores.front().buffer;
+    // The library writes the anchor's dtype: a result of another one (a cast in the epilogue)
+    // cannot hold the tile.
+    if (stage.tileBuffer < 0) {
+      bool fits = !stores.empty() &&
+                  plan_.buffers[static_cast<size_t>(stores.front().buffer)].type.dtype == anchor.output()->dtype();
+      stage.tileBuffer = fits ? stores.front().buffer : addTemp(anchor.output()->type());
+    }
     plan_.stages.push_back(std::move(stage));
     for (const Store &store : plan_.stages.back().stores)
       markStored(store);
@@ -292,6 +315,17 @@ private:
         stores.push_back({output, takeExport(output)});
       if (isContraction(node->op()) || isPool(node->op())) {
         addAnchorStage(*node, stores);
+        continue;
+      }
+      if (isDirectOp(node->op())) {
+        Stage stage;
+        stage.kind = StageKind::Direct;
+        stage.domain = node->output()->shape();
+        stage.anchor = node;
+        stage.stores = stores;
+        plan_.stages.push_back(std::move(stage));
+        for (const Store &store : stores)
+          markStored(store);
         continue;
       }
       if (isReduction(node->op())) {
@@ -330,19 +364,21 @@ void checkSupported(const ir::Node &node, const std::string &label) {
   };
   DType dtype = node.numInputs() > 0 ? node.input(0)->dtype() : node.output()->dtype();
   for (const ir::Value *value : node.inputs())
-    if (!supportedDType(value->dtype()))
+    if (!supportedDType(value->dtype(), node.op()))
       unsupported(value->dtype());
   for (const ir::Value *value : node.outputs())
-    if (!supportedDType(value->dtype()))
+    if (!supportedDType(value->dtype(), node.op()))
       unsupported(value->dtype());
   OpKind op = node.op();
-  if (op == OpKind::Constant || isInlinable(op) || isReduction(op))
+  if (op == OpKind::Constant || isInlinable(op) || isReduction(op) || isDirectOp(op))
     return;
   if (op == OpKind::MatMul && node.output()->dtype() == DType::F32)
     return;
   if (op == OpKind::Conv && dtype == DType::F32 && (node.input(0)->rank() == 3 || node.input(0)->rank() == 4))
     return;
   if (isPool(op) && dtype == DType::F32 && (node.input(0)->rank() == 3 || node.input(0)->rank() == 4))
+    return;
+  if (genericStageSupports(node)) // the other dtypes, ranks and attributes: codegen/GenericContraction.h
     return;
   unsupported(dtype);
 }

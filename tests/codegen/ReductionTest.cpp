@@ -1,9 +1,14 @@
 // Row kernels against the reference evaluator: softmax and layernorm as one kernel each,
 // reductions over leading, middle and all axes, keepdims or not, argmax/argmin, integer
 // reductions and empty reductions.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "frontend/Frontend.h"
+#include "ir/Evaluator.h"
 #include "tests/codegen/CodegenTestUtil.h"
 
 namespace kiln::codegen::test {
@@ -85,6 +90,27 @@ TEST(CodegenReduction, VarianceOfCenteredRowsStaysAccurate) {
   for (int64_t k = 0; k < input.numElements(); ++k)
     input.setDouble(k, input.getDouble(k) + 1000.0);
   expectMatchesReference(*graph, {input}, testOptions(), 1e-3, 1e-5);
+}
+
+// A row holding a negative NaN: max and min are NaN, and the sign bit must be the
+// reference's (a positive quiet NaN), not that of whichever NaN the loop kept. Rows of 40
+// take the vectorised eight-lane path, rows of 5 the scalar one.
+TEST(CodegenReduction, MaxAndMinOfARowWithANegativeNaNMatchTheReferenceBitForBit) {
+  for (int64_t rowLength : {5, 40}) {
+    GraphBuilder gb("nan_rows");
+    Var x = gb.input("x", DType::F32, {3, rowLength});
+    auto graph = gb.finish({frontend::max(x, {1}), frontend::min(x, {1})});
+    Tensor input = randomTensor({DType::F32, {3, rowLength}}, 31);
+    float *data = input.dataAs<float>();
+    data[rowLength + 2] = -std::numeric_limits<float>::quiet_NaN();
+    ASSERT_TRUE(std::signbit(data[rowLength + 2]));
+    std::vector<Tensor> expected = ir::evaluate(*graph, {input});
+    std::vector<Tensor> actual = compile(*graph, testOptions()).run({input});
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), static_cast<size_t>(expected[i].byteSize())), 0)
+          << "output " << i << " with rows of " << rowLength;
+  }
 }
 
 } // namespace

@@ -1,0 +1,66 @@
+#pragma once
+// Ops that codegen lowers as a whole (internal to codegen), and the indexed loads of
+// gather_elements and gather_nd.
+//
+// A Direct stage (StageKind::Direct) runs one node as a loop nest written for that op over
+// contiguous buffers: scatter_elements, scatter_add and scatter_nd (serial, in update order, so
+// repeated indices combine as the reference evaluator combines them), cumsum and topk (one
+// parallel row per line along the axis), resize (nearest: parallel rows of copies; linear and
+// cubic: separable passes in double with weight tables computed at compile time). Values are
+// combined as the reference does (ir/ops/GatherScatter.cpp, Sequence.cpp, Resize.cpp): floats
+// in double and rounded once, integers wrapping.
+//
+// Indices: generated code cannot report an error, so an index outside [-dim, dim) (which the
+// reference evaluator rejects) is clamped into the axis after negative ones wrap (the same rule
+// as gather): no generated kernel reads or writes out of bounds.
+#include <vector>
+
+#include "codegen/EmitStages.h"
+
+namespace kiln::codegen {
+
+/// Whether `op` is lowered by a Direct stage (always per op).
+bool isDirectOp(ir::OpKind op);
+
+/// Emits the Direct stage `stage` (its anchor is the node it runs).
+void emitDirectStage(KernelEmitter &emitter, int stage, KernelText &out);
+
+/// gather_elements / gather_nd output element at `coords`, as an indirect load from data
+/// (inlined into Loop, Rows and epilogue code like gather).
+Scalar gatherElementsLoad(KernelEmitter &emitter, const ir::Node &node, const std::vector<Index> &coords);
+Scalar gatherNdLoad(KernelEmitter &emitter, const ir::Node &node, const std::vector<Index> &coords);
+
+namespace direct {
+
+/// What one Direct op's row function needs: the function it fills (begun by the caller), and
+/// the buffers of the node's operands and outputs.
+struct DirectOp {
+  KernelEmitter &e;
+  const ir::Node &node;
+  std::vector<int> inputs;  // buffer per node input
+  std::vector<int> outputs; // buffer per node output
+  std::string fn;           // the row function's name (for its tables)
+};
+
+/// The work split of a row function: rows handed to runRows, and elements per row.
+struct RowSplit {
+  int64_t rows = 1;
+  int64_t rowElements = 1;
+  /// Written before the row function's name (e.g. a GCC attribute); usually empty.
+  std::string attributes;
+};
+
+/// Each writes the body of the row function `op.fn(vctx, begin, end)` and any file-scope
+/// tables it needs into `tables`.
+RowSplit emitScatterElements(DirectOp &op, std::string &tables);
+RowSplit emitScatterNd(DirectOp &op, std::string &tables);
+RowSplit emitCumSum(DirectOp &op, std::string &tables);
+RowSplit emitTopK(DirectOp &op, std::string &tables);
+RowSplit emitResize(DirectOp &op, std::string &tables);
+
+/// `dims`, `strides` etc. as a C++ initializer list "{a, b, c}".
+std::string intList(const std::vector<int64_t> &values);
+
+} // namespace direct
+
+} // namespace kiln::codegen
