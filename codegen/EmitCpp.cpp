@@ -13,6 +13,7 @@
 #include <cctype>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "codegen/ScalarOps.h"
@@ -94,8 +95,10 @@ struct Ref {
 
 class ModelEmitter {
 public:
-  ModelEmitter(const ir::Graph &graph, const passes::MemoryPlan &plan, std::string symbolPrefix)
-      : graph_(graph), plan_(plan), names_(ir::printedValueNames(graph)), prefix_(std::move(symbolPrefix)) {}
+  ModelEmitter(const ir::Graph &graph, const passes::MemoryPlan &plan, std::string symbolPrefix,
+               const std::vector<std::pair<size_t, std::string>> &outputsOverParams)
+      : graph_(graph), plan_(plan), names_(ir::printedValueNames(graph)), prefix_(std::move(symbolPrefix)),
+        outputsOverParams_(outputsOverParams) {}
 
   ModelSource run() {
     numberBuffers();
@@ -144,6 +147,13 @@ private:
       weightIndex_[param->output()] = static_cast<int>(model_.weights.size());
       model_.weights.push_back({param->attrString("name"), param->output()});
     }
+    for (const auto &[output, paramName] : outputsOverParams_) {
+      if (output >= graph_.outputs().size())
+        fail("codegen: internal error: output {} said to overwrite '{}' does not exist", output, paramName);
+      for (const WeightInfo &weight : model_.weights)
+        if (weight.name == paramName)
+          aliasedOutputWeights_.insert({static_cast<int>(output), weightIndex_.at(weight.value)});
+    }
     int constants = 0;
     for (const ir::Node *node : graph_.nodes()) {
       if (node->op() != OpKind::Constant || node->output()->type().numElements() <= ir::kMaxInlinedConstantElements)
@@ -178,7 +188,11 @@ private:
     return {KILN_ARENA_KIND, 0, offset, bytes};
   }
 
-  static bool overlaps(const Ref &a, const Ref &b) {
+  bool overlaps(const Ref &a, const Ref &b) const {
+    if (a.kind == KILN_OUTPUT_KIND && b.kind == KILN_WEIGHT_KIND)
+      return aliasedOutputWeights_.count({a.index, b.index}) > 0;
+    if (a.kind == KILN_WEIGHT_KIND && b.kind == KILN_OUTPUT_KIND)
+      return aliasedOutputWeights_.count({b.index, a.index}) > 0;
     if (a.kind != b.kind || (a.kind != KILN_ARENA_KIND && a.index != b.index))
       return false;
     return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
@@ -267,6 +281,8 @@ private:
   std::vector<std::string> launchLines_;
   std::vector<Ref> refs_;
   std::string prefix_; // starts every name the model defines
+  const std::vector<std::pair<size_t, std::string>> &outputsOverParams_;
+  std::set<std::pair<int, int>> aliasedOutputWeights_; // (output index, weight index) sharing storage
 };
 
 } // namespace
@@ -278,11 +294,12 @@ std::string sourcePrelude() {
   return text + preludeHelpers() + "\n";
 }
 
-ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix) {
+ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix,
+                      const std::vector<std::pair<size_t, std::string>> &outputsOverParams) {
   for (char ch : symbolPrefix)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
       fail("codegen: symbol prefix '{}' is not a C identifier part", symbolPrefix);
-  return ModelEmitter(graph, plan, symbolPrefix).run();
+  return ModelEmitter(graph, plan, symbolPrefix, outputsOverParams).run();
 }
 
 } // namespace kiln::codegen

@@ -15,6 +15,7 @@
 // An unsupported op or dtype is a kiln::Error "codegen: op X on dtype Y is not supported yet
 // (node %n)", so a caller can fall back to the reference evaluator.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/LoopNest.h"
@@ -59,7 +60,13 @@ struct ModelSource {
 /// `symbolPrefix` (a C identifier prefix, "" by default) starts every name the model's source
 /// defines: kernel functions, tables and `<prefix>kiln_model`, so that the bodies of several
 /// models can share one translation unit after one sourcePrelude() (see compileBatch).
-ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix = "");
+///
+/// `outputsOverParams` names graph outputs (by index) that the caller will bind to the storage
+/// of a parameter (by name) - a training step writing new weights in place. A launch that
+/// reads the parameter and writes such an output then gets no `__restrict` pointers, since
+/// the two buffers are one.
+ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix = "",
+                      const std::vector<std::pair<size_t, std::string>> &outputsOverParams = {});
 
 /// What every generated translation unit starts with: includes, runtime/KernelAbi.h and the
 /// scalar helpers; model bodies follow it.

@@ -66,8 +66,40 @@ PipelineInfo inferencePipeline() {
           }};
 }
 
+/// A training graph (passes/autodiff/TrainingGraph.h: forward, gradients and optimizer updates)
+/// to kernels with a memory plan: the inference pipeline without BN folding.
+PipelineInfo trainingPipeline() {
+  return {"training",
+          "simplifies, decomposes, fuses kernels and plans memory for a training step",
+          {
+              // Gradient rules build zeros, ones and scale constants: fold them first.
+              "constant-fold",
+              // Gradients multiply by one and add zeros that autodiff could not see were trivial.
+              "simplify-algebra",
+              // The backward pass recomputes what the forward pass had (transposes, masks).
+              "cse",
+              // Drops the forward outputs' leftovers the loss does not need.
+              "dce",
+              // No fold-batch-norm: in training, batch statistics are computed, not constants,
+              // and the parameters it would fold change every step.
+              // The optimizer updates (and any composite left) become elementwise primitives.
+              "decompose",
+              // The updates' hyper-parameter constants and bias-correction scalars.
+              "constant-fold",
+              "simplify-algebra",
+              "cse",
+              "dce",
+              // Groups the primitives into kernels: each parameter's update becomes one
+              // kernel, or the epilogue of its gradient's contraction.
+              "fuse",
+              // Last: it needs the final kernels and buffers. (Codegen's training step moves each
+              // update after the last reader of its parameter first, see codegen/TrainingStep.h.)
+              "plan-memory",
+          }};
+}
+
 std::vector<PipelineInfo> buildPipelines() {
-  std::vector<PipelineInfo> pipelines = {inferencePipeline(), simplifyPipeline()};
+  std::vector<PipelineInfo> pipelines = {inferencePipeline(), simplifyPipeline(), trainingPipeline()};
   std::sort(pipelines.begin(), pipelines.end(),
             [](const PipelineInfo &a, const PipelineInfo &b) { return a.name < b.name; });
   return pipelines;

@@ -308,7 +308,7 @@ struct Example {
 
 std::vector<Example> compositeExamples() {
   TensorType f23{DType::F32, {2, 3}}, f3{DType::F32, {3}}, i64x2{DType::I64, {2}};
-  TensorType img{DType::F32, {1, 2, 4, 4}}, f2{DType::F32, {2}};
+  TensorType img{DType::F32, {1, 2, 4, 4}}, f2{DType::F32, {2}}, scalar{DType::F32, {}};
   using Ints = std::vector<int64_t>;
   return {
       {"reduce_mean", {f23}, {{"axes", Ints{1}}}},
@@ -327,6 +327,8 @@ std::vector<Example> compositeExamples() {
       {"tile", {f23}, {{"repeats", Ints{2, 1}}}},
       {"prelu", {f23, f3}, {}},
       {"einsum", {f23, {DType::F32, {3, 4}}}, {{"equation", std::string("ij,jk->ik")}}},
+      {"sgd_update", {f23, f23, scalar, f23, scalar}, {{"momentum", 0.9}}},
+      {"adam_update", {f23, f23, f23, f23, scalar, scalar}, {}},
   };
 }
 

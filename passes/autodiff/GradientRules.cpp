@@ -87,7 +87,7 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::Elu: case OpKind::Selu: case OpKind::LeakyRelu: case OpKind::PRelu:
   case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Softplus: case OpKind::Softsign:
   case OpKind::Celu: case OpKind::ThresholdedRelu: case OpKind::Mish: case OpKind::Shrink:
-  case OpKind::Hardmax:
+  case OpKind::Hardmax: case OpKind::SgdUpdate: case OpKind::AdamUpdate:
     return kComposite;
 
   // Fusion runs after autodiff: a kernel group never needs a gradient.

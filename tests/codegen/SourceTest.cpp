@@ -4,6 +4,7 @@
 // memory plan, and views that cost no launch.
 #include <gtest/gtest.h>
 
+#include "codegen/EmitCpp.h"
 #include "frontend/Frontend.h"
 #include "ir/KernelOutline.h"
 #include "tests/codegen/CodegenTestUtil.h"
@@ -81,6 +82,20 @@ TEST(CodegenSource, LaunchNamesDescribeTheKernels) {
     strategies.push_back(launch.strategy);
   EXPECT_NE(std::find(strategies.begin(), strategies.end(), "rows"), strategies.end());
   EXPECT_NE(std::find(strategies.begin(), strategies.end(), "pool"), strategies.end());
+}
+
+// A training step binds an output to a parameter's own storage: the kernel that reads the
+// parameter and writes that output must not promise the compiler disjoint buffers.
+TEST(CodegenSource, AnOutputOverAParameterGetsNoRestrictPointers) {
+  GraphBuilder gb("update");
+  Var x = gb.input("x", DType::F32, {64});
+  Var w = gb.param("w", randomTensor({DType::F32, {64}}, 3));
+  auto graph = gb.finish({w - x * 0.5});
+  LoweredModel lowered = lowerGraph(*graph, testOptions());
+  ASSERT_EQ(lowered.model.launches.size(), 1u);
+  EXPECT_TRUE(contains(lowered.model.source, "__restrict")) << "disjoint buffers are restrict by default";
+  ModelSource aliased = emitModel(*lowered.graph, lowered.plan, "", {{0, "w"}});
+  EXPECT_FALSE(contains(aliased.source, "__restrict")) << aliased.source;
 }
 
 } // namespace

@@ -1,0 +1,520 @@
+// The compiled training step (see TrainingStep.h), in stages:
+//  1. lowerTrainingGraph: the `training` pipeline, then isolateParameterWrites and
+//     orderParameterWrites, the memory plan and C++ for the lowered graph.
+//  2. checkInPlaceUpdates on the lowered model: the launch writing each parameter comes after
+//     every launch reading it, reads it only elementwise and has no stage that could park
+//     another value in the parameter's buffer first.
+//  3. compileTrainingStep: parameter and state tensors (copies of the initial values, owned
+//     by the step) become the executable's weights and, through runInto, its update outputs.
+//  4. Saving and loading: .safetensors or a directory of .npy, copied into the tensors in place.
+#include "codegen/TrainingStep.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/Error.h"
+#include "ir/Evaluator.h"
+#include "ir/KernelOutline.h"
+#include "ir/Verifier.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
+#include "runtime/Npy.h"
+#include "runtime/SafeTensors.h"
+
+namespace kiln::codegen {
+
+using passes::autodiff::ParamUpdate;
+
+namespace {
+
+ir::Value *findParam(const ir::Graph &graph, const std::string &name) {
+  for (ir::Node *param : graph.params())
+    if (param->attrString("name") == name)
+      return param->output();
+  return nullptr;
+}
+
+/// The nodes reading `param`'s buffer: its users and, through reshapes (which may alias their
+/// operand's buffer), their users.
+std::vector<ir::Node *> readersOf(ir::Value *param) {
+  std::vector<ir::Node *> readers;
+  std::vector<ir::Value *> work{param};
+  std::unordered_set<const ir::Node *> seen;
+  while (!work.empty()) {
+    ir::Value *value = work.back();
+    work.pop_back();
+    for (const ir::Use &use : value->uses()) {
+      if (!seen.insert(use.user).second)
+        continue;
+      readers.push_back(use.user);
+      if (use.user->op() == ir::OpKind::Reshape)
+        work.push_back(use.user->output());
+    }
+  }
+  return readers;
+}
+
+/// Whether every read of body input `input` in a kernel body (or of the operand of a single
+/// primitive) is elementwise: only elementwise, broadcast and reshape ops reach from it, and
+/// each keeps its element count, so element i of the operand contributes to element i of the
+/// results only (broadcasting that keeps the count only adds or drops size-1 dims).
+bool readsOnlyElementwise(const ir::Value *input) {
+  int64_t count = input->type().numElements();
+  std::vector<const ir::Value *> work{input};
+  std::unordered_set<const ir::Node *> seen;
+  while (!work.empty()) {
+    const ir::Value *value = work.back();
+    work.pop_back();
+    for (const ir::Use &use : value->uses()) {
+      const ir::Node *user = use.user;
+      if (!seen.insert(user).second)
+        continue;
+      ir::FusionKind kind = ir::opTraits(user->op()).fusion;
+      bool pointwise = kind == ir::FusionKind::Elementwise || kind == ir::FusionKind::Broadcast ||
+                       user->op() == ir::OpKind::Reshape;
+      if (!pointwise || user->op() == ir::OpKind::Kernel)
+        return false;
+      for (const ir::Value *output : user->outputs()) {
+        if (output->type().numElements() != count)
+          return false;
+        work.push_back(output);
+      }
+    }
+  }
+  return true;
+}
+
+bool writerReadsElementwise(const ir::Node &writer, const ir::Value *param) {
+  for (size_t i = 0; i < writer.numInputs(); ++i) {
+    if (writer.input(i) != param)
+      continue;
+    if (writer.op() == ir::OpKind::Kernel) {
+      if (!writer.body() || i >= writer.body()->inputs().size() ||
+          !readsOnlyElementwise(writer.body()->inputs()[i]))
+        return false;
+    } else {
+      ir::FusionKind kind = ir::opTraits(writer.op()).fusion;
+      if ((kind != ir::FusionKind::Elementwise && kind != ir::FusionKind::Broadcast) ||
+          writer.output()->type().numElements() != param->type().numElements())
+        return false;
+    }
+  }
+  return true;
+}
+
+/// Ops a kernel computes in a stage of their own (a library call, a reduction loop), whose
+/// result codegen may park in one of the kernel's result buffers before the stages after it
+/// run: a contraction's tile goes to the first stored buffer when its own value is not stored.
+bool isStaged(ir::OpKind op) {
+  if (op == ir::OpKind::Param || op == ir::OpKind::Constant)
+    return false; // sources are Opaque in the table but compute nothing
+  ir::FusionKind kind = ir::opTraits(op).fusion;
+  return kind == ir::FusionKind::OutFusable || kind == ir::FusionKind::Reduction || kind == ir::FusionKind::Opaque;
+}
+
+bool hasStagedOps(const ir::Node &kernel) {
+  for (const ir::Node *node : kernel.body()->nodes())
+    if (isStaged(node->op()))
+      return true;
+  return false;
+}
+
+} // namespace
+
+void isolateParameterWrites(ir::Graph &graph, const std::vector<ParamUpdate> &updates) {
+  for (const ParamUpdate &update : updates) {
+    if (update.output >= graph.outputs().size())
+      fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
+           graph.outputs().size());
+    ir::Node *writer = graph.outputs()[update.output]->producer();
+    if (!writer || writer->op() != ir::OpKind::Kernel || !writer->body() || !hasStagedOps(*writer))
+      continue;
+    std::string rule = writer->hasAttr("rule") ? writer->attrString("rule") : "";
+    std::vector<ir::Node *> nodes = ir::inlineKernel(graph, writer);
+    // The staged ops and everything they read within the group; latest first, so that each
+    // node's users in the group are classified before it.
+    std::unordered_set<const ir::Node *> staged;
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      bool feedsStaged = isStaged((*it)->op());
+      for (const ir::Value *output : (*it)->outputs())
+        for (const ir::Use &use : output->uses())
+          feedsStaged = feedsStaged || staged.count(use.user) != 0;
+      if (feedsStaged)
+        staged.insert(*it);
+    }
+    std::vector<ir::Node *> before, after;
+    for (ir::Node *node : nodes)
+      if (node->op() != ir::OpKind::Param && node->op() != ir::OpKind::Constant)
+        (staged.count(node) ? before : after).push_back(node);
+    // Both parts are convex: `before` is closed under operands within the group, so no path
+    // leaves it and comes back, and a path from `after` into `before` would make its start an
+    // operand of a staged op.
+    if (!before.empty())
+      ir::outlineKernel(graph, before, rule);
+    if (!after.empty())
+      ir::outlineKernel(graph, after, "in-place-update");
+  }
+}
+
+void orderParameterWrites(ir::Graph &graph, const std::vector<ParamUpdate> &updates) {
+  for (const ParamUpdate &update : updates) {
+    ir::Value *param = findParam(graph, update.name);
+    if (update.output >= graph.outputs().size())
+      fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
+           graph.outputs().size());
+    ir::Node *writer = graph.outputs()[update.output]->producer();
+    if (!param || !writer || writer->op() == ir::OpKind::Param || writer->op() == ir::OpKind::Constant)
+      continue; // nothing reads it, or an output copy (those launch after every node) writes it
+    // Positions are recomputed per update: earlier moves change them.
+    std::vector<ir::Node *> order = graph.nodes();
+    std::unordered_map<const ir::Node *, size_t> position; // lookup only
+    for (size_t i = 0; i < order.size(); ++i)
+      position[order[i]] = i;
+    size_t lastReader = position.at(writer);
+    for (ir::Node *reader : readersOf(param))
+      if (reader != writer)
+        lastReader = std::max(lastReader, position.at(reader));
+    if (lastReader == position.at(writer))
+      continue;
+    // The writer and what depends on it between it and the last reader move past that reader,
+    // in order; nothing else moves, so every operand stays defined before its use.
+    std::unordered_set<const ir::Node *> moving{writer};
+    std::vector<ir::Node *> moved{writer};
+    for (size_t i = position.at(writer) + 1; i <= lastReader; ++i) {
+      bool depends = false;
+      for (const ir::Value *input : order[i]->inputs())
+        depends = depends || (input->producer() && moving.count(input->producer()));
+      if (!depends)
+        continue;
+      for (ir::Node *reader : readersOf(param))
+        if (reader == order[i])
+          fail("training step: the update of parameter '{}' cannot be done in place: a reader of the "
+               "parameter depends on its new value",
+               update.name);
+      moving.insert(order[i]);
+      moved.push_back(order[i]);
+    }
+    ir::Node *anchor = order[lastReader]->next();
+    for (ir::Node *node : moved)
+      graph.moveBefore(node, anchor);
+  }
+}
+
+void checkInPlaceUpdates(const LoweredModel &lowered, const std::vector<ParamUpdate> &updates) {
+  const ir::Graph &graph = *lowered.graph;
+  std::unordered_map<const ir::Node *, size_t> launchOf; // lookup only
+  for (size_t l = 0; l < lowered.model.launches.size(); ++l)
+    if (lowered.model.launches[l].node)
+      launchOf[lowered.model.launches[l].node] = l;
+  auto launchName = [&](size_t l) { return lowered.model.launches[l].name; };
+  for (const ParamUpdate &update : updates) {
+    ir::Value *param = findParam(graph, update.name);
+    if (update.output >= graph.outputs().size())
+      fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
+           graph.outputs().size());
+    const ir::Value *output = graph.outputs()[update.output];
+    const ir::Node *writer = output->producer();
+    if (!param)
+      continue; // the step reads nothing from the tensor it writes
+    if (!writer)
+      fail("training step: the new value of '{}' is a graph input", update.name);
+    if (writer->op() == ir::OpKind::Param) {
+      if (writer->output() != param)
+        fail("training step: the new value of '{}' is parameter '{}', copied over it in place", update.name,
+             writer->attrString("name"));
+      continue; // a copy of the parameter onto itself
+    }
+    if (writer->op() == ir::OpKind::Constant)
+      continue; // copy launches run after every node's launch
+    auto found = launchOf.find(writer);
+    if (found == launchOf.end())
+      fail("training step: no launch writes the new value of '{}'", update.name);
+    size_t writeLaunch = found->second;
+    if (writer->op() == ir::OpKind::Kernel && writer->body() && hasStagedOps(*writer))
+      fail("training step: launch {} ('{}') writes parameter '{}' in place but computes in stages, which may "
+           "use the parameter's buffer as scratch before reading it",
+           writeLaunch, launchName(writeLaunch), update.name);
+    for (ir::Node *reader : readersOf(param)) {
+      if (reader == writer) {
+        if (!writerReadsElementwise(*writer, param))
+          fail("training step: launch {} ('{}') writes parameter '{}' in place but also reads it at other "
+               "elements",
+               writeLaunch, launchName(writeLaunch), update.name);
+        continue;
+      }
+      auto readLaunch = launchOf.find(reader);
+      if (readLaunch != launchOf.end() && readLaunch->second > writeLaunch)
+        fail("training step: launch {} ('{}') reads parameter '{}' after launch {} ('{}') overwrote it in place",
+             readLaunch->second, launchName(readLaunch->second), update.name, writeLaunch, launchName(writeLaunch));
+    }
+  }
+}
+
+LoweredModel lowerTrainingGraph(const ir::Graph &graph, const std::vector<ParamUpdate> &updates,
+                                const CompileOptions &options, bool orderWrites, bool isolateWrites) {
+  LoweredModel lowered;
+  lowered.graph = graph.clone();
+  passes::PassManager manager;
+  for (std::string_view name : passes::findPipeline("training").passes)
+    if (name != "plan-memory" && (options.fuse || name != "fuse"))
+      manager.addPass(name);
+  passes::PassContext context;
+  manager.run(*lowered.graph, context);
+  if (isolateWrites)
+    isolateParameterWrites(*lowered.graph, updates);
+  if (orderWrites)
+    orderParameterWrites(*lowered.graph, updates);
+  if (isolateWrites || orderWrites)
+    ir::verify(*lowered.graph);
+  lowered.plan = passes::planMemory(*lowered.graph);
+  // The step binds each update output to its parameter's own tensor: say so, so that the
+  // kernels touching both do not promise the compiler two disjoint buffers.
+  std::vector<std::pair<size_t, std::string>> outputsOverParams;
+  for (const ParamUpdate &update : updates)
+    outputsOverParams.emplace_back(update.output, update.name);
+  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, outputsOverParams);
+  return lowered;
+}
+
+// ---- TrainingStep ---------------------------------------------------------------------------
+
+struct TrainingStep::Impl {
+  passes::autodiff::TrainingGraph training;
+  bool reference = false;
+  double lr = 0.0;
+  int64_t steps = 0;
+  std::vector<std::string> inputNames; // run()'s inputs: the graph's, without lr and step
+  std::map<std::string, Tensor> params; // every parameter and state; updated in place
+  std::unique_ptr<LoweredModel> lowered;
+  std::unique_ptr<runtime::Executable> executable;
+  std::vector<Tensor> outputs; // bound outputs: the loss, then the params' own tensors
+
+  /// The graph's inputs: `inputs` with lr and step put in their places.
+  std::vector<Tensor> bindInputs(const std::vector<Tensor> &inputs) const;
+};
+
+TrainingStep::TrainingStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TrainingStep::TrainingStep(TrainingStep &&) noexcept = default;
+TrainingStep &TrainingStep::operator=(TrainingStep &&) noexcept = default;
+TrainingStep::~TrainingStep() = default;
+
+TrainingStep::Impl &TrainingStep::state() const {
+  if (!impl_)
+    fail("use of a moved-from TrainingStep");
+  return *impl_;
+}
+
+TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
+                                 const TrainingOptions &options) {
+  auto impl = std::make_unique<TrainingStep::Impl>();
+  impl->training = passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+  impl->reference = options.reference;
+  impl->lr = optimizer.lr;
+  const ir::Graph &graph = *impl->training.graph;
+  for (ir::Node *param : graph.params()) {
+    const std::string &name = param->attrString("name");
+    auto given = options.compile.params.find(name);
+    Tensor value = given != options.compile.params.end() ? given->second : param->attrTensor("value");
+    if (!value.defined())
+      fail("training step: parameter '{}' has no value (give one in TrainingOptions::compile.params)", name);
+    if (value.type() != param->output()->type())
+      fail("training step: the value of parameter '{}' has type {}, the graph declares {}", name,
+           value.type().toString(), param->output()->type().toString());
+    impl->params[name] = value.clone(); // owned: the step writes it in place
+  }
+  for (size_t i = 0; i < graph.inputs().size(); ++i)
+    if (i != impl->training.lrInput && i != impl->training.stepInput)
+      impl->inputNames.push_back(graph.inputs()[i]->name());
+  if (impl->reference)
+    return TrainingStep(std::move(impl));
+
+  impl->lowered = std::make_unique<LoweredModel>(lowerTrainingGraph(graph, impl->training.updates, options.compile));
+  checkInPlaceUpdates(*impl->lowered, impl->training.updates);
+  std::vector<Tensor> weights = collectWeights(*impl->lowered, impl->params);
+  CompiledObject object = compileSource(impl->lowered->model.source, options.compile.compiler);
+  impl->executable = std::make_unique<runtime::Executable>(
+      runtime::Executable::load(object.soPath, std::move(weights), options.compile.runtime));
+  // The checked launch list must be the one that runs.
+  const std::vector<LaunchInfo> &launches = impl->lowered->model.launches;
+  if (impl->executable->numLaunches() != static_cast<int64_t>(launches.size()))
+    fail("training step: the executable has {} launches, the lowered model {}", impl->executable->numLaunches(),
+         launches.size());
+  for (size_t l = 0; l < launches.size(); ++l)
+    if (impl->executable->launchName(static_cast<int64_t>(l)) != launches[l].name)
+      fail("training step: launch {} is '{}' in the executable, '{}' in the lowered model", l,
+           impl->executable->launchName(static_cast<int64_t>(l)), launches[l].name);
+  // Outputs: the loss into a tensor of its own, every update into its parameter's tensor.
+  const std::vector<runtime::TensorSpec> &outputs = impl->executable->outputs();
+  impl->outputs.resize(outputs.size());
+  impl->outputs[0] = Tensor(outputs[0].type);
+  for (const ParamUpdate &update : impl->training.updates)
+    impl->outputs.at(update.output) = impl->params.at(update.name);
+  return TrainingStep(std::move(impl));
+}
+
+std::vector<Tensor> TrainingStep::Impl::bindInputs(const std::vector<Tensor> &inputs) const {
+  if (inputs.size() != inputNames.size())
+    fail("training step: expected {} inputs ({}), got {}", inputNames.size(), fmt::join(inputNames, ", "),
+         inputs.size());
+  const ir::Graph &graph = *training.graph;
+  std::vector<Tensor> all(graph.inputs().size());
+  size_t next = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i == training.lrInput)
+      all[i] = Tensor::scalar(DType::F32, lr);
+    else if (i == training.stepInput)
+      all[i] = Tensor::scalar(DType::F32, static_cast<double>(steps + 1));
+    else
+      all[i] = inputs[next++];
+  }
+  return all;
+}
+
+float TrainingStep::run(const std::vector<Tensor> &inputs) {
+  Impl &im = state();
+  std::vector<Tensor> all = im.bindInputs(inputs);
+  double loss = 0.0;
+  if (im.reference) {
+    std::vector<Tensor> results = ir::evaluate(*im.training.graph, all, im.params);
+    for (const ParamUpdate &update : im.training.updates) {
+      Tensor &target = im.params.at(update.name);
+      if (target.byteSize() > 0)
+        std::memcpy(target.data(), results.at(update.output).data(), target.byteSize());
+    }
+    loss = results[0].getDouble(0);
+  } else {
+    im.executable->runInto(all, im.outputs);
+    loss = im.outputs[0].getDouble(0);
+  }
+  ++im.steps;
+  return static_cast<float>(loss);
+}
+
+float TrainingStep::run(const std::map<std::string, Tensor> &inputs) {
+  std::vector<Tensor> ordered;
+  for (const std::string &name : state().inputNames) {
+    auto found = inputs.find(name);
+    if (found == inputs.end())
+      fail("training step: missing input '{}' (inputs: {})", name, fmt::join(state().inputNames, ", "));
+    ordered.push_back(found->second);
+  }
+  if (inputs.size() != ordered.size())
+    for (const auto &entry : inputs)
+      if (std::find(state().inputNames.begin(), state().inputNames.end(), entry.first) == state().inputNames.end())
+        fail("training step: unknown input '{}' (inputs: {})", entry.first, fmt::join(state().inputNames, ", "));
+  return run(ordered);
+}
+
+std::vector<std::string> TrainingStep::inputNames() const { return state().inputNames; }
+double TrainingStep::learningRate() const { return state().lr; }
+void TrainingStep::setLearningRate(double lr) {
+  if (!(lr >= 0.0))
+    fail("training step: the learning rate must be >= 0, got {}", lr);
+  state().lr = lr;
+}
+int64_t TrainingStep::stepCount() const { return state().steps; }
+void TrainingStep::setStepCount(int64_t steps) {
+  if (steps < 0)
+    fail("training step: the step count must be >= 0, got {}", steps);
+  state().steps = steps;
+}
+const std::map<std::string, Tensor> &TrainingStep::parameters() const { return state().params; }
+const Tensor &TrainingStep::parameter(const std::string &name) const {
+  auto found = state().params.find(name);
+  if (found == state().params.end()) {
+    std::vector<std::string> names;
+    for (const auto &entry : state().params)
+      names.push_back(entry.first);
+    fail("training step: no parameter '{}' (parameters: {})", name, fmt::join(names, ", "));
+  }
+  return found->second;
+}
+const std::vector<ParamUpdate> &TrainingStep::updates() const { return state().training.updates; }
+bool TrainingStep::isReference() const { return state().reference; }
+const passes::autodiff::TrainingGraph &TrainingStep::trainingGraph() const { return state().training; }
+const runtime::Executable &TrainingStep::executable() const {
+  if (!state().executable)
+    fail("training step: the reference backend has no executable");
+  return *state().executable;
+}
+const LoweredModel &TrainingStep::lowered() const {
+  if (!state().lowered)
+    fail("training step: the reference backend has no lowered model");
+  return *state().lowered;
+}
+
+
+// ---- saving and loading ---------------------------------------------------------------------
+
+namespace {
+
+constexpr const char *kStepName = "optimizer.step";
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+} // namespace
+
+void TrainingStep::saveParameters(const std::string &path) const {
+  runtime::NamedTensors tensors(state().params.begin(), state().params.end());
+  Tensor step(DType::I64, {});
+  step.setInt(0, state().steps);
+  tensors[kStepName] = step;
+  if (endsWith(path, ".safetensors")) {
+    runtime::writeSafeTensors(path, tensors);
+    return;
+  }
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error || !std::filesystem::is_directory(path))
+    fail("training step: cannot create directory '{}' for the parameters: {}", path, error.message());
+  for (const auto &[name, tensor] : tensors) {
+    if (name.find('/') != std::string::npos || name.empty() || name[0] == '.')
+      fail("training step: parameter name '{}' cannot be a file name in '{}'", name, path);
+    runtime::writeNpy((std::filesystem::path(path) / (name + ".npy")).string(), tensor);
+  }
+}
+
+void TrainingStep::loadParameters(const std::string &path) {
+  runtime::NamedTensors loaded;
+  if (endsWith(path, ".safetensors")) {
+    loaded = runtime::readSafeTensors(path);
+  } else {
+    if (!std::filesystem::is_directory(path))
+      fail("training step: '{}' is neither a .safetensors file nor a directory of .npy files", path);
+    for (const auto &entry : std::filesystem::directory_iterator(path)) {
+      std::string file = entry.path().filename().string();
+      if (entry.is_regular_file() && endsWith(file, ".npy"))
+        loaded[file.substr(0, file.size() - 4)] = runtime::readNpy(entry.path().string());
+    }
+  }
+  // Everything is checked before anything is copied, so a bad file changes nothing.
+  int64_t steps = state().steps;
+  for (const auto &[name, tensor] : loaded) {
+    if (name == kStepName) {
+      if (tensor.numElements() != 1 || isFloat(tensor.dtype()) || tensor.getInt(0) < 0)
+        fail("training step: '{}' in '{}' must be one integer >= 0, got {}", name, path, tensor.type().toString());
+      steps = tensor.getInt(0);
+      continue;
+    }
+    auto found = state().params.find(name);
+    if (found == state().params.end())
+      fail("training step: '{}' holds '{}', which is not a parameter of this training step", path, name);
+    if (found->second.type() != tensor.type())
+      fail("training step: '{}' holds '{}' as {}, the step has {}", path, name, tensor.type().toString(),
+           found->second.type().toString());
+  }
+  for (const auto &[name, tensor] : loaded)
+    if (name != kStepName) {
+      Tensor &target = state().params.at(name);
+      if (target.byteSize() > 0)
+        std::memcpy(target.data(), tensor.data(), target.byteSize());
+    }
+  state().steps = steps;
+}
+
+} // namespace kiln::codegen

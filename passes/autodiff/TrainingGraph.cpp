@@ -1,0 +1,348 @@
+// buildTrainingGraph, in stages:
+//  1. Clone the forward graph, check the optimizer spec and resolve the trained parameters.
+//  2. Append the loss on the chosen output (adding the target or labels input) and make it the
+//     graph's output (with the buffers' new values), then decompose: autodiff differentiates primitives only. The loss
+//     is re-read from the outputs afterwards, since decomposition replaces the composite's value.
+//  3. appendGradients for the trained parameters the loss depends on.
+//  4. Add the `lr` and `step` inputs and, per parameter, its state parameters (zeros) and its
+//     update node, appended last so that it follows every other reader of what it overwrites.
+//  5. Outputs: loss, new parameters, new states, new buffers; verify.
+#include "passes/autodiff/TrainingGraph.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "ir/Builder.h"
+#include "ir/Error.h"
+#include "ir/Verifier.h"
+#include "passes/Decompose.h"
+#include "passes/autodiff/Autodiff.h"
+
+namespace kiln::passes::autodiff {
+
+using namespace ir;
+
+namespace {
+
+void checkOptimizer(const OptimizerSpec &spec) {
+  auto nonNegative = [](double value, const char *what) {
+    if (!(value >= 0.0) || std::isinf(value))
+      fail("training graph: {} must be a finite value >= 0, got {}", what, value);
+  };
+  nonNegative(spec.lr, "the learning rate");
+  nonNegative(spec.weightDecay, "weight_decay");
+  if (spec.kind == OptimizerKind::Sgd) {
+    nonNegative(spec.momentum, "momentum");
+    nonNegative(spec.dampening, "dampening");
+    if (spec.nesterov && (spec.momentum <= 0.0 || spec.dampening != 0.0))
+      fail("training graph: nesterov momentum requires momentum > 0 and dampening 0 (as torch.optim.SGD)");
+    return;
+  }
+  for (double beta : {spec.beta1, spec.beta2})
+    if (!(beta >= 0.0 && beta < 1.0))
+      fail("training graph: Adam betas must be in [0, 1), got ({}, {})", spec.beta1, spec.beta2);
+  nonNegative(spec.eps, "eps");
+}
+
+/// The parameters to train, as param values of `graph`, in the order asked (graph order by default).
+std::vector<Value *> resolveParams(const Graph &graph, const std::vector<std::string> &names) {
+  std::map<std::string, Value *> byName;
+  std::vector<Value *> all;
+  for (Node *param : graph.params()) {
+    byName[param->attrString("name")] = param->output();
+    if (isFloat(param->output()->dtype()))
+      all.push_back(param->output());
+  }
+  if (names.empty())
+    return all;
+  std::vector<Value *> chosen;
+  std::set<std::string> seen;
+  for (const std::string &name : names) {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      fail("training graph: graph @{} has no parameter '{}'", graph.name(), name);
+    if (!isFloat(it->second->dtype()))
+      fail("training graph: parameter '{}' has type {}; only float parameters can be trained", name,
+           it->second->type().toString());
+    if (!seen.insert(name).second)
+      fail("training graph: parameter '{}' is listed twice", name);
+    chosen.push_back(it->second);
+  }
+  return chosen;
+}
+
+/// The forward outputs holding the buffers' new values; checks each against its parameter.
+std::vector<Value *> resolveBuffers(const Graph &graph, const std::vector<BufferWrite> &buffers) {
+  std::vector<Value *> values;
+  std::set<std::string> written;
+  for (const BufferWrite &buffer : buffers) {
+    Value *output = nullptr;
+    for (Value *candidate : graph.outputs())
+      if (candidate->name() == buffer.output)
+        output = candidate;
+    if (!output)
+      fail("training graph: buffer write of '{}': graph @{} has no output named '{}'", buffer.param, graph.name(),
+           buffer.output);
+    Value *param = nullptr;
+    for (Node *node : graph.params())
+      if (node->attrString("name") == buffer.param)
+        param = node->output();
+    if (!param)
+      fail("training graph: buffer write from output '{}': graph @{} has no parameter '{}'", buffer.output,
+           graph.name(), buffer.param);
+    if (output->type() != param->type())
+      fail("training graph: output '{}' has type {}, but the parameter '{}' it writes has type {}", buffer.output,
+           output->type().toString(), buffer.param, param->type().toString());
+    if (!written.insert(buffer.param).second)
+      fail("training graph: parameter '{}' is written by two buffer writes", buffer.param);
+    values.push_back(output);
+  }
+  return values;
+}
+
+Value *lossOutput(const Graph &graph, const LossSpec &spec) {
+  const std::vector<Value *> &outputs = graph.outputs();
+  if (!spec.outputName.empty()) {
+    for (Value *output : outputs)
+      if (output->name() == spec.outputName)
+        return output;
+    fail("training graph: graph @{} has no output named '{}'", graph.name(), spec.outputName);
+  }
+  if (spec.output >= outputs.size())
+    fail("training graph: the loss reads output {}, but graph @{} has {} outputs", spec.output, graph.name(),
+         outputs.size());
+  return outputs[spec.output];
+}
+
+void requireFreeInputName(const Graph &graph, const std::string &name) {
+  for (Value *input : graph.inputs())
+    if (input->name() == name)
+      fail("training graph: graph @{} already has an input named '{}', which the training graph adds", graph.name(),
+           name);
+}
+
+/// Appends the loss on `prediction`; adds the target input when the kind takes one.
+Value *appendLoss(Graph &graph, Builder &b, Value *prediction, const LossSpec &spec, int64_t &targetInput) {
+  if (!isFloat(prediction->dtype()))
+    fail("training graph: the loss needs a float output, got {}", prediction->type().toString());
+  auto addTarget = [&](TensorType type) {
+    requireFreeInputName(graph, spec.targetName);
+    targetInput = static_cast<int64_t>(graph.inputs().size());
+    return graph.addInput(std::move(type), spec.targetName);
+  };
+  AttrMap allAxes{{"axes", std::vector<int64_t>{}}, {"keepdims", int64_t(0)}};
+  switch (spec.kind) {
+  case LossKind::Value:
+    if (prediction->type().numElements() != 1)
+      fail("training graph: a Value loss must hold one element, got {}", prediction->type().toString());
+    return prediction;
+  case LossKind::Mean:
+    return b.create(OpKind::ReduceMean, {prediction}, allAxes);
+  case LossKind::Sum:
+    return b.create(OpKind::ReduceSum, {prediction}, allAxes);
+  case LossKind::Mse:
+    return b.create(OpKind::MseLoss, {prediction, addTarget(prediction->type())});
+  case LossKind::CrossEntropy:
+  case LossKind::Nll: {
+    if (prediction->rank() != 2)
+      fail("training graph: a {} loss needs [N, C] scores, got {}",
+           spec.kind == LossKind::Nll ? "nll" : "cross-entropy", prediction->type().toString());
+    Value *labels = addTarget(TensorType{DType::I64, {prediction->shape()[0]}});
+    return b.create(spec.kind == LossKind::Nll ? OpKind::NllLoss : OpKind::CrossEntropy, {prediction, labels});
+  }
+  }
+  fail("training graph: unknown loss kind");
+}
+
+/// Every value `loss` is computed from, itself included.
+std::unordered_set<const Value *> valuesReaching(const Value *loss) {
+  std::unordered_set<const Value *> seen{loss};
+  std::vector<const Value *> work{loss};
+  while (!work.empty()) {
+    const Node *producer = work.back()->producer();
+    work.pop_back();
+    if (!producer)
+      continue;
+    for (const Value *input : producer->inputs())
+      if (seen.insert(input).second)
+        work.push_back(input);
+  }
+  return seen;
+}
+
+/// lr and step in `dtype` (the graph takes them as f32), cast once per dtype.
+struct Hyper {
+  Builder &b;
+  Value *lr, *step;
+  std::map<DType, std::pair<Value *, Value *>> cast;
+
+  std::pair<Value *, Value *> in(DType dtype) {
+    if (dtype == DType::F32)
+      return {lr, step};
+    auto it = cast.find(dtype);
+    if (it != cast.end())
+      return it->second;
+    auto to = [&](Value *v) { return b.create(OpKind::Cast, {v}, {{"to", dtype}}); };
+    return cast[dtype] = {to(lr), to(step)};
+  }
+};
+
+} // namespace
+
+OptimizerSpec OptimizerSpec::sgd(double lr, double momentum, bool nesterov, double weightDecay, double dampening) {
+  OptimizerSpec spec;
+  spec.kind = OptimizerKind::Sgd;
+  spec.lr = lr;
+  spec.momentum = momentum;
+  spec.nesterov = nesterov;
+  spec.weightDecay = weightDecay;
+  spec.dampening = dampening;
+  return spec;
+}
+
+OptimizerSpec OptimizerSpec::adam(double lr, double beta1, double beta2, double eps, double weightDecay) {
+  OptimizerSpec spec;
+  spec.kind = OptimizerKind::Adam;
+  spec.lr = lr;
+  spec.beta1 = beta1;
+  spec.beta2 = beta2;
+  spec.eps = eps;
+  spec.weightDecay = weightDecay;
+  return spec;
+}
+
+OptimizerSpec OptimizerSpec::adamw(double lr, double beta1, double beta2, double eps, double weightDecay) {
+  OptimizerSpec spec = adam(lr, beta1, beta2, eps, weightDecay);
+  spec.kind = OptimizerKind::AdamW;
+  return spec;
+}
+
+std::vector<std::string> TrainingGraph::trainedParams() const {
+  std::vector<std::string> names;
+  for (const ParamUpdate &update : updates)
+    if (!update.isState)
+      names.push_back(update.name);
+  return names;
+}
+
+TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
+                                 const std::vector<std::string> &params, const std::vector<BufferWrite> &buffers) {
+  // 1.
+  checkOptimizer(optimizer);
+  TrainingGraph result;
+  result.graph = forward.clone();
+  Graph &graph = *result.graph;
+  std::vector<Value *> bufferValues = resolveBuffers(graph, buffers);
+  std::vector<Value *> trained = resolveParams(graph, params);
+  std::set<std::string> paramNames, bufferNames;
+  for (Node *param : graph.params())
+    paramNames.insert(param->attrString("name"));
+  for (const BufferWrite &buffer : buffers)
+    bufferNames.insert(buffer.param);
+  std::vector<Value *> notBuffers;
+  for (Value *param : trained) {
+    const std::string &name = param->producer()->attrString("name");
+    if (!bufferNames.count(name))
+      notBuffers.push_back(param);
+    else if (!params.empty())
+      fail("training graph: parameter '{}' is both trained and written by a buffer write", name);
+  }
+  trained = notBuffers;
+
+  // 2. The buffers' new values ride along as outputs, which decomposition keeps up to date.
+  Builder b(graph);
+  Value *prediction = lossOutput(graph, loss);
+  std::vector<Value *> kept{appendLoss(graph, b, prediction, loss, result.targetInput)};
+  kept.insert(kept.end(), bufferValues.begin(), bufferValues.end());
+  graph.setOutputs(kept);
+  {
+    PassContext context;
+    createDecomposePass()->run(graph, context);
+  }
+  Value *lossValue = graph.outputs()[0];
+  bufferValues.assign(graph.outputs().begin() + 1, graph.outputs().end());
+
+  // A parameter the loss does not read gets no update at all, as torch.optim skips a parameter
+  // whose grad is None (no weight decay, no momentum, no Adam step).
+  std::unordered_set<const Value *> reached = valuesReaching(lossValue);
+  std::vector<Value *> used;
+  for (Value *param : trained) {
+    if (reached.count(param))
+      used.push_back(param);
+    else if (!params.empty())
+      fail("training graph: the loss does not depend on parameter '{}'", param->producer()->attrString("name"));
+  }
+  trained = used;
+
+  // 3.
+  std::vector<Value *> grads = appendGradients(graph, lossValue, trained);
+  result.gradients = grads;
+
+  // 4.
+  for (const char *name : {"lr", "step"})
+    requireFreeInputName(graph, name);
+  result.lrInput = graph.inputs().size();
+  Value *lr = graph.addInput(TensorType{DType::F32, {}}, "lr");
+  result.stepInput = graph.inputs().size();
+  Value *step = graph.addInput(TensorType{DType::F32, {}}, "step");
+  Hyper hyper{b, lr, step, {}};
+
+  std::vector<Value *> newParams, newStates;
+  std::vector<ParamUpdate> paramUpdates, stateUpdates;
+  for (size_t i = 0; i < trained.size(); ++i) {
+    Value *param = trained[i];
+    const std::string &name = param->producer()->attrString("name");
+    auto [lrT, stepT] = hyper.in(param->dtype());
+    auto state = [&](const std::string &suffix) {
+      std::string stateName = name + "." + suffix;
+      if (!paramNames.insert(stateName).second)
+        fail("training graph: optimizer state '{}' is already a parameter of graph @{}", stateName, graph.name());
+      stateUpdates.push_back(ParamUpdate{stateName, 0, true, name});
+      return b.param(stateName, param->type(), Tensor(param->type()));
+    };
+    std::vector<Value *> outputs;
+    if (optimizer.kind == OptimizerKind::Sgd) {
+      AttrMap attrs{{"momentum", optimizer.momentum},
+                    {"dampening", optimizer.dampening},
+                    {"nesterov", int64_t(optimizer.nesterov ? 1 : 0)},
+                    {"weight_decay", optimizer.weightDecay}};
+      std::vector<Value *> operands{param, grads[i], lrT};
+      if (optimizer.momentum != 0.0) {
+        operands.push_back(state("momentum_buffer"));
+        operands.push_back(stepT);
+      }
+      outputs = b.createMulti(OpKind::SgdUpdate, operands, attrs);
+    } else {
+      AttrMap attrs{{"beta1", optimizer.beta1},
+                    {"beta2", optimizer.beta2},
+                    {"eps", optimizer.eps},
+                    {"weight_decay", optimizer.weightDecay},
+                    {"decoupled", int64_t(optimizer.kind == OptimizerKind::AdamW ? 1 : 0)}};
+      Value *expAvg = state("exp_avg");
+      Value *expAvgSq = state("exp_avg_sq");
+      outputs = b.createMulti(OpKind::AdamUpdate, {param, grads[i], expAvg, expAvgSq, lrT, stepT}, attrs);
+    }
+    paramUpdates.push_back(ParamUpdate{name, 0, false, name});
+    newParams.push_back(outputs[0]);
+    newStates.insert(newStates.end(), outputs.begin() + 1, outputs.end());
+  }
+
+  // 5.
+  std::vector<Value *> graphOutputs{lossValue};
+  graphOutputs.insert(graphOutputs.end(), newParams.begin(), newParams.end());
+  graphOutputs.insert(graphOutputs.end(), newStates.begin(), newStates.end());
+  graphOutputs.insert(graphOutputs.end(), bufferValues.begin(), bufferValues.end());
+  graph.setOutputs(graphOutputs);
+  result.updates = paramUpdates;
+  result.updates.insert(result.updates.end(), stateUpdates.begin(), stateUpdates.end());
+  for (const BufferWrite &buffer : buffers)
+    result.updates.push_back(ParamUpdate{buffer.param, 0, true, buffer.param});
+  for (size_t i = 0; i < result.updates.size(); ++i)
+    result.updates[i].output = i + 1;
+  verify(graph);
+  return result;
+}
+
+} // namespace kiln::passes::autodiff

@@ -1,0 +1,123 @@
+#pragma once
+// Building a training graph from a forward graph: the loss, its gradients (appendGradients) and
+// one optimizer update op per trained parameter (sgd_update, adam_update; ir/ops/Optimizer.cpp).
+//
+//   Requires: a verified forward graph; the loss spec names a float output of it.
+//   Guarantees: the returned graph is verified and holds primitives up to the update ops (the
+//   forward part and the loss are decomposed, because autodiff needs primitives; the update ops
+//   stay composites so dumps show them). Its inputs are the forward graph's inputs in order,
+//   then the loss's target or labels input (mse, cross-entropy, nll), then `lr` and `step`
+//   (f32 scalars: the learning rate and the 1-based step count, so a schedule or a resumed run
+//   needs no recompile). Its outputs are [loss, new value of each trained param..., new value
+//   of each optimizer state..., new value of each buffer...], in the order of `updates`. Optimizer state tensors are extra
+//   parameters of the graph named "<param>.<state>" ("fc1.weight.momentum_buffer",
+//   "fc1.weight.exp_avg", "fc1.weight.exp_avg_sq") with zeros as initial value. Every update
+//   node comes after every other node of the graph, so after every other reader of the param
+//   or state it overwrites: a runtime may write the new values over the old ones in place.
+//   Errors: kiln::Error for an unknown output or parameter name, a non-float or non-scalar
+//   loss, a target of the wrong kind, an optimizer spec torch would reject (negative lr,
+//   momentum, weight decay, eps, betas outside [0, 1), nesterov without momentum or with
+//   dampening), or a graph input already named like one the training graph adds.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/Graph.h"
+
+namespace kiln::passes::autodiff {
+
+/// What the scalar to minimise is, from the forward graph's output `output`.
+enum class LossKind {
+  Value,        // the output itself (one float element)
+  Mean,         // mean of the output's elements
+  Sum,          // sum of the output's elements
+  Mse,          // mse_loss(output, target) with reduction mean; target: an input like output
+  CrossEntropy, // cross_entropy(output [N, C] logits, labels [N] i64 class indices), mean
+  Nll,          // nll_loss(output [N, C] log-probabilities, labels [N] i64), mean
+};
+
+struct LossSpec {
+  /// Implicit from a kind alone: `buildTrainingGraph(g, LossKind::Mean, ...)`.
+  LossSpec(LossKind kind = LossKind::Value, size_t output = 0, std::string outputName = "",
+           std::string targetName = "target")
+      : kind(kind), output(output), outputName(std::move(outputName)), targetName(std::move(targetName)) {}
+
+  LossKind kind = LossKind::Value;
+  /// Which forward output: its index, or `outputName` when not empty.
+  size_t output = 0;
+  std::string outputName;
+  /// The name of the input added for the target (Mse) or labels (CrossEntropy, Nll).
+  std::string targetName = "target";
+};
+
+enum class OptimizerKind { Sgd, Adam, AdamW };
+
+/// torch.optim.SGD / Adam / AdamW hyper-parameters (torch's defaults). `lr` is only the
+/// initial learning rate: the graph takes it as its `lr` input on every step.
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::Sgd;
+  double lr = 1e-3;
+  // SGD
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  // SGD, Adam: L2 penalty added to the gradient; AdamW: decoupled decay p *= 1 - lr * wd
+  // (torch's AdamW default is 1e-2; set it explicitly).
+  double weightDecay = 0.0;
+  // Adam, AdamW
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+
+  static OptimizerSpec sgd(double lr, double momentum = 0.0, bool nesterov = false, double weightDecay = 0.0,
+                           double dampening = 0.0);
+  static OptimizerSpec adam(double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+                            double weightDecay = 0.0);
+  static OptimizerSpec adamw(double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+                             double weightDecay = 1e-2);
+};
+
+/// A forward output that holds the new value of a parameter that is not trained, written
+/// back on every step: BatchNorm's running statistics in training mode, a step counter.
+struct BufferWrite {
+  std::string output; // the forward graph output (by value name)
+  std::string param;  // the parameter it overwrites
+};
+
+/// One tensor a training step overwrites: a trained parameter, an optimizer state or a buffer.
+struct ParamUpdate {
+  std::string name;   // the graph parameter ("fc1.weight", "fc1.weight.exp_avg")
+  size_t output = 0;  // the training graph output holding its new value
+  bool isState = false; // an optimizer state or a buffer (not trained)
+  std::string param;  // for a state, the parameter it belongs to; otherwise its own name
+};
+
+struct TrainingGraph {
+  std::unique_ptr<ir::Graph> graph;
+  /// Trained parameters first (outputs 1..P), then states (outputs P+1..), in output order.
+  std::vector<ParamUpdate> updates;
+  /// Input positions in `graph`.
+  size_t lrInput = 0;
+  size_t stepInput = 0;
+  /// The target / labels input, or -1 when the loss kind takes none.
+  int64_t targetInput = -1;
+  /// The gradient of each trained parameter, in the order of `updates` (values of `graph`
+  /// feeding the update ops: where a data-parallel all-reduce would go).
+  std::vector<ir::Value *> gradients;
+  /// The names of the trained parameters, in the order of `updates`.
+  std::vector<std::string> trainedParams() const;
+};
+
+/// Builds the training graph of `forward` (which is not modified). `params` names the
+/// parameters to train; empty: every float parameter of the graph that the loss depends on and
+/// that no buffer write names, in graph order (torch.optim skips a parameter whose grad is
+/// None; a named parameter the loss does not depend on is an error). `buffers` adds outputs
+/// after the optimizer states, one per buffer write, in order, listed in `updates` with
+/// isState set; a buffer's writer is a forward node, so it is not ordered after the
+/// parameter's other readers here: codegen's orderParameterWrites does that. kiln::Error when
+/// the output or parameter does not exist, their types differ, or the parameter is trained.
+TrainingGraph buildTrainingGraph(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
+                                 const std::vector<std::string> &params = {},
+                                 const std::vector<BufferWrite> &buffers = {});
+
+} // namespace kiln::passes::autodiff
