@@ -2,7 +2,11 @@
 #include "codegen/Compile.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
+
+#include <unistd.h>
 
 #include "ir/Error.h"
 #include "passes/PassManager.h"
@@ -62,6 +66,145 @@ runtime::Executable compile(const ir::Graph &graph, const CompileOptions &option
   std::vector<Tensor> weights = collectWeights(lowered, options.params);
   CompiledObject object = compileSource(lowered.model.source, options.compiler);
   return runtime::Executable::load(object.soPath, std::move(weights), options.runtime);
+}
+
+namespace {
+
+// kiln_model_desc::weight_data: each weight starts on a 64-byte boundary (runtime/KernelAbi.h).
+constexpr int64_t kAotWeightAlignment = 64;
+
+/// Writes the weights one after another, each padded to the alignment; returns the bytes.
+int64_t writeWeightFile(const std::string &path, const std::vector<Tensor> &weights) {
+  std::ofstream file(path, std::ios::binary);
+  if (!file)
+    fail("codegen: cannot write the weights file {}", path);
+  static const char zeros[kAotWeightAlignment] = {};
+  int64_t offset = 0;
+  for (const Tensor &weight : weights) {
+    auto bytes = static_cast<int64_t>(weight.byteSize());
+    if (bytes > 0)
+      file.write(static_cast<const char *>(weight.data()), static_cast<std::streamsize>(bytes));
+    offset += bytes;
+    int64_t padding = (kAotWeightAlignment - offset % kAotWeightAlignment) % kAotWeightAlignment;
+    file.write(zeros, static_cast<std::streamsize>(padding));
+    offset += padding;
+  }
+  if (!file.flush())
+    fail("codegen: writing the weights file {} failed", path);
+  return offset;
+}
+
+/// `text` in double quotes with quotes, backslashes and other than printable ASCII escaped
+/// (octal), which both a C++ literal and a GNU assembler string read back as `text`.
+std::string quoted(const std::string &text) {
+  std::string out = "\"";
+  for (unsigned char ch : text) {
+    if (ch == '"' || ch == '\\')
+      out += '\\', out += static_cast<char>(ch);
+    else if (ch < 0x20 || ch >= 0x7f)
+      out += fmt::format("\\{:03o}", ch);
+    else
+      out += static_cast<char>(ch);
+  }
+  return out + "\"";
+}
+
+/// What an ahead-of-time source adds to the JIT's: the weights as a hidden symbol the
+/// assembler fills from `weightsPath` ("" when the model has none), and the exported
+/// description, a copy of the emitted one (`innerSymbol`) that points at them.
+std::string aotTrailer(const std::string &innerSymbol, const std::string &exportedSymbol, const std::string &weightsPath) {
+  std::string text = "\n// ---- ahead of time: the weights, embedded by the assembler ----\n";
+  std::string weightData = "NULL";
+  if (!weightsPath.empty()) {
+    std::string blob = exportedSymbol + "_weight_data";
+    std::vector<std::string> lines = {".pushsection .rodata.kiln_weights,\"a\"\n",
+                                      ".balign " + std::to_string(kAotWeightAlignment) + "\n",
+                                      ".globl " + blob + "\n",
+                                      ".hidden " + blob + "\n",
+                                      blob + ":\n",
+                                      ".incbin " + quoted(weightsPath) + "\n",
+                                      ".popsection\n"};
+    text += "__asm__(\n";
+    for (const std::string &line : lines)
+      text += "    " + quoted(line) + "\n";
+    text += ");\n";
+    text += fmt::format("extern \"C\" __attribute__((visibility(\"hidden\"))) const unsigned char {}[];\n", blob);
+    weightData = blob;
+  }
+  text += fmt::format("\nextern \"C\" const kiln_model_desc *{}(void) {{\n", exportedSymbol);
+  text += fmt::format("  static const kiln_model_desc desc = [] {{\n    kiln_model_desc d = *{}();\n", innerSymbol);
+  text += fmt::format("    d.weight_data = {};\n    return d;\n  }}();\n  return &desc;\n}}\n", weightData);
+  return text;
+}
+
+/// Removes a temporary folder when it goes out of scope (errors included).
+struct RemoveFolder {
+  std::string path;
+  ~RemoveFolder() {
+    std::error_code error;
+    if (!path.empty())
+      std::filesystem::remove_all(path, error);
+  }
+};
+
+} // namespace
+
+AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPath, const CompileOptions &options,
+                            const AotOptions &aot) {
+  namespace fs = std::filesystem;
+  if (outputPath.empty())
+    fail("codegen: no output path for the compiled model");
+  fs::path outputFolder = fs::path(outputPath).parent_path();
+  if (!outputFolder.empty() && !fs::is_directory(outputFolder))
+    fail("codegen: cannot write the compiled model {}: there is no folder {}", outputPath, outputFolder.string());
+  // The emitted description gets a private prefix; the exported one keeps the caller's.
+  CompileOptions innerOptions = options;
+  innerOptions.symbolPrefix = options.symbolPrefix + "aot_";
+  LoweredModel lowered = lowerGraph(graph, innerOptions);
+  std::vector<Tensor> weights = collectWeights(lowered, options.params);
+
+  RemoveFolder temporary;
+  fs::path buildDir = aot.buildDir;
+  if (buildDir.empty()) {
+    fs::path output(outputPath);
+    fs::path parent = output.parent_path().empty() ? fs::path(".") : output.parent_path();
+    buildDir = parent / fmt::format(".{}.kiln-build-{}", output.filename().string(), static_cast<long>(getpid()));
+    temporary.path = buildDir.string();
+  }
+  std::error_code error;
+  fs::create_directories(buildDir, error);
+  if (error || !fs::is_directory(buildDir))
+    fail("codegen: cannot create the build folder {}: {}", buildDir.string(),
+         error ? error.message() : "not a folder");
+  buildDir = fs::absolute(buildDir); // .incbin must find the weights whatever the compiler's folder
+
+  AotModel model;
+  model.soPath = outputPath;
+  model.numWeights = static_cast<int64_t>(weights.size());
+  model.numLaunches = static_cast<int64_t>(lowered.model.launches.size());
+  model.arenaBytes = lowered.model.arenaBytes;
+  std::string weightsPath;
+  if (!weights.empty()) {
+    weightsPath = (buildDir / "weights.bin").string();
+    model.weightBytes = writeWeightFile(weightsPath, weights);
+  }
+  std::string sourcePath = (buildDir / "model.cpp").string();
+  {
+    std::ofstream file(sourcePath, std::ios::binary);
+    file << lowered.model.source
+         << aotTrailer(lowered.model.modelSymbol, options.symbolPrefix + KILN_MODEL_SYMBOL, weightsPath);
+    if (!file.flush())
+      fail("codegen: cannot write {}", sourcePath);
+  }
+  try {
+    compileSourceFile(sourcePath, outputPath, options.compiler);
+  } catch (const Error &) {
+    temporary.path.clear(); // the error names the source: keep it for a look
+    throw;
+  }
+  if (!aot.buildDir.empty())
+    model.sourcePath = sourcePath;
+  return model;
 }
 
 CompiledObject compileLoweredBatch(const std::vector<const LoweredModel *> &models, const CompilerOptions &options) {

@@ -58,6 +58,36 @@ std::vector<Tensor> collectWeights(const LoweredModel &lowered, const ir::ParamV
 /// Lowers, compiles (or loads from the disk cache) and loads `graph`.
 runtime::Executable compile(const ir::Graph &graph, const CompileOptions &options = {});
 
+/// Where compileAheadOfTime writes its intermediate files.
+struct AotOptions {
+  /// A folder for the generated source (model.cpp) and the weights (weights.bin), kept
+  /// afterwards for inspection; empty: a temporary folder beside the output, removed after.
+  std::string buildDir;
+};
+
+/// What compileAheadOfTime wrote.
+struct AotModel {
+  std::string soPath;
+  std::string sourcePath;  // the generated source, if AotOptions::buildDir kept it
+  int64_t weightBytes = 0; // the embedded weights, alignment padding included
+  int64_t numWeights = 0;
+  int64_t numLaunches = 0;
+  int64_t arenaBytes = 0;
+};
+
+/// Lowers `graph` as compile() does and writes it, with its weights (options.params, else
+/// the parameters' initial values), as the one shared object `outputPath`:
+/// Executable::load(outputPath) runs it with no weights given and no compiler. The source is
+/// the JIT's (lowerGraph) with the weights pulled in by an assembler `.incbin` of a weights
+/// file (64-byte aligned, in weight order, as kiln_model_desc::weight_data), so that
+/// megabytes of weights never pass through the C++ front end, and an exported
+/// `<options.symbolPrefix>kiln_model` whose description points at them. The object links
+/// nothing of kiln (the runtime hands it kiln_rt) and is not put in the compile cache.
+/// kiln::Error naming a parameter without a value, a file that cannot be written, or the
+/// compiler's first error.
+AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPath,
+                            const CompileOptions &options = {}, const AotOptions &aot = {});
+
 /// Compiles several lowered models, each emitted with its own CompileOptions::symbolPrefix, as
 /// one translation unit: one compiler run (cached on disk like any source) instead of one per
 /// model. Load model i with Executable::load(object.soPath, weights, options,

@@ -116,6 +116,35 @@ std::string firstErrorLine(const std::string &log) {
   return first.empty() ? "(no output)" : first;
 }
 
+// Runs the compiler on `sourcePath` into a temporary file beside `outputPath`, then renames
+// it into place, so that a reader never sees a half-written object. `logBase` + a temporary
+// suffix holds the compiler's messages while it runs.
+void compileInto(const std::string &compiler, const CompilerOptions &options, const std::string &sourcePath,
+                 const std::string &outputPath, const std::string &logBase) {
+  std::string tempSo = outputPath + tempSuffix();
+  std::string log = logBase + tempSuffix();
+  std::vector<std::string> argv{compiler};
+  argv.insert(argv.end(), options.flags.begin(), options.flags.end());
+  argv.insert(argv.end(), {"-o", tempSo, sourcePath});
+  std::string spawnError;
+  int status = runLogged(argv, log, spawnError);
+  ++compileCount;
+  std::string output = readFile(log);
+  std::remove(log.c_str());
+  if (status != 0) {
+    std::remove(tempSo.c_str());
+    if (status < 0)
+      fail("codegen: cannot run the C++ compiler '{}' on {}: {}", compiler, sourcePath, spawnError);
+    fail("codegen: the C++ compiler failed on {}: {}", sourcePath, firstErrorLine(output));
+  }
+  std::error_code error;
+  fs::rename(tempSo, outputPath, error);
+  if (error) {
+    std::remove(tempSo.c_str());
+    fail("codegen: cannot rename {} to {}: {}", tempSo, outputPath, error.message());
+  }
+}
+
 } // namespace
 
 std::string cacheDirectory(const CompilerOptions &options) {
@@ -175,29 +204,17 @@ CompiledObject compileSource(const std::string &source, const CompilerOptions &o
     return object;
   }
   writeAtomically(object.sourcePath, source);
-  std::string tempSo = object.soPath + tempSuffix();
-  std::string log = dir + "/" + object.key + ".log" + tempSuffix();
-  std::vector<std::string> argv{compiler};
-  argv.insert(argv.end(), options.flags.begin(), options.flags.end());
-  argv.insert(argv.end(), {"-o", tempSo, object.sourcePath});
-  std::string spawnError;
-  int status = runLogged(argv, log, spawnError);
-  ++compileCount;
-  std::string output = readFile(log);
-  std::remove(log.c_str());
-  if (status != 0) {
-    std::remove(tempSo.c_str());
-    if (status < 0)
-      fail("codegen: cannot run the C++ compiler '{}' on {}: {}", compiler, object.sourcePath, spawnError);
-    fail("codegen: the C++ compiler failed on {}: {}", object.sourcePath, firstErrorLine(output));
-  }
-  std::error_code error;
-  fs::rename(tempSo, object.soPath, error);
-  if (error)
-    fail("codegen: cannot rename {} to {}: {}", tempSo, object.soPath, error.message());
+  compileInto(compiler, options, object.sourcePath, object.soPath, dir + "/" + object.key + ".log");
   if (options.cacheByteLimit > 0)
     trimCache(dir, options.cacheByteLimit, object.key);
   return object;
+}
+
+void compileSourceFile(const std::string &sourcePath, const std::string &outputPath,
+                       const CompilerOptions &options) {
+  std::string compiler = resolveCompiler(options);
+  compilerVersion(compiler); // a missing compiler fails here with the usual message
+  compileInto(compiler, options, sourcePath, outputPath, outputPath + ".log");
 }
 
 int64_t trimCache(const std::string &dir, int64_t byteLimit, const std::string &keep) {

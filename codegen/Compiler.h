@@ -37,6 +37,13 @@ struct CompiledObject {
 /// be run or fails; the message names the generated file and the compiler's first error line.
 CompiledObject compileSource(const std::string &source, const CompilerOptions &options = {});
 
+/// Compiles the source file at `sourcePath` into the shared object `outputPath`, outside the
+/// cache: for models compiled ahead of time, whose sources pull in files beside them (so the
+/// text alone is no key). The object is written under a temporary name and renamed into place.
+/// kiln::Error as compileSource.
+void compileSourceFile(const std::string &sourcePath, const std::string &outputPath,
+                       const CompilerOptions &options = {});
+
 /// The folder compileSource uses for `options` (created if missing).
 std::string cacheDirectory(const CompilerOptions &options = {});
 

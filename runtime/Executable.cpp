@@ -7,9 +7,12 @@
 #include "runtime/Executable.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 #include <new>
 #include <set>
@@ -105,6 +108,39 @@ void checkTensors(const char *role, const std::vector<TensorSpec> &specs,
          tensors.size());
   for (size_t i = 0; i < specs.size(); ++i)
     checkType(role, specs[i], tensors[i]);
+}
+
+/// dlopen maps a shared object's segments where its program headers say, and touching a
+/// mapped page past the end of the file is a SIGBUS, not an error: a model file cut short (an
+/// interrupted copy) would crash the loader. So every segment is checked against the file's
+/// size first. Files that are not 64-bit ELF are left to dlopen, whose message says why.
+void checkSegmentsInFile(const std::string &path, const std::string &shown) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file)
+    return;
+  auto size = static_cast<uint64_t>(static_cast<std::streamoff>(file.tellg()));
+  Elf64_Ehdr header{};
+  file.seekg(0);
+  if (!file.read(reinterpret_cast<char *>(&header), sizeof header) ||
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64)
+    return;
+  uint64_t headersEnd = header.e_phoff + uint64_t(header.e_phnum) * sizeof(Elf64_Phdr);
+  if (header.e_phentsize != sizeof(Elf64_Phdr) || header.e_phoff > size || headersEnd > size)
+    fail("cannot load model '{}': its program headers lie outside the file ({} bytes); is it truncated or "
+         "corrupted?",
+         shown, size);
+  file.seekg(static_cast<std::streamoff>(header.e_phoff));
+  for (int i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment{};
+    if (!file.read(reinterpret_cast<char *>(&segment), sizeof segment))
+      fail("cannot load model '{}': cannot read its program header {}", shown, i);
+    if (segment.p_type == PT_NULL)
+      continue;
+    if (segment.p_offset > size || segment.p_filesz > size - segment.p_offset)
+      fail("cannot load model '{}': its segment {} ends at byte {}, past the end of the file ({} bytes); is it "
+           "truncated?",
+           shown, i, segment.p_offset + segment.p_filesz, size);
+  }
 }
 
 } // namespace
@@ -217,6 +253,8 @@ void Executable::Impl::bindWeights(std::vector<Tensor> supplied) {
   if (!desc->weight_data)
     fail("{}: the model has {} ({}) and carries none; pass them when loading", what,
          countOf(weights.size(), "weight"), namesOf(weights));
+  if (reinterpret_cast<uintptr_t>(desc->weight_data) % kWeightAlignment != 0)
+    fail("{}: the weights it carries are not {}-byte aligned", what, kWeightAlignment);
   auto *base = static_cast<unsigned char *>(const_cast<void *>(desc->weight_data));
   int64_t offset = 0;
   for (const TensorSpec &spec : weights) {
@@ -321,6 +359,7 @@ Executable Executable::load(const std::string &soPath, std::vector<Tensor> weigh
                             Options options, const std::string &symbol) {
   // Without a slash dlopen searches the library path instead of opening the file meant.
   std::string path = soPath.find('/') == std::string::npos ? "./" + soPath : soPath;
+  checkSegmentsInFile(path, soPath);
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char *reason = dlerror();

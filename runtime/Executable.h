@@ -49,7 +49,9 @@ public:
   /// With no weights given, a model compiled ahead of time uses the weights it carries
   /// (kiln_model_desc::weight_data). Throws kiln::Error when the file cannot be loaded, has no
   /// `kiln_model` symbol, was built for another ABI version, or does not describe a valid
-  /// model, or when a weight's count, dtype or shape differs from the model's. The weights'
+  /// model, or when a weight's count, dtype or shape differs from the model's. A file cut short
+  /// is an error too, not a crash: its ELF segments are checked against its size before dlopen
+  /// maps them (touching a mapped page past the end of a file is a SIGBUS). The weights'
   /// storage is shared, not copied (as Tensor copies share it): the model reads it in place.
   ///
   /// The shared object stays loaded as long as the Executable. dlopen() returns the already
@@ -91,7 +93,9 @@ public:
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor> &inputs) const;
   /// Writes the outputs into `outputs`, which must hold one allocated tensor of the declared
   /// type per output. Allocates nothing once there is an arena per concurrent caller (after
-  /// each calling thread's first run). Outputs must not share storage with inputs.
+  /// each calling thread's first run). Outputs must not share storage with inputs. An output may
+  /// share storage with a weight only when the model was built for it (a training step writing
+  /// new parameters in place: codegen/TrainingStep.h checks the launch order that makes it sound).
   void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const;
 
   /// Turns per-launch timing on or off for the following runs.

@@ -1,0 +1,113 @@
+// kiln-run FILE.kir|FILE.onnx: load the graph, bind inputs and parameters, run passes (or
+// bisect them), compile it (falling back to the reference evaluator for what codegen does not
+// support yet) or evaluate it, and report.
+#include <iostream>
+#include <optional>
+
+#include "codegen/Compile.h"
+#include "ir/Error.h"
+#include "passes/Bisect.h"
+#include "runtime/ThreadPool.h"
+#include "tools/GraphLoading.h"
+#include "tools/RunCommands.h"
+#include "tools/RunReport.h"
+
+namespace kiln::tools {
+
+namespace {
+
+/// The graph compiled for the runtime, or nothing when codegen does not support one of its ops
+/// or dtypes yet (then the caller runs the reference evaluator; the note says why).
+std::optional<runtime::Executable> compileOrFallBack(const ir::Graph &graph, const RunOptions &options,
+                                                     const ir::ParamValues &params) {
+  codegen::CompileOptions compileOptions;
+  compileOptions.params = params;
+  if (options.threads > 0)
+    compileOptions.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
+  try {
+    return codegen::compile(graph, compileOptions);
+  } catch (const Error &e) {
+    std::string message = e.what();
+    if (message.rfind("codegen: ", 0) != 0 || message.find("is not supported yet") == std::string::npos)
+      throw;
+    std::cerr << "kiln-run: note: " << oneLine(message) << "; running the reference evaluator instead\n";
+    return std::nullopt;
+  }
+}
+
+/// --bisect-passes: one line per pass, then the first pass out of tolerance or that all agree.
+int bisect(ir::Graph &graph, const RunOptions &options, const std::vector<Tensor> &inputs,
+           const ir::ParamValues &params, const std::vector<std::string> &names) {
+  double rtol = options.rtolOr(1e-4), atol = options.atolOr(1e-5);
+  passes::PassManager manager = selectPasses(options.pipeline, options.passList, "inference");
+  size_t total = manager.passNames().size();
+  std::cout << fmt::format("bisect: {} passes, each compared with the input graph (rtol {}, atol {})\n", total, rtol,
+                           atol);
+  auto describe = [&](const passes::PassCheck &check) {
+    std::string problem = oneLine(check.problem);
+    return check.failedOutput >= 0 ? fmt::format("output {}: {}", names.at(check.failedOutput), problem) : problem;
+  };
+  std::vector<passes::PassCheck> checks =
+      passes::bisectPasses(graph, manager, inputs, params, rtol, atol, [&](const passes::PassCheck &check) {
+        std::cout << fmt::format("pass {} {}: max rel error {:.3g}, {}\n", check.index, check.pass, check.maxRelError,
+                                 check.ok ? "ok" : "OUT OF TOLERANCE (" + describe(check) + ")")
+                  << std::flush;
+      });
+  if (const passes::PassCheck *failure = passes::firstFailure(checks)) {
+    std::cout << fmt::format("first pass out of tolerance: pass {} {}: {}\n", failure->index, failure->pass,
+                             describe(*failure));
+    return 1;
+  }
+  std::cout << fmt::format("all {} passes agree with the input graph\n", total);
+  return 0;
+}
+
+int64_t paramBytes(const ir::Graph &graph) {
+  int64_t bytes = 0;
+  for (const ir::Node *param : graph.params())
+    bytes += static_cast<int64_t>(param->output()->type().byteSize());
+  return bytes;
+}
+
+} // namespace
+
+int runGraphCommand(const RunOptions &options) {
+  std::map<std::string, Tensor> given;
+  std::unique_ptr<ir::Graph> graph = loadGraph({options.paths[0], options.inputs, {}}, given);
+  std::vector<std::string> names = outputNames(*graph);
+  // Every name checked and every expected file read before the (possibly long) evaluation.
+  OutputRequests requests(names, options, "the graph's");
+  std::vector<Tensor> inputs = bindInputs(inputSpecs(*graph), options, given, "graph @" + graph->name());
+  ir::ParamValues params = bindParams(*graph, options.params, options.seed, true);
+  if (options.bisectPasses)
+    return bisect(*graph, options, inputs, params, names);
+  if (!options.pipeline.empty() || !options.passList.empty()) {
+    passes::PassContext context;
+    selectPasses(options.pipeline, options.passList, "").run(*graph, context);
+  }
+
+  std::optional<runtime::Executable> executable;
+  if (!options.reference)
+    executable = compileOrFallBack(*graph, options, params);
+  RunTarget target;
+  if (executable) {
+    runtime::Executable &compiled = *executable;
+    target.description = fmt::format("compiled model ({} threads)", compiled.numThreads());
+    target.arenaBytes = compiled.arenaBytes();
+    target.weightBytes = weightBytesOf(compiled);
+    target.executable = &compiled;
+    target.run = [&](std::vector<Tensor> &outputs) {
+      if (outputs.empty())
+        outputs = compiled.run(inputs);
+      else
+        compiled.runInto(inputs, outputs);
+    };
+  } else {
+    target.description = "reference evaluator";
+    target.weightBytes = paramBytes(*graph);
+    target.run = [&](std::vector<Tensor> &outputs) { outputs = ir::evaluate(*graph, inputs, params); };
+  }
+  return runAndReport(target, requests, options);
+}
+
+} // namespace kiln::tools

@@ -1,0 +1,213 @@
+// kiln-run's options: the flag table, the checks of what combines with what, and the help.
+#include "tools/RunOptions.h"
+
+#include <fstream>
+
+#include "ir/Error.h"
+
+namespace kiln::tools {
+
+const char *const kRunUsage = R"(usage: kiln-run FILE.kir|FILE.onnx [options]
+       kiln-run MODEL.so [--input ...] [--output ...] [--check ...] [--bench N] [--threads N]
+                [--profile TRACE.json]
+       kiln-run --onnx-test [--compiled] DIR... [--list-passing FILE] [--jobs N] [--batch N]
+
+Runs the graph in FILE.kir, or the ONNX model in FILE.onnx (imported with kiln's ONNX
+importer), and prints one line per output: its name, type and a short summary of its values.
+The graph is compiled (inference pipeline, generated C++ compiled by the system compiler and
+cached on disk, see $KILN_CACHE_DIR) and run on kiln's runtime; a graph with an op or dtype
+codegen does not support yet runs on the reference evaluator instead, with a note on stderr.
+A MODEL.so written by kiln-compile carries its kernels and weights: it runs with no compiler
+and no graph, its inputs and outputs as its description declares them.
+
+options:
+  --input NAME=FILE       bind graph input NAME (by its name in the graph signature, or the ONNX
+                          input name) to FILE: a .npy file, or an ONNX TensorProto (.pb). Inputs
+                          not given are random (kiln::randomTensor: floats in [-1,1), integers in
+                          [0,10)), input number i drawn with seed S+i. For an ONNX model the
+                          given inputs' shapes also fix the model's symbolic dims
+  --param NAME=FILE       bind parameter NAME; parameters whose value is not in the file (printed
+                          as 'elided') and not given are random too, drawn after the inputs
+  --output NAME=FILE.npy  write output NAME to FILE.npy
+  --check NAME=FILE       compare output NAME with FILE (.npy or .pb) (|got - want| <= atol +
+                          rtol*|want|); a mismatch prints the worst element and exits with status 1
+  --rtol R                relative tolerance of --check (default 1e-4; 1e-3 with --onnx-test)
+  --atol A                absolute tolerance of --check (default 1e-5; 1e-7 with --onnx-test)
+  --seed S                seed of the random inputs (default 0)
+  --reference             run with the reference evaluator instead of compiling
+  --threads N             run compiled kernels on N threads (default: one per core)
+  --bench N               after the run (the warm-up), time N more runs and print arena_bytes,
+                          weight_bytes, peak_rss_bytes and, last, median_ms
+  --profile TRACE.json    time every kernel launch of a compiled run (with --bench, of the
+                          timed runs only), write the launches as Chrome-trace JSON to
+                          TRACE.json (chrome://tracing, Perfetto) and print the ten kernels that
+                          took longest: name, calls, total ms and share of all launches
+  --pipeline NAME         run the named pipeline of passes (see kiln-dump --help) on the graph
+                          before running it
+  --passes A,B,...        run these passes, in this order, on the graph before running it
+  --bisect-passes         run the reference evaluator on the graph after every pass of the
+                          pipeline (inference unless --pipeline or --passes says otherwise), on
+                          the same inputs and parameters; print one line per pass with the largest
+                          relative error of any output against the input graph's, then the first
+                          pass whose outputs leave tolerance (--rtol/--atol; exit status 1) or
+                          that all passes agree
+  --help                  print this help
+
+conformance (--onnx-test):
+  --onnx-test             treat every DIR argument as an ONNX backend test folder (model.onnx and
+                          test_data_set_*/input_*.pb, output_*.pb) or a folder of such folders;
+                          import, run and compare each (floats within rtol/atol, NaN equal to NaN,
+                          integers and bools exactly). Prints "FAIL name: reason" per failing test,
+                          "SKIP name: reason" per test whose model needs strings, sequences,
+                          optionals, control flow or random ops, and ends with the line
+                          "N passed, M failed, K skipped". Exit status 1 when any test fails;
+                          a test that takes more than 2 s is named on stderr ("SLOW name")
+  --list-passing FILE     write the names of the passing tests to FILE, one per line, sorted
+  --jobs N                run N tests at a time (default 1)
+  --compiled              run each test compiled instead of on the reference evaluator, same
+                          comparison; a test whose ops codegen does not support yet is SKIP
+                          ("codegen: ..."). To keep compiler runs few, the models are lowered
+                          into batches that each compile as one translation unit (cached on
+                          disk like any model); a batch the compiler rejects is retried model
+                          by model, so the failure lands on the model that caused it
+  --batch N               models per translation unit with --compiled (default 100)
+
+Output names: a returned value's name in the graph (e.g. %logits is "logits"), or "output0",
+"output1", ... by position when the returned value is unnamed (e.g. %7).
+Options taking a value accept both "--opt VALUE" and "--opt=VALUE". Errors print one line
+"kiln-run: MESSAGE" and exit with status 1.
+)";
+
+namespace {
+
+/// The flags every mode shares a meaning of; which apply to which mode is checked after.
+FlagParser runFlags(RunOptions &options) {
+  FlagParser parser;
+  parser.addSwitch("--help", [&] { options.help = true; });
+  parser.addSwitch("-h", [&] { options.help = true; });
+  parser.addSwitch("--reference", [&] { options.reference = true; });
+  parser.addSwitch("--onnx-test", [&] { options.onnxTest = true; });
+  parser.addSwitch("--compiled", [&] { options.compiled = true; });
+  parser.addSwitch("--bisect-passes", [&] { options.bisectPasses = true; });
+  auto bind = [&](std::vector<Binding> &list) {
+    return [&list](const std::string &flag, const std::string &value) { list.push_back(parseBinding(flag, value)); };
+  };
+  parser.addOption("--input", bind(options.inputs));
+  parser.addOption("--param", bind(options.params));
+  parser.addOption("--output", bind(options.outputs));
+  parser.addOption("--check", bind(options.checks));
+  parser.addOption("--rtol", [&](const std::string &flag, const std::string &value) {
+    options.rtol = parseTolerance(flag, value);
+  });
+  parser.addOption("--atol", [&](const std::string &flag, const std::string &value) {
+    options.atol = parseTolerance(flag, value);
+  });
+  parser.addOption("--seed", [&](const std::string &flag, const std::string &value) {
+    options.seed = parseCount(flag, value, "a non-negative integer");
+  });
+  parser.addOption("--jobs", [&](const std::string &flag, const std::string &value) {
+    options.jobs = parseBoundedCount(flag, value, 1, 256);
+  });
+  parser.addOption("--threads", [&](const std::string &flag, const std::string &value) {
+    options.threads = parseBoundedCount(flag, value, 1, 1024);
+  });
+  parser.addOption("--batch", [&](const std::string &flag, const std::string &value) {
+    options.batch = parseBoundedCount(flag, value, 1, 10000);
+  });
+  parser.addOption("--bench", [&](const std::string &flag, const std::string &value) {
+    options.bench = parseBoundedCount(flag, value, 1, 1000000);
+  });
+  parser.addOption("--pipeline", [&](const std::string &flag, const std::string &value) {
+    options.pipeline = nonEmpty(flag, value);
+  });
+  parser.addOption("--passes", [&](const std::string &flag, const std::string &value) {
+    options.passList = nonEmpty(flag, value);
+  });
+  parser.addOption("--profile", [&](const std::string &flag, const std::string &value) {
+    options.profile = nonEmpty(flag, value);
+  });
+  parser.addOption("--list-passing", [&](const std::string &, const std::string &value) {
+    options.listPassing = value;
+  });
+  return parser;
+}
+
+void checkConformance(const RunOptions &options) {
+  if (options.compiled && options.reference)
+    fail("--compiled and --reference cannot be combined");
+  if (options.paths.empty())
+    fail("--onnx-test needs at least one test folder (see --help)");
+  if (!options.inputs.empty() || !options.params.empty() || !options.outputs.empty() || !options.checks.empty())
+    fail("--onnx-test takes its inputs and expected outputs from the test folders; --input, --param, --output "
+         "and --check do not apply");
+}
+
+/// A compiled model: named *.so, or an ELF file whatever its name (a graph file is text).
+bool isSharedObject(const std::string &path) {
+  if (endsWith(path, ".so"))
+    return true;
+  char magic[4] = {};
+  std::ifstream file(path, std::ios::binary);
+  return file.read(magic, sizeof magic) && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F';
+}
+
+/// A model kiln-compile wrote carries its kernels and weights: nothing about passes,
+/// parameters or the reference evaluator applies to it.
+void checkModel(const RunOptions &options) {
+  const std::string &path = options.paths[0];
+  auto refuse = [&](bool given, const char *flag) {
+    if (given)
+      fail("{} does not apply to '{}': a compiled model carries its kernels and weights (recompile it with "
+           "kiln-compile instead)",
+           flag, path);
+  };
+  refuse(options.reference, "--reference");
+  refuse(!options.params.empty(), "--param");
+  refuse(!options.pipeline.empty(), "--pipeline");
+  refuse(!options.passList.empty(), "--passes");
+}
+
+} // namespace
+
+RunOptions parseRunOptions(int argc, char **argv) {
+  RunOptions options;
+  options.paths = runFlags(options).parse(argc, argv);
+  if (options.help)
+    return options;
+  if (!options.pipeline.empty() && !options.passList.empty())
+    fail("--pipeline and --passes cannot be combined");
+  if (options.onnxTest && (options.bisectPasses || !options.pipeline.empty() || !options.passList.empty()))
+    fail("--onnx-test runs no passes; --bisect-passes, --pipeline and --passes do not apply");
+  if ((options.onnxTest || options.bisectPasses) && (options.bench > 0 || options.threads > 0))
+    fail("--bench and --threads apply to running one graph, not to --onnx-test or --bisect-passes");
+  if ((options.onnxTest || options.bisectPasses) && !options.profile.empty())
+    fail("--profile applies to running one graph, not to --onnx-test or --bisect-passes");
+  if (options.reference && options.threads > 0)
+    fail("--threads applies to compiled runs; the reference evaluator runs on one thread");
+  if (options.reference && !options.profile.empty())
+    fail("--profile times compiled kernels; the reference evaluator has none");
+  if (options.bisectPasses && (!options.outputs.empty() || !options.checks.empty()))
+    fail("--bisect-passes compares the graph with itself pass by pass; --output and --check do not apply");
+  if (options.compiled && !options.onnxTest)
+    fail("--compiled applies only with --onnx-test (a single graph is compiled by default)");
+  if (options.onnxTest) {
+    checkConformance(options);
+    options.mode = RunMode::Conformance;
+    return options;
+  }
+  if (!options.listPassing.empty())
+    fail("--list-passing applies only with --onnx-test");
+  if (options.paths.empty())
+    fail("no graph file given (usage: kiln-run FILE.kir [options]; see --help)");
+  if (options.paths.size() > 1)
+    fail("more than one graph file: '{}' and '{}'", options.paths[0], options.paths[1]);
+  if (isSharedObject(options.paths[0])) {
+    if (options.bisectPasses)
+      fail("--bisect-passes needs a graph; '{}' is a compiled model", options.paths[0]);
+    checkModel(options);
+    options.mode = RunMode::Model;
+  }
+  return options;
+}
+
+} // namespace kiln::tools

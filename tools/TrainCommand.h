@@ -1,0 +1,46 @@
+#pragma once
+// kiln-run MODEL --train LOSS ...: training an imported model (a .kir graph or an ONNX export,
+// whose parameters or initializers are what it trains) with one compiled training step
+// (codegen/TrainingStep.h). It takes flags of its own (kTrainUsage), so it parses them itself:
+// kiln-run hands it the whole command line when isTrainCommand says --train is on it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/TrainingStep.h"
+#include "tools/ToolCommon.h"
+
+namespace kiln::tools {
+
+struct TrainOptions {
+  std::string path; // FILE.kir or FILE.onnx
+  codegen::LossSpec loss;
+  codegen::OptimizerSpec optimizer;
+  std::string labels;     // --labels FILE: the target (mse) or class indices (cross-entropy, nll)
+  std::vector<Binding> inputs, params;
+  int64_t steps = 1;
+  int bench = 0;          // timed steps after the reported ones
+  std::string save, load; // .safetensors file or .npy directory
+  bool reference = false;
+  int threads = 0;        // 0: the runtime's default pool
+  uint64_t seed = 0;
+  bool help = false;
+};
+
+/// Whether kiln-run's command line selects training (it holds --train or --train=...).
+bool isTrainCommand(int argc, char **argv);
+/// Parses the training flags (argv[0] is the program); kiln::Error for an unknown flag, a bad
+/// value, or a combination that does not apply (--labels without a loss that takes a target).
+TrainOptions parseTrainOptions(int argc, char **argv);
+/// Trains: prints "step I loss L" per step (I counts from the loaded step count + 1), with
+/// --bench the arena's size and lower bound and, last, median_ms; saves with --save. Returns the
+/// exit status: 1 when a loss is not finite.
+int runTrainCommand(const TrainOptions &options);
+/// Both, for kiln-run's dispatcher: prints kTrainUsage for --help.
+int runTrainCommand(int argc, char **argv);
+
+/// kiln-run --train's part of --help.
+extern const char *const kTrainUsage;
+
+} // namespace kiln::tools

@@ -1,0 +1,151 @@
+// kiln-compile: compiles a .kir graph or an ONNX model ahead of time into one shared object
+// holding its kernels, its description and its weights, which `kiln-run MODEL.so` (or
+// runtime::Executable::load with no weights) runs with no compiler and no graph. Every error is
+// one line "kiln-compile: MESSAGE" and exit status 1.
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include "codegen/Compile.h"
+#include "ir/Error.h"
+#include "tools/GraphLoading.h"
+#include "tools/ToolCommon.h"
+
+using namespace kiln;
+using namespace kiln::tools;
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: kiln-compile FILE.kir|FILE.onnx -o MODEL.so [options]
+
+Compiles the graph in FILE.kir, or the ONNX model in FILE.onnx, ahead of time: the inference
+pipeline and the C++ codegen of kiln-run, then the system compiler, into MODEL.so, one shared
+object with the model's kernels, its description (inputs, outputs, launch list, arena size)
+and its weights. `kiln-run MODEL.so` runs it with no compiler and no graph. MODEL.so needs no
+kiln library at link time (the runtime that loads it hands its kernels the thread pool and the
+precompiled heavy kernels) and is built for this machine's processor (-march=native). It is
+not put in the compile cache. Prints one line: what was written, its size and the time taken.
+
+options:
+  -o, --output MODEL.so        where to write the model (required)
+  --pipeline NAME              run the named pipeline of passes (see kiln-dump --help) on the
+                               graph first, as kiln-run does
+  --passes A,B,...             run these passes, in this order, on the graph first
+  --input-shape NAME=D0,D1,... ONNX models: the static shape of input NAME, fixing its symbolic
+                               dims (repeatable; "NAME=" is a scalar)
+  --param NAME=FILE            the value of parameter NAME (.npy, or an ONNX TensorProto .pb)
+  --random-params              parameters with neither a value of their own nor --param get
+                               random ones, drawn as kiln-run draws them with the same --seed
+                               (for tests and benchmarks; without it such a parameter is an error)
+  --seed S                     seed of --random-params (default 0)
+  --build-dir DIR              write the generated source (DIR/model.cpp) and the weights
+                               (DIR/weights.bin) to DIR and keep them
+  --help                       print this help
+
+Options taking a value accept both "--opt VALUE" and "--opt=VALUE". Errors print one line
+"kiln-compile: MESSAGE" and exit with status 1.
+)";
+
+struct CompileCommand {
+  std::vector<std::string> paths;
+  std::string output, pipeline, passList, buildDir;
+  std::map<std::string, Shape> inputShapes;
+  std::vector<Binding> params;
+  bool randomParams = false;
+  uint64_t seed = 0;
+  bool help = false;
+};
+
+CompileCommand parseArgs(int argc, char **argv) {
+  CompileCommand command;
+  FlagParser parser;
+  parser.addSwitch("--help", [&] { command.help = true; });
+  parser.addSwitch("-h", [&] { command.help = true; });
+  parser.addSwitch("--random-params", [&] { command.randomParams = true; });
+  auto output = [&](const std::string &flag, const std::string &value) {
+    if (!command.output.empty())
+      fail("{}: the output is given twice", flag);
+    command.output = nonEmpty(flag, value);
+  };
+  parser.addOption("-o", output);
+  parser.addOption("--output", output);
+  parser.addOption("--pipeline", [&](const std::string &flag, const std::string &value) {
+    command.pipeline = nonEmpty(flag, value);
+  });
+  parser.addOption("--passes", [&](const std::string &flag, const std::string &value) {
+    command.passList = nonEmpty(flag, value);
+  });
+  parser.addOption("--build-dir", [&](const std::string &flag, const std::string &value) {
+    command.buildDir = nonEmpty(flag, value);
+  });
+  parser.addOption("--input-shape", [&](const std::string &flag, const std::string &value) {
+    auto [name, shape] = parseShapeBinding(flag, value);
+    if (!command.inputShapes.emplace(name, shape).second)
+      fail("{}: input '{}' is given twice", flag, name);
+  });
+  parser.addOption("--param", [&](const std::string &flag, const std::string &value) {
+    command.params.push_back(parseBinding(flag, value));
+  });
+  parser.addOption("--seed", [&](const std::string &flag, const std::string &value) {
+    command.seed = parseCount(flag, value, "a non-negative integer");
+  });
+  command.paths = parser.parse(argc, argv);
+  if (command.help)
+    return command;
+  if (command.paths.empty())
+    fail("no graph file given (usage: kiln-compile FILE.kir -o MODEL.so; see --help)");
+  if (command.paths.size() > 1)
+    fail("more than one graph file: '{}' and '{}'", command.paths[0], command.paths[1]);
+  if (command.output.empty())
+    fail("no output given: -o MODEL.so");
+  if (!command.pipeline.empty() && !command.passList.empty())
+    fail("--pipeline and --passes cannot be combined");
+  return command;
+}
+
+/// Refuses a parameter that would have no value, naming the flags that give it one.
+void checkParamsHaveValues(const ir::Graph &graph, const ir::ParamValues &params) {
+  for (const ir::Node *param : graph.params()) {
+    const std::string &name = param->attrString("name");
+    if (!params.count(name) && !param->attrTensor("value").defined())
+      fail("parameter '{}' has no value in {}; give it with --param {}=FILE, or use --random-params", name,
+           graph.name().empty() ? "the graph" : "graph @" + graph.name(), name);
+  }
+}
+
+int compileCommand(const CompileCommand &command) {
+  auto start = std::chrono::steady_clock::now();
+  std::map<std::string, Tensor> given;
+  std::unique_ptr<ir::Graph> graph = loadGraph({command.paths[0], {}, command.inputShapes}, given);
+  ir::ParamValues params = bindParams(*graph, command.params, command.seed, command.randomParams);
+  checkParamsHaveValues(*graph, params);
+  if (!command.pipeline.empty() || !command.passList.empty()) {
+    passes::PassContext context;
+    selectPasses(command.pipeline, command.passList, "").run(*graph, context);
+  }
+  codegen::CompileOptions options;
+  options.params = params;
+  codegen::AotOptions aot;
+  aot.buildDir = command.buildDir;
+  codegen::AotModel model = codegen::compileAheadOfTime(*graph, command.output, options, aot);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::error_code error;
+  auto fileBytes = std::filesystem::file_size(command.output, error);
+  std::cout << fmt::format("wrote {}: {} launches, {} weights ({} bytes), arena {} bytes, {} bytes on disk, {:.2f} s\n",
+                           command.output, model.numLaunches, model.numWeights, model.weightBytes, model.arenaBytes,
+                           error ? 0 : static_cast<int64_t>(fileBytes), seconds);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  return runTool("kiln-compile", [&] {
+    CompileCommand command = parseArgs(argc, argv);
+    if (command.help) {
+      std::cout << kUsage;
+      return 0;
+    }
+    return compileCommand(command);
+  });
+}
