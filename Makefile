@@ -18,9 +18,12 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: the quickstart example builds the seed MLP and a ResNet-18 with the nn API,
-# compiles both, checks them against the reference evaluator and times them.
+# compiles both, checks them against the reference evaluator and times them; train_classifier
+# then trains the seed MLP and LeNet-5 on synthetic data with compiled training steps (a short
+# run, about 10 s once its steps are in the compile cache) and checks their accuracy.
 run: build
 	./$(BUILD)/quickstart
+	./$(BUILD)/train_classifier
 
 # Everything but the large seed workloads (see test-seeds).
 test: build
@@ -49,7 +52,7 @@ test-asan: deps
 test-asan-all: deps
 	$(ASAN_CONFIGURE)
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed'
+	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed|training'
 
 # libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs the .kir parser fuzzer,
 # `make fuzz-onnx` the ONNX loader's (below).

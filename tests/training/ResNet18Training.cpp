@@ -1,0 +1,109 @@
+// ResNet-18 trained through kiln's nn API against PyTorch: torchvision's resnet18 with the
+// initial weights tests/training/export_resnet18.py exported (a .safetensors state_dict), built
+// with examples/ResNet.h in training mode (BatchNorm on the batch's statistics), traced, and
+// trained for as many compiled SGD steps (lr 0.01, loss = out.mean()) as PyTorch's loss file
+// lists, on PyTorch's batch. Every step's loss must be within 1e-3 relative of PyTorch's.
+//
+// usage: kiln_resnet18_training_check WEIGHTS.safetensors INPUT.npy LOSSES [--reference]
+// Prints one line per step ("step I loss L torch T rel E") and exits 1 on any mismatch.
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/TrainingStep.h"
+#include "examples/ResNet.h"
+#include "ir/Error.h"
+#include "runtime/Npy.h"
+#include "runtime/SafeTensors.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr double kRelTolerance = 1e-3;
+
+std::vector<double> readLosses(const std::string &path) {
+  std::ifstream file(path);
+  if (!file)
+    fail("cannot open the loss file '{}'", path);
+  std::vector<double> losses;
+  double loss = 0;
+  while (file >> loss)
+    losses.push_back(loss);
+  if (!file.eof() || losses.empty())
+    fail("'{}' must hold one loss per line", path);
+  return losses;
+}
+
+/// torchvision's state_dict names are kiln's (examples/ResNet.h registers its modules under the
+/// same names, in the same order), so the mapping is the identity; it is checked, not assumed:
+/// loadStateDict with strict fails on any name missing from either side or any type mismatch.
+void loadTorchWeights(frontend::nn::Module &model, const std::string &path) {
+  runtime::NamedTensors weights = runtime::readSafeTensors(path);
+  std::map<std::string, Tensor> state(weights.begin(), weights.end());
+  model.loadStateDict(state, /*strict=*/true);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    if (argc < 4 || argc > 5 || (argc == 5 && std::string(argv[4]) != "--reference")) {
+      std::cerr << "usage: kiln_resnet18_training_check WEIGHTS.safetensors INPUT.npy LOSSES [--reference]\n";
+      return 2;
+    }
+    bool reference = argc == 5;
+    std::vector<double> want = readLosses(argv[3]);
+    Tensor input = runtime::readNpy(argv[2]);
+
+    examples::ResNet18 model;
+    loadTorchWeights(model, argv[1]);
+    model.train();
+    frontend::GraphBuilder builder("resnet18_train");
+    frontend::Var x = builder.input("x", input.dtype(), input.shape());
+    std::unique_ptr<ir::Graph> graph = builder.finish({{"logits", model(x)}});
+
+    auto start = std::chrono::steady_clock::now();
+    TrainingOptions options;
+    options.reference = reference;
+    codegen::LossSpec loss;
+    loss.kind = codegen::LossKind::Mean;
+    TrainingStep step = compile_training_step(*graph, loss, codegen::OptimizerSpec::sgd(0.01), options);
+    std::cout << fmt::format("resnet18 batch {}: {} trained tensors, {} in {:.1f} s\n", input.shape()[0],
+                             step.updates().size(), reference ? "reference backend prepared" : "compiled",
+                             secondsSince(start))
+              << std::flush;
+    if (!reference) {
+      const passes::MemoryPlan &plan = step.lowered().plan;
+      std::cout << fmt::format("{} kernels, arena {} bytes = {:.3f} x its lower bound ({} bytes)\n",
+                               step.executable().numLaunches(), plan.arenaBytes,
+                               static_cast<double>(plan.arenaBytes) / static_cast<double>(plan.lowerBoundBytes),
+                               plan.lowerBoundBytes);
+    }
+
+    bool ok = true;
+    for (size_t i = 0; i < want.size(); ++i) {
+      start = std::chrono::steady_clock::now();
+      double got = step.run({input});
+      double rel = std::fabs(got - want[i]) / std::max(std::fabs(want[i]), 1e-30);
+      bool match = rel <= kRelTolerance;
+      ok &= match;
+      std::cout << fmt::format("step {} loss {:.9g} torch {:.9g} rel {:.3g}{} ({:.2f} s)\n", i + 1, got, want[i], rel,
+                               match ? "" : " MISMATCH", secondsSince(start))
+                << std::flush;
+    }
+    std::cout << (ok ? "all steps match PyTorch within 1e-3 relative\n" : "some steps differ from PyTorch\n");
+    return ok ? 0 : 1;
+  } catch (const std::exception &e) {
+    std::cerr << "kiln_resnet18_training_check: " << e.what() << "\n";
+    return 1;
+  }
+}
