@@ -57,6 +57,35 @@ TEST(CodegenCompiler, SecondCompileOfTheSameModelIsALoad) {
   fs::remove_all(options.compiler.cacheDir);
 }
 
+// Several graphs in one translation unit: one compiler run, one executable per graph, each
+// computing its own graph (the symbol prefixes keep their kernels apart).
+TEST(CodegenCompiler, CompileBatchBuildsOneObjectWithOneExecutablePerGraph) {
+  GraphBuilder first("first");
+  Var x = first.input("x", DType::F32, {3, 4});
+  auto exponent = first.finish({frontend::exp(x) + 1.0});
+  GraphBuilder second("second");
+  Var a = second.input("a", DType::F32, {5});
+  Var w = second.param("w", randomTensor({DType::F32, {5}}, 9));
+  auto scaled = second.finish({a * w});
+  CompileOptions options = testOptions();
+  options.compiler.cacheDir = freshCacheDir("batch");
+  CompilerCounters before = compilerCounters();
+  std::vector<runtime::Executable> executables = compileBatch({exponent.get(), scaled.get()}, options);
+  CompilerCounters after = compilerCounters();
+  EXPECT_EQ(after.compiles - before.compiles, 1) << "one translation unit for both graphs";
+  ASSERT_EQ(executables.size(), 2u);
+  Tensor input = randomTensor({DType::F32, {3, 4}}, 10);
+  Tensor y = executables[0].run({input})[0];
+  for (int64_t i = 0; i < 12; ++i)
+    EXPECT_NEAR(y.getDouble(i), std::exp(input.getDouble(i)) + 1.0, 1e-5);
+  Tensor values = randomTensor({DType::F32, {5}}, 11);
+  Tensor z = executables[1].run({values})[0];
+  Tensor weight = randomTensor({DType::F32, {5}}, 9);
+  for (int64_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(z.getDouble(i), values.getDouble(i) * weight.getDouble(i), 1e-6);
+  fs::remove_all(options.compiler.cacheDir);
+}
+
 TEST(CodegenCompiler, CompilerErrorNamesTheFileAndTheFirstError) {
   CompilerOptions options;
   options.cacheDir = freshCacheDir("error");
