@@ -1,6 +1,8 @@
 // kiln::runtime::kernels::gemm: the batched, transposable f32 GEMM behind kiln_rt::gemm.
 // A batch is a set of products of one shape (GemmDriver.h) that the driver splits over the
 // pool; each product is the blocked 6 x 64 GEMM, or a matrix-vector product when M or N is 1.
+// A batch over one shared B whose A and C rows are contiguous across products is first folded
+// into one tall product (foldBatchIntoRows).
 #include <algorithm>
 
 #include "runtime/kernels/GemmDriver.h"
@@ -113,6 +115,51 @@ private:
   const kiln_gemm_args &args_;
 };
 
+/// A batch that shares one B (stride_b 0) and whose A rows and C rows run on from product to
+/// product is one tall product: batch x M rows. Folding it turns 128 matrix-vector products
+/// over one weight (a [S, 1, D] x [D, N] layer of a sequence-first transformer) into one GEMM
+/// that reads the weight once instead of 128 times. The epilogue still sees the caller's
+/// (batch, row) coordinates: FoldedEpilogue cuts each tile at product boundaries.
+struct FoldedEpilogue {
+  kiln_epilogue_fn epilogue;
+  void *ctx;
+  int64_t m;
+
+  static void call(void *vself, float *tile, int64_t ld, int64_t, int64_t row0, int64_t col0,
+                   int64_t rows, int64_t cols) {
+    const FoldedEpilogue &self = *static_cast<const FoldedEpilogue *>(vself);
+    for (int64_t r = row0; r < row0 + rows;) {
+      const int64_t batch = r / self.m, local = r % self.m;
+      const int64_t count = std::min(self.m - local, row0 + rows - r);
+      self.epilogue(self.ctx, tile + (r - row0) * ld, ld, batch, local, col0, count, cols);
+      r += count;
+    }
+  }
+};
+
+bool foldBatchIntoRows(kiln_gemm_args &g, FoldedEpilogue &folded) {
+  if (g.batch <= 1 || g.stride_b != 0 || g.trans_a || g.stride_c != g.m * g.ldc)
+    return false;
+  // Row i of product b must sit at row b*M + i of one matrix with a single leading dimension.
+  int64_t lda = g.lda;
+  if (g.m == 1)
+    lda = g.stride_a;
+  else if (g.stride_a != g.m * g.lda)
+    return false;
+  if (lda < g.k || lda <= 0)
+    return false;
+  if (g.epilogue) {
+    folded = FoldedEpilogue{g.epilogue, g.epilogue_ctx, g.m};
+    g.epilogue = FoldedEpilogue::call;
+    g.epilogue_ctx = &folded;
+  }
+  g.lda = lda;
+  g.m *= g.batch;
+  g.batch = 1;
+  g.stride_a = g.stride_c = 0;
+  return true;
+}
+
 } // namespace
 
 void gemm(const kiln_rt *rt, const kiln_gemm_args *args) {
@@ -120,6 +167,8 @@ void gemm(const kiln_rt *rt, const kiln_gemm_args *args) {
     return;
   kiln_gemm_args g = *args;
   g.k = std::max<int64_t>(g.k, 0);
+  FoldedEpilogue folded{};
+  foldBatchIntoRows(g, folded);
   if (g.m == 1 || g.n == 1)
     detail::runProducts(rt, VectorProducts(g));
   else
