@@ -137,6 +137,14 @@ std::string aotTrailer(const std::string &innerSymbol, const std::string &export
   return text;
 }
 
+/// The exported `const char *NAME(void)` functions of AotOptions::exportedStrings.
+std::string exportedStringFunctions(const std::map<std::string, std::string> &strings) {
+  std::string text;
+  for (const auto &[symbol, value] : strings)
+    text += fmt::format("\nextern \"C\" const char *{}(void) {{\n  return {};\n}}\n", symbol, quoted(value));
+  return text;
+}
+
 /// Removes a temporary folder when it goes out of scope (errors included).
 struct RemoveFolder {
   std::string path;
@@ -162,6 +170,24 @@ AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPat
   innerOptions.symbolPrefix = options.symbolPrefix + "aot_";
   LoweredModel lowered = lowerGraph(graph, innerOptions);
   std::vector<Tensor> weights = collectWeights(lowered, options.params);
+  return compileLoweredAheadOfTime(lowered, weights, outputPath, options, aot);
+}
+
+AotModel compileLoweredAheadOfTime(const LoweredModel &lowered, const std::vector<Tensor> &weights,
+                                   const std::string &outputPath, const CompileOptions &options,
+                                   const AotOptions &aot) {
+  namespace fs = std::filesystem;
+  if (outputPath.empty())
+    fail("codegen: no output path for the compiled model");
+  fs::path outputFolder = fs::path(outputPath).parent_path();
+  if (!outputFolder.empty() && !fs::is_directory(outputFolder))
+    fail("codegen: cannot write the compiled model {}: there is no folder {}", outputPath, outputFolder.string());
+  std::string exportedSymbol = options.symbolPrefix + KILN_MODEL_SYMBOL;
+  if (lowered.model.modelSymbol == exportedSymbol || aot.exportedStrings.count(exportedSymbol) ||
+      aot.exportedStrings.count(lowered.model.modelSymbol))
+    fail("codegen: the compiled model would define '{}' twice: lower it with another symbol prefix", exportedSymbol);
+  if (weights.size() != lowered.model.weights.size())
+    fail("codegen: the model has {} weights, {} were given", lowered.model.weights.size(), weights.size());
 
   RemoveFolder temporary;
   fs::path buildDir = aot.buildDir;
@@ -192,7 +218,8 @@ AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPat
   {
     std::ofstream file(sourcePath, std::ios::binary);
     file << lowered.model.source
-         << aotTrailer(lowered.model.modelSymbol, options.symbolPrefix + KILN_MODEL_SYMBOL, weightsPath);
+         << aotTrailer(lowered.model.modelSymbol, exportedSymbol, weightsPath)
+         << exportedStringFunctions(aot.exportedStrings);
     if (!file.flush())
       fail("codegen: cannot write {}", sourcePath);
   }

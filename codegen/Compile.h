@@ -63,6 +63,9 @@ struct AotOptions {
   /// A folder for the generated source (model.cpp) and the weights (weights.bin), kept
   /// afterwards for inspection; empty: a temporary folder beside the output, removed after.
   std::string buildDir;
+  /// Further C functions `const char *NAME(void)` the shared object exports, each returning
+  /// its text (a training step's manifest: runtime/TrainingManifest.h).
+  std::map<std::string, std::string> exportedStrings;
 };
 
 /// What compileAheadOfTime wrote.
@@ -87,6 +90,14 @@ struct AotModel {
 /// compiler's first error.
 AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPath,
                             const CompileOptions &options = {}, const AotOptions &aot = {});
+
+/// compileAheadOfTime's second half, for a model the caller lowered (a training step:
+/// codegen/TrainingAot.h) with a symbol prefix other than options.symbolPrefix: writes it with
+/// `weights` (in its weight order, as collectWeights gives them) as the one shared object
+/// `outputPath`. kiln::Error as compileAheadOfTime, or when the prefixes clash.
+AotModel compileLoweredAheadOfTime(const LoweredModel &lowered, const std::vector<Tensor> &weights,
+                                   const std::string &outputPath, const CompileOptions &options = {},
+                                   const AotOptions &aot = {});
 
 /// Compiles several lowered models, each emitted with its own CompileOptions::symbolPrefix, as
 /// one translation unit: one compiler run (cached on disk like any source) instead of one per

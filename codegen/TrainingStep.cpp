@@ -6,12 +6,11 @@
 //     another value in the parameter's buffer first.
 //  3. compileTrainingStep: parameter and state tensors (copies of the initial values, owned
 //     by the step) become the executable's weights and, through runInto, its update outputs.
-//  4. Saving and loading: .safetensors or a directory of .npy, copied into the tensors in place.
+//  4. Saving and loading: runtime/TrainingCheckpoint.h (.safetensors or a directory of .npy).
 #include "codegen/TrainingStep.h"
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -21,8 +20,7 @@
 #include "ir/Verifier.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
-#include "runtime/Npy.h"
-#include "runtime/SafeTensors.h"
+#include "runtime/TrainingCheckpoint.h"
 
 namespace kiln::codegen {
 
@@ -145,10 +143,19 @@ void isolateParameterWrites(ir::Graph &graph, const std::vector<ParamUpdate> &up
       if (feedsStaged)
         staged.insert(*it);
     }
-    std::vector<ir::Node *> before, after;
+    // The nodes the new parameter value is computed from; the group's other pointwise nodes
+    // (a gradient that reads the parameter broadcast, say) go to a kernel of their own, or
+    // the update kernel would read the parameter at other elements than it writes.
+    std::unordered_set<const ir::Node *> feedsUpdate{graph.outputs()[update.output]->producer()};
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+      for (const ir::Value *output : (*it)->outputs())
+        for (const ir::Use &use : output->uses())
+          if (feedsUpdate.count(use.user))
+            feedsUpdate.insert(*it);
+    std::vector<ir::Node *> before, after, rest;
     for (ir::Node *node : nodes)
       if (node->op() != ir::OpKind::Param && node->op() != ir::OpKind::Constant)
-        (staged.count(node) ? before : after).push_back(node);
+        (staged.count(node) ? before : feedsUpdate.count(node) ? after : rest).push_back(node);
     // Both parts are convex: `before` is closed under operands within the group, so no path
     // leaves it and comes back, and a path from `after` into `before` would make its start an
     // operand of a staged op.
@@ -156,6 +163,8 @@ void isolateParameterWrites(ir::Graph &graph, const std::vector<ParamUpdate> &up
       ir::outlineKernel(graph, before, rule);
     if (!after.empty())
       ir::outlineKernel(graph, after, "in-place-update");
+    if (!rest.empty())
+      ir::outlineKernel(graph, rest, rule);
   }
 }
 
@@ -446,75 +455,12 @@ const LoweredModel &TrainingStep::lowered() const {
   return *state().lowered;
 }
 
-
-// ---- saving and loading ---------------------------------------------------------------------
-
-namespace {
-
-constexpr const char *kStepName = "optimizer.step";
-
-bool endsWith(const std::string &text, const std::string &suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-} // namespace
+// ---- saving and loading: runtime/TrainingCheckpoint.h, shared with runtime::TrainingArtifact ----
 
 void TrainingStep::saveParameters(const std::string &path) const {
-  runtime::NamedTensors tensors(state().params.begin(), state().params.end());
-  Tensor step(DType::I64, {});
-  step.setInt(0, state().steps);
-  tensors[kStepName] = step;
-  if (endsWith(path, ".safetensors")) {
-    runtime::writeSafeTensors(path, tensors);
-    return;
-  }
-  std::error_code error;
-  std::filesystem::create_directories(path, error);
-  if (error || !std::filesystem::is_directory(path))
-    fail("training step: cannot create directory '{}' for the parameters: {}", path, error.message());
-  for (const auto &[name, tensor] : tensors) {
-    if (name.find('/') != std::string::npos || name.empty() || name[0] == '.')
-      fail("training step: parameter name '{}' cannot be a file name in '{}'", name, path);
-    runtime::writeNpy((std::filesystem::path(path) / (name + ".npy")).string(), tensor);
-  }
+  runtime::saveCheckpoint(path, state().params, state().steps);
 }
 
-void TrainingStep::loadParameters(const std::string &path) {
-  runtime::NamedTensors loaded;
-  if (endsWith(path, ".safetensors")) {
-    loaded = runtime::readSafeTensors(path);
-  } else {
-    if (!std::filesystem::is_directory(path))
-      fail("training step: '{}' is neither a .safetensors file nor a directory of .npy files", path);
-    for (const auto &entry : std::filesystem::directory_iterator(path)) {
-      std::string file = entry.path().filename().string();
-      if (entry.is_regular_file() && endsWith(file, ".npy"))
-        loaded[file.substr(0, file.size() - 4)] = runtime::readNpy(entry.path().string());
-    }
-  }
-  // Everything is checked before anything is copied, so a bad file changes nothing.
-  int64_t steps = state().steps;
-  for (const auto &[name, tensor] : loaded) {
-    if (name == kStepName) {
-      if (tensor.numElements() != 1 || isFloat(tensor.dtype()) || tensor.getInt(0) < 0)
-        fail("training step: '{}' in '{}' must be one integer >= 0, got {}", name, path, tensor.type().toString());
-      steps = tensor.getInt(0);
-      continue;
-    }
-    auto found = state().params.find(name);
-    if (found == state().params.end())
-      fail("training step: '{}' holds '{}', which is not a parameter of this training step", path, name);
-    if (found->second.type() != tensor.type())
-      fail("training step: '{}' holds '{}' as {}, the step has {}", path, name, tensor.type().toString(),
-           found->second.type().toString());
-  }
-  for (const auto &[name, tensor] : loaded)
-    if (name != kStepName) {
-      Tensor &target = state().params.at(name);
-      if (target.byteSize() > 0)
-        std::memcpy(target.data(), tensor.data(), target.byteSize());
-    }
-  state().steps = steps;
-}
+void TrainingStep::loadParameters(const std::string &path) { runtime::loadCheckpoint(path, state().params, state().steps); }
 
 } // namespace kiln::codegen

@@ -1,7 +1,9 @@
 // kiln-run MODEL.so: a model kiln-compile wrote carries its kernels, its weights and its
-// description (inputs, outputs, launch list), so it runs with no compiler and no graph.
+// description (inputs, outputs, launch list), so it runs with no compiler and no graph. A
+// training step (kiln-compile --train) updates its weights in place: it runs with --train only.
 #include "ir/Error.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/TrainingArtifact.h"
 #include "tools/RunCommands.h"
 #include "tools/RunReport.h"
 
@@ -13,6 +15,8 @@ int runModelCommand(const RunOptions &options) {
   if (options.threads > 0)
     loadOptions.pool = std::make_shared<runtime::ThreadPool>(options.threads);
   runtime::Executable model = runtime::Executable::load(path, loadOptions);
+  if (runtime::isTrainingArtifact(path))
+    fail("'{}' is a training step (kiln-compile --train): run it with --train, as kiln-run {} --train", path, path);
   std::vector<std::string> names;
   for (const runtime::TensorSpec &output : model.outputs())
     names.push_back(output.name);

@@ -142,7 +142,8 @@ void checkConformance(const RunOptions &options) {
          "and --check do not apply");
 }
 
-/// A compiled model: named *.so, or an ELF file whatever its name (a graph file is text).
+} // namespace
+
 bool isSharedObject(const std::string &path) {
   if (endsWith(path, ".so"))
     return true;
@@ -150,6 +151,8 @@ bool isSharedObject(const std::string &path) {
   std::ifstream file(path, std::ios::binary);
   return file.read(magic, sizeof magic) && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F';
 }
+
+namespace {
 
 /// A model kiln-compile wrote carries its kernels and weights: nothing about passes,
 /// parameters or the reference evaluator applies to it.

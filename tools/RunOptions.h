@@ -44,6 +44,9 @@ struct RunOptions {
 /// unknown flag, bad value or combination that does not apply to the selected mode.
 RunOptions parseRunOptions(int argc, char **argv);
 
+/// A compiled model: named *.so, or an ELF file whatever its name (a graph file is text).
+bool isSharedObject(const std::string &path);
+
 /// kiln-run --help.
 extern const char *const kRunUsage;
 

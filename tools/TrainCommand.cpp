@@ -1,6 +1,7 @@
 // kiln-run MODEL --train LOSS: load the graph, bind inputs (files or seeded random ones, the
 // target or labels too), compile one training step (or prepare the reference backend), load
 // a checkpoint, run and report the steps, time more with --bench, save (see TrainCommand.h).
+// A compiled step (STEP.so) goes to TrainArtifactCommand.cpp after the same parse.
 #include "tools/TrainCommand.h"
 
 #include <algorithm>
@@ -12,30 +13,28 @@
 #include "ir/Error.h"
 #include "runtime/ThreadPool.h"
 #include "tools/GraphLoading.h"
+#include "tools/RunOptions.h"
 #include "tools/RunReport.h"
 
 namespace kiln::tools {
 
-const char *const kTrainUsage = R"(training: kiln-run FILE.kir|FILE.onnx --train LOSS [options]
+namespace {
+
+const char *const kTrainUsageHead = R"(training: kiln-run FILE.kir|FILE.onnx --train LOSS [options]
+          kiln-run STEP.so --train [options]
 
 Trains the model's float parameters (an ONNX model's initializers) with one compiled step
 (forward, loss, backward and optimizer update in one executable, parameters updated in place)
-and prints "step I loss L" per step, L being the loss before that step's update.
+and prints "step I loss L" per step, L being the loss before that step's update. STEP.so, a
+step that `kiln-compile MODEL --train LOSS -o STEP.so` wrote, carries its loss, optimizer,
+parameters, optimizer state and step count: it trains on from them with no compiler (the
+flags that choose the loss and optimizer, --param and --reference do not apply; --lr does).
 
-  --train LOSS            mean | sum (of the first output's elements), mse (against --labels),
-                          cross-entropy (logits [N, C] against class indices [N] in --labels),
-                          nll (log-probabilities [N, C] against class indices)
-  --loss-output NAME      the output the loss is taken of (default: the first)
-  --labels FILE.npy       the target (mse: like the output) or i64 class indices (cross-entropy,
+)";
+
+const char *const kTrainUsageTail = R"(  --labels FILE.npy       the target (mse: like the output) or i64 class indices (cross-entropy,
                           nll); default: random, drawn with seed S + number of inputs (classes
                           in [0, C))
-  --optimizer KIND        sgd (default) | adam | adamw, with torch.optim's defaults
-  --lr LR                 learning rate (default 0.01)
-  --momentum M            SGD momentum (default 0)
-  --nesterov              SGD Nesterov momentum (needs --momentum)
-  --weight-decay WD       SGD and Adam: L2 penalty; AdamW: decoupled decay (default 0; AdamW 0.01)
-  --betas B1,B2           Adam and AdamW (default 0.9,0.999)
-  --eps E                 Adam and AdamW (default 1e-8)
   --steps N               training steps (default 1)
   --input NAME=FILE       bind an input as kiln-run does; inputs not given are random (seed S + i)
   --param NAME=FILE       initial value of a parameter (default: its value in the model)
@@ -45,53 +44,19 @@ and prints "step I loss L" per step, L being the loss before that step's update.
   --reference             run the training graph on the reference evaluator
   --threads N             run compiled kernels on N threads (default: one per core)
   --bench N               after the steps, time N more (they train too) and print arena_bytes,
-                          arena_lower_bound_bytes and, last, median_ms of one step
+                          arena_lower_bound_bytes (not for STEP.so) and, last, median_ms of one step
 )";
 
+const std::string &trainUsageText() {
+  static const std::string text = std::string(kTrainUsageHead) + kTrainingFlagsUsage + kTrainUsageTail;
+  return text;
+}
+
+} // namespace
+
+const char *const kTrainUsage = trainUsageText().c_str();
+
 namespace {
-
-codegen::LossKind parseLossKind(const std::string &flag, const std::string &value) {
-  static const std::vector<std::pair<std::string, codegen::LossKind>> kinds = {
-      {"mean", codegen::LossKind::Mean},
-      {"sum", codegen::LossKind::Sum},
-      {"mse", codegen::LossKind::Mse},
-      {"cross-entropy", codegen::LossKind::CrossEntropy},
-      {"nll", codegen::LossKind::Nll},
-  };
-  for (const auto &[name, kind] : kinds)
-    if (name == value)
-      return kind;
-  fail("{}: unknown loss '{}' (expected mean, sum, mse, cross-entropy or nll)", flag, value);
-}
-
-codegen::OptimizerKind parseOptimizerKind(const std::string &flag, const std::string &value) {
-  if (value == "sgd")
-    return codegen::OptimizerKind::Sgd;
-  if (value == "adam")
-    return codegen::OptimizerKind::Adam;
-  if (value == "adamw")
-    return codegen::OptimizerKind::AdamW;
-  fail("{}: unknown optimizer '{}' (expected sgd, adam or adamw)", flag, value);
-}
-
-/// A finite number; the training graph builder checks the ranges torch checks.
-double parseNumber(const std::string &flag, const std::string &value) {
-  size_t used = 0;
-  double number = 0;
-  try {
-    number = std::stod(value, &used);
-  } catch (const std::exception &) {
-    used = 0;
-  }
-  if (value.empty() || used != value.size() || !std::isfinite(number))
-    fail("{} expects a number, got '{}'", flag, value);
-  return number;
-}
-
-bool isLabelLoss(codegen::LossKind kind) {
-  return kind == codegen::LossKind::Mse || kind == codegen::LossKind::CrossEntropy ||
-         kind == codegen::LossKind::Nll;
-}
 
 /// The forward output the loss is taken of.
 const ir::Value *lossOutput(const ir::Graph &graph, const codegen::LossSpec &loss) {
@@ -107,16 +72,47 @@ const ir::Value *lossOutput(const ir::Graph &graph, const codegen::LossSpec &los
   return graph.outputs()[static_cast<size_t>(found - names.begin())];
 }
 
-/// The --labels file, or random ones: class indices in [0, C) where C is the output's dim 1,
-/// or a target like the output.
-Tensor bindLabels(const TrainOptions &options, const TensorType &type, const ir::Value *output, uint64_t seed) {
+double medianOf(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n == 0 ? 0.0 : (values[(n - 1) / 2] + values[n / 2]) / 2;
+}
+
+/// argv with a bare --train (last, or followed by a flag or a compiled model) written
+/// "--train=", so that the flag parser does not take the next argument as its loss.
+std::vector<std::string> markBareTrain(int argc, char **argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i)
+    if (args[i] == "--train" &&
+        (i + 1 == args.size() || (!args[i + 1].empty() && args[i + 1][0] == '-') || isSharedObject(args[i + 1])))
+      args[i] = "--train=";
+  return args;
+}
+
+/// A compiled step fixed its loss, optimizer and parameters: refuses the flags that set them.
+void checkArtifactFlags(const TrainOptions &options) {
+  for (const std::string &flag : options.training.given)
+    if (flag != "--lr")
+      fail("{} does not apply to '{}': a compiled training step carries its loss and optimizer (compile another "
+           "with kiln-compile --train)",
+           flag, options.path);
+  if (!options.params.empty())
+    fail("--param does not apply to '{}': a compiled training step carries its parameters (start from a checkpoint "
+         "with --load)",
+         options.path);
+  if (options.reference)
+    fail("--reference does not apply to '{}': a compiled training step runs its own kernels", options.path);
+}
+
+} // namespace
+
+Tensor bindLabels(const TrainOptions &options, const TensorType &type, int64_t classes, uint64_t seed) {
   if (!options.labels.empty()) {
     Tensor labels = readTensorFile(options.labels);
     if (labels.type() != type)
       fail("--labels: the loss expects {}, but {} holds {}", type.toString(), options.labels,
            labels.type().toString());
     if (!isFloat(type.dtype)) {
-      int64_t classes = output->type().shape.at(1);
       for (int64_t i = 0; i < labels.numElements(); ++i)
         if (labels.getInt(i) < 0 || labels.getInt(i) >= classes)
           fail("--labels: {} holds class {} at element {}, outside [0, {})", options.labels, labels.getInt(i), i,
@@ -127,20 +123,12 @@ Tensor bindLabels(const TrainOptions &options, const TensorType &type, const ir:
   checkFitsInMemory(type, "the labels");
   Tensor labels = randomTensor(type, seed);
   if (!isFloat(type.dtype)) {
-    int64_t classes = std::max<int64_t>(1, output->type().shape.at(1));
+    int64_t count = std::max<int64_t>(1, classes);
     for (int64_t i = 0; i < labels.numElements(); ++i)
-      labels.setInt(i, labels.getInt(i) % classes);
+      labels.setInt(i, labels.getInt(i) % count);
   }
   return labels;
 }
-
-double medianOf(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n == 0 ? 0.0 : (values[(n - 1) / 2] + values[n / 2]) / 2;
-}
-
-} // namespace
 
 bool isTrainCommand(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
@@ -151,51 +139,20 @@ bool isTrainCommand(int argc, char **argv) {
 
 TrainOptions parseTrainOptions(int argc, char **argv) {
   TrainOptions options;
-  options.optimizer.lr = 0.01;
-  bool trainGiven = false, weightDecayGiven = false, adamFlagGiven = false, sgdFlagGiven = false;
+  bool trainGiven = false;
   FlagParser parser;
   parser.addSwitch("--help", [&] { options.help = true; });
   parser.addSwitch("-h", [&] { options.help = true; });
   parser.addSwitch("--reference", [&] { options.reference = true; });
-  parser.addSwitch("--nesterov", [&] {
-    options.optimizer.nesterov = true;
-    sgdFlagGiven = true;
-  });
   parser.addOption("--train", [&](const std::string &flag, const std::string &value) {
-    options.loss.kind = parseLossKind(flag, value);
     trainGiven = true;
+    options.lossGiven = !value.empty();
+    if (options.lossGiven)
+      options.training.loss.kind = parseLossKind(flag, value);
   });
-  parser.addOption("--loss-output", [&](const std::string &flag, const std::string &value) {
-    options.loss.outputName = nonEmpty(flag, value);
-  });
+  addTrainingFlags(parser, options.training);
   parser.addOption("--labels", [&](const std::string &flag, const std::string &value) {
     options.labels = nonEmpty(flag, value);
-  });
-  parser.addOption("--optimizer", [&](const std::string &flag, const std::string &value) {
-    options.optimizer.kind = parseOptimizerKind(flag, value);
-  });
-  parser.addOption("--lr", [&](const std::string &flag, const std::string &value) {
-    options.optimizer.lr = parseNumber(flag, value);
-  });
-  parser.addOption("--momentum", [&](const std::string &flag, const std::string &value) {
-    options.optimizer.momentum = parseNumber(flag, value);
-    sgdFlagGiven = true;
-  });
-  parser.addOption("--weight-decay", [&](const std::string &flag, const std::string &value) {
-    options.optimizer.weightDecay = parseNumber(flag, value);
-    weightDecayGiven = true;
-  });
-  parser.addOption("--betas", [&](const std::string &flag, const std::string &value) {
-    size_t comma = value.find(',');
-    if (comma == std::string::npos)
-      fail("{} expects B1,B2, got '{}'", flag, value);
-    options.optimizer.beta1 = parseNumber(flag, value.substr(0, comma));
-    options.optimizer.beta2 = parseNumber(flag, value.substr(comma + 1));
-    adamFlagGiven = true;
-  });
-  parser.addOption("--eps", [&](const std::string &flag, const std::string &value) {
-    options.optimizer.eps = parseNumber(flag, value);
-    adamFlagGiven = true;
   });
   parser.addOption("--steps", [&](const std::string &flag, const std::string &value) {
     options.steps = parseBoundedCount(flag, value, 0, 100000000);
@@ -221,7 +178,11 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
   parser.addOption("--load", [&](const std::string &flag, const std::string &value) {
     options.load = nonEmpty(flag, value);
   });
-  std::vector<std::string> paths = parser.parse(argc, argv);
+  std::vector<std::string> args = markBareTrain(argc, argv);
+  std::vector<char *> pointers;
+  for (std::string &arg : args)
+    pointers.push_back(arg.data());
+  std::vector<std::string> paths = parser.parse(static_cast<int>(pointers.size()), pointers.data());
   if (options.help)
     return options;
   if (!trainGiven)
@@ -230,21 +191,17 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
     fail("no model to train (usage: kiln-run FILE.onnx|FILE.kir --train LOSS [options]; see --help)");
   if (paths.size() > 1)
     fail("more than one model file: '{}' and '{}'", paths[0], paths[1]);
-  if (endsWith(paths[0], ".so"))
-    fail("--train needs a graph (.kir or .onnx); '{}' is a compiled model", paths[0]);
   options.path = paths[0];
-  if (!options.labels.empty() && !isLabelLoss(options.loss.kind))
-    fail("--labels applies to the mse, cross-entropy and nll losses, which compare the output with a target");
-  if (options.loss.kind == codegen::LossKind::CrossEntropy || options.loss.kind == codegen::LossKind::Nll)
-    options.loss.targetName = "labels";
-  bool sgd = options.optimizer.kind == codegen::OptimizerKind::Sgd;
-  if (sgd && adamFlagGiven)
-    fail("--betas and --eps apply to adam and adamw, not to sgd");
-  if (!sgd && sgdFlagGiven)
-    fail("--momentum and --nesterov apply to sgd, not to {}",
-         options.optimizer.kind == codegen::OptimizerKind::Adam ? "adam" : "adamw");
-  if (options.optimizer.kind == codegen::OptimizerKind::AdamW && !weightDecayGiven)
-    options.optimizer.weightDecay = 1e-2; // torch.optim.AdamW's default
+  options.artifact = isSharedObject(options.path);
+  if (options.artifact) {
+    checkArtifactFlags(options);
+  } else {
+    if (!options.lossGiven)
+      fail("training graph '{}' needs a loss: --train LOSS (mean, sum, mse, cross-entropy or nll)", options.path);
+    finishTrainingFlags(options.training);
+    if (!options.labels.empty() && !isLabelLoss(options.loss().kind))
+      fail("--labels applies to the mse, cross-entropy and nll losses, which compare the output with a target");
+  }
   if (options.reference && options.threads > 0)
     fail("--threads applies to compiled steps; the reference evaluator runs on one thread");
   if (options.steps == 0 && options.bench == 0 && options.save.empty())
@@ -252,10 +209,46 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
   return options;
 }
 
+int runTrainingLoop(const StepDriver &step, const std::vector<Tensor> &inputs, const TrainOptions &options) {
+  bool finite = true;
+  for (int64_t i = 0; i < options.steps; ++i) {
+    int64_t number = step.stepCount() + 1;
+    float loss = step.run(inputs);
+    finite &= std::isfinite(loss);
+    std::cout << fmt::format("step {} loss {:.9g}\n", number, loss) << std::flush;
+  }
+  if (options.bench > 0) {
+    if (options.steps == 0)
+      step.run(inputs); // warm-up: the arena and the thread pool
+    std::vector<double> milliseconds;
+    for (int i = 0; i < options.bench; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      finite &= std::isfinite(step.run(inputs));
+      auto elapsed = std::chrono::steady_clock::now() - start;
+      milliseconds.push_back(std::chrono::duration<double, std::milli>(elapsed).count());
+    }
+    if (step.printBenchMemory)
+      step.printBenchMemory();
+    std::cout << fmt::format("median_ms {:.4f}\n", medianOf(milliseconds));
+  }
+  if (!options.save.empty()) {
+    step.save(options.save);
+    std::cerr << fmt::format("kiln-run: saved the parameters, optimizer state and step count ({}) to {}\n",
+                             step.stepCount(), options.save);
+  }
+  if (!finite) {
+    std::cerr << "kiln-run: the loss is not finite (NaN or infinite): lower --lr?\n";
+    return 1;
+  }
+  return 0;
+}
+
 int runTrainCommand(const TrainOptions &options) {
+  if (options.artifact)
+    return runArtifactTrainCommand(options);
   std::map<std::string, Tensor> given;
   std::unique_ptr<ir::Graph> graph = loadGraph({options.path, options.inputs, {}}, given);
-  const ir::Value *output = lossOutput(*graph, options.loss);
+  const ir::Value *output = lossOutput(*graph, options.loss());
 
   // Inputs as kiln-run binds them: files, else random with seed S + i.
   RunOptions inputOptions;
@@ -269,14 +262,15 @@ int runTrainCommand(const TrainOptions &options) {
   if (options.threads > 0)
     training.compile.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
   auto compileStart = std::chrono::steady_clock::now();
-  TrainingStep step = compile_training_step(*graph, options.loss, options.optimizer, training);
+  TrainingStep step = compile_training_step(*graph, options.loss(), options.optimizer(), training);
   double compileSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - compileStart).count();
 
   const passes::autodiff::TrainingGraph &trainingGraph = step.trainingGraph();
   if (trainingGraph.targetInput >= 0) {
     const TensorType &type = trainingGraph.graph->inputs()[static_cast<size_t>(trainingGraph.targetInput)]->type();
-    inputs.push_back(bindLabels(options, type, output, options.seed + graph->inputs().size()));
+    int64_t classes = output->type().rank() >= 2 ? output->type().shape[1] : 0;
+    inputs.push_back(bindLabels(options, type, classes, options.seed + graph->inputs().size()));
   }
   if (!options.load.empty())
     step.loadParameters(options.load);
@@ -299,38 +293,16 @@ int runTrainCommand(const TrainOptions &options) {
                            trained, elements, engine, compileSeconds)
             << std::flush;
 
-  bool finite = true;
-  for (int64_t i = 0; i < options.steps; ++i) {
-    int64_t number = step.stepCount() + 1;
-    float loss = step.run(inputs);
-    finite &= std::isfinite(loss);
-    std::cout << fmt::format("step {} loss {:.9g}\n", number, loss) << std::flush;
-  }
-  if (options.bench > 0) {
-    if (options.steps == 0)
-      step.run(inputs); // warm-up: the arena and the thread pool
-    std::vector<double> milliseconds;
-    for (int i = 0; i < options.bench; ++i) {
-      auto start = std::chrono::steady_clock::now();
-      finite &= std::isfinite(step.run(inputs));
-      auto elapsed = std::chrono::steady_clock::now() - start;
-      milliseconds.push_back(std::chrono::duration<double, std::milli>(elapsed).count());
-    }
-    if (!step.isReference())
+  StepDriver driver;
+  driver.run = [&](const std::vector<Tensor> &stepInputs) { return step.run(stepInputs); };
+  driver.stepCount = [&] { return step.stepCount(); };
+  driver.save = [&](const std::string &path) { step.saveParameters(path); };
+  if (!step.isReference())
+    driver.printBenchMemory = [&] {
       std::cout << fmt::format("arena_bytes {}\narena_lower_bound_bytes {}\n", step.executable().arenaBytes(),
                                step.lowered().plan.lowerBoundBytes);
-    std::cout << fmt::format("median_ms {:.4f}\n", medianOf(milliseconds));
-  }
-  if (!options.save.empty()) {
-    step.saveParameters(options.save);
-    std::cerr << fmt::format("kiln-run: saved the parameters, optimizer state and step count ({}) to {}\n",
-                             step.stepCount(), options.save);
-  }
-  if (!finite) {
-    std::cerr << "kiln-run: the loss is not finite (NaN or infinite): lower --lr?\n";
-    return 1;
-  }
-  return 0;
+    };
+  return runTrainingLoop(driver, inputs, options);
 }
 
 int runTrainCommand(int argc, char **argv) {

@@ -1,15 +1,19 @@
 // kiln-compile: compiles a .kir graph or an ONNX model ahead of time into one shared object
 // holding its kernels, its description and its weights, which `kiln-run MODEL.so` (or
-// runtime::Executable::load with no weights) runs with no compiler and no graph. Every error is
-// one line "kiln-compile: MESSAGE" and exit status 1.
+// runtime::Executable::load with no weights) runs with no compiler and no graph. With --train,
+// it writes the model's whole training step instead (codegen/TrainingAot.h), which
+// `kiln-run STEP.so --train` trains on. Every error is one line "kiln-compile: MESSAGE" and exit
+// status 1.
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 
 #include "codegen/Compile.h"
+#include "codegen/TrainingAot.h"
 #include "ir/Error.h"
 #include "tools/GraphLoading.h"
 #include "tools/ToolCommon.h"
+#include "tools/TrainingFlags.h"
 
 using namespace kiln;
 using namespace kiln::tools;
@@ -17,6 +21,7 @@ using namespace kiln::tools;
 namespace {
 
 constexpr const char *kUsage = R"(usage: kiln-compile FILE.kir|FILE.onnx -o MODEL.so [options]
+       kiln-compile FILE.kir|FILE.onnx --train LOSS [training options] -o STEP.so [options]
 
 Compiles the graph in FILE.kir, or the ONNX model in FILE.onnx, ahead of time: the inference
 pipeline and the C++ codegen of kiln-run, then the system compiler, into MODEL.so, one shared
@@ -25,6 +30,12 @@ and its weights. `kiln-run MODEL.so` runs it with no compiler and no graph. MODE
 kiln library at link time (the runtime that loads it hands its kernels the thread pool and the
 precompiled heavy kernels) and is built for this machine's processor (-march=native). It is
 not put in the compile cache. Prints one line: what was written, its size and the time taken.
+
+With --train LOSS, MODEL.so is the model's whole training step instead, as `kiln-run FILE
+--train LOSS` compiles it: forward, loss, backward and optimizer update (the training
+pipeline), with the parameters, the optimizer state (zeros) and the step count (0) it starts
+from as its weights, and a manifest naming its loss, optimizer and which output updates which
+weight. `kiln-run STEP.so --train` trains on from it, in place, with no compiler.
 
 options:
   -o, --output MODEL.so        where to write the model (required)
@@ -42,13 +53,21 @@ options:
                                (DIR/weights.bin) to DIR and keep them
   --help                       print this help
 
+training options (as kiln-run --train takes them, and --load):
+  --load PATH             start from the parameters, optimizer state and step count that
+                          `kiln-run ... --train --save PATH` wrote (.safetensors or a folder)
+)";
+
+constexpr const char *kUsageTail = R"(
 Options taking a value accept both "--opt VALUE" and "--opt=VALUE". Errors print one line
 "kiln-compile: MESSAGE" and exit with status 1.
 )";
 
 struct CompileCommand {
+  bool train = false;
+  TrainingFlags training;
   std::vector<std::string> paths;
-  std::string output, pipeline, passList, buildDir;
+  std::string output, pipeline, passList, buildDir, load;
   std::map<std::string, Shape> inputShapes;
   std::vector<Binding> params;
   bool randomParams = false;
@@ -62,6 +81,14 @@ CompileCommand parseArgs(int argc, char **argv) {
   parser.addSwitch("--help", [&] { command.help = true; });
   parser.addSwitch("-h", [&] { command.help = true; });
   parser.addSwitch("--random-params", [&] { command.randomParams = true; });
+  parser.addOption("--train", [&](const std::string &flag, const std::string &value) {
+    command.training.loss.kind = parseLossKind(flag, value);
+    command.train = true;
+  });
+  addTrainingFlags(parser, command.training);
+  parser.addOption("--load", [&](const std::string &flag, const std::string &value) {
+    command.load = nonEmpty(flag, value);
+  });
   auto output = [&](const std::string &flag, const std::string &value) {
     if (!command.output.empty())
       fail("{}: the output is given twice", flag);
@@ -100,6 +127,14 @@ CompileCommand parseArgs(int argc, char **argv) {
     fail("no output given: -o MODEL.so");
   if (!command.pipeline.empty() && !command.passList.empty())
     fail("--pipeline and --passes cannot be combined");
+  if (!command.train && !command.training.given.empty())
+    fail("{} applies to a training step: add --train LOSS", command.training.given[0]);
+  if (!command.train && !command.load.empty())
+    fail("--load applies to a training step: add --train LOSS");
+  if (command.train && (!command.pipeline.empty() || !command.passList.empty()))
+    fail("--pipeline and --passes do not apply with --train: a training step goes through the training pipeline");
+  if (command.train)
+    finishTrainingFlags(command.training);
   return command;
 }
 
@@ -118,7 +153,8 @@ int compileCommand(const CompileCommand &command) {
   std::map<std::string, Tensor> given;
   std::unique_ptr<ir::Graph> graph = loadGraph({command.paths[0], {}, command.inputShapes}, given);
   ir::ParamValues params = bindParams(*graph, command.params, command.seed, command.randomParams);
-  checkParamsHaveValues(*graph, params);
+  if (command.load.empty()) // else the checkpoint may hold them: compileTrainingAheadOfTime checks
+    checkParamsHaveValues(*graph, params);
   if (!command.pipeline.empty() || !command.passList.empty()) {
     passes::PassContext context;
     selectPasses(command.pipeline, command.passList, "").run(*graph, context);
@@ -127,12 +163,24 @@ int compileCommand(const CompileCommand &command) {
   options.params = params;
   codegen::AotOptions aot;
   aot.buildDir = command.buildDir;
-  codegen::AotModel model = codegen::compileAheadOfTime(*graph, command.output, options, aot);
+  codegen::AotModel model;
+  std::string what;
+  if (command.train) {
+    codegen::TrainingOptions training;
+    training.compile = options;
+    codegen::AotTrainingStep step = codegen::compileTrainingAheadOfTime(*graph, command.training.loss,
+                                                                        command.training.optimizer, command.output,
+                                                                        training, aot, {0, command.load});
+    model = step.model;
+    what = fmt::format(" training step ({}),", step.manifest.describe());
+  } else {
+    model = codegen::compileAheadOfTime(*graph, command.output, options, aot);
+  }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::error_code error;
   auto fileBytes = std::filesystem::file_size(command.output, error);
-  std::cout << fmt::format("wrote {}: {} launches, {} weights ({} bytes), arena {} bytes, {} bytes on disk, {:.2f} s\n",
-                           command.output, model.numLaunches, model.numWeights, model.weightBytes, model.arenaBytes,
+  std::cout << fmt::format("wrote {}:{} {} launches, {} weights ({} bytes), arena {} bytes, {} bytes on disk, {:.2f} s\n",
+                           command.output, what, model.numLaunches, model.numWeights, model.weightBytes, model.arenaBytes,
                            error ? 0 : static_cast<int64_t>(fileBytes), seconds);
   return 0;
 }
@@ -143,7 +191,7 @@ int main(int argc, char **argv) {
   return runTool("kiln-compile", [&] {
     CompileCommand command = parseArgs(argc, argv);
     if (command.help) {
-      std::cout << kUsage;
+      std::cout << kUsage << kTrainingFlagsUsage << kUsageTail;
       return 0;
     }
     return compileCommand(command);

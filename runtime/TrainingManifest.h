@@ -1,0 +1,64 @@
+#pragma once
+// What a training step compiled ahead of time (kiln-compile --train, codegen/TrainingAot.h)
+// says about itself, beyond the model description every compiled model carries: which inputs
+// are the learning rate, the step count and the target, which output overwrites which weight,
+// the step count reached so far, and the loss and optimizer (for display). The shared object
+// exports it as text from `const char *kiln_training(void)`: a model without that symbol is
+// not a training step. The text is one entry per line, fields separated by tabs (names hold
+// neither tabs nor newlines):
+//
+//   kiln-training<TAB>1                          format version, first line
+//   loss<TAB>cross-entropy                        mean | sum | mse | cross-entropy | nll | value
+//   optimizer<TAB>sgd                             sgd | adam | adamw
+//   hyper<TAB>momentum<TAB>0.9                    hyper-parameters, for display (lr aside)
+//   lr<TAB>0.01                                   the initial learning rate
+//   steps<TAB>0                                   steps already taken
+//   classes<TAB>10                                class count (cross-entropy, nll); 0 otherwise
+//   input<TAB>lr<TAB>3                            the model input taking lr, step, target
+//   param<TAB>fc.weight                           a weight that is a parameter or state
+//   update<TAB>1<TAB>param<TAB>fc.weight<TAB>fc.weight           output, kind, tensor, owner
+//   update<TAB>5<TAB>state<TAB>fc.weight.momentum_buffer<TAB>fc.weight
+//
+// The runtime reads it (TrainingArtifact.h) and codegen writes it: neither needs the other.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::runtime {
+
+/// The symbol a training step compiled ahead of time exports.
+#define KILN_TRAINING_SYMBOL "kiln_training"
+typedef const char *(*kiln_training_fn)(void);
+
+/// One tensor the step overwrites: output `output` holds its new value.
+struct TrainingManifestUpdate {
+  int64_t output = 0;
+  bool isState = false; // an optimizer state or a buffer, not a trained parameter
+  std::string name;     // the weight it overwrites
+  std::string param;    // the trained parameter it belongs to (its own name when trained)
+};
+
+struct TrainingManifest {
+  std::string loss;      // "mean", "sum", "mse", "cross-entropy", "nll", "value"
+  std::string optimizer; // "sgd", "adam", "adamw"
+  std::vector<std::pair<std::string, double>> hyperParameters; // in display order
+  double lr = 0.0;
+  int64_t steps = 0;
+  int64_t classes = 0;
+  /// Model input positions; targetInput is -1 when the loss takes no target.
+  int64_t lrInput = -1, stepInput = -1, targetInput = -1;
+  /// The weights (by name) that are parameters or optimizer states: saved and loaded.
+  std::vector<std::string> params;
+  std::vector<TrainingManifestUpdate> updates;
+
+  /// The text above. kiln::Error for a name holding a tab or a newline.
+  std::string toText() const;
+  /// Parses toText()'s format; `what` names the source in errors. kiln::Error for another
+  /// format version, an unknown entry or a malformed one.
+  static TrainingManifest parse(const std::string &text, const std::string &what);
+  /// "cross-entropy loss, sgd (lr 0.01, momentum 0.9)".
+  std::string describe() const;
+};
+
+} // namespace kiln::runtime
