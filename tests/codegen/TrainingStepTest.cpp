@@ -246,6 +246,30 @@ TEST(TrainingStep, UpdatesLaunchAfterEveryReaderOfTheirParameter) {
   EXPECT_GT(std::abs(wrong.getDouble(0) - want[0].getDouble(0)), 1e-3) << "the unordered launch list read the new p";
 }
 
+// LayerNorm's weight is read broadcast by its input gradient (dy * weight) and written by its
+// update; fusion puts both in one group. The update kernel may read the weight only at the
+// element it writes, so the broadcast read must land in a kernel of its own, launched before.
+TEST(TrainingStep, LayerNormWeightReadBroadcastAndUpdatedInPlace) {
+  frontend::GraphBuilder gb("norm");
+  frontend::Var x = gb.input("x", DType::F32, {4, 6, 8});
+  frontend::Var w = gb.param("norm.weight", randomTensor({DType::F32, {8}}, 41));
+  frontend::Var b = gb.param("norm.bias", randomTensor({DType::F32, {8}}, 42));
+  frontend::Var proj = gb.param("proj.weight", randomTensor({DType::F32, {8, 8}}, 43));
+  auto forward = gb.finish({frontend::matmul(frontend::layerNorm(x, -1, w, b), proj) * x});
+  LossSpec loss{LossKind::Mean};
+  OptimizerSpec sgd = OptimizerSpec::sgd(0.1);
+  TrainingStep reference = compileTrainingStep(*forward, loss, sgd, trainingOptions(true));
+  TrainingStep compiled = compileTrainingStep(*forward, loss, sgd, trainingOptions(false));
+  for (int step = 0; step < 3; ++step) {
+    Tensor input = randomTensor({DType::F32, {4, 6, 8}}, 50 + static_cast<uint64_t>(step));
+    float want = reference.run({input});
+    float got = compiled.run({input});
+    EXPECT_NEAR(got, want, 1e-5 * std::abs(want) + 1e-6) << "step " << step;
+  }
+  for (const char *name : {"norm.weight", "norm.bias", "proj.weight"})
+    expectTensorsClose(compiled.parameter(name), reference.parameter(name), 1e-5, 1e-6, name);
+}
+
 TEST(TrainingStep, SaveAndLoadParameters) {
   auto forward = mlp();
   std::string dir = (std::filesystem::temp_directory_path() / "kiln-training-step-test").string();
