@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """kiln side by side with ONNX Runtime and PyTorch eager, in one run; writes bench/results.md.
 
-usage: bench.py [--names A,B] [--threads 1,2] [--rounds R] [--seeds DIR] [--kiln-bin DIR]
-                [--peers DIR] [--node-modules DIR] [--out FILE] [--no-sgemm] [--no-compile]
+usage: bench.py [--names A,B] [--train-names A,B] [--threads 1,2] [--rounds R] [--seeds DIR]
+                [--kiln-bin DIR] [--peers DIR] [--node-modules DIR] [--out FILE]
+                [--no-infer] [--no-train] [--no-sgemm] [--no-compile]
 
 For each workload and thread count the three engines run interleaved in rounds (kiln, ORT,
 PyTorch, then again), each in its own process with its own warm-up; a figure is the median of
 the per-round medians, so a burst of load from other jobs on a shared machine skews one round
-rather than one engine. Then square SGEMM, kiln (kiln-gemm-bench) against OpenBLAS (through
-numpy), and kiln's compile time for ResNet-50 (cold: empty KILN_CACHE_DIR; cached: second run).
+rather than one engine. Then training steps (forward, loss = mean of the output, backward, SGD
+lr 1e-3), kiln against PyTorch eager (the peers' torch_bench.py), interleaved the same way:
+ONNX workloads through `kiln-run MODEL --train mean`, resnet18_bN through kiln-train-bench,
+which builds ResNet-18 with kiln's nn API with BatchNorm in training mode as PyTorch's model
+is (the ONNX export folds BatchNorm into the convolutions). Then square SGEMM, kiln
+(kiln-gemm-bench) against OpenBLAS (through numpy), and kiln's compile time for ResNet-50
+(cold: empty KILN_CACHE_DIR; cached: second run).
 Only ratios from one run mean anything: the machines are shared and their speed drifts.
 """
 import argparse
@@ -24,6 +30,10 @@ import time
 
 WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b1", "resnet18_b8", "resnet50_b1", "vgg16_b1",
              "bert_mini_s128_b8", "bert_base_s128"]
+TRAIN_WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b8", "bert_mini_s128_b8"]
+# Trained through the nn API (kiln-train-bench resnet18 --batch N), not through their ONNX export.
+NN_TRAIN_MODEL = re.compile(r"^resnet18_b([0-9]+)$")
+TRAIN_LR = "1e-3"  # torch_bench.py's SGD learning rate
 SGEMM_SIZES = [256, 512, 1024, 2048]
 # OpenBLAS picks slower kernels with these set (see ../shared/peers/README.md): peers run without.
 PEER_ENV_DROP = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -61,6 +71,9 @@ def run(cmd, env=None, cwd=None, timeout=900):
     except subprocess.TimeoutExpired:
         log(f"timed out: {' '.join(cmd)}")
         return None, ""
+    except OSError as error:  # a tool that is not built
+        log(f"cannot run {cmd[0]}: {error}")
+        return None, str(error)
     if done.returncode != 0:
         log(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr.strip()[-2000:]}")
         return None, done.stderr
@@ -72,6 +85,7 @@ class Engines:
         self.args = args
         self.kiln_run = os.path.join(args.kiln_bin, "kiln-run")
         self.gemm_bench = os.path.join(args.kiln_bin, "kiln-gemm-bench")
+        self.train_bench = os.path.join(args.kiln_bin, "kiln-train-bench")
         self.kiln_fell_back = set()  # workloads kiln ran on the reference evaluator
 
     def model(self, name):
@@ -87,6 +101,27 @@ class Engines:
             self.kiln_fell_back.add(name)
         match = re.search(r"^median_ms\s+([0-9.]+)", out, re.M)
         return float(match.group(1)) if match else None
+
+    def kiln_train_command(self, name, threads, steps):
+        """The command timing `steps` kiln training steps of `name` (after a warm-up step)."""
+        nn_model = NN_TRAIN_MODEL.match(name)
+        if nn_model:
+            return [self.train_bench, "resnet18", "--batch", nn_model.group(1), "--lr", TRAIN_LR,
+                    "--threads", str(threads), "--bench", str(steps)]
+        return [self.kiln_run, self.model(name), "--train", "mean", "--optimizer", "sgd", "--lr", TRAIN_LR,
+                "--steps", "1", "--threads", str(threads), "--bench", str(steps)]
+
+    def kiln_train(self, name, threads):
+        """(median ms of one training step, None) or (None, the error kiln printed)."""
+        if NN_TRAIN_MODEL.match(name) and not os.path.exists(self.train_bench):
+            return None, f"no {self.train_bench} (cmake --build {self.args.kiln_bin} --target kiln-train-bench)"
+        steps = 3 if NN_TRAIN_MODEL.match(name) else 5 if name.startswith("bert") else 11
+        out, err = run(self.kiln_train_command(name, threads, steps), timeout=1800)
+        match = re.search(r"^median_ms\s+([0-9.]+)", out or "", re.M)
+        if match:
+            return float(match.group(1)), None
+        lines = [line.strip() for line in (err or "").splitlines() if line.strip()]
+        return None, lines[-1] if lines else "no median_ms in its output"
 
     def ort(self, name, threads):
         env = peer_env(threads)
@@ -107,6 +142,12 @@ class Engines:
         infer = re.search(r"infer_ms\s+([0-9.]+)", out or "")
         train = re.search(r"train_step_ms\s+([0-9.]+)", out or "")
         return (float(infer.group(1)) if infer else None, float(train.group(1)) if train else None)
+
+    def torch_train(self, name, threads):
+        """PyTorch eager's training step ms (torch_bench.py: SGD lr 1e-3, loss = out.mean())."""
+        out, _ = run([SYSTEM_PYTHON, "torch_bench.py", str(threads), name], env=peer_env(threads), cwd=self.args.peers)
+        match = re.search(r"train_step_ms\s+([0-9.]+)", out or "")
+        return float(match.group(1)) if match else None
 
     def kiln_sgemm(self, threads):
         out, _ = run([self.gemm_bench, "--threads", str(threads)] + [str(n) for n in SGEMM_SIZES])
@@ -164,42 +205,16 @@ def machine_description():
     return model, cores, simd
 
 
-def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--names", default=",".join(WORKLOADS))
-    parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seeds", default=os.path.join(repo, "build", "seeds"))
-    parser.add_argument("--kiln-bin", default=os.path.join(repo, "build"))
-    parser.add_argument("--peers", default=os.environ.get("KILN_PEERS_DIR", os.path.join(repo, "..", "shared", "peers")))
-    parser.add_argument("--node-modules", default=os.path.join(
-        os.environ.get("KILN_PEERS_CACHE", os.path.expanduser("~/.cache/kiln-peers")), "node_modules"))
-    parser.add_argument("--out", default=os.path.join(repo, "bench", "results.md"))
-    parser.add_argument("--no-sgemm", action="store_true")
-    parser.add_argument("--no-compile", action="store_true")
-    parser.add_argument("--torch-train", action="store_true",
-                        help="run the peers' torch_bench.py, which also times one SGD training step (slow)")
-    args = parser.parse_args()
-    names = [n for n in args.names.split(",") if n]
-    threads_list = [int(t) for t in args.threads.split(",") if t]
-    for name in names:
-        if not os.path.exists(os.path.join(args.seeds, name + ".onnx")):
-            sys.exit(f"bench.py: no {name}.onnx in {args.seeds} (scripts/export-seeds.sh {args.seeds} {name})")
-    engines = Engines(args)
-    started = time.time()
-    load_before = os.getloadavg()[0]
-
+def measure_inference(engines, names, threads_list, rounds):
     # Compile every model once first (kiln caches it on disk) so no round pays for the compiler.
     for name in names:
         log(f"kiln: compiling {name} (cached on disk for the rounds)")
         run([engines.kiln_run, engines.model(name), "--threads", "1"], timeout=1800)
-
     rows = []
     for name in names:
         for threads in threads_list:
             samples = {"kiln": [], "ort": [], "torch": [], "train": []}
-            for r in range(args.rounds):
+            for r in range(rounds):
                 samples["kiln"].append(engines.kiln(name, threads))
                 samples["ort"].append(engines.ort(name, threads))
                 infer, train = engines.torch(name, threads)
@@ -208,6 +223,99 @@ def main():
                 log(f"{name} threads {threads} round {r + 1}: kiln {samples['kiln'][-1]} ort {samples['ort'][-1]} "
                     f"torch {infer} train {train}")
             rows.append((name, threads, {k: median(v) for k, v in samples.items()}))
+    return rows
+
+
+def measure_training(engines, names, threads_list, rounds):
+    """Rows (name, threads, kiln ms, PyTorch ms, kiln's error or None), rounds interleaved."""
+    # One step each first: kiln compiles the training step then and caches it on disk.
+    for name in names:
+        log(f"kiln: compiling the training step of {name} (cached on disk for the rounds)")
+        run(engines.kiln_train_command(name, 1, 1), timeout=1800)
+    rows = []
+    for name in names:
+        for threads in threads_list:
+            kiln, torch, error = [], [], None
+            for r in range(rounds):
+                ms, failure = engines.kiln_train(name, threads)
+                kiln.append(ms)
+                error = error or failure
+                torch.append(engines.torch_train(name, threads))
+                log(f"train {name} threads {threads} round {r + 1}: kiln {ms if failure is None else failure} "
+                    f"torch {torch[-1]}")
+            rows.append((name, threads, median(kiln), median(torch), error))
+    return rows
+
+
+def inference_lines(rows, engines, torch_train):
+    lines = ["## Inference, median ms", "",
+             "| workload | threads | kiln | ORT | PyTorch | kiln/ORT | kiln/PyTorch |"
+             + (" PyTorch train step |" if torch_train else ""),
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if torch_train else "")]
+    for name, threads, m in rows:
+        kiln = fmt(m["kiln"]) + (" (ref)" if name in engines.kiln_fell_back else "")
+        lines.append(f"| {name} | {threads} | {kiln} | {fmt(m['ort'])} | {fmt(m['torch'])} | "
+                     f"{ratio(m['kiln'], m['ort'])} | {ratio(m['kiln'], m['torch'])} |"
+                     + (f" {fmt(m['train'])} |" if torch_train else ""))
+    lines.append("")
+    lines.append("Ratios below 1 mean kiln is faster.")
+    if engines.kiln_fell_back:
+        lines.append("(ref): kiln ran that workload on the reference evaluator (an op codegen does not support yet).")
+    return lines
+
+
+def training_lines(rows):
+    lines = ["## Training step (forward, loss = mean, backward, SGD lr 1e-3), median ms", "",
+             "kiln: `kiln-run MODEL.onnx --train mean --optimizer sgd --lr 1e-3 --threads N --bench R`; resnet18_bN "
+             "(nn): `kiln-train-bench resnet18 --batch N`, ResNet-18 built with kiln's nn API, BatchNorm in training "
+             "mode (the ONNX export folds it). PyTorch eager: the peers' `torch_bench.py` (`train_step_ms`: "
+             "zero_grad, forward, out.mean().backward(), SGD step; model.train()).", "",
+             "| workload | threads | kiln | PyTorch | kiln/PyTorch |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name, threads, kiln, torch, error in rows:
+        label = name + (" (nn)" if NN_TRAIN_MODEL.match(name) else "")
+        # A failure shows kiln's own message; `|` would end the table cell.
+        kiln_cell = fmt(kiln) if kiln is not None or error is None else "fails: " + error.replace("|", "\\|")
+        lines.append(f"| {label} | {threads} | {kiln_cell} | {fmt(torch)} | {ratio(kiln, torch)} |")
+    lines.append("")
+    lines.append("Ratios below 1 mean kiln is faster.")
+    return lines
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--names", default=",".join(WORKLOADS), help="inference workloads")
+    parser.add_argument("--train-names", default=",".join(TRAIN_WORKLOADS),
+                        help="training workloads (resnet18_bN: built with kiln's nn API)")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seeds", default=os.path.join(repo, "build", "seeds"))
+    parser.add_argument("--kiln-bin", default=os.path.join(repo, "build"))
+    parser.add_argument("--peers", default=os.environ.get("KILN_PEERS_DIR", os.path.join(repo, "..", "shared", "peers")))
+    parser.add_argument("--node-modules", default=os.path.join(
+        os.environ.get("KILN_PEERS_CACHE", os.path.expanduser("~/.cache/kiln-peers")), "node_modules"))
+    parser.add_argument("--out", default=os.path.join(repo, "bench", "results.md"))
+    parser.add_argument("--no-infer", action="store_true", help="skip the inference comparison")
+    parser.add_argument("--no-train", action="store_true", help="skip the training step comparison")
+    parser.add_argument("--no-sgemm", action="store_true")
+    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--torch-train", action="store_true",
+                        help="in the inference table, also run the peers' torch_bench.py, which times one SGD "
+                             "training step too (slow)")
+    args = parser.parse_args()
+    names = [] if args.no_infer else [n for n in args.names.split(",") if n]
+    train_names = [] if args.no_train else [n for n in args.train_names.split(",") if n]
+    threads_list = [int(t) for t in args.threads.split(",") if t]
+    onnx_names = names + [n for n in train_names if not NN_TRAIN_MODEL.match(n)]
+    for name in dict.fromkeys(onnx_names):
+        if not os.path.exists(os.path.join(args.seeds, name + ".onnx")):
+            sys.exit(f"bench.py: no {name}.onnx in {args.seeds} (scripts/export-seeds.sh {args.seeds} {name})")
+    engines = Engines(args)
+    started = time.time()
+    load_before = os.getloadavg()[0]
+
+    rows = measure_inference(engines, names, threads_list, args.rounds)
+    train_rows = measure_training(engines, train_names, threads_list, args.rounds)
 
     sgemm = []
     if not args.no_sgemm:
@@ -216,7 +324,7 @@ def main():
             sgemm.append((threads, engines.kiln_sgemm(threads), engines.openblas_sgemm(threads)))
 
     compile_rows = []
-    if not args.no_compile:
+    if not args.no_compile and names:
         compile_names = ["resnet50_b1"] if "resnet50_b1" in names else names[-1:]
         for name in compile_names:
             log(f"kiln: cold compile of {name}")
@@ -229,25 +337,18 @@ def main():
              f"- machine: {model}, {cores} CPUs{', ' + ' '.join(simd) if simd else ''}; load average "
              f"{load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end (other jobs share the cores)",
              f"- rounds: {args.rounds} per workload and thread count, engines interleaved; each figure is the "
-             "median of the per-round medians (ms)",
-             "- kiln: `kiln-run MODEL --threads N --bench R` (compiled model, cached on disk); ORT 1.30: "
-             "`ort_bench.js` (all graph optimisations); PyTorch eager: inference under no_grad "
-             "(`bench/torch_infer.py`, or the peers' `torch_bench.py` with its SGD training step under --torch-train)",
-             "- peers run without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE; the machine is shared, so only the "
-             "ratios of one run mean anything", "",
-             "## Inference, median ms", "",
-             "| workload | threads | kiln | ORT | PyTorch | kiln/ORT | kiln/PyTorch |"
-             + (" PyTorch train step |" if args.torch_train else ""),
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if args.torch_train else "")]
-    for name, threads, m in rows:
-        kiln = fmt(m["kiln"]) + (" (ref)" if name in engines.kiln_fell_back else "")
-        lines.append(f"| {name} | {threads} | {kiln} | {fmt(m['ort'])} | {fmt(m['torch'])} | "
-                     f"{ratio(m['kiln'], m['ort'])} | {ratio(m['kiln'], m['torch'])} |"
-                     + (f" {fmt(m['train'])} |" if args.torch_train else ""))
-    lines.append("")
-    lines.append("Ratios below 1 mean kiln is faster.")
-    if engines.kiln_fell_back:
-        lines.append("(ref): kiln ran that workload on the reference evaluator (an op codegen does not support yet).")
+             "median of the per-round medians (ms)"]
+    if rows:
+        lines.append("- kiln: `kiln-run MODEL --threads N --bench R` (compiled model, cached on disk); ORT 1.30: "
+                     "`ort_bench.js` (all graph optimisations); PyTorch eager: inference under no_grad "
+                     "(`bench/torch_infer.py`, or the peers' `torch_bench.py` with its SGD training step under "
+                     "--torch-train)")
+    lines += ["- peers run without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE; the machine is shared, so only the "
+              "ratios of one run mean anything", ""]
+    if rows:
+        lines += inference_lines(rows, engines, args.torch_train)
+    if train_rows:
+        lines += ([""] if rows else []) + training_lines(train_rows)
     if sgemm:
         lines += ["", "## SGEMM, square, GFLOP/s", "",
                   "| n | threads | kiln | OpenBLAS (numpy) | kiln/OpenBLAS |", "| ---: | ---: | ---: | ---: | ---: |"]
