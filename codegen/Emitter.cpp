@@ -219,6 +219,18 @@ Scalar KernelEmitter::compute(const ir::Value *value, const std::vector<Index> &
     return declare(value->dtype(), fmt::format("({})({})", cType(value->dtype()), arena_.code(coordinate)),
                    arena_.level(coordinate));
   }
+  case OpKind::RandomUniform: {
+    // A pure function of (seed, offset, linear index): the key is computed where the offset
+    // is (hoisted out of the loops), one mix per element (ir/ops/Random.cpp).
+    Scalar offset{"", 0};
+    if (node->numInputs() == 1)
+      offset = this->value(node->input(0), {});
+    std::string key = fresh("rk");
+    lineAt(offset.level, fmt::format("const uint64_t {} = {};", key, randomKeyExpression(*node, offset.code)));
+    Index flat = flatIndex(arena_, coords, value->shape());
+    return declareExact(value->dtype(), randomUnitExpression(value->dtype(), key, arena_.code(flat)),
+                        std::max(offset.level, arena_.level(flat)));
+  }
   default: break;
   }
   ir::FusionKind kind = ir::opTraits(node->op()).fusion;

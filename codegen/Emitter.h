@@ -13,7 +13,8 @@
 // takes an override (a reduction's per-row result, a contraction's tile element) when one is
 // set, and otherwise computes v from its producer: elementwise ops from their operands,
 // re-indexing ops by mapping the coordinates, pad/concat as clamped loads and selects, gather
-// as an indirect load with a clamped index, iota from the coordinate.
+// as an indirect load with a clamped index, iota from the coordinate, random_uniform from the
+// linear index.
 //
 // f16 and bf16 values are floats (codegen/ScalarOps.h): loads widen the buffer's 16-bit
 // patterns, stores narrow, and every value computed is rounded to its dtype. A value it cannot

@@ -260,6 +260,22 @@ std::string scalarExpression(const ir::Node &node, const std::vector<std::string
   fail("codegen: internal error: {} is not an elementwise op", node.opName());
 }
 
+std::string randomKeyExpression(const ir::Node &node, const std::string &offset) {
+  std::string seed = intLiteral(node.attrInt("seed"));
+  if (offset.empty())
+    return fmt::format("kiln_random_key({}, 0)", seed);
+  if (node.input(0)->dtype() == DType::I64)
+    return fmt::format("kiln_random_key({}, {})", seed, offset);
+  // An f32 offset counts as an integer: truncated, saturating, NaN as 0 (ir/ops/Random.cpp).
+  return fmt::format("kiln_random_key({}, kiln_sat<int64_t>((double){}))", seed, offset);
+}
+
+std::string randomUnitExpression(DType dtype, const std::string &key, const std::string &index) {
+  if (dtype != DType::F32 && dtype != DType::F64)
+    fail("codegen: internal error: random_uniform of {}", dtypeName(dtype));
+  return fmt::format("kiln_random_{}({}, {})", dtypeName(dtype), key, index);
+}
+
 std::string preludeHelpers() {
   return R"(// Helpers: integer arithmetic wraps (computed in uint64) and never traps; float max/min
 // give NaN for a NaN operand (the evaluator's quiet NaN, sign included); float-to-integer
@@ -401,6 +417,23 @@ static inline uint16_t kiln_f32_to_bf16(float f) {
   return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? ((x >> 16) | 0x40u) : rounded);
 }
 static inline float kiln_round_bf16(float f) { return kiln_bf16_to_f32(kiln_f32_to_bf16(f)); }
+// random_uniform's stream (ir/ops/Random.cpp): splitmix64 keyed by (seed, offset), element i
+// its (i+1)-th output, the top 24 (f32) or 53 (f64) bits scaled into [0, 1).
+static inline uint64_t kiln_mix64(uint64_t z) {
+  z ^= z >> 30; z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27; z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static const uint64_t kiln_golden = 0x9E3779B97F4A7C15ull;
+static inline uint64_t kiln_random_key(int64_t seed, int64_t offset) {
+  return kiln_mix64(kiln_mix64((uint64_t)seed + kiln_golden) + ((uint64_t)offset + 1) * kiln_golden);
+}
+static inline float kiln_random_f32(uint64_t key, int64_t i) {
+  return (float)(kiln_mix64(key + ((uint64_t)i + 1) * kiln_golden) >> 40) * 0x1.0p-24f;
+}
+static inline double kiln_random_f64(uint64_t key, int64_t i) {
+  return (double)(kiln_mix64(key + ((uint64_t)i + 1) * kiln_golden) >> 11) * 0x1.0p-53;
+}
 template <typename T> static inline bool kiln_arg_replaces(T candidate, T best, bool wantMax, bool selectLast) {
   if (best != best) return selectLast && candidate != candidate;
   if (candidate != candidate) return true;

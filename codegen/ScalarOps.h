@@ -52,8 +52,16 @@ std::string elementLiteral(const Tensor &tensor, int64_t index);
 /// already rounded to the dtype).
 std::string scalarExpression(const ir::Node &node, const std::vector<std::string> &operands);
 
+/// random_uniform (ir/ops/Random.cpp): the uint64_t key of `node`'s stream (its seed) at the
+/// offset expression `offset` (of the offset input's dtype; "" when the op has no offset input).
+std::string randomKeyExpression(const ir::Node &node, const std::string &offset);
+/// Element `index` (an int64_t expression) of the stream `key` as a value of `dtype` (f32, f64)
+/// in [0, 1), bit-identical to the evaluator's.
+std::string randomUnitExpression(DType dtype, const std::string &key, const std::string &index);
+
 /// The helper functions every generated translation unit starts with (wrapping integer
-/// arithmetic, NaN-propagating max/min, saturating casts, index clamps, f16/bf16 conversions).
+/// arithmetic, NaN-propagating max/min, saturating casts, index clamps, f16/bf16 conversions,
+/// random_uniform's counter-based stream).
 std::string preludeHelpers();
 
 } // namespace kiln::codegen

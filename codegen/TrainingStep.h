@@ -41,7 +41,9 @@ struct TrainingOptions {
   /// Parameters to train; empty: every float parameter the loss depends on.
   std::vector<std::string> params;
   /// Forward outputs written back into (untrained) parameters every step, in place: BatchNorm
-  /// running statistics in training mode (see buildTrainingGraph).
+  /// running statistics in training mode (see buildTrainingGraph). A graph traced from nn
+  /// modules lists its own in frontend::GraphBuilder::bufferWrites() (BatchNorm2d's running
+  /// statistics, Dropout's random offset): pass those here.
   std::vector<passes::autodiff::BufferWrite> buffers;
   /// Run on the reference evaluator instead of compiled code.
   bool reference = false;

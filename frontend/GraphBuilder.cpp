@@ -4,6 +4,7 @@
 
 #include "ir/Error.h"
 #include "ir/Verifier.h"
+#include "ir/ops/Random.h"
 
 namespace kiln::frontend {
 
@@ -157,15 +158,92 @@ std::vector<Var> GraphBuilder::opMulti(ir::OpKind op, const std::vector<Var> &in
   return outputs;
 }
 
+namespace {
+
+/// The parameter a Var stands for: its param node's name; kiln::Error otherwise.
+const std::string &paramName(const Var &var, std::string_view what) {
+  const ir::Node *producer = var.value()->producer();
+  if (!producer || producer->op() != ir::OpKind::Param)
+    fail("{}: expects a parameter (a Var from GraphBuilder::param), got a value of type {}", what,
+         var.type().toString());
+  return producer->attrString("name");
+}
+
+} // namespace
+
+void GraphBuilder::writeBuffer(const Var &param, const Var &newValue) {
+  requireOpen("writeBuffer");
+  const std::string &name = paramName(param, "writeBuffer");
+  ir::Value *value = operand(newValue, fmt::format("writeBuffer of '{}'", name), 1);
+  operand(param, fmt::format("writeBuffer of '{}'", name), 0);
+  if (value->type() != param.type())
+    fail("writeBuffer: the new value of parameter '{}' has type {}, the parameter {}", name,
+         value->type().toString(), param.type().toString());
+  for (auto &[written, pending] : pendingWrites_)
+    if (written == name) {
+      pending = newValue;
+      return;
+    }
+  pendingWrites_.emplace_back(name, newValue);
+}
+
+Var GraphBuilder::currentValue(const Var &param) const {
+  requireOpen("currentValue");
+  const std::string &name = paramName(param, "currentValue");
+  for (const auto &[written, pending] : pendingWrites_)
+    if (written == name)
+      return pending;
+  return param;
+}
+
+Var GraphBuilder::randomOffset() {
+  requireOpen("randomOffset");
+  static const char *const kName = "rng_offset";
+  auto existing = params_.find(kName);
+  if (existing != params_.end())
+    return existing->second;
+  Var offset = param(kName, Tensor::scalar(DType::I64, 0));
+  writeBuffer(offset, op(ir::OpKind::Add, {offset, scalar(1, DType::I64)}));
+  return offset;
+}
+
+Var GraphBuilder::randomUniform(Shape shape, int64_t seed, DType dtype) {
+  requireOpen("randomUniform");
+  int64_t drawn = streamsDrawn_[seed]++;
+  // Later streams from one seed: a seed splitmix64 derives from (seed, k), so that a module
+  // traced twice into one graph draws two independent masks.
+  uint64_t derived = ir::random::mix(static_cast<uint64_t>(seed) + static_cast<uint64_t>(drawn) * ir::random::kGolden);
+  int64_t streamSeed = drawn == 0 ? seed : static_cast<int64_t>(derived);
+  return op(ir::OpKind::RandomUniform, {randomOffset()},
+            {{"shape", std::move(shape)}, {"dtype", dtype}, {"seed", streamSeed}});
+}
+
 std::unique_ptr<ir::Graph> GraphBuilder::finish(const std::vector<Var> &outputs) {
   requireOpen("finish");
   std::vector<ir::Value *> values;
   for (size_t i = 0; i < outputs.size(); ++i)
     values.push_back(operand(outputs[i], "finish", i));
+  // The buffers' new values ride along as extra outputs, by name (buildTrainingGraph finds
+  // them so); a value the caller named keeps its name.
+  std::vector<BufferWrite> writes;
+  for (const auto &[param, pending] : pendingWrites_) {
+    ir::Value *value = pending.value();
+    if (value->name().empty()) {
+      // A prefix, since a parameter name may start with a digit ("0.running_mean").
+      std::string name = "next." + param;
+      for (int k = 1; valueNames_.count(name); ++k)
+        name = fmt::format("next{}.{}", k, param);
+      nameValue(value, name);
+    }
+    values.push_back(value);
+    writes.push_back(BufferWrite{value->name(), param});
+  }
   graph_->setOutputs(values);
   ir::verify(*graph_);
   builder_.reset();
   params_.clear();
+  pendingWrites_.clear();
+  bufferWrites_ = std::move(writes);
   return std::move(graph_);
 }
 

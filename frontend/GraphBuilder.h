@@ -10,6 +10,10 @@
 //   Var w = gb.param("w", randomTensor({DType::F32, {3, 4}}, 0));
 //   Var y = relu(linear(x, w)) * 2.0;
 //   std::unique_ptr<ir::Graph> graph = gb.finish({y});
+//
+// Modules traced in training mode also record buffer writes (BatchNorm2d's running statistics,
+// Dropout's random offset): finish() appends their new values as extra outputs after the
+// caller's, and bufferWrites() lists them for TrainingOptions::buffers.
 #include <map>
 #include <memory>
 #include <set>
@@ -19,10 +23,14 @@
 
 #include "ir/Builder.h"
 #include "ir/Graph.h"
+#include "passes/autodiff/TrainingGraph.h" // BufferWrite only: a plain struct, nothing to link
 
 namespace kiln::frontend {
 
 class GraphBuilder;
+
+/// A forward output that overwrites a parameter on every training step (TrainingOptions::buffers).
+using BufferWrite = passes::autodiff::BufferWrite;
 
 /// A symbolic tensor: one value of a graph under construction, with the builder it belongs to.
 /// Cheap to copy. A default-constructed Var is undefined; optional arguments (a bias, a norm's
@@ -85,8 +93,37 @@ public:
   /// The same for ops with several outputs (split).
   std::vector<Var> opMulti(ir::OpKind op, const std::vector<Var> &inputs, ir::AttrMap attrs = {});
 
-  /// Ends construction: sets the graph's outputs, verifies the graph and hands it over. The
-  /// builder accepts no further calls afterwards.
+  /// Buffers: parameters that a traced forward pass updates rather than an optimizer trains
+  /// (BatchNorm's running statistics, the random offset). Records that `newValue` is the next
+  /// value of `param` (a Var from param(), of the same type). finish() appends every recorded
+  /// new value as an extra graph output after the caller's outputs (named "next.<param>" unless
+  /// the value already has a name), and bufferWrites() lists the (output, param) pairs for
+  /// TrainingOptions::buffers, so that a compiled training step writes them back in place:
+  ///   auto graph = gb.finish({model(x)});
+  ///   TrainingOptions options;
+  ///   options.buffers = gb.bufferWrites();
+  /// Writing a parameter again replaces its earlier write (a later update is computed from the
+  /// earlier one through currentValue, as a module called twice updates its statistics twice).
+  void writeBuffer(const Var &param, const Var &newValue);
+  /// What `param` holds at this point of the trace: its pending new value, else itself.
+  Var currentValue(const Var &param) const;
+  /// The buffer writes finish() added, in the order first recorded; empty before finish().
+  const std::vector<BufferWrite> &bufferWrites() const { return bufferWrites_; }
+
+  /// Numbers uniform in [0, 1) (f32 or f64): a random_uniform op (ir/ops/Random.cpp) reading
+  /// randomOffset(). Every call draws its own stream: the op's seed is `seed` for the first
+  /// call with that seed on this builder and a mix of `seed` and k for the k-th call after it.
+  Var randomUniform(Shape shape, int64_t seed, DType dtype = DType::F32);
+  /// The graph's random offset: the i64 scalar parameter "rng_offset" (initial value 0),
+  /// created on first use together with its buffer write rng_offset + 1. A training step given
+  /// bufferWrites() therefore draws fresh numbers on every step with no recompile and no extra
+  /// input, and saves the offset with its parameters; evaluating the traced graph itself
+  /// draws the same numbers every time (the parameter's value is the offset).
+  Var randomOffset();
+
+  /// Ends construction: sets the graph's outputs (then the buffers' new values, see
+  /// writeBuffer), verifies the graph and hands it over. The builder accepts no further calls
+  /// afterwards.
   std::unique_ptr<ir::Graph> finish(const std::vector<Var> &outputs);
   /// The same, naming each output value first.
   std::unique_ptr<ir::Graph> finish(const std::vector<std::pair<std::string, Var>> &namedOutputs);
@@ -111,6 +148,11 @@ private:
   std::unique_ptr<ir::Builder> builder_; // refers to *graph_
   std::map<std::string, Var> params_;
   std::set<std::string> valueNames_;
+  /// Pending buffer writes (param name, new value), in the order first recorded.
+  std::vector<std::pair<std::string, Var>> pendingWrites_;
+  std::vector<BufferWrite> bufferWrites_;
+  /// How many random streams each seed has given (randomUniform).
+  std::map<int64_t, int64_t> streamsDrawn_;
 };
 
 } // namespace kiln::frontend

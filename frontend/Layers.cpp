@@ -62,13 +62,14 @@ Var Conv2d::forward(const Var &input) {
   return conv2d(input, weight, bias, stride_, padding_, dilation_, groups_);
 }
 
-BatchNorm2d::BatchNorm2d(int64_t numFeatures, double epsilon, double /*momentum: only for running-stat
-                         updates, which a traced graph does not make*/,
-                         bool affine, bool trackRunningStats, DType dtype)
-    : Module("BatchNorm2d"), numFeatures_(numFeatures), epsilon_(epsilon), affine_(affine),
+BatchNorm2d::BatchNorm2d(int64_t numFeatures, double epsilon, double momentum, bool affine, bool trackRunningStats,
+                         DType dtype)
+    : Module("BatchNorm2d"), numFeatures_(numFeatures), epsilon_(epsilon), momentum_(momentum), affine_(affine),
       trackRunningStats_(trackRunningStats), dtype_(dtype) {
   if (numFeatures <= 0)
     fail("BatchNorm2d({}): the number of features must be positive", numFeatures);
+  if (!(momentum >= 0.0 && momentum <= 1.0))
+    fail("BatchNorm2d({}): momentum {} is not in [0, 1]", numFeatures, momentum);
   TensorType perChannel{dtype, {numFeatures}};
   if (affine) {
     registerParameter("weight", fullTensor(perChannel, 1.0));
@@ -96,7 +97,25 @@ Var BatchNorm2d::forward(const Var &input) {
   Var batchMean = mean(input, {0, 2, 3});
   Var centered = input - reshape(batchMean, {1, numFeatures_, 1, 1});
   Var batchVar = mean(centered * centered, {0, 2, 3});
+  if (trackRunningStats_)
+    updateRunningStats(input, batchMean, batchVar);
   return batchNorm(input, scale, shift, batchMean, batchVar, epsilon_);
+}
+
+void BatchNorm2d::updateRunningStats(const Var &input, const Var &batchMean, const Var &batchVar) const {
+  GraphBuilder &builder = input.builder();
+  int64_t count = input.dim(0) * input.dim(2) * input.dim(3);
+  // Bessel's correction, as torch applies to the running variance only.
+  double unbiased = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+  Var runningMean = tensorVar(input, "running_mean");
+  Var runningVar = tensorVar(input, "running_var");
+  Var batches = tensorVar(input, "num_batches_tracked");
+  // From the pending values, so that a module called twice in one trace updates twice.
+  builder.writeBuffer(runningMean,
+                      builder.currentValue(runningMean) * (1.0 - momentum_) + batchMean * momentum_);
+  builder.writeBuffer(runningVar,
+                      builder.currentValue(runningVar) * (1.0 - momentum_) + (batchVar * unbiased) * momentum_);
+  builder.writeBuffer(batches, builder.currentValue(batches) + 1);
 }
 
 LayerNorm::LayerNorm(Shape normalizedShape, double epsilon, bool elementwiseAffine, bool bias, DType dtype)
@@ -147,17 +166,24 @@ Var AvgPool2d::forward(const Var &input) {
   return avgPool2d(input, kernel_, stride_, padding_, ceilMode_, countIncludePad_);
 }
 
-Dropout::Dropout(double p) : Module("Dropout"), p_(p) {
+Dropout::Dropout(double p) : Dropout(p, defaultGenerator().streamSeed()) {}
+
+Dropout::Dropout(double p, int64_t seed) : Module("Dropout"), p_(p), seed_(seed) {
   if (!(p >= 0.0 && p <= 1.0))
     fail("Dropout: probability {} is not in [0, 1]", p);
 }
 
 Var Dropout::forward(const Var &input) {
-  if (isTraining() && p_ > 0.0)
-    fail("Dropout(p={}) in training mode needs random numbers, which kiln's IR does not have yet; call eval() "
-         "before tracing",
-         p_);
-  return input;
+  if (!isTraining() || p_ == 0.0)
+    return input;
+  if (!isFloat(input.dtype()))
+    fail("Dropout: expects a float input, got {}", input.type().toString());
+  if (p_ == 1.0) // torch: every element dropped; x * 0 keeps NaN and the gradient finite
+    return input * 0.0;
+  // Compared in f64 for an f64 input, else in f32 (random_uniform's dtypes).
+  DType uniformType = input.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  Var u = input.builder().randomUniform(input.shape(), seed_, uniformType);
+  return where(u >= p_, input / (1.0 - p_), 0.0);
 }
 
 Var Flatten::forward(const Var &input) { return flatten(input, startDim_, endDim_); }

@@ -35,8 +35,13 @@ private:
 
 /// Batch norm over the channels of [N, C, H, W]: weight 1, bias 0 (parameters, when affine),
 /// running_mean 0, running_var 1 and num_batches_tracked (buffers). In eval mode it uses the
-/// running statistics; in training mode the batch's own (biased) statistics. The running
-/// statistics are not updated by a traced graph.
+/// running statistics; in training mode the batch's own (biased) statistics, and, when it
+/// tracks running statistics, records their update as buffer writes (GraphBuilder::writeBuffer;
+/// pass GraphBuilder::bufferWrites() to TrainingOptions::buffers), as torch does:
+///   running_mean' = (1 - momentum) running_mean + momentum mean
+///   running_var'  = (1 - momentum) running_var + momentum var * n / (n - 1)   (unbiased)
+///   num_batches_tracked' = num_batches_tracked + 1
+/// with n = N*H*W (torch refuses n = 1 in training mode; kiln then uses the biased variance, 0).
 class BatchNorm2d : public Module {
 public:
   explicit BatchNorm2d(int64_t numFeatures, double epsilon = 1e-5, double momentum = 0.1, bool affine = true,
@@ -44,8 +49,10 @@ public:
   Var forward(const Var &input) override;
 
 private:
+  void updateRunningStats(const Var &input, const Var &batchMean, const Var &batchVar) const;
+
   int64_t numFeatures_;
-  double epsilon_;
+  double epsilon_, momentum_;
   bool affine_, trackRunningStats_;
   DType dtype_;
 };
@@ -100,15 +107,22 @@ private:
   bool ceilMode_, countIncludePad_;
 };
 
-/// The identity in eval mode. kiln's IR has no random op yet, so tracing it in training mode
-/// with p > 0 is an error that says to call eval().
+/// The identity in eval mode (and for p = 0). In training mode, with u = random_uniform of the
+/// input's shape (GraphBuilder::randomUniform: a counter-based stream of this module's seed and
+/// the graph's random offset, which a training step advances on every step):
+///   y = where(u >= p, x / (1 - p), 0)   (p = 1: y = x * 0)
+/// The seed comes from the default generator's streamSeed() when not given, so manualSeed makes
+/// the masks reproducible; the numbers differ from torch's, their distribution does not.
 class Dropout : public Module {
 public:
   explicit Dropout(double p = 0.5);
+  Dropout(double p, int64_t seed);
   Var forward(const Var &input) override;
+  int64_t seed() const { return seed_; }
 
 private:
   double p_;
+  int64_t seed_;
 };
 
 /// Merges dims startDim..endDim (torch.nn.Flatten: from dim 1, keeping the batch dim).

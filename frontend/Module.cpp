@@ -4,6 +4,7 @@
 #include <set>
 
 #include "ir/Error.h"
+#include "ir/ops/Random.h"
 
 namespace kiln::frontend::nn {
 
@@ -12,6 +13,11 @@ double Generator::uniform(double low, double high) {
   // the library, and initial weights should not change with the standard library.
   double unit = static_cast<double>(engine_() >> 11) * 0x1.0p-53;
   return low + (high - low) * unit;
+}
+
+int64_t Generator::streamSeed() {
+  ++streams_;
+  return static_cast<int64_t>(ir::random::mix(ir::random::mix(seed_) + streams_ * ir::random::kGolden) >> 1);
 }
 
 Generator &defaultGenerator() {

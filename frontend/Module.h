@@ -22,13 +22,23 @@ namespace kiln::frontend::nn {
 /// A reproducible random source for parameter initialisation.
 class Generator {
 public:
-  explicit Generator(uint64_t seed = 0) : engine_(seed) {}
-  void seed(uint64_t seed) { engine_.seed(seed); }
+  explicit Generator(uint64_t seed = 0) : engine_(seed), seed_(seed) {}
+  void seed(uint64_t seed) {
+    engine_.seed(seed);
+    seed_ = seed;
+    streams_ = 0;
+  }
   /// A draw from U[low, high), computed the same way on every platform.
   double uniform(double low, double high);
+  /// A seed for a random stream (Dropout's): the k-th since seeding is a hash of (seed, k).
+  /// Counted apart from uniform()'s draws, so adding a Dropout does not change the initial
+  /// weights of the layers after it.
+  int64_t streamSeed();
 
 private:
   std::mt19937_64 engine_;
+  uint64_t seed_ = 0;
+  uint64_t streams_ = 0;
 };
 
 /// The generator modules use unless given another; seeded with 0 at start.

@@ -110,6 +110,8 @@ struct Workload {
   std::unique_ptr<ir::Graph> graph;
   std::vector<Tensor> inputs;
   ir::ParamValues params;
+  /// BatchNorm's running statistics, written every step as torch's train() does.
+  std::vector<passes::autodiff::BufferWrite> buffers;
 };
 
 Workload buildWorkload(const BenchOptions &options) {
@@ -122,6 +124,7 @@ Workload buildWorkload(const BenchOptions &options) {
     frontend::GraphBuilder builder("resnet18_train");
     frontend::Var x = builder.input("x", type.dtype, type.shape);
     workload.graph = builder.finish({{"logits", (*model)(x)}});
+    workload.buffers = builder.bufferWrites();
     workload.inputs.push_back(randomTensor(type, options.seed));
     return workload;
   }
@@ -140,6 +143,7 @@ int runBench(const BenchOptions &options) {
   Workload workload = buildWorkload(options);
   TrainingOptions training;
   training.compile.params = std::move(workload.params);
+  training.buffers = workload.buffers;
   training.compile.runtime.profile = !options.profile.empty();
   if (options.threads > 0)
     training.compile.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);

@@ -18,6 +18,8 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::Constant:
   case OpKind::Iota:
     return kNone; // no inputs
+  case OpKind::RandomUniform:
+    return kNone; // random numbers: their offset input is a counter, not a differentiable value
 
   case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Expm1: case OpKind::Log:
   case OpKind::Log1p: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal:
@@ -80,6 +82,8 @@ GradientRule gradientRule(OpKind op) {
     return {GradKind::Rule, gradConvTranspose};
   case OpKind::Einsum: case OpKind::Resize:
     return kMissing;
+  case OpKind::ConvWeightGrad:
+    return kMissing; // second order through conv: not supported
 
   case OpKind::Linear: case OpKind::BatchNorm: case OpKind::LayerNorm: case OpKind::Softmax:
   case OpKind::LogSoftmax: case OpKind::Gelu: case OpKind::Silu: case OpKind::MseLoss:

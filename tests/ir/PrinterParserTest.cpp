@@ -127,6 +127,7 @@ std::vector<OpCase> explicitCases() {
       {"thresholded_relu", {f23}, {{"alpha", 0.5}}},
       {"shrink", {f23}, {{"lambd", 1.0}, {"bias", 0.5}}},
       {"hardmax", {f23}, {{"axis", int64_t{0}}}},
+      {"random_uniform", {{DType::I64, {}}}, {{"shape", Ints{2, 3}}, {"seed", int64_t{7}}, {"dtype", DType::F64}}},
       {"sgd_update", {f23, f23, f32({}), f23, f32({})},
        {{"momentum", 0.9}, {"nesterov", int64_t{1}}, {"weight_decay", 0.01}}},
       {"adam_update", {f32({4}), f32({4}), f32({4}), f32({4}), f32({}), f32({})},

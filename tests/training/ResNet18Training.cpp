@@ -2,7 +2,10 @@
 // initial weights tests/training/export_resnet18.py exported (a .safetensors state_dict), built
 // with examples/ResNet.h in training mode (BatchNorm on the batch's statistics), traced, and
 // trained for as many compiled SGD steps (lr 0.01, loss = out.mean()) as PyTorch's loss file
-// lists, on PyTorch's batch. Every step's loss must be within 1e-3 relative of PyTorch's.
+// lists, on PyTorch's batch. Every step's loss must be within 1e-3 relative of PyTorch's. The
+// BatchNorm running statistics are updated in place every step (GraphBuilder::bufferWrites);
+// after the steps, every BatchNorm buffer must match PyTorch's (the export's
+// WEIGHTS.buffers.safetensors, beside WEIGHTS) within 1e-3 relative (+1e-5 absolute).
 //
 // usage: kiln_resnet18_training_check WEIGHTS.safetensors INPUT.npy LOSSES [--reference]
 // Prints one line per step ("step I loss L torch T rel E") and exits 1 on any mismatch.
@@ -48,6 +51,45 @@ void loadTorchWeights(frontend::nn::Module &model, const std::string &path) {
   model.loadStateDict(state, /*strict=*/true);
 }
 
+/// WEIGHTS.safetensors -> WEIGHTS.buffers.safetensors.
+std::string buffersPath(const std::string &weights) {
+  const std::string suffix = ".safetensors";
+  if (weights.size() < suffix.size() || weights.compare(weights.size() - suffix.size(), suffix.size(), suffix))
+    fail("the weights file '{}' does not end in {}", weights, suffix);
+  return weights.substr(0, weights.size() - suffix.size()) + ".buffers" + suffix;
+}
+
+/// Compares every BatchNorm buffer of the step with PyTorch's after the same steps; prints the
+/// worst relative error and returns whether all match.
+bool buffersMatch(const TrainingStep &step, const std::string &path) {
+  runtime::NamedTensors torchBuffers = runtime::readSafeTensors(path);
+  bool ok = true;
+  double worst = 0.0;
+  std::string worstName;
+  for (const auto &[name, want] : torchBuffers) {
+    const Tensor &got = step.parameter(name);
+    if (got.type() != want.type())
+      fail("buffer '{}': kiln's is {}, PyTorch's {}", name, got.type().toString(), want.type().toString());
+    for (int64_t i = 0; i < want.numElements(); ++i) {
+      double err = std::fabs(got.getDouble(i) - want.getDouble(i));
+      double rel = err / std::max(std::fabs(want.getDouble(i)), 1e-2);
+      if (rel > worst) {
+        worst = rel;
+        worstName = fmt::format("{}[{}]", name, i);
+      }
+      if (err > 1e-5 + kRelTolerance * std::fabs(want.getDouble(i))) {
+        if (ok)
+          std::cout << fmt::format("buffer {}[{}]: {:.9g}, torch {:.9g} MISMATCH\n", name, i, got.getDouble(i),
+                                   want.getDouble(i));
+        ok = false;
+      }
+    }
+  }
+  std::cout << fmt::format("{} BatchNorm buffers {} PyTorch's (worst relative error {:.3g} at {})\n",
+                           torchBuffers.size(), ok ? "match" : "differ from", worst, worstName);
+  return ok;
+}
+
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -74,12 +116,14 @@ int main(int argc, char **argv) {
     auto start = std::chrono::steady_clock::now();
     TrainingOptions options;
     options.reference = reference;
+    options.buffers = builder.bufferWrites(); // running statistics, written back every step
     codegen::LossSpec loss;
     loss.kind = codegen::LossKind::Mean;
     TrainingStep step = compile_training_step(*graph, loss, codegen::OptimizerSpec::sgd(0.01), options);
-    std::cout << fmt::format("resnet18 batch {}: {} trained tensors, {} in {:.1f} s\n", input.shape()[0],
-                             step.updates().size(), reference ? "reference backend prepared" : "compiled",
-                             secondsSince(start))
+    size_t trained = step.trainingGraph().trainedParams().size();
+    std::cout << fmt::format("resnet18 batch {}: {} trained tensors, {} buffers, {} in {:.1f} s\n",
+                             input.shape()[0], trained, options.buffers.size(),
+                             reference ? "reference backend prepared" : "compiled", secondsSince(start))
               << std::flush;
     if (!reference) {
       const passes::MemoryPlan &plan = step.lowered().plan;
@@ -101,6 +145,7 @@ int main(int argc, char **argv) {
                 << std::flush;
     }
     std::cout << (ok ? "all steps match PyTorch within 1e-3 relative\n" : "some steps differ from PyTorch\n");
+    ok &= buffersMatch(step, buffersPath(argv[1]));
     return ok ? 0 : 1;
   } catch (const std::exception &e) {
     std::cerr << "kiln_resnet18_training_check: " << e.what() << "\n";

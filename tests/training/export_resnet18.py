@@ -12,6 +12,9 @@ training mode (BatchNorm on batch statistics) on one random batch of 8 3x224x224
   OUT_DIR/resnet18_train.input.npy    the batch (torch.randn after the weights, same seed)
   OUT_DIR/resnet18_train.sgd.losses   the losses of 5 steps of torch.optim.SGD(lr=0.01) with
                                       loss = out.mean(), one per line (before each update)
+  OUT_DIR/resnet18_train.buffers.safetensors
+                                      the BatchNorm buffers (running_mean, running_var,
+                                      num_batches_tracked) after those 5 steps
 
 Each file is written under a temporary name and renamed, the losses file last, so its presence
 means the set is complete.
@@ -71,6 +74,9 @@ def main():
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+    buffers = {name: tensor for name, tensor in model.state_dict().items()
+               if name.endswith(('.running_mean', '.running_var', '.num_batches_tracked'))}
+    write_safetensors(os.path.join(out, 'resnet18_train.buffers.safetensors'), buffers)
     path = os.path.join(out, 'resnet18_train.sgd.losses')
     with open(path + '.tmp', 'w') as file:
         file.writelines(f'{loss:.9g}\n' for loss in losses)
