@@ -4,6 +4,8 @@
 // orderParameterWrites, both by the check and numerically); saving and loading parameters.
 #include <gtest/gtest.h>
 
+#include "tests/ErrorMatchers.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -59,14 +61,7 @@ void expectTensorsClose(const Tensor &got, const Tensor &want, double rtol, doub
         << what << " element " << i;
 }
 
-void expectErrorContaining(const std::function<void()> &fn, const std::string &needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a kiln::Error containing \"" << needle << "\"";
-  } catch (const Error &error) {
-    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
-  }
-}
+using kiln::test::expectErrorContaining;
 
 /// Trains the MLP 5 steps with cross-entropy on both backends; losses and parameters must agree.
 void expectBackendsAgree(const OptimizerSpec &optimizer, bool fuse = true) {

@@ -3,6 +3,8 @@
 // and skip non-differentiable paths, and the errors a caller can cause.
 #include <gtest/gtest.h>
 
+#include "tests/ErrorMatchers.h"
+
 #include <functional>
 
 #include "ir/Builder.h"
@@ -22,14 +24,7 @@ using passes::autodiff::appendGradients;
 
 TensorType f64(Shape shape) { return {DType::F64, std::move(shape)}; }
 
-void expectErrorContaining(const std::function<void()> &fn, const std::string &needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a kiln::Error containing \"" << needle << "\"";
-  } catch (const Error &error) {
-    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
-  }
-}
+using kiln::test::expectErrorContaining;
 
 TEST(AutodiffEndToEnd, MlpWithMeanSquaredLoss) {
   // x[4,3] -> linear(5) -> relu -> linear(2) -> mse_loss against a fixed target (mean).

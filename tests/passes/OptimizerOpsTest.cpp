@@ -2,6 +2,8 @@
 // torch.optim's update formulas written here (in double), in f64 and f32; and the errors.
 #include <gtest/gtest.h>
 
+#include "tests/ErrorMatchers.h"
+
 #include <cmath>
 #include <functional>
 
@@ -155,14 +157,7 @@ void checkAdam(const AdamConfig &c, const std::string &what) {
   }
 }
 
-void expectErrorContaining(const std::function<void()> &fn, const std::string &needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a kiln::Error containing \"" << needle << "\"";
-  } catch (const Error &error) {
-    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
-  }
-}
+using kiln::test::expectErrorContaining;
 
 TensorType f32(Shape shape) { return {DType::F32, std::move(shape)}; }
 

@@ -2,6 +2,8 @@
 // against closed forms, the loss kinds, the output manifest, the update order and the errors.
 #include <gtest/gtest.h>
 
+#include "tests/ErrorMatchers.h"
+
 #include <cmath>
 #include <functional>
 #include <unordered_map>
@@ -56,14 +58,7 @@ std::vector<Tensor> runStep(const TrainingGraph &training, std::vector<Tensor> i
   return ir::evaluate(*training.graph, inputs, params);
 }
 
-void expectErrorContaining(const std::function<void()> &fn, const std::string &needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a kiln::Error containing \"" << needle << "\"";
-  } catch (const Error &error) {
-    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
-  }
-}
+using kiln::test::expectErrorContaining;
 
 } // namespace
 

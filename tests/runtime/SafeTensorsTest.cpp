@@ -2,6 +2,8 @@
 // the format specifies (checked by hand on a small file), and malformed files as kiln::Error.
 #include <gtest/gtest.h>
 
+#include "tests/ErrorMatchers.h"
+
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -13,14 +15,7 @@ namespace kiln::runtime {
 
 namespace {
 
-void expectErrorContaining(const std::function<void()> &fn, const std::string &needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a kiln::Error containing \"" << needle << "\"";
-  } catch (const Error &error) {
-    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
-  }
-}
+using kiln::test::expectErrorContaining;
 
 /// A file made by hand: the 8-byte length, `header` as given, then `data`.
 std::string handMade(const std::string &header, const std::string &data) {
