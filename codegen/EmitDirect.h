@@ -3,11 +3,13 @@
 // gather_elements and gather_nd.
 //
 // A Direct stage (StageKind::Direct) runs one node as a loop nest written for that op over
-// contiguous buffers: scatter_elements, scatter_add and scatter_nd (serial, in update order, so
-// repeated indices combine as the reference evaluator combines them), cumsum and topk (one
-// parallel row per line along the axis), resize (nearest: parallel rows of copies; linear and
-// cubic: separable passes in double with weight tables computed at compile time). Values are
-// combined as the reference does (ir/ops/GatherScatter.cpp, Sequence.cpp, Resize.cpp): floats
+// contiguous buffers: scatter_elements and scatter_add (one parallel row per value of the dims
+// before the axis - an element's target differs from its own coordinates only along the axis,
+// so rows never collide - and in update order within a row), scatter_nd (serial, in update
+// order; in both, repeated indices combine as the reference evaluator combines them), cumsum
+// and topk (one parallel row per line along the axis), resize (nearest: parallel rows of
+// copies; linear and cubic: separable passes in double with weight tables computed at compile
+// time). Values are combined as the reference does (ir/ops/GatherScatter.cpp, Sequence.cpp, Resize.cpp): floats
 // in double and rounded once, integers wrapping.
 //
 // Indices: generated code cannot report an error, so an index outside [-dim, dim) (which the

@@ -12,6 +12,8 @@
 
 namespace kiln::codegen {
 
+void emitConvWeightGradStage(KernelEmitter &emitter, int stage, KernelText &out); // EmitConvWeightGrad.cpp
+
 namespace {
 
 KernelText emitStages(const KernelPlan &plan, const std::string &prefix, bool restrictPointers) {
@@ -31,6 +33,7 @@ KernelText emitStages(const KernelPlan &plan, const std::string &prefix, bool re
     case StageKind::Direct: emitDirectStage(emitter, stage, text); break;
     case StageKind::Generic: emitGenericStage(emitter, stage, text); break;
     case StageKind::ConvTranspose: emitConvTransposeStage(emitter, stage, text); break;
+    case StageKind::ConvWeightGrad: emitConvWeightGradStage(emitter, stage, text); break;
     }
   }
   return text;

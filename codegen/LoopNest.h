@@ -24,6 +24,7 @@
 //  - Generic: matmul/conv/conv_transpose/pooling/einsum the library lacks (other dtypes, 3-D,
 //    every einsum) as a generated loop nest; ConvTranspose: f32 conv_transpose as rt->gemm +
 //    generated col2im with the epilogue (codegen/GenericContraction.h).
+//  - ConvWeightGrad: conv_weight_grad as im2col + rt->gemm (codegen/EmitConvWeightGrad.cpp).
 //  - Direct: one whole op as a loop nest written for it (scatter*, cumsum, topk, resize; codegen/EmitDirect.h).
 //
 // Loop order: the innermost loop always runs along the last dim of the stored values, so
@@ -84,7 +85,7 @@ Unit unitForCopy(const ir::Value &value, const std::string &label);
 /// The outer values that become the unit's operand buffers, in order (inlined ones skipped).
 std::vector<const ir::Value *> unitOperandValues(const ir::Node &node);
 
-enum class StageKind { Loop, Rows, Gemm, Conv, Pool, Direct, Generic, ConvTranspose };
+enum class StageKind { Loop, Rows, Gemm, Conv, Pool, Direct, Generic, ConvTranspose, ConvWeightGrad };
 
 struct KernelBuffer {
   enum class Kind { Operand, Result, Temp, Constant };

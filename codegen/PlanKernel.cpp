@@ -98,6 +98,7 @@ public:
       reductions += isReduction(node->op());
       pools += isPool(node->op());
       perOp = perOp || isDirectOp(node->op()); // Direct stages exist only per op
+      perOp = perOp || node->op() == OpKind::ConvWeightGrad; // as do weight-gradient stages
     }
     if (ops.size() == 1 && pools == 1) {
       planPerOp(ops);
@@ -273,6 +274,7 @@ private:
     stage.kind = generic ? StageKind::Generic
                  : gemm    ? StageKind::Gemm
                  : anchor.op() == OpKind::ConvTranspose ? StageKind::ConvTranspose
+                 : anchor.op() == OpKind::ConvWeightGrad ? StageKind::ConvWeightGrad
                  : isPool(anchor.op()) ? StageKind::Pool
                                        : StageKind::Conv;
     stage.anchor = &anchor;
@@ -313,7 +315,7 @@ private:
       std::vector<Store> stores;
       for (const ir::Value *output : node->outputs())
         stores.push_back({output, takeExport(output)});
-      if (isContraction(node->op()) || isPool(node->op())) {
+      if (isContraction(node->op()) || isPool(node->op()) || node->op() == OpKind::ConvWeightGrad) {
         addAnchorStage(*node, stores);
         continue;
       }
@@ -377,6 +379,8 @@ void checkSupported(const ir::Node &node, const std::string &label) {
   if (op == OpKind::Conv && dtype == DType::F32 && (node.input(0)->rank() == 3 || node.input(0)->rank() == 4))
     return;
   if (isPool(op) && dtype == DType::F32 && (node.input(0)->rank() == 3 || node.input(0)->rank() == 4))
+    return;
+  if (op == OpKind::ConvWeightGrad && isFloat(dtype)) // f32 as im2col + gemm, others as loops
     return;
   if (genericStageSupports(node)) // the other dtypes, ranks and attributes: codegen/GenericContraction.h
     return;

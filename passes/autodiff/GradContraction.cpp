@@ -2,14 +2,17 @@
 // avg_pool.
 //
 // matmul: dA = g @ B^T and dB = A^T @ g on the operands promoted to rank >= 2 (numpy's 1-D
-// rules), summed over broadcast batch dims.
+// rules), summed over broadcast batch dims; an operand broadcast over the whole batch (a weight
+// times batched activations) has the batch folded into its gradient's contraction instead.
 // conv: the input gradient is conv_transpose of g with the same weight and attributes (the
 // evaluator documents <conv(x, w), g> == <x, conv_transpose(g, w)>), with output_padding chosen
-// to give back the input's size. The weight gradient is itself a convolution in which the batch
-// plays the channel role: x viewed as [Cin/G, G*N, spatial] convolved, G groups, with g viewed as
-// [G*Cout/G, N, out spatial] as the kernel, stride and dilation swapped; its spatial extent may
-// exceed the kernel's by the rows a strided conv never reaches, which are sliced off.
-// conv_transpose: conv's adjoint, so the same two convolutions with the roles of x and g swapped.
+// to give back the input's size. The weight gradient is the conv_weight_grad primitive
+// (ir/ops/ConvGrad.cpp), which codegen lowers to im2col + GEMM like the forward conv.
+// conv_transpose: conv's adjoint, so x's gradient is conv(g, w), and w's is conv's weight
+// gradient with the roles of x and g swapped, here still written as a convolution in which the
+// batch plays the channel role: x viewed as [Cin/G, G*N, spatial] convolved, G groups, with g
+// viewed as [G*Cout/G, N, out spatial] as the kernel, stride and dilation swapped; its spatial
+// extent may exceed the kernel's by the rows a strided conv never reaches, which are sliced off.
 // max_pool / avg_pool: the window table (for every output position and kernel tap, the input
 // position it reads, or a spare slot for padding) is computed on the host; max_pool gathers the
 // windows, marks the elements equal to the maximum (ties share evenly) and scatters the
@@ -42,6 +45,33 @@ Value *permute(Builder &b, Value *x, std::vector<int64_t> perm) {
   return b.create(OpKind::Permute, {x}, {{"perm", std::move(perm)}});
 }
 
+bool allOnes(const Shape &shape) {
+  return std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d == 1; });
+}
+
+/// dB for a B ([K, N] after its batch dims of 1) broadcast over every batch dim of g
+/// ([batch..., M, N]), where A carries the whole batch: the batch folds into the contraction,
+/// dB = A viewed as [batch*M, K], transposed, times g viewed as [batch*M, N]. One GEMM, with no
+/// batched [batch, K, N] product to sum afterwards.
+Value *foldedRightGradient(Builder &b, Value *ap, Value *g) {
+  const Shape &as = ap->shape(), &gs = g->shape();
+  int64_t rows = ops::productOf(gs, 0, gs.size() - 1);
+  Value *a2 = reshape(b, ap, {rows, as.back()});
+  Value *g2 = reshape(b, g, {rows, gs.back()});
+  return binary(b, OpKind::MatMul, transposeLastTwo(b, a2), g2);
+}
+
+/// dA for an A ([M, K] after its batch dims of 1) broadcast over every batch dim, B carrying the
+/// whole batch: dA = sum over the batch of g_i @ B_i^T = [g_1 .. g_n] @ [B_1 .. B_n]^T, g
+/// viewed as [M, batch*N] and B as [K, batch*N].
+Value *foldedLeftGradient(Builder &b, Value *bp, Value *g) {
+  const Shape &bs = bp->shape(), &gs = g->shape();
+  int64_t batch = ops::productOf(gs, 0, gs.size() - 2), m = gs[gs.size() - 2], n = gs.back(), k = bs[bs.size() - 2];
+  Value *gm = reshape(b, permute(b, reshape(b, g, {batch, m, n}), {1, 0, 2}), {m, batch * n});
+  Value *bk = reshape(b, permute(b, reshape(b, bp, {batch, k, n}), {1, 0, 2}), {k, batch * n});
+  return binary(b, OpKind::MatMul, gm, transposeLastTwo(b, bk));
+}
+
 } // namespace
 
 std::vector<Value *> gradMatMul(Builder &b, const Node &node, const std::vector<Value *> &gradOutputs) {
@@ -53,8 +83,13 @@ std::vector<Value *> gradMatMul(Builder &b, const Node &node, const std::vector<
   outShape.push_back(ap->shape()[ap->rank() - 2]);
   outShape.push_back(bp->shape().back());
   Value *g = reshape(b, gradOutputs[0], outShape);
-  Value *ga = sumToShape(b, binary(b, OpKind::MatMul, g, transposeLastTwo(b, bp)), ap->shape());
-  Value *gb = sumToShape(b, binary(b, OpKind::MatMul, transposeLastTwo(b, ap), g), bp->shape());
+  // An operand broadcast over the whole batch (a weight times batched activations) gets its
+  // gradient from one folded GEMM rather than a batched product summed over the batch.
+  bool foldB = allOnes(batchB) && !allOnes(batchA), foldA = allOnes(batchA) && !allOnes(batchB);
+  Value *ga = foldA ? foldedLeftGradient(b, bp, g)
+                    : sumToShape(b, binary(b, OpKind::MatMul, g, transposeLastTwo(b, bp)), ap->shape());
+  Value *gb = foldB ? foldedRightGradient(b, ap, g)
+                    : sumToShape(b, binary(b, OpKind::MatMul, transposeLastTwo(b, ap), g), bp->shape());
   return {reshape(b, ga, a->shape()), reshape(b, gb, bm->shape())};
 }
 
@@ -117,7 +152,11 @@ std::vector<Value *> gradConv(Builder &b, const Node &node, const std::vector<Va
   Value *gx = b.create(OpKind::ConvTranspose, {g, w},
                        {{"strides", a.strides}, {"pads", a.pads}, {"dilations", a.dilations},
                         {"output_padding", outputPadding}, {"groups", a.groups}});
-  return {gx, convWeightGradient(b, x, g, ws, a)};
+  // Weight gradient: its own primitive (ir/ops/ConvGrad.cpp), lowered to im2col + GEMM.
+  Value *gw = b.create(OpKind::ConvWeightGrad, {x, g},
+                       {{"strides", a.strides}, {"pads", a.pads}, {"dilations", a.dilations}, {"groups", a.groups},
+                        {"weight_shape", ws}});
+  return {gx, gw};
 }
 
 std::vector<Value *> gradConvTranspose(Builder &b, const Node &node, const std::vector<Value *> &gradOutputs) {
@@ -136,7 +175,7 @@ namespace {
 struct WindowTable {
   int64_t planeSize = 0; // input elements per (n, c) plane; the spare slot's index
   int64_t windows = 0, taps = 0;
-  Tensor positions;            // i64 [windows * taps]: input position within the plane, or planeSize
+  Tensor positions;            // i32/i64 [windows * taps]: input position within the plane, or planeSize
   std::vector<double> divisor; // avg_pool: per window, the count it divides by
 };
 
@@ -157,7 +196,10 @@ WindowTable windowTable(const Node &node) {
   t.planeSize = ops::productOf(inPlane, 0, inPlane.size());
   t.windows = ops::productOf(outPlane, 0, outPlane.size());
   t.taps = ops::productOf(kernel, 0, kernel.size());
-  t.positions = Tensor(DType::I64, {t.windows * t.taps});
+  // i32 when it can hold the spare slot: half the bytes for the broadcast index table the
+  // scatter reads (the same indices either way).
+  bool narrow = t.planeSize < std::numeric_limits<int32_t>::max();
+  t.positions = Tensor(narrow ? DType::I32 : DType::I64, {t.windows * t.taps});
   int64_t slot = 0;
   ops::forEachIndex(outPlane, [&](const std::vector<int64_t> &out, int64_t) {
     int64_t valid = 0, padded = 0;

@@ -1,7 +1,8 @@
 // gather_elements, gather_nd (indirect loads), scatter_elements, scatter_add, scatter_nd,
 // cumsum, topk and resize (Direct stages) compiled against the reference evaluator: random
 // data, indices that include negative ones and repeats, every reduction and attribute variant,
-// size-1 and empty dims. Movement and selection ops must match bit for bit.
+// size-1 and empty dims, scatters large enough to run parallel rows. Movement and selection ops
+// must match bit for bit.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -169,6 +170,31 @@ TEST(CodegenIndexing, ScatterElementsEveryReductionAndDtype) {
   }
   addScatterElements(b, DType::Bool, DType::I64, {4, 4}, {4, 6}, 1, "none", 90);
   addScatterElements(b, DType::F32, DType::I64, {4, 5}, {0, 5}, 0, "add", 91); // no updates: a copy
+  b.run();
+}
+
+// Large enough for the scatter to run one parallel row per value of the dims before the axis:
+// repeated indices within a row must still combine in the reference's order (bit for bit), a
+// row past indices' extent in those dims is only copied, and dims after the axis stay in the row.
+TEST(CodegenIndexing, ScatterElementsParallelRowsMatchBitForBit) {
+  Batch b("scatter_rows");
+  uint64_t seed = 200;
+  for (const char *reduction : {"none", "add", "mul", "max"}) {
+    addScatterElements(b, DType::F32, DType::I64, {256, 130}, {256, 300}, 1, reduction, seed += 3);
+    addScatterElements(b, DType::F32, DType::I32, {40, 30, 40}, {25, 20, 60}, -1, reduction, seed += 3);
+    addScatterElements(b, DType::F32, DType::I64, {64, 20, 32}, {50, 45, 30}, 1, reduction, seed += 3);
+  }
+  addScatterElements(b, DType::F64, DType::I64, {64, 20, 32}, {64, 40, 32}, -2, "add", 240);
+  addScatterElements(b, DType::I32, DType::I64, {300, 120}, {300, 200}, 1, "add", 243);
+  addScatterElements(b, DType::F32, DType::I64, {300, 120}, {0, 200}, 1, "add", 246); // a parallel copy
+  // max_pool's backward: every row scatters the same window table into its plane.
+  Var zeros = b.input(Tensor(DType::F32, {128, 401}));
+  Tensor table = randomIndices(DType::I64, {1, 900}, 401, 249);
+  Tensor targets(DType::I64, {128, 900});
+  for (int64_t i = 0; i < targets.numElements(); ++i)
+    targets.setInt(i, table.getInt(i % 900));
+  Var contributions = b.input(randomTensor({DType::F32, {128, 900}}, 250));
+  b.output(b.op(OpKind::ScatterAdd, {zeros, b.input(targets), contributions}, {{"axis", int64_t(1)}}));
   b.run();
 }
 

@@ -127,6 +127,8 @@ std::vector<OpCase> explicitCases() {
       {"thresholded_relu", {f23}, {{"alpha", 0.5}}},
       {"shrink", {f23}, {{"lambd", 1.0}, {"bias", 0.5}}},
       {"hardmax", {f23}, {{"axis", int64_t{0}}}},
+      {"conv_weight_grad", {f32({1, 2, 5, 5}), f32({1, 3, 3, 3})},
+       {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"weight_shape", Ints{3, 2, 3, 3}}}},
       {"random_uniform", {{DType::I64, {}}}, {{"shape", Ints{2, 3}}, {"seed", int64_t{7}}, {"dtype", DType::F64}}},
       {"sgd_update", {f23, f23, f32({}), f23, f32({})},
        {{"momentum", 0.9}, {"nesterov", int64_t{1}}, {"weight_decay", 0.01}}},

@@ -1,5 +1,5 @@
 // Finite-difference checks of the contraction and window gradient rules: matmul (1-D operands,
-// batch broadcasting), conv and conv_transpose (strides, asymmetric pads, dilations, groups, 1-D
+// batch broadcasting, an operand shared over the whole batch), conv and conv_transpose (strides, asymmetric pads, dilations, groups, 1-D
 // to 3-D) and
 // max_pool / avg_pool (strides, pads, dilations, ceil_mode, count_include_pad).
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "ir/Builder.h"
+#include "passes/autodiff/Autodiff.h"
 #include "tests/passes/GradCheck.h"
 
 namespace kiln::test {
@@ -36,6 +37,42 @@ TEST(GradContraction, MatMulShapes) {
   // Batch dims [2,1] and [3] broadcast to [2,3].
   expectGradientsMatch({{f64({2, 1, 3, 4})}, {f64({3, 4, 2})}}, op2(OpKind::MatMul));
   expectGradientsMatch({{f64({2, 3, 4})}, {f64({4})}}, op2(OpKind::MatMul));
+}
+
+TEST(GradContraction, MatMulWeightBroadcastOverBatch) {
+  // The right operand shared by every batch (a weight): its gradient folds the batch into the
+  // contraction. 2-D, batch dims of 1, more batch dims than the left, and a 1-D right operand.
+  expectGradientsMatch({{f64({3, 2, 4})}, {f64({4, 5})}}, op2(OpKind::MatMul));
+  expectGradientsMatch({{f64({2, 3, 2, 4})}, {f64({1, 1, 4, 3})}}, op2(OpKind::MatMul));
+  expectGradientsMatch({{f64({3, 2, 4})}, {f64({1, 1, 4, 2})}}, op2(OpKind::MatMul));
+  expectGradientsMatch({{f64({2, 3, 2, 4})}, {f64({4})}}, op2(OpKind::MatMul));
+  // The left operand shared by every batch, symmetrically, also 1-D.
+  expectGradientsMatch({{f64({2, 4})}, {f64({3, 4, 5})}}, op2(OpKind::MatMul));
+  expectGradientsMatch({{f64({1, 2, 4})}, {f64({2, 3, 4, 2})}}, op2(OpKind::MatMul));
+  expectGradientsMatch({{f64({4})}, {f64({3, 4, 2})}}, op2(OpKind::MatMul));
+  // A batch of size 1 (nothing to fold) next to one that is folded.
+  expectGradientsMatch({{f64({1, 3, 4})}, {f64({4, 2})}}, op2(OpKind::MatMul));
+}
+
+TEST(GradContraction, MatMulSharedOperandHasNoBatchedGradient) {
+  // The folded gradient of a weight never builds the per-batch [batch, K, N] product (nor the
+  // [batch, M, K] one for a shared left operand) that a sum over the batch would reduce.
+  for (bool shareRight : {true, false}) {
+    SCOPED_TRACE(shareRight);
+    ir::Graph graph("fold");
+    ir::Value *a = graph.addInput(f64(shareRight ? Shape{8, 4, 16} : Shape{4, 16}));
+    ir::Value *w = graph.addInput(f64(shareRight ? Shape{16, 32} : Shape{8, 16, 32}));
+    ir::Builder b(graph);
+    ir::Value *loss = b.create(OpKind::ReduceSum, {b.create(OpKind::MatMul, {a, w})});
+    graph.setOutputs({loss});
+    std::vector<ir::Value *> grads = passes::autodiff::appendGradients(graph, loss, {a, w});
+    EXPECT_EQ(grads[0]->shape(), a->shape());
+    EXPECT_EQ(grads[1]->shape(), w->shape());
+    Shape batched = shareRight ? Shape{8, 16, 32} : Shape{8, 4, 16};
+    for (const ir::Node *node : graph.nodes())
+      for (const ir::Value *output : node->outputs())
+        EXPECT_NE(output->shape(), batched) << node->opName() << " builds the batched product";
+  }
 }
 
 TEST(GradContraction, ConvPlain) {
