@@ -94,21 +94,6 @@ int64_t writeWeightFile(const std::string &path, const std::vector<Tensor> &weig
   return offset;
 }
 
-/// `text` in double quotes with quotes, backslashes and other than printable ASCII escaped
-/// (octal), which both a C++ literal and a GNU assembler string read back as `text`.
-std::string quoted(const std::string &text) {
-  std::string out = "\"";
-  for (unsigned char ch : text) {
-    if (ch == '"' || ch == '\\')
-      out += '\\', out += static_cast<char>(ch);
-    else if (ch < 0x20 || ch >= 0x7f)
-      out += fmt::format("\\{:03o}", ch);
-    else
-      out += static_cast<char>(ch);
-  }
-  return out + "\"";
-}
-
 /// What an ahead-of-time source adds to the JIT's: the weights as a hidden symbol the
 /// assembler fills from `weightsPath` ("" when the model has none), and the exported
 /// description, a copy of the emitted one (`innerSymbol`) that points at them.
@@ -122,11 +107,11 @@ std::string aotTrailer(const std::string &innerSymbol, const std::string &export
                                       ".globl " + blob + "\n",
                                       ".hidden " + blob + "\n",
                                       blob + ":\n",
-                                      ".incbin " + quoted(weightsPath) + "\n",
+                                      ".incbin " + cString(weightsPath) + "\n",
                                       ".popsection\n"};
     text += "__asm__(\n";
     for (const std::string &line : lines)
-      text += "    " + quoted(line) + "\n";
+      text += "    " + cString(line) + "\n";
     text += ");\n";
     text += fmt::format("extern \"C\" __attribute__((visibility(\"hidden\"))) const unsigned char {}[];\n", blob);
     weightData = blob;
@@ -141,7 +126,7 @@ std::string aotTrailer(const std::string &innerSymbol, const std::string &export
 std::string exportedStringFunctions(const std::map<std::string, std::string> &strings) {
   std::string text;
   for (const auto &[symbol, value] : strings)
-    text += fmt::format("\nextern \"C\" const char *{}(void) {{\n  return {};\n}}\n", symbol, quoted(value));
+    text += fmt::format("\nextern \"C\" const char *{}(void) {{\n  return {};\n}}\n", symbol, cString(value));
   return text;
 }
 

@@ -49,18 +49,6 @@ const std::string &kernelAbiText() {
 
 namespace {
 
-std::string cString(const std::string &text) {
-  std::string out = "\"";
-  for (unsigned char ch : text) {
-    if (ch == '"' || ch == '\\')
-      out += '\\', out += static_cast<char>(ch);
-    else if (ch < 0x20 || ch >= 0x7f)
-      out += fmt::format("\\{:03o}", ch);
-    else
-      out += static_cast<char>(ch);
-  }
-  return out + "\"";
-}
 
 std::string identifierPart(std::string_view text) {
   std::string out;
@@ -286,6 +274,19 @@ private:
 };
 
 } // namespace
+
+std::string cString(const std::string &text) {
+  std::string out = "\"";
+  for (unsigned char ch : text) {
+    if (ch == '"' || ch == '\\')
+      out += '\\', out += static_cast<char>(ch);
+    else if (ch < 0x20 || ch >= 0x7f)
+      out += fmt::format("\\{:03o}", ch);
+    else
+      out += static_cast<char>(ch);
+  }
+  return out + "\"";
+}
 
 std::string sourcePrelude() {
   std::string text = "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <cstring>\n"

@@ -68,6 +68,10 @@ struct ModelSource {
 ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix = "",
                       const std::vector<std::pair<size_t, std::string>> &outputsOverParams = {});
 
+/// `text` in double quotes, with quotes, backslashes and bytes outside printable ASCII escaped
+/// (octal), so that both a C++ string literal and a GNU assembler string read it back as `text`.
+std::string cString(const std::string &text);
+
 /// What every generated translation unit starts with: includes, runtime/KernelAbi.h and the
 /// scalar helpers; model bodies follow it.
 std::string sourcePrelude();
