@@ -1,5 +1,5 @@
 #pragma once
-// Expecting a kiln::Error: the one helper the test areas share, so that every "this input is
+// Expecting a kiln::Error: the helpers the test areas share, so that every "this input is
 // refused with a message naming X" check reads and reports the same way.
 #include <functional>
 #include <string>
@@ -18,6 +18,16 @@ inline void expectErrorContaining(const std::function<void()> &fn, const std::st
   } catch (const Error &error) {
     EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
   }
+}
+
+/// The message of the kiln::Error `fn` throws, or "" when it throws none.
+inline std::string errorOf(const std::function<void()> &fn) {
+  try {
+    fn();
+  } catch (const Error &error) {
+    return error.what();
+  }
+  return "";
 }
 
 } // namespace kiln::test

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/ErrorMatchers.h"
+
 #include "codegen/Compile.h"
 #include "frontend/Frontend.h"
 #include "ir/Error.h"
@@ -24,14 +26,7 @@ namespace fs = std::filesystem;
 using frontend::GraphBuilder;
 using frontend::Var;
 
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const kiln::Error &error) {
-    return error.what();
-  }
-  return "";
-}
+using kiln::test::errorOf;
 
 std::string readBytes(const fs::path &path) {
   std::ifstream file(path, std::ios::binary);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "frontend/Frontend.h"
 #include "ir/Evaluator.h"
 
 namespace kiln::codegen::test {
@@ -19,6 +20,16 @@ std::vector<Tensor> randomInputs(const ir::Graph &graph, uint64_t seed) {
   for (size_t i = 0; i < graph.inputs().size(); ++i)
     inputs.push_back(randomTensor(graph.inputs()[i]->type(), seed + i));
   return inputs;
+}
+
+std::unique_ptr<ir::Graph> smallMlp(uint64_t seed) {
+  frontend::nn::manualSeed(seed);
+  frontend::nn::Sequential model{std::make_shared<frontend::nn::Linear>(6, 8),
+                                 std::make_shared<frontend::nn::ReLU>(),
+                                 std::make_shared<frontend::nn::Linear>(8, 3)};
+  frontend::GraphBuilder gb("mlp");
+  frontend::Var x = gb.input("x", DType::F32, {5, 6});
+  return gb.finish({model(x)});
 }
 
 void expectMatchesReference(const ir::Graph &graph, const std::vector<Tensor> &inputs,

@@ -2,6 +2,7 @@
 // Shared helpers of the codegen tests: compile a graph, run it on random inputs and compare
 // with the reference evaluator (the oracle).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ std::vector<Tensor> randomInputs(const ir::Graph &graph, uint64_t seed);
 void expectMatchesReference(const ir::Graph &graph, const std::vector<Tensor> &inputs,
                             const CompileOptions &options = testOptions(), double rtol = 1e-4,
                             double atol = 1e-5);
+
+/// A small trainable model: nn Linear(6, 8) -> ReLU -> Linear(8, 3) on input x f32[5, 6], its
+/// weights drawn after frontend::nn::manualSeed(seed).
+std::unique_ptr<ir::Graph> smallMlp(uint64_t seed);
 
 /// The strategies of every launch of `graph` lowered with `options`, in launch order.
 std::vector<std::string> launchStrategies(const ir::Graph &graph, const CompileOptions &options = testOptions());

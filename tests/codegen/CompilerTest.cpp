@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/ErrorMatchers.h"
+
 #include <functional>
 
 #include "codegen/Compile.h"
@@ -29,14 +31,7 @@ std::string freshCacheDir(const std::string &name) {
   return dir.string();
 }
 
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const kiln::Error &error) {
-    return error.what();
-  }
-  return "";
-}
+using kiln::test::errorOf;
 
 TEST(CodegenCompiler, SecondCompileOfTheSameModelIsALoad) {
   GraphBuilder gb("cached");

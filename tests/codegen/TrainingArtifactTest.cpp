@@ -5,6 +5,8 @@
 // the manifest's text round trip and its errors; a compiled model that is not a training step.
 #include <gtest/gtest.h>
 
+#include "tests/ErrorMatchers.h"
+
 #include <filesystem>
 #include <functional>
 
@@ -20,16 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// Linear(6, 8) -> ReLU -> Linear(8, 3) on x [5, 6].
-std::unique_ptr<ir::Graph> mlp() {
-  frontend::nn::manualSeed(11);
-  frontend::nn::Sequential model{std::make_shared<frontend::nn::Linear>(6, 8),
-                                 std::make_shared<frontend::nn::ReLU>(),
-                                 std::make_shared<frontend::nn::Linear>(8, 3)};
-  frontend::GraphBuilder gb("mlp");
-  frontend::Var x = gb.input("x", DType::F32, {5, 6});
-  return gb.finish({model(x)});
-}
+std::unique_ptr<ir::Graph> mlp() { return smallMlp(11); }
 
 Tensor batch(int step) { return randomTensor({DType::F32, {5, 6}}, 200 + static_cast<uint64_t>(step)); }
 
@@ -40,14 +33,7 @@ Tensor labels(int step) {
   return Tensor::fromDoubles(DType::I64, {5}, values);
 }
 
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const kiln::Error &error) {
-    return error.what();
-  }
-  return "";
-}
+using kiln::test::errorOf;
 
 void expectSameTensors(const std::map<std::string, Tensor> &got, const std::map<std::string, Tensor> &want,
                        const std::string &what) {

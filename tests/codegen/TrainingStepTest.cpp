@@ -27,16 +27,7 @@ namespace {
 using ir::OpKind;
 using passes::autodiff::ParamUpdate;
 
-/// Linear(6, 8) -> ReLU -> Linear(8, 3) on x [5, 6].
-std::unique_ptr<ir::Graph> mlp() {
-  frontend::nn::manualSeed(7);
-  frontend::nn::Sequential model{std::make_shared<frontend::nn::Linear>(6, 8),
-                                 std::make_shared<frontend::nn::ReLU>(),
-                                 std::make_shared<frontend::nn::Linear>(8, 3)};
-  frontend::GraphBuilder gb("mlp");
-  frontend::Var x = gb.input("x", DType::F32, {5, 6});
-  return gb.finish({model(x)});
-}
+std::unique_ptr<ir::Graph> mlp() { return smallMlp(7); }
 
 Tensor batch(int step) { return randomTensor({DType::F32, {5, 6}}, 100 + static_cast<uint64_t>(step)); }
 
