@@ -176,6 +176,10 @@ std::string castExpression(DType from, DType to, const std::string &a) {
     return fmt::format("({} != 0)", a);
   if (isFloat(from) && !isFloat(to))
     return fmt::format("kiln_sat<{}>((double){})", type, a);
+  // A select, not a conversion: GCC 12 does not vectorise a loop that converts a bool (the
+  // ReLU mask of a training step's forward GEMM epilogue ran scalar, 3 ms of 9 ms).
+  if (from == DType::Bool)
+    return fmt::format("({} ? ({})1 : ({})0)", a, type, type);
   return fmt::format("(({}){})", type, a);
 }
 
