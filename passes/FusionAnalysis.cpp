@@ -220,7 +220,7 @@ public:
         int p = producerOf(input);
         fromSources = fromSources && p >= 0 && (classes_[p] == OpClass::Source || sourceView_[p]);
       }
-      sourceView_[i] = fromSources;
+      sourceView_[i] = fromSources || onlyMatMulOperand(i);
     }
   }
 
@@ -231,6 +231,20 @@ private:
   int producerOf(const ir::Value *value) const {
     const Node *producer = value->producer();
     return producer ? index_.at(producer) : -1;
+  }
+  /// A transpose or reshape read only as matmul operands: the GEMM reads it through strides
+  /// (trans_a / trans_b, or a copy the kernel planner makes when no stride fits), so it needs no
+  /// kernel of its own even when its operand is computed: that operand is stored anyway, since
+  /// a contraction never computes its operands. (A gradient's A^T * g and g * B^T, and
+  /// attention's Q * K^T, were a copy kernel each: 9% of the MLP's training step.)
+  bool onlyMatMulOperand(int i) const {
+    const Node *node = nodes_[i];
+    if ((node->op() != OpKind::Permute && node->op() != OpKind::Reshape) || graph_.isOutput(node->output(0)))
+      return false;
+    const std::vector<ir::Use> &uses = node->output(0)->uses();
+    return !uses.empty() && std::all_of(uses.begin(), uses.end(), [](const ir::Use &use) {
+      return use.user->op() == OpKind::MatMul;
+    });
   }
   /// Ops that take part in grouping: not sources, not views of sources (attached at the end).
   bool groupable(int i) const { return classes_[i] != OpClass::Source && !sourceView_[i]; }
@@ -663,6 +677,13 @@ FusionAnalysis Fuser::run() {
     std::sort(producers.begin(), producers.end());
     producers.erase(std::unique(producers.begin(), producers.end()), producers.end());
     for (int p : producers) {
+      if (sourceView_[i] && !sourceView_[p]) { // a view of a computed value (onlyMatMulOperand)
+        analysis.unfused.push_back({nodes_[p], nodes_[i], UnfusedReason::ContractionOperand,
+                                    fmt::format("{} is read by a matmul through the view {}, which the GEMM folds "
+                                                "into its operand's strides",
+                                                label(p), label(i))});
+        continue;
+      }
       if (sourceView_[p]) {
         if (isOpaque(i))
           analysis.unfused.push_back({nodes_[p], nodes_[i], UnfusedReason::ConsumerOpaque, checkEdge(p, i).detail});

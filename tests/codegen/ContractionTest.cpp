@@ -57,6 +57,26 @@ TEST(CodegenContraction, TransposedOperandViews) {
   expectMatchesReference(*graph, randomInputs(*graph, 36));
 }
 
+TEST(CodegenContraction, TransposedViewsOfComputedValues) {
+  GraphBuilder gb("computed_views");
+  Var x = gb.input("x", DType::F32, {33, 20});
+  Var g = gb.input("g", DType::F32, {33, 17});
+  Var q = gb.input("q", DType::F32, {2, 9, 3, 8});
+  Var k = gb.input("k", DType::F32, {2, 9, 3, 8});
+  Var a = frontend::relu(x);
+  // A gradient's aᵀ·g and g·...ᵀ (no copy kernel: the GEMM reads the stored relu transposed),
+  // and attention's Q·Kᵀ over [batch, heads] with K computed and permuted to [2, 3, 8, 9]:
+  // its batch dims do not collapse into one stride, so the kernel copies it itself.
+  Var kt = frontend::permute(k * 0.5, {0, 2, 3, 1});
+  Var qh = frontend::permute(q, {0, 2, 1, 3});
+  auto graph = gb.finish({frontend::matmul(frontend::transpose(a, 0, 1), g),
+                          frontend::matmul(frontend::transpose(g, 0, 1), a * 2.0),
+                          frontend::matmul(qh, kt)});
+  expectMatchesReference(*graph, randomInputs(*graph, 37));
+  // relu with a*2, k*0.5, and the three GEMMs: no transposing copy (there were four more).
+  EXPECT_EQ(launchStrategies(*graph).size(), 5u);
+}
+
 TEST(CodegenContraction, ConvBiasReluAndResidual) {
   GraphBuilder gb("conv");
   Var x = gb.input("x", DType::F32, {2, 4, 9, 11});

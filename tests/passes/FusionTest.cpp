@@ -335,9 +335,39 @@ TEST(Fusion, MovementChainBeforeAContractionIsOneCopy) {
     %y = reshape(%o) {shape = [3, 2, 2]} : f32[3,2,2]
     return %y
   })");
-  EXPECT_EQ(run.groupOf("s"), run.groupOf("q"));
-  EXPECT_EQ(run.analysis.groups[run.groupOf("q")].rule, FusionRule::Movement);
-  EXPECT_EQ(run.unfused("q", "m")->reason, UnfusedReason::ContractionOperand);
+  // The chain up to the permute is one copy; the reshape after it, read only by the matmul,
+  // is a free view of that copy folded into the GEMM's operand.
+  ASSERT_GE(run.groupOf("p"), 0);
+  EXPECT_EQ(run.groupOf("s"), run.groupOf("p"));
+  EXPECT_EQ(run.analysis.groups[run.groupOf("p")].rule, FusionRule::Movement);
+  EXPECT_EQ(run.groupOf("q"), -1);
+  ASSERT_NE(run.unfused("p", "q"), nullptr);
+  EXPECT_EQ(run.unfused("p", "q")->reason, UnfusedReason::ContractionOperand);
+}
+
+// A gradient's A^T * g: the transpose of a computed value read only by a matmul folds into
+// the GEMM's operand (trans_a) instead of running as a copy kernel.
+TEST(Fusion, ATransposeReadOnlyByAMatMulIsAnOperandView) {
+  FuseRun run = fuse(R"(graph @g(%x: f32[8,6], %g: f32[8,5]) -> (f32[6,5], f32[6,8]) {
+    %a = relu(%x) : f32[8,6]
+    %t = permute(%a) {perm = [1, 0]} : f32[6,8]
+    %m = matmul(%t, %g) : f32[6,5]
+    %u = permute(%a) {perm = [1, 0]} : f32[6,8]
+    %e = exp(%u) : f32[6,8]
+    return %m, %e
+  })");
+  ASSERT_GE(run.groupOf("m"), 0);
+  EXPECT_EQ(run.groupOf("t"), -1);
+  bool viewInGemm = false;
+  for (const passes::FusedOp &op : run.analysis.groups[run.groupOf("m")].ops)
+    viewInGemm = viewInGemm || (op.node == run.node("t") && op.role == FusionRole::OperandView);
+  EXPECT_TRUE(viewInGemm);
+  // Two kernels: relu with exp over its transpose (relu's result stored for the GEMM), and the
+  // GEMM reading that result transposed. No copy.
+  EXPECT_EQ(run.kernels().size(), 2u);
+  // A permute that an elementwise op reads is not a view of a computed value: it is indexing
+  // in that op's group.
+  EXPECT_EQ(run.groupOf("u"), run.groupOf("e"));
 }
 
 TEST(Fusion, AReshapeStandingAloneIsReportedAsAFreeView) {
