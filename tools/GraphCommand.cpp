@@ -1,6 +1,7 @@
 // kiln-run FILE.kir|FILE.onnx: load the graph, bind inputs and parameters, run passes (or
 // bisect them), compile it (falling back to the reference evaluator for what codegen does not
 // support yet) or evaluate it, and report.
+#include <chrono>
 #include <iostream>
 #include <optional>
 
@@ -62,6 +63,10 @@ int bisect(ir::Graph &graph, const RunOptions &options, const std::vector<Tensor
   return 0;
 }
 
+double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 int64_t paramBytes(const ir::Graph &graph) {
   int64_t bytes = 0;
   for (const ir::Node *param : graph.params())
@@ -73,7 +78,9 @@ int64_t paramBytes(const ir::Graph &graph) {
 
 int runGraphCommand(const RunOptions &options) {
   std::map<std::string, Tensor> given;
+  auto loadStart = std::chrono::steady_clock::now();
   std::unique_ptr<ir::Graph> graph = loadGraph({options.paths[0], options.inputs, {}}, given);
+  double loadMs = millisecondsSince(loadStart);
   std::vector<std::string> names = outputNames(*graph);
   // Every name checked and every expected file read before the (possibly long) evaluation.
   OutputRequests requests(names, options, "the graph's");
@@ -87,10 +94,13 @@ int runGraphCommand(const RunOptions &options) {
   }
 
   std::optional<runtime::Executable> executable;
+  auto compileStart = std::chrono::steady_clock::now();
   if (!options.reference)
     executable = compileOrFallBack(*graph, options, params);
   RunTarget target;
+  target.loadMs = loadMs;
   if (executable) {
+    target.compileMs = millisecondsSince(compileStart);
     runtime::Executable &compiled = *executable;
     target.description = fmt::format("compiled model ({} threads)", compiled.numThreads());
     target.arenaBytes = compiled.arenaBytes();

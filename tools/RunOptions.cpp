@@ -37,7 +37,9 @@ options:
   --reference             run with the reference evaluator instead of compiling
   --threads N             run compiled kernels on N threads (default: one per core)
   --bench N               after the run (the warm-up), time N more runs and print arena_bytes,
-                          weight_bytes, peak_rss_bytes and, last, median_ms
+                          weight_bytes, peak_rss_bytes, load_ms (reading the model), compile_ms
+                          (passes, codegen, and the system compiler or the disk cache's load)
+                          and, last, median_ms
   --profile TRACE.json    time every kernel launch of a compiled run (with --bench, of the
                           timed runs only), write the launches as Chrome-trace JSON to
                           TRACE.json (chrome://tracing, Perfetto) and print the ten kernels that

@@ -138,6 +138,10 @@ int runAndReport(const RunTarget &target, const OutputRequests &requests, const 
   std::cout << fmt::format("arena_bytes {}\n", target.arenaBytes);
   std::cout << fmt::format("weight_bytes {}\n", target.weightBytes);
   std::cout << fmt::format("peak_rss_bytes {}\n", peakResidentBytes());
+  if (target.loadMs >= 0)
+    std::cout << fmt::format("load_ms {:.1f}\n", target.loadMs);
+  if (target.compileMs >= 0)
+    std::cout << fmt::format("compile_ms {:.1f}\n", target.compileMs);
   std::cout << fmt::format("median_ms {:.4f}\n", median(times));
   return status;
 }
