@@ -8,6 +8,10 @@
 // so that it vectorises; the order of a float sum then differs from the evaluator's only in
 // double rounding); then one pass stores the values over the whole domain
 // (the elementwise tail) and the per-row values are stored once per row.
+//
+// A stage whose innermost dim is kept reads its rows strided; it takes the column form
+// instead (codegen/EmitColumnReduction.cpp) where that fits, chosen at the top of
+// emitRowsStage.
 #include <cmath>
 
 #include "codegen/EmitStages.h"
@@ -75,6 +79,15 @@ std::string updateStatement(const ir::Node &node, const Accumulator &accumulator
 
 void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  if (columnReductionFits(stage)) {
+    try {
+      if (emitColumnReductionStage(e, stageIndex, out))
+        return;
+    } catch (const StrategyMismatch &) {
+      // A value the column form cannot place per lane: the row form may still express it
+      // (or throws the mismatch itself).
+    }
+  }
   const Shape &domain = stage.domain;
   Shape keptShape, reducedShape;
   for (size_t d = 0; d < domain.size(); ++d)

@@ -31,6 +31,13 @@ std::string runRows(const std::string &fn, int64_t rows, int64_t rowElements);
 /// `zero` is all zeros, lowered as a loop over its epilogue).
 void emitLoopStage(KernelEmitter &emitter, int stage, KernelText &out, const ir::Value *zero = nullptr);
 void emitRowsStage(KernelEmitter &emitter, int stage, KernelText &out);
+/// Whether Rows stage `stage` suits the column form (codegen/EmitColumnReduction.cpp): its
+/// innermost dim is kept and at least one block of lanes wide, and it has only sum, prod, max
+/// and min reductions. emitRowsStage makes the choice.
+bool columnReductionFits(const Stage &stage);
+/// Emits a fitting Rows stage in the column form; false (nothing written) when an operand is
+/// read strided along the innermost dim, which the row form reads better.
+bool emitColumnReductionStage(KernelEmitter &emitter, int stage, KernelText &out);
 void emitGemmStage(KernelEmitter &emitter, int stage, KernelText &out);
 void emitConvStage(KernelEmitter &emitter, int stage, KernelText &out);
 void emitPoolStage(KernelEmitter &emitter, int stage, KernelText &out);
