@@ -1,0 +1,50 @@
+// kiln::Tensor's storage: zero-filled, 64-byte aligned at every size (huge-page sized ones
+// too), shared by copies and deep-copied by clone(), and a byte count that would not fit is a
+// kiln::Error rather than a wrapped, undersized allocation.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "ir/Error.h"
+#include "ir/Tensor.h"
+#include "tests/ErrorMatchers.h"
+
+namespace kiln {
+namespace {
+
+TEST(TensorStorage, ZeroFilledAndAlignedAtEverySize) {
+  for (int64_t elements : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{17}, int64_t{1000},
+                           int64_t{(2 << 20) / 4 + 5}, int64_t{3 << 20}}) {
+    Tensor t(DType::F32, {elements});
+    ASSERT_NE(t.data(), nullptr) << elements;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u) << elements;
+    const float *values = t.dataAs<float>();
+    for (int64_t i = 0; i < elements; i += 4099)
+      EXPECT_EQ(values[i], 0.0f) << elements << " at " << i;
+    if (elements > 0)
+      EXPECT_EQ(values[elements - 1], 0.0f) << elements;
+  }
+}
+
+TEST(TensorStorage, CopiesShareAndCloneIsDeep) {
+  Tensor a(DType::I32, {5000});
+  for (int64_t i = 0; i < a.numElements(); ++i)
+    a.setInt(i, i * 7 - 3);
+  Tensor shared = a;
+  Tensor deep = a.clone();
+  EXPECT_TRUE(deep.identical(a));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(deep.data()) % 64, 0u);
+  a.setInt(4999, -1);
+  EXPECT_EQ(shared.getInt(4999), -1);
+  EXPECT_EQ(deep.getInt(4999), 4999 * 7 - 3);
+}
+
+TEST(TensorStorage, ByteCountsThatWouldWrapAreErrors) {
+  // 2^61 f64 elements pass the element-count check (< 2^62) but need 2^64 bytes.
+  std::string message = test::errorOf([] { Tensor t(DType::F64, {int64_t{1} << 31, int64_t{1} << 30}); });
+  EXPECT_NE(message.find("too large"), std::string::npos) << message;
+  EXPECT_NE(message.find("f64"), std::string::npos) << message;
+}
+
+} // namespace
+} // namespace kiln
