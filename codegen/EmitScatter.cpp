@@ -13,6 +13,7 @@
 
 #include "codegen/ScalarOps.h"
 #include "ir/Error.h"
+#include "ir/ops/ScatterReduction.h"
 
 namespace kiln::codegen::direct {
 
@@ -28,22 +29,7 @@ int64_t elementsIn(const Shape &shape, size_t from, size_t to) {
   return count;
 }
 
-enum class Reduction { None, Add, Mul, Max, Min };
-
-Reduction reductionOf(const ir::Node &node) {
-  if (node.op() == OpKind::ScatterAdd)
-    return Reduction::Add;
-  const std::string &name = node.attrString("reduction");
-  if (name == "add")
-    return Reduction::Add;
-  if (name == "mul")
-    return Reduction::Mul;
-  if (name == "max")
-    return Reduction::Max;
-  if (name == "min")
-    return Reduction::Min;
-  return Reduction::None;
-}
+using Reduction = ir::ops::ScatterReduction;
 
 /// The scatter's accumulator over one slab of the output (a row of the row function, or the
 /// whole output): the output buffer itself, or a double copy of the slab (f32 sums and
@@ -147,7 +133,7 @@ RowSplit emitScatterElements(DirectOp &op, std::string &) {
   int64_t indexSlab = elementsIn(indexShape, uaxis, urank);
   std::vector<int64_t> strides = contiguousStrides(dataShape);
   std::string index = e.pointer(op.inputs.at(1));
-  Accumulator acc(op, reductionOf(op.node), slab);
+  Accumulator acc(op, ir::ops::scatterReductionOf(op.node), slab);
   acc.allocate();
   e.line("for (int64_t r = begin; r < end; ++r) {");
   e.line(fmt::format("  const int64_t base = r * {};", slab));
@@ -203,7 +189,7 @@ RowSplit emitScatterNd(DirectOp &op, std::string &) {
   for (size_t d = 0; d + 1 < indexShape.size(); ++d)
     tuples *= indexShape[d];
   std::string index = e.pointer(op.inputs.at(1));
-  Accumulator acc(op, reductionOf(op.node), numElements(dataShape));
+  Accumulator acc(op, ir::ops::scatterReductionOf(op.node), numElements(dataShape));
   acc.allocate();
   acc.load("", "0");
   if (tuples > 0 && slice > 0) {

@@ -17,34 +17,41 @@
 #include <limits>
 
 #include "ir/ops/Common.h"
+#include "ir/ops/ScatterReduction.h"
 
 namespace kiln::ir {
 
 using namespace ops;
 
+ScatterReduction ops::parseScatterReduction(const std::string &name) {
+  if (name == "none")
+    return ScatterReduction::None;
+  if (name == "add")
+    return ScatterReduction::Add;
+  if (name == "mul")
+    return ScatterReduction::Mul;
+  if (name == "max")
+    return ScatterReduction::Max;
+  if (name == "min")
+    return ScatterReduction::Min;
+  fail("reduction must be one of \"none\", \"add\", \"mul\", \"max\", \"min\"; got \"{}\"", name);
+}
+
+ScatterReduction ops::scatterReductionOf(const Node &node) {
+  if (node.op() == OpKind::ScatterAdd)
+    return ScatterReduction::Add;
+  return parseScatterReduction(node.attrString("reduction"));
+}
+
 namespace {
 
 // ---- scatter reductions ------------------------------------------------------------------------
 
-enum class Reduction { None, Add, Mul, Max, Min };
-
-Reduction parseReduction(const std::string &name) {
-  if (name == "none")
-    return Reduction::None;
-  if (name == "add")
-    return Reduction::Add;
-  if (name == "mul")
-    return Reduction::Mul;
-  if (name == "max")
-    return Reduction::Max;
-  if (name == "min")
-    return Reduction::Min;
-  fail("reduction must be one of \"none\", \"add\", \"mul\", \"max\", \"min\"; got \"{}\"", name);
-}
+using Reduction = ScatterReduction;
 
 /// The checks both scatters share on data, updates and the reduction.
 void checkScatterOperands(const TensorType &data, const TensorType &updates, const AttrMap &attrs) {
-  Reduction reduction = parseReduction(attrString(attrs, "reduction"));
+  Reduction reduction = parseScatterReduction(attrString(attrs, "reduction"));
   if (updates.dtype != data.dtype)
     fail("updates have dtype {}, data has {}", dtypeName(updates.dtype), dtypeName(data.dtype));
   if (reduction != Reduction::None && data.dtype == DType::Bool)
@@ -254,7 +261,7 @@ OpDef defineScatterElements() {
   def.eval = [](const std::vector<Tensor> &in, const AttrMap &attrs, const std::vector<TensorType> &out) {
     const Tensor &data = in[0], &indices = in[1], &updates = in[2];
     int64_t axis = normalizeAxis(attrInt(attrs, "axis"), data.rank(), "axis");
-    ScatterAccumulator result(data, parseReduction(attrString(attrs, "reduction")));
+    ScatterAccumulator result(data, parseScatterReduction(attrString(attrs, "reduction")));
     forEachIndex(indices.shape(), [&](const std::vector<int64_t> &index, int64_t flat) {
       result.apply(elementSource("scatter_elements", indices, index, flat, axis, data.shape()), updates,
                    flat);
@@ -291,7 +298,7 @@ OpDef defineScatterNd() {
     int64_t length = indexShape.back();
     int64_t sliceSize = productOf(dataShape, static_cast<size_t>(length), dataShape.size());
     int64_t tuples = productOf(indexShape, 0, indexShape.size() - 1);
-    ScatterAccumulator result(data, parseReduction(attrString(attrs, "reduction")));
+    ScatterAccumulator result(data, parseScatterReduction(attrString(attrs, "reduction")));
     for (int64_t t = 0; t < tuples; ++t) {
       int64_t start = tupleOffset("scatter_nd", indices, t, length, 0, dataShape, 0) * sliceSize;
       for (int64_t e = 0; e < sliceSize; ++e)
