@@ -23,6 +23,7 @@
 
 #include "ir/Builder.h"
 #include "ir/Evaluator.h"
+#include "passes/AlgebraicSimplifyPads.h"
 
 namespace kiln::passes {
 
@@ -297,6 +298,36 @@ Value *permutePermute(Builder &b, Node *n) {
   return b.create(OpKind::Permute, {inner->input(0)}, {{"perm", composed}});
 }
 
+// (A B)^T = B^T A^T over the last two axes: a permute whose innermost axis is the product's
+// row axis reads the product column by column; computing the transposed product instead makes
+// that read contiguous (and the permute disappears when it was only the swap), while the
+// operand transposes fold into the GEMM's strides or into permutes they already are.
+// Autodiff's gradient of K in attention is (Q^T dS) permuted back to [batch, tokens, heads,
+// dim], which otherwise gathered floats 128 apart in the kernel that joins Q, K and V's
+// gradients. Only when the permute is the product's one reader, so nothing is computed twice.
+Value *permuteOfMatMul(Builder &b, Node *n) {
+  Node *product = producerIf(n->input(0), OpKind::MatMul);
+  if (!product || product->output()->uses().size() != 1 || n->graph()->isOutput(product->output()))
+    return nullptr;
+  Value *a = product->input(0), *c = product->input(1);
+  std::vector<int64_t> perm = normalizedPerm(n);
+  const int64_t rank = static_cast<int64_t>(perm.size());
+  if (rank < 2 || a->rank() < 2 || c->rank() < 2 || perm[rank - 1] != rank - 2)
+    return nullptr;
+  auto swapLastTwo = [](int64_t axis, int64_t r) { return axis == r - 1 ? r - 2 : axis == r - 2 ? r - 1 : axis; };
+  auto transpose = [&](Value *x) {
+    std::vector<int64_t> swap;
+    for (int64_t d = 0; d < x->rank(); ++d)
+      swap.push_back(swapLastTwo(d, x->rank()));
+    return b.create(OpKind::Permute, {x}, {{"perm", swap}});
+  };
+  Value *swapped = b.create(OpKind::MatMul, {transpose(c), transpose(a)});
+  std::vector<int64_t> rest;
+  for (int64_t axis : perm)
+    rest.push_back(swapLastTwo(axis, rank));
+  return isIdentityPerm(rest) ? swapped : b.create(OpKind::Permute, {swapped}, {{"perm", rest}});
+}
+
 Value *permuteIdentity(Builder &, Node *n) { return isIdentityPerm(normalizedPerm(n)) ? n->input(0) : nullptr; }
 
 bool isView(OpKind op) {
@@ -450,12 +481,15 @@ const std::vector<Rule> &rules() {
       {"reciprocal-reciprocal", {OpKind::Reciprocal}, reciprocalReciprocal},
       {"permute-identity", {OpKind::Permute}, permuteIdentity},
       {"permute-permute", {OpKind::Permute}, permutePermute},
+      {"permute-of-matmul", {OpKind::Permute}, permuteOfMatMul},
       {"view-same-shape", kViews, viewSameShape},
       {"view-chain", kViews, viewChain},
       {"broadcast-same-shape", {OpKind::Broadcast}, broadcastSameShape},
       {"broadcast-broadcast", {OpKind::Broadcast}, broadcastBroadcast},
       {"cast-same-dtype", {OpKind::Cast}, castSameDtype},
       {"slice-everything", {OpKind::Slice}, sliceEverything},
+      {"pad-nothing", {OpKind::Pad}, simplify::padNothing},
+      {"add-adjacent-pads", {OpKind::Add}, simplify::addAdjacentPads},
       {"broadcast-into-consumer", kNumpyBroadcast, broadcastIntoConsumer},
       {"splat-operand-to-scalar", kNumpyBroadcast, splatOperandToScalar},
   };

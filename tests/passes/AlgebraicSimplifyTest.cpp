@@ -500,3 +500,107 @@ TEST(AlgebraicSimplify, ParametersAreNotConstants) {
 
 } // namespace
 } // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The gradient of slices that split a value: zero pads into adjacent ranges of one axis, summed.
+TEST(AlgebraicSimplifyPads, SumsOfAdjacentZeroPadsBecomeOneConcat) {
+  Outcome run = simplify(R"(graph @g(%q: f32[2,3,4], %k: f32[2,3,4], %v: f32[2,3,4]) -> (f32[2,3,12]) {
+    %pq = pad(%q) {pads = [0, 0, 0, 0, 0, 8]} : f32[2,3,12]
+    %pk = pad(%k) {pads = [0, 0, 4, 0, 0, 4]} : f32[2,3,12]
+    %pv = pad(%v) {pads = [0, 0, 8, 0, 0, 0]} : f32[2,3,12]
+    %s1 = add(%pv, %pk) : f32[2,3,12]
+    %s2 = add(%s1, %pq) : f32[2,3,12]
+    return %s2
+  })");
+  EXPECT_EQ(run.fired("add-adjacent-pads"), 2);
+  EXPECT_GE(run.fired("pad-nothing"), 1);
+  EXPECT_EQ(run.count(OpKind::Add), 0);
+  EXPECT_EQ(run.count(OpKind::Pad), 0);
+  EXPECT_EQ(run.count(OpKind::Concat), 2);
+  expectBitExact(run);
+}
+
+TEST(AlgebraicSimplifyPads, AdjacentRangesInsideZerosKeepTheOuterPad) {
+  Outcome run = simplify(R"(graph @g(%a: f32[3,2], %b: f32[3,3]) -> (f32[3,9]) {
+    %pa = pad(%a) {pads = [0, 1, 0, 6]} : f32[3,9]
+    %pb = pad(%b) {pads = [0, 3, 0, 3]} : f32[3,9]
+    %s = add(%pb, %pa) : f32[3,9]
+    return %s
+  })");
+  EXPECT_EQ(run.fired("add-adjacent-pads"), 1);
+  EXPECT_EQ(run.count(OpKind::Pad), 1);
+  EXPECT_EQ(run.count(OpKind::Concat), 1);
+  expectBitExact(run);
+}
+
+TEST(AlgebraicSimplifyPads, GapsOverlapsOtherAxesAndNonZeroFillsStay) {
+  Outcome run = simplify(R"(graph @g(%a: f32[3,2], %b: f32[3,2], %c: f32[2,4]) -> (f32[3,5], f32[3,4], f32[3,4], f32[3,4]) {
+    %ga = pad(%a) {pads = [0, 0, 0, 3]} : f32[3,5]
+    %gb = pad(%b) {pads = [0, 3, 0, 0]} : f32[3,5]
+    %gap = add(%ga, %gb) : f32[3,5]
+    %oa = pad(%a) {pads = [0, 0, 0, 2]} : f32[3,4]
+    %ob = pad(%b) {pads = [0, 1, 0, 1]} : f32[3,4]
+    %overlap = add(%oa, %ob) : f32[3,4]
+    %rc = pad(%c) {pads = [1, 0, 0, 0]} : f32[3,4]
+    %two = add(%oa, %rc) : f32[3,4]
+    %fa = pad(%a) {pads = [0, 0, 0, 2], value = 1.0} : f32[3,4]
+    %fb = pad(%b) {pads = [0, 2, 0, 0]} : f32[3,4]
+    %fill = add(%fa, %fb) : f32[3,4]
+    return %gap, %overlap, %two, %fill
+  })");
+  EXPECT_EQ(run.fired("add-adjacent-pads"), 0);
+  EXPECT_EQ(run.count(OpKind::Concat), 0);
+  expectBitExact(run);
+}
+
+} // namespace
+} // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(AlgebraicSimplifyMatMul, TransposeOfAProductSwapsAndTransposesItsOperands) {
+  // Attention's gradient of K^T, transposed back: one matmul over [2,3] batches, no copy.
+  Outcome run = simplify(R"(graph @g(%q: f32[2,3,5,4], %ds: f32[2,3,5,6], %w: f32[4,6]) -> (f32[2,3,6,4], f32[6,4]) {
+    %qt = permute(%q) {perm = [0, 1, 3, 2]} : f32[2,3,4,5]
+    %dkt = matmul(%qt, %ds) : f32[2,3,4,6]
+    %dk = permute(%dkt) {perm = [0, 1, 3, 2]} : f32[2,3,6,4]
+    %wt = permute(%w) {perm = [1, 0]} : f32[6,4]
+    return %dk, %wt
+  })");
+  EXPECT_EQ(run.fired("permute-of-matmul"), 1);
+  EXPECT_EQ(run.outputOp(0), "matmul");
+  expectBitExact(run);
+}
+
+TEST(AlgebraicSimplifyMatMul, APermuteReadingAProductByColumnsReadsItsTransposeByRows) {
+  // dK^T [batch, heads, dim, tokens] back to [batch, tokens, heads, dim]: the innermost axis
+  // was the product's rows; after the rewrite only heads and tokens swap, dim stays innermost.
+  Outcome run = simplify(R"(graph @g(%q: f32[2,3,5,4], %ds: f32[2,3,5,6]) -> (f32[2,6,3,4]) {
+    %qt = permute(%q) {perm = [0, 1, 3, 2]} : f32[2,3,4,5]
+    %dkt = matmul(%qt, %ds) : f32[2,3,4,6]
+    %dk = permute(%dkt) {perm = [0, 3, 1, 2]} : f32[2,6,3,4]
+    return %dk
+  })");
+  EXPECT_EQ(run.fired("permute-of-matmul"), 1);
+  ASSERT_EQ(run.outputOp(0), "permute");
+  EXPECT_EQ(run.after->outputs()[0]->producer()->attrInts("perm"), (std::vector<int64_t>{0, 2, 1, 3}));
+  expectBitExact(run);
+}
+
+TEST(AlgebraicSimplifyMatMul, SharedProductsAndOtherPermutesStay) {
+  Outcome run = simplify(R"(graph @g(%a: f32[2,5,4], %b: f32[2,4,6]) -> (f32[2,6,5], f32[2,5,6], f32[5,2,6]) {
+    %p = matmul(%a, %b) : f32[2,5,6]
+    %pt = permute(%p) {perm = [0, 2, 1]} : f32[2,6,5]
+    %r = matmul(%a, %b) : f32[2,5,6]
+    %rb = permute(%r) {perm = [1, 0, 2]} : f32[5,2,6]
+    return %pt, %p, %rb
+  })");
+  EXPECT_EQ(run.fired("permute-of-matmul"), 0);
+  expectBitExact(run);
+}
+
+} // namespace
+} // namespace kiln
