@@ -6,7 +6,8 @@
 // No im2col matrix is ever built: Im2colSource packs the driver's B panels (kc x 64) straight
 // from the input, and the padding is written out once per call (padInput) so that the packer
 // is a plain strided copy per output-row segment. 1x1 stride-1 unpadded convolutions read the
-// input as the B matrix itself; one input channel per group goes to the direct depthwise loop.
+// input as the B matrix itself; one input channel per group goes to the direct depthwise loop;
+// 3x3 stride-1 convolutions with enough channels and pixels go to Winograd F(2x2, 3x3).
 #include <algorithm>
 
 #include "runtime/kernels/Conv2dCommon.h"
@@ -281,6 +282,10 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
                          a.pad_left == 0 && a.oh == a.h && a.ow == a.w;
   if (pointwise) {
     detail::runProducts(rt, ConvProducts(a, PaddedInput{}, true));
+    return;
+  }
+  if (detail::useWinograd(rt, a)) { // 3x3 stride 1 with enough channels: Conv2dWinograd.cpp
+    detail::winogradConv(rt, a);
     return;
   }
   const PaddedInput padded = detail::padInput(rt, a);

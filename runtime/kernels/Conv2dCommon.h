@@ -29,4 +29,14 @@ PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
 /// parallel over output planes; the epilogue sees each finished plane.
 void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
 
+// Winograd F(2x2, 3x3) (Conv2dWinograd.cpp).
+
+/// Whether conv2d runs these (valid) arguments with winogradConv: 3x3, stride 1, dilation 1,
+/// one group, and enough channels and pixels for the transforms to pay.
+bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &args);
+
+/// 3x3 stride-1 convolution by Winograd F(2x2, 3x3), parallel over (image, tile-row block) on
+/// rt; uses the calling thread's Scratch::Conv for the transformed weights.
+void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &args);
+
 } // namespace kiln::runtime::kernels::detail

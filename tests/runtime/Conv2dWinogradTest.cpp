@@ -1,0 +1,228 @@
+// The Winograd F(2x2, 3x3) path of kiln::runtime::kernels::conv2d (Conv2dWinograd.cpp), reached
+// through the public conv2d where the shape passes its gate (so that the dispatch is exercised
+// too) and called directly for small shapes, against a direct double-precision loop written here. Shapes cover even and odd output sizes (partial tiles at
+// the bottom and right), pads 0, 1 and 2 on each side independently, batch 1 and 3, channel
+// counts that are not multiples of 16, blocks of tile rows, and 1 and 2 threads.
+//
+// Tolerance: F(2,3) is about as accurate as a direct fp32 sum (shared/notes/cpu-kernels.md,
+// section 3: max error ~3-8e-7 of max |y| for C = 64..512), so every element must be within
+// 1e-5 * max |y| of the reference. The epilogue adds a value that depends on (image, row, col)
+// and counts its calls, which must be exactly one per element.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "runtime/kernels/Conv2dCommon.h"
+#include "runtime/kernels/Kernels.h"
+
+namespace {
+
+void threadedParallelFor(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rt->num_threads, n / std::max<int64_t>(grain, 1)));
+  std::vector<std::thread> threads;
+  for (int64_t c = 1; c < chunks; ++c)
+    threads.emplace_back([=] { fn(ctx, c * n / chunks, (c + 1) * n / chunks); });
+  fn(ctx, 0, n / chunks);
+  for (std::thread &t : threads)
+    t.join();
+}
+
+kiln_rt makeRuntime(int threads) {
+  kiln_rt rt{};
+  rt.abi_version = KILN_ABI_VERSION;
+  rt.num_threads = threads;
+  rt.parallel_for = threadedParallelFor;
+  rt.conv2d = kiln::runtime::kernels::conv2d;
+  return rt;
+}
+
+struct WinogradCase {
+  int64_t n, c, h, w, k;
+  int64_t padTop = 1, padLeft = 1, padBottom = 1, padRight = 1;
+  int threads = 1;
+  bool mustDispatch = false; // the shape must pass conv2d's gate
+};
+
+/// Adds offset(image, row, col) to each element it sees and counts its calls.
+struct CountingEpilogue {
+  std::vector<int> *calls;
+  int64_t k, pixels;
+  static float offset(int64_t image, int64_t row, int64_t col) {
+    return 0.25f * static_cast<float>((image * 7 + row * 3 + col) % 11) - 1.0f;
+  }
+  static void apply(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0, int64_t rows,
+                    int64_t cols) {
+    auto &self = *static_cast<CountingEpilogue *>(ctx);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        tile[i * ld + j] += offset(batch, row0 + i, col0 + j);
+        ++(*self.calls)[(batch * self.k + row0 + i) * self.pixels + col0 + j];
+      }
+  }
+};
+
+void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
+  const int64_t oh = tc.h + tc.padTop + tc.padBottom - 2, ow = tc.w + tc.padLeft + tc.padRight - 2;
+  SCOPED_TRACE(testing::Message() << "n=" << tc.n << " c=" << tc.c << " " << tc.h << "x" << tc.w << " k=" << tc.k
+                                  << " pads " << tc.padTop << "," << tc.padLeft << "," << tc.padBottom << ","
+                                  << tc.padRight << " threads " << tc.threads << " output " << oh << "x" << ow);
+  std::mt19937 rng(seed);
+  // Post-ReLU-like inputs and weights scaled like a trained layer's.
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(tc.n * tc.c * tc.h * tc.w), w(tc.k * tc.c * 9);
+  for (float &v : x)
+    v = std::fabs(normal(rng));
+  const float scale = 1.0f / std::sqrt(9.0f * static_cast<float>(tc.c));
+  for (float &v : w)
+    v = normal(rng) * scale;
+
+  kiln_conv2d_args args{};
+  args.n = tc.n, args.c = tc.c, args.h = tc.h, args.w = tc.w;
+  args.k = tc.k, args.r = 3, args.s = 3, args.oh = oh, args.ow = ow;
+  args.stride_h = args.stride_w = 1, args.pad_top = tc.padTop, args.pad_left = tc.padLeft;
+  args.dilation_h = args.dilation_w = 1, args.groups = 1;
+  std::vector<float> y(tc.n * tc.k * oh * ow, 12345.0f);
+  std::vector<int> calls(y.size(), 0);
+  CountingEpilogue epilogue{&calls, tc.k, oh * ow};
+  args.x = x.data(), args.weights = w.data(), args.y = y.data();
+  args.epilogue = CountingEpilogue::apply;
+  args.epilogue_ctx = &epilogue;
+  kiln_rt rt = makeRuntime(tc.threads);
+  // Shapes the gate sends to Winograd go through conv2d; smaller ones (partial tiles, odd pads
+  // at sizes whose reference loop is quick) call the Winograd path directly.
+  const bool dispatched = kiln::runtime::kernels::detail::useWinograd(&rt, args);
+  if (tc.mustDispatch) {
+    ASSERT_TRUE(dispatched) << "the case misses the Winograd path";
+  }
+  if (dispatched)
+    kiln::runtime::kernels::conv2d(&rt, &args);
+  else
+    kiln::runtime::kernels::detail::winogradConv(&rt, args);
+
+  std::vector<double> expected(y.size());
+  double largest = 0;
+  for (int64_t img = 0; img < tc.n; ++img)
+    for (int64_t oc = 0; oc < tc.k; ++oc)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double sum = 0;
+          for (int64_t ic = 0; ic < tc.c; ++ic)
+            for (int64_t r = 0; r < 3; ++r)
+              for (int64_t s = 0; s < 3; ++s) {
+                const int64_t ih = i - tc.padTop + r, iw = j - tc.padLeft + s;
+                if (ih < 0 || ih >= tc.h || iw < 0 || iw >= tc.w)
+                  continue;
+                sum += double(x[((img * tc.c + ic) * tc.h + ih) * tc.w + iw]) * double(w[((oc * tc.c + ic) * 3 + r) * 3 + s]);
+              }
+          expected[((img * tc.k + oc) * oh + i) * ow + j] = sum;
+          largest = std::max(largest, std::fabs(sum));
+        }
+  const double tolerance = 1e-5 * largest;
+  int64_t failures = 0;
+  double worst = 0;
+  for (int64_t img = 0; img < tc.n; ++img)
+    for (int64_t oc = 0; oc < tc.k; ++oc)
+      for (int64_t p = 0; p < oh * ow; ++p) {
+        const size_t at = static_cast<size_t>((img * tc.k + oc) * oh * ow + p);
+        const double want = expected[at] + CountingEpilogue::offset(img, oc, p);
+        worst = std::max(worst, std::fabs(y[at] - want));
+        if (!(std::fabs(y[at] - want) <= tolerance) && failures++ < 5)
+          ADD_FAILURE() << "y[" << img << "][" << oc << "][" << p / ow << "][" << p % ow << "] = " << y[at]
+                        << ", expected " << want;
+        if (calls[at] != 1 && failures++ < 5)
+          ADD_FAILURE() << "epilogue ran " << calls[at] << " times on y[" << img << "][" << oc << "][" << p / ow
+                        << "][" << p % ow << "]";
+      }
+  EXPECT_EQ(failures, 0) << "max error " << worst << " against max |y| " << largest;
+}
+
+TEST(Conv2dWinograd, EvenAndOddOutputSizes) {
+  checkWinograd({1, 16, 8, 8, 16});   // 8 x 8: whole tiles
+  checkWinograd({1, 17, 9, 9, 19});   // 9 x 9: a partial tile row and column
+  checkWinograd({1, 24, 8, 11, 20});  // even rows, odd columns
+  checkWinograd({1, 20, 13, 6, 33});  // odd rows, even columns
+}
+
+TEST(Conv2dWinograd, PadsZeroOneAndTwo) {
+  checkWinograd({1, 18, 10, 10, 17, 0, 0, 0, 0}); // 8 x 8, no padding
+  checkWinograd({1, 18, 9, 10, 17, 2, 2, 2, 2});  // 11 x 12
+  checkWinograd({1, 18, 9, 10, 17, 0, 2, 1, 0});  // asymmetric
+  checkWinograd({1, 18, 8, 7, 17, 2, 0, 0, 1});   // asymmetric, odd output
+}
+
+TEST(Conv2dWinograd, ImagesAndThreads) {
+  checkWinograd({3, 21, 11, 12, 18, 1, 1, 1, 1, 1});
+  checkWinograd({3, 21, 11, 12, 18, 1, 2, 0, 1, 2});
+  checkWinograd({1, 40, 15, 15, 24, 1, 1, 1, 1, 2});
+}
+
+TEST(Conv2dWinograd, RowsWiderThanOneVectorOfTiles) {
+  // 37 columns of output: 19 tiles per row, so two groups of 16 with a masked tail.
+  checkWinograd({1, 16, 37, 37, 16, 1, 1, 1, 1, 1});
+  checkWinograd({2, 16, 36, 37, 17, 1, 0, 2, 1, 2});
+}
+
+TEST(Conv2dWinograd, BlocksOfTileRowsAndChannelParts) {
+  // Several tile-row blocks per image (V and M sized for L2), one and two threads.
+  checkWinograd({1, 48, 66, 34, 40, 1, 1, 1, 1, 1});
+  checkWinograd({1, 48, 65, 35, 40, 1, 1, 1, 1, 2});
+  // One block and two threads: each thread computes a part of the output channels.
+  checkWinograd({1, 64, 14, 14, 72, 1, 1, 1, 1, 2});
+}
+
+TEST(Conv2dWinograd, ConvolutionsThatPassTheGate) {
+  checkWinograd({1, 64, 14, 14, 64, 1, 1, 1, 1, 1, true});   // ResNet stage 3 shape, fewer channels
+  checkWinograd({1, 48, 19, 21, 56, 0, 2, 1, 1, 2, true});   // odd output, asymmetric pads
+  checkWinograd({3, 40, 13, 12, 44, 2, 1, 2, 0, 2, true});   // batch 3, pads 2
+  checkWinograd({2, 33, 27, 26, 35, 1, 1, 0, 0, 1, true});   // channels not multiples of 16
+}
+
+TEST(Conv2dWinograd, RandomShapes) {
+  std::mt19937 rng(5);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 12; ++trial) {
+    WinogradCase tc{pick(1, 3), pick(16, 40), pick(6, 20), pick(6, 20), pick(16, 40)};
+    tc.padTop = pick(0, 2), tc.padLeft = pick(0, 2), tc.padBottom = pick(0, 2), tc.padRight = pick(0, 2);
+    tc.threads = trial % 2 == 0 ? 1 : 2;
+    if (tc.h + tc.padTop + tc.padBottom - 2 < 6 || tc.w + tc.padLeft + tc.padRight - 2 < 6)
+      continue;
+    checkWinograd(tc, static_cast<uint32_t>(trial + 100));
+  }
+}
+
+TEST(Conv2dWinograd, GateKeepsOtherConvolutionsOnTheirPath) {
+  kiln_conv2d_args args{};
+  args.n = 1, args.c = 64, args.h = 16, args.w = 16, args.k = 64, args.r = 3, args.s = 3, args.oh = 16, args.ow = 16;
+  args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = 1, args.dilation_h = args.dilation_w = 1;
+  args.groups = 1;
+  kiln_rt rt = makeRuntime(1);
+  using kiln::runtime::kernels::detail::useWinograd;
+  EXPECT_TRUE(useWinograd(&rt, args));
+  kiln_conv2d_args other = args;
+  other.stride_h = 2, other.oh = 8;
+  EXPECT_FALSE(useWinograd(&rt, other));
+  other = args, other.dilation_w = 2, other.ow = 14;
+  EXPECT_FALSE(useWinograd(&rt, other));
+  other = args, other.groups = 2;
+  EXPECT_FALSE(useWinograd(&rt, other));
+  other = args, other.r = other.s = 1;
+  EXPECT_FALSE(useWinograd(&rt, other));
+  other = args, other.c = 3; // a stem
+  EXPECT_FALSE(useWinograd(&rt, other));
+  other = args, other.oh = other.ow = 4;
+  EXPECT_FALSE(useWinograd(&rt, other));
+  other = args, other.h = other.w = other.oh = other.ow = 8; // 16 tiles: transforms waste lanes
+  EXPECT_FALSE(useWinograd(&rt, other));
+  // ResNet stage 4 (512 -> 512, 7 x 7): the per-call weight transform does not pay at batch 1,
+  // does at batch 8.
+  other = args, other.c = other.k = 512, other.h = other.w = other.oh = other.ow = 7;
+  EXPECT_FALSE(useWinograd(&rt, other));
+  other.n = 8;
+  EXPECT_TRUE(useWinograd(&rt, other));
+}
+
+} // namespace
