@@ -127,6 +127,7 @@ bool isDirectOp(OpKind op) {
   case OpKind::CumSum:
   case OpKind::TopK:
   case OpKind::Resize:
+  case OpKind::MaxPoolGrad:
     return true;
   default:
     return false;
@@ -172,6 +173,9 @@ void emitDirectStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     break;
   case OpKind::Resize:
     split = direct::emitResize(op, tables);
+    break;
+  case OpKind::MaxPoolGrad:
+    split = direct::emitMaxPoolGrad(op, tables);
     break;
   default:
     fail("codegen: internal error: {} is not a direct op", node.opName());

@@ -9,8 +9,9 @@
 // order; in both, repeated indices combine as the reference evaluator combines them), cumsum
 // and topk (one parallel row per line along the axis), resize (nearest: parallel rows of
 // copies; linear and cubic: separable passes in double with weight tables computed at compile
-// time). Values are combined as the reference does (ir/ops/GatherScatter.cpp, Sequence.cpp, Resize.cpp): floats
-// in double and rounded once, integers wrapping.
+// time), max_pool_grad (one parallel row per (n, c) plane, codegen/EmitPoolGrad.cpp). Values
+// are combined as the reference does (ir/ops/GatherScatter.cpp, Sequence.cpp, Resize.cpp,
+// PoolGrad.cpp): floats in double and rounded once, integers wrapping.
 //
 // Indices: generated code cannot report an error, so an index outside [-dim, dim) (which the
 // reference evaluator rejects) is clamped into the axis after negative ones wrap (the same rule
@@ -59,6 +60,7 @@ RowSplit emitScatterNd(DirectOp &op, std::string &tables);
 RowSplit emitCumSum(DirectOp &op, std::string &tables);
 RowSplit emitTopK(DirectOp &op, std::string &tables);
 RowSplit emitResize(DirectOp &op, std::string &tables);
+RowSplit emitMaxPoolGrad(DirectOp &op, std::string &tables);
 
 /// `dims`, `strides` etc. as a C++ initializer list "{a, b, c}".
 std::string intList(const std::vector<int64_t> &values);

@@ -82,8 +82,8 @@ GradientRule gradientRule(OpKind op) {
     return {GradKind::Rule, gradConvTranspose};
   case OpKind::Einsum: case OpKind::Resize:
     return kMissing;
-  case OpKind::ConvWeightGrad:
-    return kMissing; // second order through conv: not supported
+  case OpKind::ConvWeightGrad: case OpKind::MaxPoolGrad:
+    return kMissing; // second order through conv and max_pool: not supported
 
   case OpKind::Linear: case OpKind::BatchNorm: case OpKind::LayerNorm: case OpKind::Softmax:
   case OpKind::LogSoftmax: case OpKind::Gelu: case OpKind::Silu: case OpKind::MseLoss:

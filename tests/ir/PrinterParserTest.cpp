@@ -129,6 +129,8 @@ std::vector<OpCase> explicitCases() {
       {"hardmax", {f23}, {{"axis", int64_t{0}}}},
       {"conv_weight_grad", {f32({1, 2, 5, 5}), f32({1, 3, 3, 3})},
        {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"weight_shape", Ints{3, 2, 3, 3}}}},
+      {"max_pool_grad", {f32({1, 2, 5, 5}), f32({1, 2, 3, 3}), f32({1, 2, 3, 3})},
+       {{"kernel", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"ceil_mode", int64_t{1}}}},
       {"random_uniform", {{DType::I64, {}}}, {{"shape", Ints{2, 3}}, {"seed", int64_t{7}}, {"dtype", DType::F64}}},
       {"sgd_update", {f23, f23, f32({}), f23, f32({})},
        {{"momentum", 0.9}, {"nesterov", int64_t{1}}, {"weight_decay", 0.01}}},
