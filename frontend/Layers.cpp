@@ -62,14 +62,14 @@ Var Conv2d::forward(const Var &input) {
   return conv2d(input, weight, bias, stride_, padding_, dilation_, groups_);
 }
 
-BatchNorm2d::BatchNorm2d(int64_t numFeatures, double epsilon, double momentum, bool affine, bool trackRunningStats,
-                         DType dtype)
+BatchNorm2d::BatchNorm2d(int64_t numFeatures, double epsilon, std::optional<double> momentum, bool affine,
+                         bool trackRunningStats, DType dtype)
     : Module("BatchNorm2d"), numFeatures_(numFeatures), epsilon_(epsilon), momentum_(momentum), affine_(affine),
       trackRunningStats_(trackRunningStats), dtype_(dtype) {
   if (numFeatures <= 0)
     fail("BatchNorm2d({}): the number of features must be positive", numFeatures);
-  if (!(momentum >= 0.0 && momentum <= 1.0))
-    fail("BatchNorm2d({}): momentum {} is not in [0, 1]", numFeatures, momentum);
+  if (momentum && !(*momentum >= 0.0 && *momentum <= 1.0))
+    fail("BatchNorm2d({}): momentum {} is not in [0, 1]", numFeatures, *momentum);
   TensorType perChannel{dtype, {numFeatures}};
   if (affine) {
     registerParameter("weight", fullTensor(perChannel, 1.0));
@@ -111,11 +111,18 @@ void BatchNorm2d::updateRunningStats(const Var &input, const Var &batchMean, con
   Var runningVar = tensorVar(input, "running_var");
   Var batches = tensorVar(input, "num_batches_tracked");
   // From the pending values, so that a module called twice in one trace updates twice.
-  builder.writeBuffer(runningMean,
-                      builder.currentValue(runningMean) * (1.0 - momentum_) + batchMean * momentum_);
-  builder.writeBuffer(runningVar,
-                      builder.currentValue(runningVar) * (1.0 - momentum_) + (batchVar * unbiased) * momentum_);
-  builder.writeBuffer(batches, builder.currentValue(batches) + 1);
+  Var counted = builder.currentValue(batches) + 1;
+  auto average = [&](const Var &running, const Var &batch) {
+    if (momentum_)
+      return builder.currentValue(running) * (1.0 - *momentum_) + batch * *momentum_;
+    // momentum=None: the cumulative average, weight 1/count on this batch (a graph value, since
+    // the count lives in a buffer).
+    Var weight = reciprocal(cast(counted, dtype_));
+    return builder.currentValue(running) * (1.0 - weight) + batch * weight;
+  };
+  builder.writeBuffer(runningMean, average(runningMean, batchMean));
+  builder.writeBuffer(runningVar, average(runningVar, batchVar * unbiased));
+  builder.writeBuffer(batches, counted);
 }
 
 LayerNorm::LayerNorm(Shape normalizedShape, double epsilon, bool elementwiseAffine, bool bias, DType dtype)

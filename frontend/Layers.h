@@ -1,6 +1,7 @@
 #pragma once
 // The standard layers, with PyTorch's constructor arguments (in torch's order), parameter
 // names, shapes and default initialisation.
+#include <optional>
 #include <string>
 
 #include "frontend/Functional.h"
@@ -42,17 +43,20 @@ private:
 ///   running_var'  = (1 - momentum) running_var + momentum var * n / (n - 1)   (unbiased)
 ///   num_batches_tracked' = num_batches_tracked + 1
 /// with n = N*H*W (torch refuses n = 1 in training mode; kiln then uses the biased variance, 0).
+/// A momentum of std::nullopt is torch's momentum=None: the cumulative average, momentum
+/// 1 / num_batches_tracked' at each update.
 class BatchNorm2d : public Module {
 public:
-  explicit BatchNorm2d(int64_t numFeatures, double epsilon = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool trackRunningStats = true, DType dtype = DType::F32);
+  explicit BatchNorm2d(int64_t numFeatures, double epsilon = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool trackRunningStats = true, DType dtype = DType::F32);
   Var forward(const Var &input) override;
 
 private:
   void updateRunningStats(const Var &input, const Var &batchMean, const Var &batchVar) const;
 
   int64_t numFeatures_;
-  double epsilon_, momentum_;
+  double epsilon_;
+  std::optional<double> momentum_;
   bool affine_, trackRunningStats_;
   DType dtype_;
 };

@@ -66,6 +66,29 @@ TEST(TrainingMode, BatchNormRecordsItsRunningStatisticsAsBufferWrites) {
   EXPECT_EQ(out[3].dtype(), DType::I64);
 }
 
+TEST(TrainingMode, BatchNormWithoutMomentumKeepsTheCumulativeAverage) {
+  // torch's momentum=None: after the update counting batch t, running = (1 - 1/t) running +
+  // (1/t) batch; from 3 batches tracked, the fourth weighs 1/4.
+  nn::BatchNorm2d bn(2, 1e-5, std::nullopt);
+  bn.loadStateDict({{"running_mean", Tensor::fromDoubles(DType::F32, {2}, {0.5, -2})},
+                    {"running_var", Tensor::fromDoubles(DType::F32, {2}, {1.5, 3})},
+                    {"num_batches_tracked", Tensor::scalar(DType::I64, 3)}},
+                   false);
+  GraphBuilder gb("bn_cma");
+  auto graph = gb.finish({bn(gb.input("x", DType::F32, {3, 2, 2, 2}))});
+  Tensor x = randomTensor({DType::F32, {3, 2, 2, 2}}, 11);
+  std::vector<Tensor> out = ir::evaluate(*graph, {x});
+  auto [mean, var] = channelStats(x);
+  std::vector<double> mean0{0.5, -2}, var0{1.5, 3};
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_NEAR(out[1].getDouble(int64_t(k)), 0.75 * mean0[k] + 0.25 * mean[k], 1e-6) << k;
+    EXPECT_NEAR(out[2].getDouble(int64_t(k)), 0.75 * var0[k] + 0.25 * var[k], 1e-6) << k;
+  }
+  EXPECT_EQ(out[3].getInt(0), 4);
+  // A momentum outside [0, 1] is refused; None is not.
+  EXPECT_THROW(nn::BatchNorm2d(2, 1e-5, 1.5), Error);
+}
+
 TEST(TrainingMode, BatchNormCalledTwiceUpdatesTwiceAndEvalModeWritesNothing) {
   auto bn = std::make_shared<nn::BatchNorm2d>(1);
   GraphBuilder gb("twice");
