@@ -85,6 +85,28 @@ TEST(GradContraction, ConvStridesPadsDilations) {
                        op2(OpKind::Conv, {{"strides", Ints{2, 3}}, {"pads", Ints{1, 0, 2, 1}}, {"dilations", Ints{2, 1}}}));
 }
 
+// A 2-D stride-1 conv's input gradient is the forward conv with the weight transposed and
+// flipped (pads kernel - 1 - pad); strided ones keep conv_transpose. Both against differences.
+TEST(GradContraction, ConvStrideOneInputGradientIsAFlippedConv) {
+  expectGradientsMatch({{f64({2, 3, 5, 6})}, {f64({4, 3, 3, 2})}}, op2(OpKind::Conv, {{"pads", Ints{1, 0, 2, 1}}}));
+  for (bool strided : {false, true}) {
+    SCOPED_TRACE(strided);
+    ir::Graph graph("conv_grad");
+    ir::Value *x = graph.addInput(f64({1, 2, 6, 6}));
+    ir::Value *w = graph.addInput(f64({3, 2, 3, 3}));
+    ir::Builder b(graph);
+    ir::AttrMap attrs{{"pads", Ints{1, 1, 1, 1}}};
+    if (strided)
+      attrs["strides"] = Ints{2, 2};
+    ir::Value *loss = b.create(OpKind::ReduceSum, {b.create(OpKind::Conv, {x, w}, attrs)});
+    graph.setOutputs({loss});
+    std::vector<ir::Value *> grads = passes::autodiff::appendGradients(graph, loss, {x, w});
+    ASSERT_NE(grads[0]->producer(), nullptr);
+    EXPECT_EQ(grads[0]->producer()->op(), strided ? OpKind::ConvTranspose : OpKind::Conv);
+    EXPECT_EQ(grads[0]->shape(), x->shape());
+  }
+}
+
 TEST(GradContraction, ConvGroups) {
   expectGradientsMatch({{f64({2, 4, 5, 4})}, {f64({6, 2, 2, 3})}},
                        op2(OpKind::Conv, {{"groups", int64_t(2)}, {"strides", Ints{2, 1}}, {"pads", Ints{0, 1, 1, 1}}}));
