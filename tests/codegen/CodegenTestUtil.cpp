@@ -6,6 +6,7 @@
 
 #include "frontend/Frontend.h"
 #include "ir/Evaluator.h"
+#include "runtime/ThreadPool.h"
 
 namespace kiln::codegen::test {
 
@@ -50,6 +51,20 @@ std::vector<std::string> launchStrategies(const ir::Graph &graph, const CompileO
   for (const LaunchInfo &launch : lowered.model.launches)
     strategies.push_back(launch.strategy);
   return strategies;
+}
+
+CompileOptions withThreads(int threads) {
+  CompileOptions options = testOptions();
+  options.runtime.pool = std::make_shared<runtime::ThreadPool>(threads);
+  return options;
+}
+
+int countInSource(const ir::Graph &graph, const std::string &text, const CompileOptions &options) {
+  const std::string source = lowerGraph(graph, options).model.source;
+  int count = 0;
+  for (size_t at = source.find(text); at != std::string::npos; at = source.find(text, at + 1))
+    ++count;
+  return count;
 }
 
 } // namespace kiln::codegen::test

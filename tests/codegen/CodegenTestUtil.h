@@ -31,4 +31,10 @@ std::unique_ptr<ir::Graph> smallMlp(uint64_t seed);
 /// The strategies of every launch of `graph` lowered with `options`, in launch order.
 std::vector<std::string> launchStrategies(const ir::Graph &graph, const CompileOptions &options = testOptions());
 
+/// testOptions() running on a pool of `threads` threads.
+CompileOptions withThreads(int threads);
+
+/// How often `text` occurs in the C++ generated for `graph` (a marker a stage emitter writes).
+int countInSource(const ir::Graph &graph, const std::string &text, const CompileOptions &options = testOptions());
+
 } // namespace kiln::codegen::test

@@ -29,18 +29,7 @@ constexpr double kAbsolute = 1e-6;
 
 // How many generated stage functions of `graph` use the column form (the emitter marks them).
 int columnStages(const ir::Graph &graph, const CompileOptions &options = testOptions()) {
-  const std::string source = lowerGraph(graph, options).model.source;
-  const std::string marker = "// column reduction:";
-  int count = 0;
-  for (size_t at = source.find(marker); at != std::string::npos; at = source.find(marker, at + 1))
-    ++count;
-  return count;
-}
-
-CompileOptions withThreads(int threads) {
-  CompileOptions options = testOptions();
-  options.runtime.pool = std::make_shared<runtime::ThreadPool>(threads);
-  return options;
+  return countInSource(graph, "// column reduction:", options);
 }
 
 TEST(CodegenColumnReduction, SumMeanMaxMinOverAxisZeroForSeveralInnerExtents) {

@@ -18,21 +18,9 @@ namespace {
 using frontend::GraphBuilder;
 using frontend::Var;
 
-// The clamped reads of concat operands left in the generated source.
-int clampedReads(const ir::Graph &graph) {
-  const std::string source = lowerGraph(graph, testOptions()).model.source;
-  const std::string marker = " = kiln_clamp_index("; // the concat emitter's, not the prelude's
-  int count = 0;
-  for (size_t at = source.find(marker); at != std::string::npos; at = source.find(marker, at + 1))
-    ++count;
-  return count;
-}
-
-CompileOptions withThreads(int threads) {
-  CompileOptions options = testOptions();
-  options.runtime.pool = std::make_shared<runtime::ThreadPool>(threads);
-  return options;
-}
+// The clamped reads of concat operands left in the generated source (the concat emitter's
+// assignments, not the prelude's definition).
+int clampedReads(const ir::Graph &graph) { return countInSource(graph, " = kiln_clamp_index("); }
 
 TEST(CodegenConcatSegments, GradientsOfASplitJoinedAlongTheLastAxis) {
   // Q, K and V gradients, K's read through a permute, joined into [tokens, 3 * width] as

@@ -21,12 +21,6 @@ using frontend::GraphBuilder;
 using frontend::Var;
 using Ints = std::vector<int64_t>;
 
-CompileOptions withThreads(int threads) {
-  CompileOptions options = testOptions();
-  options.runtime.pool = std::make_shared<runtime::ThreadPool>(threads);
-  return options;
-}
-
 // Values in {-1, -0.5, 0, 0.5}: most windows hold ties.
 Tensor fewValues(const TensorType &type, uint64_t seed) {
   Tensor t = randomTensor(type, seed);

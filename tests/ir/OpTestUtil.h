@@ -24,6 +24,25 @@ inline constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
 inline constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 inline constexpr int64_t kI32Min = std::numeric_limits<int32_t>::min();
 
+// ---- row-major indices ------------------------------------------------------------------------
+
+/// The multi-index of flat position `flat` in `shape`, and back.
+inline Shape unflatten(int64_t flat, const Shape &shape) {
+  Shape index(shape.size());
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
+inline int64_t flatten(const Shape &index, const Shape &shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    flat = flat * shape[d] + index[d];
+  return flat;
+}
+
 // ---- tensors and attributes -----------------------------------------------------------------
 
 /// A tensor of `dtype` holding `values` in row-major order (converted as Tensor::setDouble does).

@@ -30,22 +30,6 @@ struct Params {
   }
 };
 
-Shape unflatten(int64_t flat, const Shape &shape) {
-  Shape index(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return index;
-}
-
-int64_t flatten(const Shape &index, const Shape &shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d)
-    flat = flat * shape[d] + index[d];
-  return flat;
-}
-
 // Straight from the definition, for any spatial rank: every input element, for every output
 // channel of its group and every kernel tap, adds x * w at o = i*stride + k*dilation - padBegin.
 Tensor scatterConvTranspose(const Tensor &x, const Tensor &w, const Params &p) {

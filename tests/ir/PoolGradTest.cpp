@@ -18,22 +18,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Shape unflatten(int64_t flat, const Shape &shape) {
-  Shape index(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return index;
-}
-
-int64_t flatten(const Shape &index, const Shape &shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d)
-    flat = flat * shape[d] + index[d];
-  return flat;
-}
-
 // Straight from the definition, for any spatial rank, in double: for each (n, c) and output
 // position o, the taps o*stride - padBegin + k*dilation inside x whose value equals y[o] share
 // g[o] evenly. Returns the unrounded sums.

@@ -15,27 +15,11 @@
 #include <vector>
 
 #include "runtime/kernels/Kernels.h"
+#include "tests/runtime/KernelTestRuntime.h"
 
 namespace {
 
-void threadedParallelFor(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rt->num_threads, n / std::max<int64_t>(grain, 1)));
-  std::vector<std::thread> threads;
-  for (int64_t c = 1; c < chunks; ++c)
-    threads.emplace_back([=] { fn(ctx, c * n / chunks, (c + 1) * n / chunks); });
-  fn(ctx, 0, n / chunks);
-  for (std::thread &t : threads)
-    t.join();
-}
-
-kiln_rt makeRuntime(int threads) {
-  kiln_rt rt{};
-  rt.abi_version = KILN_ABI_VERSION;
-  rt.num_threads = threads;
-  rt.parallel_for = threadedParallelFor;
-  rt.conv2d = kiln::runtime::kernels::conv2d;
-  return rt;
-}
+using kiln::runtime::kernels::test::makeRuntime;
 
 struct ConvCase {
   int64_t n, c, h, w, k, r, s;

@@ -16,18 +16,11 @@
 #include <vector>
 
 #include "runtime/kernels/Kernels.h"
+#include "tests/runtime/KernelTestRuntime.h"
 
 namespace {
 
-void threadedParallelFor(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rt->num_threads, n / std::max<int64_t>(grain, 1)));
-  std::vector<std::thread> threads;
-  for (int64_t c = 1; c < chunks; ++c)
-    threads.emplace_back([=] { fn(ctx, c * n / chunks, (c + 1) * n / chunks); });
-  fn(ctx, 0, n / chunks);
-  for (std::thread &t : threads)
-    t.join();
-}
+using kiln::runtime::kernels::test::makeRuntime;
 
 struct PoolCase {
   int64_t n, c, h, w, kernelH, kernelW;
@@ -68,9 +61,7 @@ void checkPool(const PoolCase &tc, uint32_t seed = 1) {
   args.pad_top = tc.padTop, args.pad_left = tc.padLeft, args.dilation_h = tc.dilationH, args.dilation_w = tc.dilationW;
   args.is_max = tc.isMax, args.count_include_pad = tc.countIncludePad;
   args.x = x.data(), args.y = y.data();
-  kiln_rt rt{};
-  rt.num_threads = tc.threads;
-  rt.parallel_for = threadedParallelFor;
+  kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::pool2d(&rt, &args);
 
   int64_t failures = 0;
