@@ -39,27 +39,6 @@ constexpr int64_t kColumnLanes = 64;
 constexpr int64_t kMinColumnLanes = 16;
 constexpr int64_t kMinColumnBlocks = 8;
 
-struct ColumnAccumulator {
-  std::string type, init;
-};
-
-ColumnAccumulator columnAccumulator(const ir::Node &node) {
-  DType dtype = node.input(0)->dtype();
-  bool floating = isFloat(dtype);
-  switch (node.op()) {
-  case OpKind::ReduceSum: return floating ? ColumnAccumulator{"double", "0.0"} : ColumnAccumulator{"int64_t", "0"};
-  case OpKind::ReduceProd: return floating ? ColumnAccumulator{"double", "1.0"} : ColumnAccumulator{"int64_t", "1"};
-  case OpKind::ReduceMax:
-    return floating ? ColumnAccumulator{cType(dtype), literal(dtype, -INFINITY)}
-                    : ColumnAccumulator{"int64_t", "INT64_MIN"};
-  case OpKind::ReduceMin:
-    return floating ? ColumnAccumulator{cType(dtype), literal(dtype, INFINITY)}
-                    : ColumnAccumulator{"int64_t", "INT64_MAX"};
-  default: break;
-  }
-  fail("codegen: internal error: {} has no column accumulator", node.opName());
-}
-
 bool isExtremum(const ir::Node &node) { return node.op() == OpKind::ReduceMax || node.op() == OpKind::ReduceMin; }
 
 // Float max/min keep a NaN flag per lane apart from the compare-and-select, which then
@@ -250,7 +229,7 @@ private:
   int emitPass(const std::vector<const ir::Node *> &pass) {
     std::vector<std::string> accs, nans;
     for (const ir::Node *node : pass) {
-      ColumnAccumulator acc = columnAccumulator(*node);
+      ReductionAccumulator acc = reductionAccumulator(node->op(), node->input(0)->dtype());
       accs.push_back(e_.fresh("acc"));
       e_.line(fmt::format("{} {}[{}];", acc.type, accs.back(), width_));
       e_.line(fmt::format("for (int l = 0; l < {}; ++l) {}[l] = {};", width_, accs.back(), acc.init));

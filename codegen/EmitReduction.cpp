@@ -27,28 +27,7 @@ namespace {
 constexpr int kLanes = 16;              // accumulators of a vectorised reduction pass (one zmm of f32)
 constexpr int64_t kLaneMinimum = 32;    // shorter innermost reductions stay scalar
 
-struct Accumulator {
-  std::string type, init;
-};
-
-Accumulator accumulatorFor(OpKind op, DType dtype) {
-  bool floating = isFloat(dtype);
-  std::string native = cType(dtype);
-  switch (op) {
-  case OpKind::ReduceSum: return floating ? Accumulator{"double", "0.0"} : Accumulator{"int64_t", "0"};
-  case OpKind::ReduceProd: return floating ? Accumulator{"double", "1.0"} : Accumulator{"int64_t", "1"};
-  case OpKind::ReduceMax:
-    return floating ? Accumulator{native, literal(dtype, -INFINITY)} : Accumulator{"int64_t", "INT64_MIN"};
-  case OpKind::ReduceMin:
-    return floating ? Accumulator{native, literal(dtype, INFINITY)} : Accumulator{"int64_t", "INT64_MAX"};
-  case OpKind::ArgMax:
-  case OpKind::ArgMin: return Accumulator{floating ? native : "int64_t", "0"};
-  default: break;
-  }
-  fail("codegen: internal error: {} is not a reduction", ir::opName(op));
-}
-
-std::string updateStatement(const ir::Node &node, const Accumulator &accumulator, const std::string &acc,
+std::string updateStatement(const ir::Node &node, const ReductionAccumulator &accumulator, const std::string &acc,
                             const std::string &index, const std::string &x, const std::string &axisCoord) {
   bool floating = isFloat(node.input(0)->dtype());
   switch (node.op()) {
@@ -76,6 +55,23 @@ std::string updateStatement(const ir::Node &node, const Accumulator &accumulator
 }
 
 } // namespace
+
+ReductionAccumulator reductionAccumulator(OpKind op, DType dtype) {
+  bool floating = isFloat(dtype);
+  std::string native = cType(dtype);
+  switch (op) {
+  case OpKind::ReduceSum: return floating ? ReductionAccumulator{"double", "0.0"} : ReductionAccumulator{"int64_t", "0"};
+  case OpKind::ReduceProd: return floating ? ReductionAccumulator{"double", "1.0"} : ReductionAccumulator{"int64_t", "1"};
+  case OpKind::ReduceMax:
+    return floating ? ReductionAccumulator{native, literal(dtype, -INFINITY)} : ReductionAccumulator{"int64_t", "INT64_MIN"};
+  case OpKind::ReduceMin:
+    return floating ? ReductionAccumulator{native, literal(dtype, INFINITY)} : ReductionAccumulator{"int64_t", "INT64_MAX"};
+  case OpKind::ArgMax:
+  case OpKind::ArgMin: return ReductionAccumulator{floating ? native : "int64_t", "0"};
+  default: break;
+  }
+  fail("codegen: internal error: {} is not a reduction", ir::opName(op));
+}
 
 void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
@@ -120,7 +116,7 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     if (stage.reduced[d])
       lastReduced = d;
   for (const ir::Node *node : stage.reductions) {
-    Accumulator acc = accumulatorFor(node->op(), node->input(0)->dtype());
+    ReductionAccumulator acc = reductionAccumulator(node->op(), node->input(0)->dtype());
     std::string accName = e.fresh("acc"), indexName = e.fresh("idx");
     bool arg = node->op() == OpKind::ArgMax || node->op() == OpKind::ArgMin;
     // 16-bit float sums and products keep the reference's order: their rounding to f16/bf16

@@ -31,6 +31,12 @@ std::string runRows(const std::string &fn, int64_t rows, int64_t rowElements);
 /// `zero` is all zeros, lowered as a loop over its epilogue).
 void emitLoopStage(KernelEmitter &emitter, int stage, KernelText &out, const ir::Value *zero = nullptr);
 void emitRowsStage(KernelEmitter &emitter, int stage, KernelText &out);
+/// A reduction's accumulator in generated code: its C type and initial value (float sums and
+/// products in double, as the reference evaluator computes them; integers in int64).
+struct ReductionAccumulator {
+  std::string type, init;
+};
+ReductionAccumulator reductionAccumulator(ir::OpKind op, DType dtype);
 /// Whether Rows stage `stage` suits the column form (codegen/EmitColumnReduction.cpp): its
 /// innermost dim is kept and at least one block of lanes wide, and it has only sum, prod, max
 /// and min reductions. emitRowsStage makes the choice.

@@ -73,26 +73,9 @@ constexpr int64_t kSplitChannelsBelow = 2;
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
-/// Per-thread buffer of this file (the calling thread's Scratch::Conv holds U, and the
-/// driver's slots are in use during the GEMMs). 64-byte aligned, grows, never shrinks.
-float *itemScratch(size_t floats) {
-  struct Block {
-    float *data = nullptr;
-    size_t capacity = 0;
-    ~Block() { std::free(data); }
-  };
-  thread_local Block block;
-  if (block.capacity < floats) {
-    const size_t capacity = std::max(floats + floats / 4, size_t{4096});
-    void *fresh = std::aligned_alloc(64, (capacity * sizeof(float) + 63) / 64 * 64);
-    if (!fresh)
-      throw std::bad_alloc();
-    std::free(block.data);
-    block.data = static_cast<float *>(fresh);
-    block.capacity = capacity;
-  }
-  return block.data;
-}
+/// Per-thread buffer of a work item: its own scratch slot, since the calling thread's
+/// Scratch::Conv holds U and the driver's slots are in use during the GEMMs.
+float *itemScratch(size_t floats) { return scratch(Scratch::WinogradItem, floats); }
 
 /// Floats between the planes of U: K*C rounded to a cache line, plus 4 lines so that the 16
 /// planes the weight transform writes at once (1 MiB apart for 512 x 512) do not all map to

@@ -62,7 +62,7 @@ void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, int64_t c
 
 /// Per-thread scratch that grows and is never freed, so that packing allocates nothing after
 /// a thread's first call of a given size. Each slot is 64-byte aligned.
-enum class Scratch { PackedA, PackedB, Conv };
+enum class Scratch { PackedA, PackedB, Conv, WinogradItem };
 float *scratch(Scratch slot, size_t floats);
 
 } // namespace kiln::runtime::kernels::detail
