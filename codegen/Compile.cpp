@@ -140,16 +140,22 @@ struct RemoveFolder {
   }
 };
 
-} // namespace
-
-AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPath, const CompileOptions &options,
-                            const AotOptions &aot) {
+/// A compiled model can be written to `outputPath`: a path whose folder exists. Checked before
+/// lowering (so a typo fails fast) and again by compileLoweredAheadOfTime for its own callers.
+void checkOutputPath(const std::string &outputPath) {
   namespace fs = std::filesystem;
   if (outputPath.empty())
     fail("codegen: no output path for the compiled model");
   fs::path outputFolder = fs::path(outputPath).parent_path();
   if (!outputFolder.empty() && !fs::is_directory(outputFolder))
     fail("codegen: cannot write the compiled model {}: there is no folder {}", outputPath, outputFolder.string());
+}
+
+} // namespace
+
+AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPath, const CompileOptions &options,
+                            const AotOptions &aot) {
+  checkOutputPath(outputPath);
   // The emitted description gets a private prefix; the exported one keeps the caller's.
   CompileOptions innerOptions = options;
   innerOptions.symbolPrefix = options.symbolPrefix + "aot_";
@@ -162,11 +168,7 @@ AotModel compileLoweredAheadOfTime(const LoweredModel &lowered, const std::vecto
                                    const std::string &outputPath, const CompileOptions &options,
                                    const AotOptions &aot) {
   namespace fs = std::filesystem;
-  if (outputPath.empty())
-    fail("codegen: no output path for the compiled model");
-  fs::path outputFolder = fs::path(outputPath).parent_path();
-  if (!outputFolder.empty() && !fs::is_directory(outputFolder))
-    fail("codegen: cannot write the compiled model {}: there is no folder {}", outputPath, outputFolder.string());
+  checkOutputPath(outputPath);
   std::string exportedSymbol = options.symbolPrefix + KILN_MODEL_SYMBOL;
   if (lowered.model.modelSymbol == exportedSymbol || aot.exportedStrings.count(exportedSymbol) ||
       aot.exportedStrings.count(lowered.model.modelSymbol))

@@ -14,6 +14,7 @@
 #include "codegen/EmitStages.h"
 #include "codegen/ScalarOps.h"
 #include "ir/Error.h"
+#include "ir/ops/Window.h"
 
 namespace kiln::codegen {
 
@@ -79,13 +80,6 @@ std::optional<int64_t> batchStride(const std::vector<int64_t> &coefs, const Shap
     after *= batchShape[d];
   }
   return stride.value_or(0);
-}
-
-std::vector<int64_t> spatialAttr(const ir::Node &node, const char *name, size_t count, int64_t fallback) {
-  std::vector<int64_t> values = node.hasAttr(name) ? node.attrInts(name) : std::vector<int64_t>{};
-  if (values.empty())
-    values.assign(count, fallback);
-  return values;
 }
 
 } // namespace
@@ -179,9 +173,9 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Shape &x = conv.input(0)->shape(), &w = conv.input(1)->shape(), &y = conv.output()->shape();
   size_t spatial = x.size() - 2;
   bool oneD = spatial == 1;
-  std::vector<int64_t> strides = spatialAttr(conv, "strides", spatial, 1);
-  std::vector<int64_t> dilations = spatialAttr(conv, "dilations", spatial, 1);
-  std::vector<int64_t> pads = spatialAttr(conv, "pads", 2 * spatial, 0);
+  std::vector<int64_t> strides = ir::ops::perSpatialDim(conv.attrs(), "strides", spatial, 1, 1);
+  std::vector<int64_t> dilations = ir::ops::perSpatialDim(conv.attrs(), "dilations", spatial, 1, 1);
+  std::vector<int64_t> pads = ir::ops::spatialPads(conv.attrs(), spatial);
   int64_t groups = conv.attrInt("groups");
   int64_t outPlane = oneD ? y[2] : y[2] * y[3];
   if (numElements(y) == 0)
@@ -229,9 +223,9 @@ void emitPoolStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   std::vector<int64_t> kernel = pool.attrInts("kernel");
   if (kernel.size() == 1 && spatial == 2)
     kernel.push_back(kernel[0]);
-  std::vector<int64_t> strides = spatialAttr(pool, "strides", spatial, 1);
-  std::vector<int64_t> dilations = isMax ? spatialAttr(pool, "dilations", spatial, 1) : std::vector<int64_t>(spatial, 1);
-  std::vector<int64_t> pads = spatialAttr(pool, "pads", 2 * spatial, 0);
+  std::vector<int64_t> strides = ir::ops::perSpatialDim(pool.attrs(), "strides", spatial, 1, 1);
+  std::vector<int64_t> dilations = isMax ? ir::ops::perSpatialDim(pool.attrs(), "dilations", spatial, 1, 1) : std::vector<int64_t>(spatial, 1);
+  std::vector<int64_t> pads = ir::ops::spatialPads(pool.attrs(), spatial);
   bool countIncludePad = !isMax && pool.attrInt("count_include_pad") != 0;
   if (numElements(y) == 0)
     return;

@@ -29,37 +29,12 @@ namespace {
 // 16 MiB of columns per chunk: below glibc's largest mmap threshold, so a freed chunk is reused.
 constexpr int64_t kMaxColumnFloats = int64_t{4} << 20;
 
-std::vector<int64_t> perDim(const ir::Node &node, const char *name, size_t count, int64_t fallback) {
-  std::vector<int64_t> values = node.hasAttr(name) ? node.attrInts(name) : std::vector<int64_t>{};
-  if (values.size() != count)
-    values.assign(count, fallback);
-  return values;
-}
-
 // The node's geometry lifted to three spatial dims: in = x's plane, out = g's plane, kernel from
 // weight_shape (the verifier already checked that they agree).
 WindowGeometry weightGradGeometry(const ir::Node &node) {
-  const Shape &xs = node.input(0)->shape(), &gs = node.input(1)->shape(), &ws = node.output()->shape();
-  size_t spatial = xs.size() - 2, lifted = WindowGeometry::kDims - spatial;
-  WindowGeometry g;
-  g.batch = xs[0];
-  g.inChannels = xs[1];
-  g.outChannels = gs[1];
-  g.groups = node.attrInt("groups");
-  std::vector<int64_t> strides = perDim(node, "strides", spatial, 1);
-  std::vector<int64_t> dilations = perDim(node, "dilations", spatial, 1);
-  std::vector<int64_t> pads = perDim(node, "pads", 2 * spatial, 0);
-  for (size_t d = 0; d < spatial; ++d) {
-    size_t l = lifted + d;
-    g.in[l] = xs[2 + d];
-    g.out[l] = gs[2 + d];
-    g.kernel[l] = ws[2 + d];
-    g.stride[l] = strides[d];
-    g.dilation[l] = dilations[d];
-    g.padBegin[l] = pads[d];
-    g.padEnd[l] = pads[spatial + d];
-  }
-  return g;
+  const Shape &ws = node.output()->shape();
+  return liftedWindow(node, node.input(0)->shape(), node.input(1)->shape(), std::vector<int64_t>(ws.begin() + 2, ws.end()),
+                      node.attrInt("groups"));
 }
 
 std::string typedPointer(KernelEmitter &e, const StridedAccess &access, const std::string &type) {

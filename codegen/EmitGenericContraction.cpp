@@ -12,6 +12,7 @@
 #include "codegen/GenericContraction.h"
 #include "codegen/ScalarOps.h"
 #include "ir/Error.h"
+#include "ir/ops/Window.h"
 
 namespace kiln::codegen {
 
@@ -22,15 +23,6 @@ void emitEinsumStage(KernelEmitter &emitter, int stage, KernelText &out); // Emi
 namespace {
 
 bool isPool(OpKind op) { return op == OpKind::MaxPool || op == OpKind::AvgPool; }
-
-std::vector<int64_t> intsOr(const ir::Node &node, const char *name, size_t count, int64_t fallback) {
-  std::vector<int64_t> values = node.hasAttr(name) ? node.attrInts(name) : std::vector<int64_t>{};
-  if (values.size() == 1 && count > 1)
-    values.assign(count, values[0]);
-  if (values.size() != count)
-    values.assign(count, fallback);
-  return values;
-}
 
 // rt->pool2d knows only the leading pads: with count_include_pad it agrees with kiln's
 // semantics only while no window reaches past the trailing padding (see EmitContraction.cpp).
@@ -231,30 +223,44 @@ void emitGenericPool(KernelEmitter &e, int stageIndex, KernelText &out) {
 
 } // namespace
 
-WindowGeometry windowGeometry(const ir::Node &node) {
-  const Shape &x = node.input(0)->shape(), &y = node.output()->shape();
-  size_t spatial = x.size() - 2, lifted = WindowGeometry::kDims - spatial;
+WindowGeometry liftedWindow(const ir::Node &node, const Shape &x, const Shape &y, const std::vector<int64_t> &kernel,
+                            int64_t groups) {
+  const int64_t spatial = static_cast<int64_t>(x.size()) - 2;
+  const size_t lifted = WindowGeometry::kDims - static_cast<size_t>(spatial);
   WindowGeometry g;
   g.batch = x[0];
   g.inChannels = x[1];
   g.outChannels = y[1];
-  bool pool = isPool(node.op());
-  g.groups = pool ? 1 : node.attrInt("groups");
-  std::vector<int64_t> kernel = pool ? intsOr(node, "kernel", spatial, 1) : std::vector<int64_t>{};
-  std::vector<int64_t> strides = intsOr(node, "strides", spatial, 1);
-  std::vector<int64_t> dilations = intsOr(node, "dilations", spatial, 1);
-  std::vector<int64_t> pads = intsOr(node, "pads", 2 * spatial, 0);
-  for (size_t d = 0; d < spatial; ++d) {
+  g.groups = groups;
+  // avg_pool has no dilations: they are 1, as an absent attribute of the others means.
+  auto perDim = [&](const char *name) {
+    return node.hasAttr(name) ? ir::ops::perSpatialDim(node.attrs(), name, spatial, 1, 1)
+                              : std::vector<int64_t>(static_cast<size_t>(spatial), 1);
+  };
+  std::vector<int64_t> strides = perDim("strides"), dilations = perDim("dilations");
+  std::vector<int64_t> pads = node.hasAttr("pads") ? ir::ops::spatialPads(node.attrs(), spatial)
+                                                   : std::vector<int64_t>(static_cast<size_t>(2 * spatial), 0);
+  for (size_t d = 0; d < static_cast<size_t>(spatial); ++d) {
     size_t l = lifted + d;
     g.in[l] = x[2 + d];
     g.out[l] = y[2 + d];
-    g.kernel[l] = pool ? kernel[d] : node.input(1)->shape()[2 + d];
+    g.kernel[l] = kernel[d];
     g.stride[l] = strides[d];
     g.dilation[l] = dilations[d];
     g.padBegin[l] = pads[d];
-    g.padEnd[l] = pads[spatial + d];
+    g.padEnd[l] = pads[static_cast<size_t>(spatial) + d];
   }
   return g;
+}
+
+WindowGeometry windowGeometry(const ir::Node &node) {
+  const Shape &x = node.input(0)->shape();
+  const int64_t spatial = static_cast<int64_t>(x.size()) - 2;
+  if (isPool(node.op()))
+    return liftedWindow(node, x, node.output()->shape(), ir::ops::perSpatialDim(node.attrs(), "kernel", spatial, 1, 1), 1);
+  const Shape &w = node.input(1)->shape();
+  return liftedWindow(node, x, node.output()->shape(), std::vector<int64_t>(w.begin() + 2, w.end()),
+                      node.attrInt("groups"));
 }
 
 std::string stridedRangeFunction(const std::string &name) {

@@ -41,6 +41,12 @@ struct WindowGeometry {
 /// The geometry of `node` from its operand and result shapes and its attributes.
 WindowGeometry windowGeometry(const ir::Node &node);
 
+/// The geometry of a window op over input `x` [N, C, spatial...] giving `y` [N, K, spatial...]
+/// with `kernel` (one extent per spatial dim) and `groups`, its strides, dilations and pads
+/// read from `node`'s attributes (conv_weight_grad: x, its gradient g and weight_shape).
+WindowGeometry liftedWindow(const ir::Node &node, const Shape &x, const Shape &y, const std::vector<int64_t> &kernel,
+                            int64_t groups);
+
 /// Static C++ function `name(off, stride, size, count, &first, &last)`: the positions i in
 /// [0, count) whose target i*stride + off lies in [0, size) (conv and conv_transpose taps).
 std::string stridedRangeFunction(const std::string &name);
