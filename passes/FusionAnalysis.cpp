@@ -26,8 +26,9 @@
 //     shape (bias, activation, residual add, scale, clip); the library kernel applies them to
 //     each output tile while it is in cache. Its operands are never computed in the group: the
 //     GEMM packs them into tiles and reads each element many times, so an elementwise prologue
-//     would be recomputed for every tile. Views of parameters and constants (a weight permute,
-//     a bias reshape) are the exception: they fold into the packing as strides. One
+//     would be recomputed for every tile. Views are the exception: they fold into the packing
+//     as strides (a weight permute, a bias reshape, and a transpose or reshape of a stored value
+//     read only by matmuls, where one batched GEMM call can read it: onlyMatMulOperand). One
 //     contraction per group (each is one library call), and no reduction (it needs whole rows,
 //     an epilogue sees one tile).
 //  3. Reductions: reductions over the same axes of the same domain form one row kernel, with
@@ -91,8 +92,8 @@ std::string_view unfusedReasonWhy(UnfusedReason reason) {
     return "an opaque op (pooling, scatter, top-k, a composite, a kernel) has no per-element form to inline";
   case UnfusedReason::ContractionOperand:
     return "a contraction packs its operands into cache tiles and reads each element many times, so a computed "
-           "operand would be recomputed for every tile; only views of parameters and constants fold into the "
-           "packing";
+           "operand would be recomputed for every tile; only views fold into the packing (of parameters and "
+           "constants, and a transpose or reshape of a stored value that only matmuls read)";
   case UnfusedReason::TwoContractions: return "a kernel holds one contraction: one library call, one epilogue";
   case UnfusedReason::ContractionReduction:
     return "a reduction needs whole rows, an epilogue sees one output tile at a time";
