@@ -1,6 +1,7 @@
 // max_pool_grad compiled (a Direct stage, codegen/EmitPoolGrad.cpp) against the reference
 // evaluator, bit for bit, on inputs drawn from a few values so that windows hold ties: LeNet's
-// disjoint 2x2 stride 2, ResNet's overlapping 3x3 stride 2 pad 1 (the double scratch), ceil_mode,
+// disjoint 2x2 stride 2, ResNet's overlapping 3x3 stride 2 pad 1 (the double scratch, counted a
+// row of windows at a time), NaN and infinities, ceil_mode,
 // dilation, uneven pads, 1-D and 3-D, f64, planes large enough to run in parallel, at one and two
 // threads; and max_pool's gradient rule, which now emits the op, compiled end to end.
 #include <cmath>
@@ -60,8 +61,30 @@ TEST(CodegenMaxPoolGrad, ResNetOverlappingWindowsUseADoubleScratch) {
   ir::AttrMap stem{{"kernel", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}};
   std::string source = check({2, 8, 32, 32}, stem, 5);
   EXPECT_NE(source.find("(double scratch)"), std::string::npos);
+  // A 2-D one counts ties a row of windows at a time, from a NaN-padded copy of the input row.
+  EXPECT_NE(source.find("float row[33];"), std::string::npos);
   check({1, 3, 9, 9}, stem, 7);
   check({2, 3, 9, 8}, stem, 9, DType::F64); // f64 accumulates in place
+}
+
+TEST(CodegenMaxPoolGrad, NaNAndInfinitiesInOverlappingWindows) {
+  // A NaN max ties nothing (its window adds nothing), padding never ties, not even with a -inf
+  // max, and +inf ties like any value: the row-at-a-time count must agree with the reference.
+  ir::AttrMap stem{{"kernel", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}};
+  const Shape xs{2, 3, 11, 10};
+  GraphBuilder gb("max_pool_grad_specials");
+  Var x = gb.input("x", DType::F32, xs);
+  Var y = gb.op(ir::OpKind::MaxPool, {x}, stem);
+  Var g = gb.input("g", DType::F32, y.shape());
+  auto graph = gb.finish({gb.op(ir::OpKind::MaxPoolGrad, {x, y, g}, stem)});
+  Tensor xv = fewValues({DType::F32, xs}, 29);
+  const double specials[] = {std::nan(""), -INFINITY, INFINITY};
+  for (int64_t i = 0; i < xv.numElements(); i += 7)
+    xv.setDouble(i, specials[i % 3]);
+  for (int64_t i = 0; i < 10; ++i) // one whole row -inf: windows whose real taps are all -inf
+    xv.setDouble(3 * 10 + i, -INFINITY);
+  for (int threads : {1, 2})
+    expectMatchesReference(*graph, {xv, randomTensor({DType::F32, y.shape()}, 31)}, withThreads(threads), 0.0, 0.0);
 }
 
 TEST(CodegenMaxPoolGrad, CeilModeDilationAndUnevenPads) {
