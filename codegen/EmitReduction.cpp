@@ -1,7 +1,8 @@
 // Rows stages: row kernels for reductions (softmax, layernorm, mean/var, argmax).
 //
 // The kept dims of the domain are the rows (parallel), the reduced dims the inner loops. Per
-// row: each reduction is one pass over the row into an accumulator (sums and products of
+// row: each reduction is one pass over the row into an accumulator (reductions that do not read
+// one another's results share a pass, as a batch norm gradient's two sums do; sums and products of
 // floats in double, as the reference evaluator does, so long rows stay accurate; integers in
 // wrapping int64; max/min propagating NaN), whose result becomes an override that later
 // passes read as a per-row scalar (a long pass keeps eight accumulators, combined at the end,
@@ -12,7 +13,9 @@
 // A stage whose innermost dim is kept reads its rows strided; it takes the column form
 // instead (codegen/EmitColumnReduction.cpp) where that fits, chosen at the top of
 // emitRowsStage.
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "codegen/EmitStages.h"
 #include "codegen/ScalarOps.h"
@@ -52,6 +55,27 @@ std::string updateStatement(const ir::Node &node, const ReductionAccumulator &ac
   default: break;
   }
   fail("codegen: internal error: {} is not a reduction", node.opName());
+}
+
+/// Whether computing `value` inline in `stage` reads one of `results`: a walk up its producers
+/// that stops at values loaded from a buffer (stored by an earlier stage, or a body input).
+bool readsAnyOf(const KernelPlan &plan, const Stage &stage, const ir::Value *value,
+                const std::set<const ir::Value *> &results, std::set<const ir::Value *> &seen) {
+  if (results.count(value))
+    return true;
+  if (!seen.insert(value).second)
+    return false;
+  bool storedHere = std::any_of(stage.stores.begin(), stage.stores.end(),
+                                [&](const Store &store) { return store.value == value; });
+  if (plan.bufferOf.count(value) && !storedHere)
+    return false;
+  const ir::Node *producer = value->producer();
+  if (!producer)
+    return false;
+  for (const ir::Value *input : producer->inputs())
+    if (readsAnyOf(plan, stage, input, results, seen))
+      return true;
+  return false;
 }
 
 } // namespace
@@ -115,87 +139,133 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   for (size_t d = 0; d < domain.size(); ++d)
     if (stage.reduced[d])
       lastReduced = d;
-  for (const ir::Node *node : stage.reductions) {
-    ReductionAccumulator acc = reductionAccumulator(node->op(), node->input(0)->dtype());
-    std::string accName = e.fresh("acc"), indexName = e.fresh("idx");
-    bool arg = node->op() == OpKind::ArgMax || node->op() == OpKind::ArgMin;
-    // 16-bit float sums and products keep the reference's order: their rounding to f16/bf16
-    // can expose the last bit of a differently ordered double accumulation.
-    DType inType = node->input(0)->dtype();
+  // Whether a reduction runs as a lane pass: kLanes accumulators over the innermost reduced
+  // dim, so that the compiler vectorises it (a single one is a serial dependency it may not
+  // reorder). 16-bit float sums and products keep the reference's order: their rounding to
+  // f16/bf16 can expose the last bit of a differently ordered double accumulation.
+  auto inLanes = [&](const ir::Node &node) {
+    DType inType = node.input(0)->dtype();
+    bool arg = node.op() == OpKind::ArgMax || node.op() == OpKind::ArgMin;
     bool halfFloat = inType == DType::F16 || inType == DType::BF16;
-    bool orderSensitive = halfFloat && (node->op() == OpKind::ReduceSum || node->op() == OpKind::ReduceProd);
-    bool lanes = !arg && !orderSensitive && rowSize > 0 && domain[lastReduced] >= kLaneMinimum;
-    if (arg)
-      e.line(fmt::format("int64_t {} = 0;", indexName));
-    if (lanes) {
-      // kLanes independent accumulators over the innermost reduced dim, so the compiler can
-      // vectorise the pass (a single one is a serial dependency it may not reorder).
-      std::string laneAcc = accName + "l";
-      e.line(fmt::format("{} {}[{}];", acc.type, laneAcc, kLanes));
-      e.line(fmt::format("for (int l = 0; l < {}; ++l) {}[l] = {};", kLanes, laneAcc, acc.init));
-      bool splitNan = inType == DType::F32 && (node->op() == OpKind::ReduceMax || node->op() == OpKind::ReduceMin);
-      if (splitNan)
-        e.line(fmt::format("int {}n[{}] = {{0}};", laneAcc, kLanes));
-      std::vector<Index> coords(domain.size());
-      size_t kept = 0;
-      for (size_t d = 0; d < domain.size(); ++d)
-        if (d != lastReduced)
-          coords[d] = stage.reduced[d] ? e.openLoop(domain[d], "j") : keptCoords[kept++];
-      int64_t extent = domain[lastReduced], whole = extent / kLanes;
-      Index block = e.openLoop(whole, "jb");
-      std::string lane = e.fresh("l");
-      e.open(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", lane, kLanes));
-      coords[lastReduced] = e.arena().add(e.arena().scale(block, kLanes), e.arena().var(lane, kLanes, e.depth()));
-      Scalar x = e.value(node->input(0), coords);
-      // An f32 max/min keeps its NaN test apart from the select, so that the lanes become one
-      // compare-and-blend each instead of a branch per element (GCC unrolls the lane loop and
-      // cannot vectorise `a > m || a != a`): 2.5x on softmax's row max.
-      if (splitNan) {
-        e.line(fmt::format("{0}[{1}] = ({2} {3} {0}[{1}]) ? {2} : {0}[{1}];", laneAcc, lane, x.code,
-                           node->op() == OpKind::ReduceMax ? ">" : "<"));
-        e.line(fmt::format("{0}n[{1}] |= ({2} != {2});", laneAcc, lane, x.code));
-      } else {
-        e.line(updateStatement(*node, acc, fmt::format("{}[{}]", laneAcc, lane), "", x.code, ""));
-      }
-      e.close();
-      e.close();
-      if (extent % kLanes != 0) {
-        Index rest = e.openLoop(extent % kLanes, "jr");
-        coords[lastReduced] = e.arena().addConstant(rest, whole * kLanes);
-        Scalar tail = e.value(node->input(0), coords);
-        e.line(updateStatement(*node, acc, laneAcc + "[0]", "", tail.code, ""));
-        e.close();
-      }
-      for (size_t d = 0; d + 1 < reducedShape.size(); ++d)
-        e.close();
-      if (splitNan) // a NaN seen by any lane becomes the lane's value: the combine below keeps it
-        e.line(fmt::format("for (int l = 0; l < {0}; ++l) {1}[l] = {1}n[l] ? __builtin_nanf(\"\") : {1}[l];",
-                           kLanes, laneAcc));
-      e.line(fmt::format("{} {} = {}[0];", acc.type, accName, laneAcc));
-      e.line(fmt::format("for (int l = 1; l < {}; ++l) {}", kLanes,
-                         updateStatement(*node, acc, accName, "", laneAcc + "[l]", "")));
-    } else {
+    bool orderSensitive = halfFloat && (node.op() == OpKind::ReduceSum || node.op() == OpKind::ReduceProd);
+    return !arg && !orderSensitive && rowSize > 0 && domain[lastReduced] >= kLaneMinimum;
+  };
+  // The per-row result of a reduction, which later passes read in place of the node.
+  auto finish = [&](const ir::Node &node, const std::string &accName, const std::string &indexName) {
+    DType outType = node.output()->dtype();
+    bool arg = node.op() == OpKind::ArgMax || node.op() == OpKind::ArgMin;
+    std::string result = arg ? indexName : accName;
+    // A NaN in the row makes max/min NaN; the reference returns the positive quiet NaN
+    // whatever NaN it met, so the sign of the one the loop kept must not leak through.
+    bool extremum = node.op() == OpKind::ReduceMax || node.op() == OpKind::ReduceMin;
+    if (extremum && isFloat(node.input(0)->dtype()))
+      result = fmt::format("({0} != {0} ? __builtin_nan(\"\") : {0})", accName);
+    Scalar scalar = e.declare(outType, fmt::format("({}){}", cType(outType), result), e.depth());
+    e.setOverride(node.output(), unflattenIndex(e.arena(), row, node.output()->shape()), scalar);
+  };
+
+  // Lane passes over the same rows share one loop when none reads another's result (a batch
+  // norm's gradient sums dy and dy * x-hat): the row is read once, and what the reductions'
+  // inputs have in common is computed once.
+  std::vector<std::vector<const ir::Node *>> passes;
+  std::set<const ir::Value *> passResults;
+  for (const ir::Node *node : stage.reductions) {
+    std::set<const ir::Value *> seen;
+    bool joins = !passes.empty() && inLanes(*node) && inLanes(*passes.back().front()) &&
+                 !readsAnyOf(e.plan(), stage, node->input(0), passResults, seen);
+    if (!joins) {
+      passes.emplace_back();
+      passResults.clear();
+    }
+    passes.back().push_back(node);
+    passResults.insert(node->output());
+  }
+
+  for (const std::vector<const ir::Node *> &pass : passes) {
+    const ir::Node &first = *pass.front();
+    if (!inLanes(first)) {
+      ReductionAccumulator acc = reductionAccumulator(first.op(), first.input(0)->dtype());
+      std::string accName = e.fresh("acc"), indexName = e.fresh("idx");
+      if (first.op() == OpKind::ArgMax || first.op() == OpKind::ArgMin)
+        e.line(fmt::format("int64_t {} = 0;", indexName));
       e.line(fmt::format("{} {} = {};", acc.type, accName, acc.init));
       if (rowSize > 0) {
         std::vector<Index> coords = openReducedLoops();
-        Scalar x = e.value(node->input(0), coords);
+        Scalar x = e.value(first.input(0), coords);
         std::string axisCoord;
         for (size_t d = 0; d < domain.size(); ++d)
           if (stage.reduced[d])
             axisCoord = e.arena().code(coords[d]);
-        e.line(updateStatement(*node, acc, accName, indexName, x.code, axisCoord));
+        e.line(updateStatement(first, acc, accName, indexName, x.code, axisCoord));
         closeReducedLoops();
       }
+      finish(first, accName, indexName);
+      continue;
     }
-    DType outType = node->output()->dtype();
-    std::string result = arg ? indexName : accName;
-    // A NaN in the row makes max/min NaN; the reference returns the positive quiet NaN
-    // whatever NaN it met, so the sign of the one the loop kept must not leak through.
-    bool extremum = node->op() == OpKind::ReduceMax || node->op() == OpKind::ReduceMin;
-    if (extremum && isFloat(node->input(0)->dtype()))
-      result = fmt::format("({0} != {0} ? __builtin_nan(\"\") : {0})", accName);
-    Scalar scalar = e.declare(outType, fmt::format("({}){}", cType(outType), result), e.depth());
-    e.setOverride(node->output(), unflattenIndex(e.arena(), row, node->output()->shape()), scalar);
+    struct LaneAcc {
+      const ir::Node *node;
+      ReductionAccumulator acc;
+      std::string name, lanes;
+      bool splitNan;
+    };
+    std::vector<LaneAcc> accs;
+    for (const ir::Node *node : pass) {
+      LaneAcc a{node, reductionAccumulator(node->op(), node->input(0)->dtype()), e.fresh("acc"), "", false};
+      a.lanes = a.name + "l";
+      a.splitNan = node->input(0)->dtype() == DType::F32 &&
+                   (node->op() == OpKind::ReduceMax || node->op() == OpKind::ReduceMin);
+      e.line(fmt::format("{} {}[{}];", a.acc.type, a.lanes, kLanes));
+      e.line(fmt::format("for (int l = 0; l < {}; ++l) {}[l] = {};", kLanes, a.lanes, a.acc.init));
+      if (a.splitNan)
+        e.line(fmt::format("int {}n[{}] = {{0}};", a.lanes, kLanes));
+      accs.push_back(a);
+    }
+    std::vector<Index> coords(domain.size());
+    size_t kept = 0;
+    for (size_t d = 0; d < domain.size(); ++d)
+      if (d != lastReduced)
+        coords[d] = stage.reduced[d] ? e.openLoop(domain[d], "j") : keptCoords[kept++];
+    int64_t extent = domain[lastReduced], whole = extent / kLanes;
+    Index block = e.openLoop(whole, "jb");
+    std::string lane = e.fresh("l");
+    e.open(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", lane, kLanes));
+    coords[lastReduced] = e.arena().add(e.arena().scale(block, kLanes), e.arena().var(lane, kLanes, e.depth()));
+    for (const LaneAcc &a : accs) {
+      Scalar x = e.value(a.node->input(0), coords);
+      // An f32 max/min keeps its NaN test apart from the select, so that the lanes become one
+      // compare-and-blend each instead of a branch per element (GCC unrolls the lane loop and
+      // cannot vectorise `a > m || a != a`): 2.5x on softmax's row max.
+      if (a.splitNan) {
+        e.line(fmt::format("{0}[{1}] = ({2} {3} {0}[{1}]) ? {2} : {0}[{1}];", a.lanes, lane, x.code,
+                           a.node->op() == OpKind::ReduceMax ? ">" : "<"));
+        e.line(fmt::format("{0}n[{1}] |= ({2} != {2});", a.lanes, lane, x.code));
+      } else {
+        e.line(updateStatement(*a.node, a.acc, fmt::format("{}[{}]", a.lanes, lane), "", x.code, ""));
+      }
+    }
+    e.close();
+    e.close();
+    if (extent % kLanes != 0) {
+      Index rest = e.openLoop(extent % kLanes, "jr");
+      coords[lastReduced] = e.arena().addConstant(rest, whole * kLanes);
+      for (const LaneAcc &a : accs) {
+        Scalar tail = e.value(a.node->input(0), coords);
+        e.line(updateStatement(*a.node, a.acc, a.lanes + "[0]", "", tail.code, ""));
+      }
+      e.close();
+    }
+    for (size_t d = 0; d + 1 < reducedShape.size(); ++d)
+      e.close();
+    for (const LaneAcc &a : accs) {
+      if (a.splitNan) // a NaN seen by any lane becomes the lane's value: the combine below keeps it
+        e.line(fmt::format("for (int l = 0; l < {0}; ++l) {1}[l] = {1}n[l] ? __builtin_nanf(\"\") : {1}[l];",
+                           kLanes, a.lanes));
+      e.line(fmt::format("{} {} = {}[0];", a.acc.type, a.name, a.lanes));
+      e.line(fmt::format("for (int l = 1; l < {}; ++l) {}", kLanes,
+                         updateStatement(*a.node, a.acc, a.name, "", a.lanes + "[l]", "")));
+    }
+    for (const LaneAcc &a : accs)
+      finish(*a.node, a.name, "");
   }
 
   // The tail over the whole domain, then the per-row values.

@@ -80,6 +80,28 @@ TEST(CodegenReduction, LongRowsUseAccumulatorLanes) {
   expectMatchesReference(*graph, randomInputs(*graph, 30));
 }
 
+TEST(CodegenReduction, IndependentReductionsOfOneRowShareOnePass) {
+  // A batch norm's gradient: sum(dy) and sum(dy * x-hat) per channel read the rows once, in one
+  // lane loop; the variance's second sum reads the mean, so it keeps a pass of its own.
+  GraphBuilder gb("bn_grad");
+  Var dy = gb.input("dy", DType::F32, {2, 6, 48});
+  Var xh = gb.input("xh", DType::F32, {2, 6, 48});
+  Var relu = dy * frontend::cast(xh > 0.0, DType::F32);
+  Var s1 = frontend::sum(relu, {0, 2}, true), s2 = frontend::sum(relu * xh, {0, 2}, true);
+  auto graph = gb.finish({relu - s1 * (1.0 / 96) - xh * s2 * (1.0 / 96)});
+  expectMatchesReference(*graph, randomInputs(*graph, 27));
+  EXPECT_EQ(launchStrategies(*graph), std::vector<std::string>{"rows"});
+  EXPECT_EQ(countInSource(*graph, "for (int64_t jb"), 1);
+
+  GraphBuilder vb("variance_passes");
+  Var x = vb.input("x", DType::F32, {3, 64});
+  Var centered = x - frontend::mean(x, {1}, true);
+  auto variance = vb.finish({frontend::mean(centered * centered, {1}) + frontend::sum(x, {1})});
+  expectMatchesReference(*variance, randomInputs(*variance, 28));
+  // mean(x) and sum(x) share the first pass; the centered square needs the mean: a second.
+  EXPECT_EQ(countInSource(*variance, "for (int64_t jb"), 2);
+}
+
 TEST(CodegenReduction, VarianceOfCenteredRowsStaysAccurate) {
   // Large offsets make float accumulation lose the variance; the kernel sums in double.
   GraphBuilder gb("variance");
