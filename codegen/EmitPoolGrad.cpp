@@ -206,7 +206,11 @@ RowSplit emitMaxPoolGrad(DirectOp &op, std::string &) {
   // zero first; overlapping ones accumulate into a zeroed plane.
   if (overlapping || !covering)
     e.line(fmt::format("  for (int64_t s = 0; s < {}; ++s) {}[s] = 0;", inPlane, scratch ? "acc" : "dp"));
-  if (scratch && dims.size() == 2) {
+  // The row form keeps a row of windows' counts and a padded input row on the stack: bounded
+  // so that a very wide image cannot overflow a worker's stack (about 64 KiB at the limit).
+  constexpr int64_t kMaxRowWindows = 4096;
+  if (scratch && dims.size() == 2 && dims[1].out <= kMaxRowWindows &&
+      (dims[1].out - 1) * dims[1].stride + (dims[1].kernel - 1) * dims[1].dilation < 2 * kMaxRowWindows) {
     emitOverlapping2d(e, dims);
   } else {
     emitWindows(e, dims, type, overlapping, scratch);

@@ -87,6 +87,13 @@ TEST(CodegenMaxPoolGrad, NaNAndInfinitiesInOverlappingWindows) {
     expectMatchesReference(*graph, {xv, randomTensor({DType::F32, y.shape()}, 31)}, withThreads(threads), 0.0, 0.0);
 }
 
+TEST(CodegenMaxPoolGrad, VeryWideRowsKeepTheWindowByWindowForm) {
+  // 5000 windows in a row: their counts would not fit the row form's stack arrays.
+  ir::AttrMap stem{{"kernel", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}};
+  std::string source = check({1, 1, 3, 10000}, stem, 33);
+  EXPECT_EQ(source.find("float row["), std::string::npos);
+}
+
 TEST(CodegenMaxPoolGrad, CeilModeDilationAndUnevenPads) {
   check({2, 3, 7, 7}, {{"kernel", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}, 11);
   check({1, 4, 9, 8}, {{"kernel", Ints{3, 2}}, {"strides", Ints{2, 1}}, {"pads", Ints{1, 0, 2, 1}}, {"dilations", Ints{2, 2}}},
