@@ -10,6 +10,8 @@
 //
 // Each output row splits into a left border, an interior whose windows lie inside the input
 // columns, and a right border. The interior runs 16 outputs per vector; borders run scalar.
+// A 3x3 stride-2 max (ResNet's stem) runs separably instead: maxima along each input row once,
+// then across each output row's three rows (maxPool3x3Stride2).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -92,6 +94,65 @@ void poolInterior(const Window &w, int64_t outputs, float inverseCount, float *o
   }
 }
 
+/// Max of 3 x 3 windows at stride 2 (ResNet's stem pool), separably: each input row's
+/// horizontal maxima once (16 windows from two loads, two permutes and a lane shift), then
+/// each output row the maximum of its three rows of those. The window-by-window form read every
+/// input row three times per output row it feeds, with a two-load permute per tap. `rowMax`
+/// holds h x ow floats. Taps outside the input never win; a NaN tap makes the window NaN.
+void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, float *rowMax, int64_t owLo,
+                       int64_t owHi) {
+  const float minusInf = -std::numeric_limits<float>::infinity();
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 nanVector = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  for (int64_t i = 0; i < a.h; ++i) {
+    const float *row = in + i * a.w;
+    float *maxima = rowMax + i * a.ow;
+    auto scalarWindow = [&](int64_t ow) {
+      float best = minusInf;
+      for (int64_t s = 0; s < 3; ++s) {
+        const int64_t col = 2 * ow + s - a.pad_left;
+        if (col >= 0 && col < a.w && (row[col] > best || std::isnan(row[col])))
+          best = std::isnan(best) ? best : row[col];
+      }
+      maxima[ow] = best;
+    };
+    for (int64_t ow = 0; ow < owLo; ++ow)
+      scalarWindow(ow);
+    for (int64_t ow = owLo; ow < owHi; ow += 16) {
+      const int64_t count = std::min<int64_t>(16, owHi - ow);
+      const float *base = row + 2 * ow - a.pad_left; // tap 0 of window ow, inside the row
+      const int64_t span = 2 * count + 1;            // floats the windows read
+      const __m512 lo = _mm512_maskz_loadu_ps(detail::firstLanes(span), base);
+      const __m512 hi = _mm512_maskz_loadu_ps(detail::firstLanes(span - 16), base + 16);
+      const __m512 next = _mm512_maskz_loadu_ps(detail::firstLanes(span - 32), base + 32);
+      const __m512 tap0 = _mm512_permutex2var_ps(lo, even, hi), tap1 = _mm512_permutex2var_ps(lo, odd, hi);
+      const __m512 tap2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(next), _mm512_castps_si512(tap0), 1));
+      const __mmask16 nan = _mm512_cmp_ps_mask(tap0, tap0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(tap1, tap1, _CMP_UNORD_Q) |
+                            _mm512_cmp_ps_mask(tap2, tap2, _CMP_UNORD_Q);
+      const __m512 best = _mm512_max_ps(_mm512_max_ps(tap0, tap1), tap2);
+      _mm512_mask_storeu_ps(maxima + ow, detail::firstLanes(count), _mm512_mask_blend_ps(nan, best, nanVector));
+    }
+    for (int64_t ow = std::max(owHi, owLo); ow < a.ow; ++ow)
+      scalarWindow(ow);
+  }
+  for (int64_t oh = 0; oh < a.oh; ++oh) {
+    const TapRange rows = taps(oh * 2 - a.pad_top, 1, 3, 0, a.h);
+    float *outRow = out + oh * a.ow;
+    for (int64_t ow = 0; ow < a.ow; ow += 16) {
+      const __mmask16 lanes = detail::firstLanes(a.ow - ow);
+      __m512 best = _mm512_set1_ps(minusInf);
+      __mmask16 nan = 0;
+      for (int64_t r = rows.first; r < rows.last; ++r) {
+        const __m512 x = _mm512_maskz_loadu_ps(lanes, rowMax + (oh * 2 - a.pad_top + r) * a.ow + ow);
+        best = _mm512_max_ps(best, x);
+        nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+      }
+      _mm512_mask_storeu_ps(outRow + ow, lanes, _mm512_mask_blend_ps(nan, best, nanVector));
+    }
+  }
+}
+
 using InteriorFn = void (*)(const Window &, int64_t, float, float *);
 InteriorFn interiorRow(bool isMax, int64_t stride) {
   if (stride == 1)
@@ -114,6 +175,15 @@ void poolPlanes(void *ctx, int64_t begin, int64_t end) {
   while (owHi < a.ow && owHi * a.stride_w - a.pad_left + (a.kernel_w - 1) * a.dilation_w < a.w)
     ++owHi;
 
+#ifdef __AVX512F__
+  if (a.is_max && a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 2 && a.stride_w == 2 && a.dilation_h == 1 &&
+      a.dilation_w == 1) {
+    float *rowMax = detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(a.h * a.ow));
+    for (int64_t plane = begin; plane < end; ++plane)
+      maxPool3x3Stride2(a, a.x + plane * a.h * a.w, a.y + plane * a.oh * a.ow, rowMax, owLo, owHi);
+    return;
+  }
+#endif
   for (int64_t plane = begin; plane < end; ++plane) {
     const float *in = a.x + plane * a.h * a.w;
     float *out = a.y + plane * a.oh * a.ow;

@@ -28,6 +28,7 @@ struct PoolCase {
   int64_t dilationH = 1, dilationW = 1;
   bool isMax = true, countIncludePad = false, ceilMode = false;
   int threads = 1;
+  int64_t nanEvery = 0; // > 0: every nanEvery-th input is NaN
 };
 
 int64_t outputSize(int64_t in, int64_t padBegin, int64_t padEnd, int64_t kernel, int64_t stride, int64_t dilation,
@@ -52,8 +53,8 @@ void checkPool(const PoolCase &tc, uint32_t seed = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
   std::vector<float> x(tc.n * tc.c * tc.h * tc.w), y(tc.n * tc.c * oh * ow, 12345.0f);
-  for (float &v : x)
-    v = dist(rng);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = tc.nanEvery > 0 && i % static_cast<size_t>(tc.nanEvery) == 0 ? std::nanf("") : dist(rng);
 
   kiln_pool2d_args args{};
   args.n = tc.n, args.c = tc.c, args.h = tc.h, args.w = tc.w, args.oh = oh, args.ow = ow;
@@ -69,6 +70,7 @@ void checkPool(const PoolCase &tc, uint32_t seed = 1) {
     for (int64_t i = 0; i < oh; ++i)
       for (int64_t j = 0; j < ow; ++j) {
         double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        bool sawNan = false; // NaN wins a max
         int64_t inside = 0, padded = 0;
         for (int64_t r = 0; r < tc.kernelH; ++r)
           for (int64_t s = 0; s < tc.kernelW; ++s) {
@@ -80,11 +82,12 @@ void checkPool(const PoolCase &tc, uint32_t seed = 1) {
               continue;
             const double v = x[(plane * tc.h + ih) * tc.w + iw];
             best = std::max(best, v);
+            sawNan = sawNan || std::isnan(v);
             sum += v;
             ++inside;
           }
         const int64_t divisor = tc.countIncludePad ? padded : inside;
-        const double expected = tc.isMax ? best : divisor ? sum / double(divisor) : std::nan("");
+        const double expected = tc.isMax ? (sawNan ? std::nan("") : best) : divisor ? sum / double(divisor) : std::nan("");
         const float got = y[(plane * oh + i) * ow + j];
         const bool ok = std::isnan(expected) ? std::isnan(got)
                         : std::isinf(expected) ? got == expected
@@ -96,6 +99,18 @@ void checkPool(const PoolCase &tc, uint32_t seed = 1) {
 }
 
 TEST(Pool2dKernel, ResNetMaxPool) { checkPool({1, 4, 20, 20, 3, 3, 2, 2, 1, 1, 1, 1}); }
+
+TEST(Pool2dKernel, ThreeByThreeStrideTwoMaxIsSeparable) {
+  // The separable 3x3 stride-2 max: pads 0, 1 and 2, rows with partial and several vectors of
+  // windows and scalar borders, ceil mode, NaNs in the interior and at the borders, two threads.
+  for (int64_t pad : {0, 1, 2})
+    for (int64_t width : {5, 37, 112}) {
+      PoolCase tc{2, 3, 9, width, 3, 3, 2, 2, pad, pad, pad, pad};
+      checkPool(tc);
+      tc.nanEvery = 13, tc.threads = 2, tc.ceilMode = pad == 1;
+      checkPool(tc, 7);
+    }
+}
 
 TEST(Pool2dKernel, MaxPoolStrideOneWideRows) { checkPool({2, 3, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1}); }
 
