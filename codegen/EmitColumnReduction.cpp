@@ -41,60 +41,8 @@ constexpr int64_t kMinColumnBlocks = 8;
 
 bool isExtremum(const ir::Node &node) { return node.op() == OpKind::ReduceMax || node.op() == OpKind::ReduceMin; }
 
-// Float max/min keep a NaN flag per lane apart from the compare-and-select, which then
-// vectorises (a select on `x > m || x != x` does not).
+// Float max/min keep a NaN flag per lane apart from the compare-and-select (foldStatement).
 bool tracksNan(const ir::Node &node) { return isExtremum(node) && isFloat(node.input(0)->dtype()); }
-
-// The statement folding `x` into lane accumulator `acc` (and NaN flag `nan` for tracksNan).
-std::string foldStatement(const ir::Node &node, const std::string &acc, const std::string &nan, const std::string &x) {
-  bool floating = isFloat(node.input(0)->dtype());
-  switch (node.op()) {
-  case OpKind::ReduceSum:
-    return floating ? fmt::format("{} += (double){};", acc, x) : fmt::format("{0} = kiln_wadd({0}, {1});", acc, x);
-  case OpKind::ReduceProd:
-    return floating ? fmt::format("{} *= (double){};", acc, x) : fmt::format("{0} = kiln_wmul({0}, {1});", acc, x);
-  case OpKind::ReduceMax:
-  case OpKind::ReduceMin: {
-    const char *better = node.op() == OpKind::ReduceMax ? ">" : "<";
-    if (floating)
-      return fmt::format("{0} = ({1} {2} {0}) ? {1} : {0}; {3} |= ({1} != {1});", acc, x, better, nan);
-    return fmt::format("{0} = ({1} {2} {0}) ? (int64_t){1} : {0};", acc, x, better);
-  }
-  default: break;
-  }
-  fail("codegen: internal error: {} has no column fold", node.opName());
-}
-
-// Whether `value` is computed (inside the stage) from any of `targets`.
-bool dependsOn(const ir::Value *value, const std::set<const ir::Value *> &targets, std::set<const ir::Value *> &seen) {
-  if (targets.count(value))
-    return true;
-  if (!seen.insert(value).second)
-    return false;
-  const ir::Node *producer = value->producer();
-  if (!producer)
-    return false;
-  for (const ir::Value *input : producer->inputs())
-    if (dependsOn(input, targets, seen))
-      return true;
-  return false;
-}
-
-// Consecutive reductions that can fold in one pass: none reads the result of another.
-std::vector<std::vector<const ir::Node *>> groupPasses(const std::vector<const ir::Node *> &reductions) {
-  std::vector<std::vector<const ir::Node *>> passes;
-  std::set<const ir::Value *> current;
-  for (const ir::Node *node : reductions) {
-    std::set<const ir::Value *> seen;
-    if (passes.empty() || dependsOn(node->input(0), current, seen)) {
-      passes.emplace_back();
-      current.clear();
-    }
-    passes.back().push_back(node);
-    current.insert(node->output());
-  }
-  return passes;
-}
 
 // The emission of one stage; a block's body is emitted once per lane count.
 class ColumnEmitter {
@@ -117,7 +65,7 @@ public:
     width_ = width;
     results_.clear();
     int strided = 0;
-    for (const std::vector<const ir::Node *> &pass : groupPasses(stage_.reductions))
+    for (const std::vector<const ir::Node *> &pass : reductionPasses(stage_.reductions, [](const ir::Node &) { return false; }))
       strided += emitPass(pass);
     if (hasTail_) {
       if (precompute_)
@@ -196,9 +144,8 @@ private:
       ir::FusionKind kind = ir::opTraits(producer->op()).fusion;
       bool elementwise = (kind == ir::FusionKind::Elementwise || kind == ir::FusionKind::Broadcast) &&
                          ir::opTraits(producer->op()).tier == ir::OpTier::Primitive;
-      std::set<const ir::Value *> seen;
       if (elementwise && value->shape() != stage_.domain && numElements(value->shape()) == rows &&
-          dependsOn(value, reductionOutputs, seen))
+          computedFrom(value, reductionOutputs))
         order.push_back(value);
     };
     for (const Store &store : stage_.stores)

@@ -35,9 +35,7 @@ std::string updateStatement(const ir::Node &node, const ReductionAccumulator &ac
   bool floating = isFloat(node.input(0)->dtype());
   switch (node.op()) {
   case OpKind::ReduceSum:
-    return floating ? fmt::format("{} += (double){};", acc, x) : fmt::format("{0} = kiln_wadd({0}, {1});", acc, x);
-  case OpKind::ReduceProd:
-    return floating ? fmt::format("{} *= (double){};", acc, x) : fmt::format("{0} = kiln_wmul({0}, {1});", acc, x);
+  case OpKind::ReduceProd: return foldStatement(node, acc, "", x);
   case OpKind::ReduceMax:
     return floating ? fmt::format("{0} = ({1} > {0} || {1} != {1}) ? {1} : {0};", acc, x)
                     : fmt::format("{0} = {1} > {0} ? (int64_t){1} : {0};", acc, x);
@@ -57,28 +55,65 @@ std::string updateStatement(const ir::Node &node, const ReductionAccumulator &ac
   fail("codegen: internal error: {} is not a reduction", node.opName());
 }
 
-/// Whether computing `value` inline in `stage` reads one of `results`: a walk up its producers
-/// that stops at values loaded from a buffer (stored by an earlier stage, or a body input).
-bool readsAnyOf(const KernelPlan &plan, const Stage &stage, const ir::Value *value,
-                const std::set<const ir::Value *> &results, std::set<const ir::Value *> &seen) {
-  if (results.count(value))
+} // namespace
+
+std::string foldStatement(const ir::Node &node, const std::string &acc, const std::string &nan, const std::string &x) {
+  bool floating = isFloat(node.input(0)->dtype());
+  switch (node.op()) {
+  case OpKind::ReduceSum:
+    return floating ? fmt::format("{} += (double){};", acc, x) : fmt::format("{0} = kiln_wadd({0}, {1});", acc, x);
+  case OpKind::ReduceProd:
+    return floating ? fmt::format("{} *= (double){};", acc, x) : fmt::format("{0} = kiln_wmul({0}, {1});", acc, x);
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin: {
+    const char *better = node.op() == OpKind::ReduceMax ? ">" : "<";
+    if (floating)
+      return fmt::format("{0} = ({1} {2} {0}) ? {1} : {0}; {3} |= ({1} != {1});", acc, x, better, nan);
+    return fmt::format("{0} = ({1} {2} {0}) ? (int64_t){1} : {0};", acc, x, better);
+  }
+  default: break;
+  }
+  fail("codegen: internal error: {} has no lane fold", node.opName());
+}
+
+namespace {
+
+bool computedFrom(const ir::Value *value, const std::set<const ir::Value *> &targets,
+                  std::set<const ir::Value *> &seen) {
+  if (targets.count(value))
     return true;
   if (!seen.insert(value).second)
-    return false;
-  bool storedHere = std::any_of(stage.stores.begin(), stage.stores.end(),
-                                [&](const Store &store) { return store.value == value; });
-  if (plan.bufferOf.count(value) && !storedHere)
     return false;
   const ir::Node *producer = value->producer();
   if (!producer)
     return false;
   for (const ir::Value *input : producer->inputs())
-    if (readsAnyOf(plan, stage, input, results, seen))
+    if (computedFrom(input, targets, seen))
       return true;
   return false;
 }
 
 } // namespace
+
+bool computedFrom(const ir::Value *value, const std::set<const ir::Value *> &targets) {
+  std::set<const ir::Value *> seen;
+  return computedFrom(value, targets, seen);
+}
+
+std::vector<std::vector<const ir::Node *>> reductionPasses(const std::vector<const ir::Node *> &reductions,
+                                                           const std::function<bool(const ir::Node &)> &alone) {
+  std::vector<std::vector<const ir::Node *>> passes;
+  std::set<const ir::Value *> results;
+  for (const ir::Node *node : reductions) {
+    if (passes.empty() || alone(*node) || alone(*passes.back().front()) || computedFrom(node->input(0), results)) {
+      passes.emplace_back();
+      results.clear();
+    }
+    passes.back().push_back(node);
+    results.insert(node->output());
+  }
+  return passes;
+}
 
 ReductionAccumulator reductionAccumulator(OpKind op, DType dtype) {
   bool floating = isFloat(dtype);
@@ -167,20 +202,8 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   // Lane passes over the same rows share one loop when none reads another's result (a batch
   // norm's gradient sums dy and dy * x-hat): the row is read once, and what the reductions'
   // inputs have in common is computed once.
-  std::vector<std::vector<const ir::Node *>> passes;
-  std::set<const ir::Value *> passResults;
-  for (const ir::Node *node : stage.reductions) {
-    std::set<const ir::Value *> seen;
-    bool joins = !passes.empty() && inLanes(*node) && inLanes(*passes.back().front()) &&
-                 !readsAnyOf(e.plan(), stage, node->input(0), passResults, seen);
-    if (!joins) {
-      passes.emplace_back();
-      passResults.clear();
-    }
-    passes.back().push_back(node);
-    passResults.insert(node->output());
-  }
-
+  std::vector<std::vector<const ir::Node *>> passes =
+      reductionPasses(stage.reductions, [&](const ir::Node &node) { return !inLanes(node); });
   for (const std::vector<const ir::Node *> &pass : passes) {
     const ir::Node &first = *pass.front();
     if (!inLanes(first)) {
@@ -232,16 +255,12 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     coords[lastReduced] = e.arena().add(e.arena().scale(block, kLanes), e.arena().var(lane, kLanes, e.depth()));
     for (const LaneAcc &a : accs) {
       Scalar x = e.value(a.node->input(0), coords);
-      // An f32 max/min keeps its NaN test apart from the select, so that the lanes become one
-      // compare-and-blend each instead of a branch per element (GCC unrolls the lane loop and
-      // cannot vectorise `a > m || a != a`): 2.5x on softmax's row max.
-      if (a.splitNan) {
-        e.line(fmt::format("{0}[{1}] = ({2} {3} {0}[{1}]) ? {2} : {0}[{1}];", a.lanes, lane, x.code,
-                           a.node->op() == OpKind::ReduceMax ? ">" : "<"));
-        e.line(fmt::format("{0}n[{1}] |= ({2} != {2});", a.lanes, lane, x.code));
-      } else {
-        e.line(updateStatement(*a.node, a.acc, fmt::format("{}[{}]", a.lanes, lane), "", x.code, ""));
-      }
+      // An f32 max/min keeps its NaN test apart from the select (foldStatement): 2.5x on
+      // softmax's row max, where GCC unrolled the lane loop and could not vectorise
+      // `a > m || a != a`.
+      const std::string acc = fmt::format("{}[{}]", a.lanes, lane);
+      e.line(a.splitNan ? foldStatement(*a.node, acc, fmt::format("{}n[{}]", a.lanes, lane), x.code)
+                        : updateStatement(*a.node, a.acc, acc, "", x.code, ""));
     }
     e.close();
     e.close();

@@ -2,6 +2,7 @@
 // The emitters of each stage kind (internal to codegen): each writes the static functions a
 // stage needs and the statements that run it inside the kernel function.
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,21 @@ struct ReductionAccumulator {
   std::string type, init;
 };
 ReductionAccumulator reductionAccumulator(ir::OpKind op, DType dtype);
+
+/// The statement folding `x` into the lane accumulator `acc` of a vectorised sum, product, max
+/// or min (row and column forms). A float max/min keeps a NaN flag `nan` apart from its
+/// compare-and-select, so that the lanes become one compare-and-blend each (a select on
+/// `x > m || x != x` does not vectorise); the caller turns a flagged lane into NaN.
+std::string foldStatement(const ir::Node &node, const std::string &acc, const std::string &nan, const std::string &x);
+
+/// Whether `value` is computed from any of `targets` (a walk up its producers).
+bool computedFrom(const ir::Value *value, const std::set<const ir::Value *> &targets);
+
+/// A stage's reductions grouped, in body order, into passes over the rows: a reduction joins
+/// the current pass unless it reads one of the pass's results, or `alone` holds for it or for
+/// the pass's first reduction (row and column forms).
+std::vector<std::vector<const ir::Node *>> reductionPasses(const std::vector<const ir::Node *> &reductions,
+                                                           const std::function<bool(const ir::Node &)> &alone);
 /// Whether Rows stage `stage` suits the column form (codegen/EmitColumnReduction.cpp): its
 /// innermost dim is kept and at least one block of lanes wide, and it has only sum, prod, max
 /// and min reductions. emitRowsStage makes the choice.
