@@ -112,8 +112,8 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
       float best = minusInf;
       for (int64_t s = 0; s < 3; ++s) {
         const int64_t col = 2 * ow + s - a.pad_left;
-        if (col >= 0 && col < a.w && (row[col] > best || std::isnan(row[col])))
-          best = std::isnan(best) ? best : row[col];
+        if (col >= 0 && col < a.w && (row[col] > best || std::isnan(row[col]))) // as scalarOutput
+          best = row[col];
       }
       maxima[ow] = best;
     };
@@ -133,7 +133,7 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
       const __m512 best = _mm512_max_ps(_mm512_max_ps(tap0, tap1), tap2);
       _mm512_mask_storeu_ps(maxima + ow, detail::firstLanes(count), _mm512_mask_blend_ps(nan, best, nanVector));
     }
-    for (int64_t ow = std::max(owHi, owLo); ow < a.ow; ++ow)
+    for (int64_t ow = owHi; ow < a.ow; ++ow)
       scalarWindow(ow);
   }
   for (int64_t oh = 0; oh < a.oh; ++oh) {
