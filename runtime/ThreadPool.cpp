@@ -2,8 +2,13 @@
 //  1. The caller cuts [0, n) into numChunks equal parts (static: with two cores, the common
 //     case, each thread gets one half and nobody idles at the end).
 //  2. It publishes the job by opening a new sequence in state_ and wakes sleeping workers.
-//  3. Everyone (caller and joined workers) claims chunk indices from one atomic counter, so a
-//     worker that is slow to wake costs nothing: the caller simply runs its chunk too.
+//  3. Each thread first claims its home chunk (the caller chunk 0, worker i chunk i), then any
+//     chunk still unclaimed, so a worker that is slow to wake costs nothing: the caller simply
+//     runs its chunk too. Home chunks keep data on one core from one parallelFor to the next
+//     (a convolution's transformed weights, written in one loop over output channels and read
+//     in the next): on this machine the two cores are at times on different L3s, and a part
+//     written by the other core then comes at DRAM speed. With one shared counter, which
+//     thread took which chunk depended on the race, and 2-thread layer times were bimodal.
 //  4. The caller closes the job once every joined worker has left; since all chunks were
 //     claimed before that, all have finished, and their writes are visible to the caller
 //     (each worker's leaving decrement releases, the caller's closing CAS acquires).
@@ -54,9 +59,10 @@ ThreadPool::ThreadPool(Options options) : spin_(options.spin) {
   if (threads <= 0)
     threads = static_cast<int>(std::thread::hardware_concurrency());
   numThreads_ = std::clamp(threads, 1, kMaxThreads);
+  claimed_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(numThreads_));
   workers_.reserve(static_cast<size_t>(numThreads_ - 1));
   for (int i = 1; i < numThreads_; ++i)
-    workers_.emplace_back([this] { workerLoop(); });
+    workers_.emplace_back([this, i] { workerLoop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -98,7 +104,8 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, RangeFn fn, void *ctx) {
   }
 
   job_ = Job{fn, ctx, n, chunks};
-  nextChunk_.store(0, std::memory_order_relaxed);
+  for (int64_t i = 0; i < chunks; ++i)
+    claimed_[static_cast<size_t>(i)].store(false, std::memory_order_relaxed);
   uint64_t seq = (state_.load(std::memory_order_relaxed) >> kSeqShift) + 1; // odd: open
   // seq_cst on both this store and the load of sleepers_ (and on the worker's increment of
   // sleepers_ before it re-reads state_): either the worker sees the job or we see it asleep.
@@ -110,7 +117,7 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, RangeFn fn, void *ctx) {
 
   {
     RegionGuard guard;
-    claimAndRunChunks();
+    claimAndRunChunks(0);
   }
 
   // Close: wait for joined workers to leave. They only finish chunks already claimed, so this
@@ -140,12 +147,15 @@ void ThreadPool::runInline(int64_t n, int64_t chunks, RangeFn fn, void *ctx) {
   }
 }
 
-void ThreadPool::claimAndRunChunks() noexcept {
-  for (;;) {
-    int64_t index = nextChunk_.fetch_add(1, std::memory_order_relaxed);
-    if (index >= job_.chunks)
-      return;
-    auto [begin, end] = chunkRange(job_.n, job_.chunks, index);
+void ThreadPool::claimAndRunChunks(int home) noexcept {
+  const int64_t chunks = job_.chunks;
+  for (int64_t step = 0; step < chunks; ++step) {
+    const int64_t index = (home + step) % chunks;
+    std::atomic<bool> &claim = claimed_[static_cast<size_t>(index)];
+    // A plain load first: a chunk already taken costs no write to its line.
+    if (claim.load(std::memory_order_relaxed) || claim.exchange(true, std::memory_order_relaxed))
+      continue;
+    auto [begin, end] = chunkRange(job_.n, chunks, index);
     job_.fn(job_.ctx, begin, end);
   }
 }
@@ -193,7 +203,7 @@ uint64_t ThreadPool::waitForJob(uint64_t lastSeq) {
   return stop_.load(std::memory_order_relaxed) ? 0 : seq;
 }
 
-void ThreadPool::workerLoop() {
+void ThreadPool::workerLoop(int home) {
   // A worker never starts a nested parallel region: it is already one of the pool's threads.
   tlInParallelRegion = true;
   uint64_t lastSeq = 0;
@@ -204,7 +214,7 @@ void ThreadPool::workerLoop() {
     lastSeq = seq;
     if (!tryJoin(seq))
       continue; // closed before we got there: the caller ran our share
-    claimAndRunChunks();
+    claimAndRunChunks(home);
     state_.fetch_sub(1, std::memory_order_release);
   }
 }

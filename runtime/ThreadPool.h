@@ -7,6 +7,10 @@
 //    iterations, at most one per thread (workers plus the calling thread), and returns when
 //    all have run. The chunk boundaries depend only on (n, grain, numThreads()): the same
 //    chunks run whether they run in parallel or inline, so results never depend on timing.
+//  - Chunk i belongs to thread i (the caller is thread 0): a thread runs its own chunk first
+//    and then helps with any chunk nobody has started, so a loop that splits work the same way
+//    as the one before it finds its data in the same core's caches whenever all threads are
+//    awake.
 //  - Idle workers spin for a short while (Options::spin) before they sleep on a condition
 //    variable: a fork and join with a spinning worker costs ~0.1 us here, waking a sleeping
 //    one ~5 us, so back-to-back kernels of one inference never pay the wake-up.
@@ -81,12 +85,15 @@ private:
     int64_t chunks = 0;
   };
 
-  void workerLoop();
+  /// `home`: the chunk this worker claims first (see claimAndRunChunks).
+  void workerLoop(int home);
   /// Waits until a job other than `lastSeq` is open (returns its sequence number) or the pool
   /// stops (returns 0).
   uint64_t waitForJob(uint64_t lastSeq);
   bool tryJoin(uint64_t seq);
-  void claimAndRunChunks() noexcept; // a throwing chunk would leave the job open: terminate
+  /// Runs chunk `home` if unclaimed, then every other unclaimed chunk. A throwing chunk would
+  /// leave the job open: terminate.
+  void claimAndRunChunks(int home) noexcept;
   void runInline(int64_t n, int64_t chunks, RangeFn fn, void *ctx);
 
   // `state_` packs (sequence << kSeqShift) | participants. The sequence is odd while a job is
@@ -96,7 +103,7 @@ private:
   // finished job, and job_ is rewritten only while no worker is inside it.
   static constexpr int kSeqShift = 16;
   alignas(64) std::atomic<uint64_t> state_{0};
-  alignas(64) std::atomic<int64_t> nextChunk_{0};
+  std::unique_ptr<std::atomic<bool>[]> claimed_; // per chunk (at most one per thread)
   alignas(64) std::atomic<bool> busy_{false}; // a caller holds the pool
   Job job_;
   std::atomic<int> sleepers_{0};

@@ -2,8 +2,9 @@
 //
 //   kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [SIZES...]
 //       square SGEMM, default sizes 256 512 1024 2048
-//   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time]
-//       ResNet-50's common convolutions, batch 1
+//   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time] [--only TEXT]
+//       ResNet-50's common convolutions, batch 1 (--only: those whose name contains TEXT,
+//       e.g. "3x3/2", so that a profiler sees one layer)
 //
 // Each figure is the median of R timed runs (default: as many as fit in ~0.6 s, at least 5)
 // after one warm-up run. --cpu-time times the calling thread's CPU time instead of wall time:
@@ -37,6 +38,7 @@ std::vector<float> randomVector(size_t size, uint32_t seed) {
 }
 
 bool useCpuTime = false;
+std::string onlyLayers; // --only: run the layers whose name contains this
 
 double now() {
   if (useCpuTime) {
@@ -80,6 +82,8 @@ void benchGemm(const kiln_rt &rt, int64_t size, int reps) {
 
 void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64_t k, int64_t r,
                int64_t stride, int reps) {
+  if (std::string(name).find(onlyLayers) == std::string::npos)
+    return;
   kiln_conv2d_args args{};
   args.n = 1, args.c = c, args.h = args.w = hw;
   args.k = k, args.r = args.s = r;
@@ -99,7 +103,7 @@ void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--conv] [SIZES...]\n");
+  std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--conv [--only TEXT]] [SIZES...]\n");
   return 2;
 }
 
@@ -116,6 +120,8 @@ int main(int argc, char **argv) {
       if (value < (arg == "--threads" ? 1 : 0))
         return usage();
       (arg == "--threads" ? threads : reps) = value;
+    } else if (arg == "--only" && i + 1 < argc) {
+      onlyLayers = argv[++i];
     } else if (arg == "--conv") {
       conv = true;
     } else if (arg == "--cpu-time") {

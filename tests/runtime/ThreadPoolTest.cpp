@@ -1,5 +1,5 @@
 // The thread pool: every index runs exactly once, chunks are equal and respect the grain,
-// work really runs on two threads at once, nested calls run inline, several callers share one
+// work really runs on two threads at once, each thread keeps its own chunk from call to call, nested calls run inline, several callers share one
 // pool, and sleeping workers wake up.
 #include <gtest/gtest.h>
 
@@ -125,6 +125,39 @@ TEST(ThreadPoolTest, TwoThreadsRunAtOnce) {
   EXPECT_FALSE(timedOut);
   EXPECT_EQ(threads.size(), 2u);
   EXPECT_TRUE(threads.count(std::this_thread::get_id())) << "the caller runs a chunk too";
+}
+
+TEST(ThreadPoolTest, EachThreadRunsItsOwnChunkWhenAllTakePart) {
+  // Chunk i belongs to thread i (the caller is thread 0), call after call, so that what one
+  // loop writes per chunk the next reads on the same core. Each chunk again waits until all
+  // three have started, so every thread runs exactly one; with a shared counter, whichever
+  // worker woke first took chunk 1 and the workers' chunks swapped from call to call.
+  ThreadPool pool(3);
+  std::thread::id ranChunk[3];
+  bool timedOut = false;
+  for (int call = 0; call < 50 && !timedOut; ++call) {
+    std::atomic<int> started{0};
+    std::thread::id ran[3];
+    pool.parallelFor(3, 1, [&](int64_t begin, int64_t) {
+      ran[begin] = std::this_thread::get_id();
+      started.fetch_add(1);
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (started.load() < 3)
+        if (std::chrono::steady_clock::now() > deadline) {
+          timedOut = true;
+          return;
+        }
+    });
+    ASSERT_EQ(ran[0], std::this_thread::get_id()) << "call " << call;
+    for (int chunk = 1; chunk < 3; ++chunk) {
+      ASSERT_NE(ran[chunk], std::this_thread::get_id()) << "call " << call << " chunk " << chunk;
+      if (call == 0)
+        ranChunk[chunk] = ran[chunk];
+      ASSERT_EQ(ran[chunk], ranChunk[chunk]) << "call " << call << ": chunk " << chunk << " changed thread";
+    }
+  }
+  EXPECT_FALSE(timedOut);
+  EXPECT_NE(ranChunk[1], ranChunk[2]);
 }
 
 TEST(ThreadPoolTest, NestedCallsRunInline) {
