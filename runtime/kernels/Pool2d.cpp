@@ -1,5 +1,10 @@
-// kiln::runtime::kernels::pool2d: NCHW f32 max and average pooling, parallel over the N*C
-// planes. Semantics follow the reference evaluator (ir/ops/Pooling.cpp): window taps outside
+// kiln::runtime::kernels::pool2d: NCHW f32 max and average pooling, parallel over
+// (image, output row) pairs, each thread taking a run of output rows of every channel. That is
+// how the convolutions around a pool split their pixels (the GEMM driver numbers its shares
+// product by product, pixels within; Winograd splits blocks of tile rows), so each core pools
+// the rows it wrote and writes the rows it will read next. Split by planes, a batch-1 pool
+// read half its input from the other core, which cost twice its time whenever the two cores
+// are on different L3s. Semantics follow the reference evaluator (ir/ops/Pooling.cpp): window taps outside
 // the input never win a max and count in an average's divisor only with count_include_pad,
 // and then only inside the padded extent; NaN wins a max; an empty window gives -inf (max) or
 // NaN (average of nothing).
@@ -100,12 +105,15 @@ void poolInterior(const Window &w, int64_t outputs, float inverseCount, float *o
 /// input row three times per output row it feeds, with a two-load permute per tap. `rowMax`
 /// holds h x ow floats. Taps outside the input never win; a NaN tap makes the window NaN.
 void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, float *rowMax, int64_t owLo,
-                       int64_t owHi) {
+                       int64_t owHi, int64_t oh0, int64_t oh1) {
   const float minusInf = -std::numeric_limits<float>::infinity();
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 nanVector = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
-  for (int64_t i = 0; i < a.h; ++i) {
+  // The input rows that output rows [oh0, oh1) read; rowMax is indexed by input row.
+  const int64_t firstRow = std::max<int64_t>(0, 2 * oh0 - a.pad_top);
+  const int64_t lastRow = std::min(a.h, 2 * (oh1 - 1) - a.pad_top + 3);
+  for (int64_t i = firstRow; i < lastRow; ++i) {
     const float *row = in + i * a.w;
     float *maxima = rowMax + i * a.ow;
     auto scalarWindow = [&](int64_t ow) {
@@ -136,7 +144,7 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
     for (int64_t ow = owHi; ow < a.ow; ++ow)
       scalarWindow(ow);
   }
-  for (int64_t oh = 0; oh < a.oh; ++oh) {
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
     const TapRange rows = taps(oh * 2 - a.pad_top, 1, 3, 0, a.h);
     float *outRow = out + oh * a.ow;
     for (int64_t ow = 0; ow < a.ow; ow += 16) {
@@ -163,8 +171,8 @@ InteriorFn interiorRow(bool isMax, int64_t stride) {
 }
 #endif
 
-void poolPlanes(void *ctx, int64_t begin, int64_t end) {
-  const kiln_pool2d_args &a = *static_cast<const kiln_pool2d_args *>(ctx);
+/// Output rows [oh0, oh1) of one plane.
+void poolRows(const kiln_pool2d_args &a, int64_t plane, int64_t oh0, int64_t oh1) {
   const float minusInf = -std::numeric_limits<float>::infinity();
   // Interior columns: every tap of the window is inside [0, w).
   auto firstInside = [&](int64_t ow) { return ow * a.stride_w - a.pad_left >= 0; };
@@ -179,15 +187,14 @@ void poolPlanes(void *ctx, int64_t begin, int64_t end) {
   if (a.is_max && a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 2 && a.stride_w == 2 && a.dilation_h == 1 &&
       a.dilation_w == 1) {
     float *rowMax = detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(a.h * a.ow));
-    for (int64_t plane = begin; plane < end; ++plane)
-      maxPool3x3Stride2(a, a.x + plane * a.h * a.w, a.y + plane * a.oh * a.ow, rowMax, owLo, owHi);
+    maxPool3x3Stride2(a, a.x + plane * a.h * a.w, a.y + plane * a.oh * a.ow, rowMax, owLo, owHi, oh0, oh1);
     return;
   }
 #endif
-  for (int64_t plane = begin; plane < end; ++plane) {
+  {
     const float *in = a.x + plane * a.h * a.w;
     float *out = a.y + plane * a.oh * a.ow;
-    for (int64_t oh = 0; oh < a.oh; ++oh) {
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
       const int64_t baseH = oh * a.stride_h - a.pad_top;
       const TapRange rows = taps(baseH, a.dilation_h, a.kernel_h, 0, a.h);
       const TapRange paddedRows = taps(baseH, a.dilation_h, a.kernel_h, -a.pad_top, a.h + a.pad_top);
@@ -239,6 +246,26 @@ void poolPlanes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/// Units [begin, end) of the n * oh (image, output row) pairs, image-major: each image's run of
+/// rows, in every channel.
+void poolRowUnits(void *ctx, int64_t begin, int64_t end) {
+  const kiln_pool2d_args &a = *static_cast<const kiln_pool2d_args *>(ctx);
+  for (int64_t unit = begin; unit < end;) {
+    const int64_t image = unit / a.oh, oh0 = unit % a.oh;
+    const int64_t oh1 = std::min(a.oh, oh0 + (end - unit));
+    for (int64_t channel = 0; channel < a.c; ++channel)
+      poolRows(a, image * a.c + channel, oh0, oh1);
+    unit += oh1 - oh0;
+  }
+}
+
+/// Planes [begin, end), whole: for pools with fewer output rows than threads (a global pool).
+void poolPlanes(void *ctx, int64_t begin, int64_t end) {
+  const kiln_pool2d_args &a = *static_cast<const kiln_pool2d_args *>(ctx);
+  for (int64_t plane = begin; plane < end; ++plane)
+    poolRows(a, plane, 0, a.oh);
+}
+
 bool validPool(const kiln_pool2d_args &a) {
   if (a.n < 0 || a.c < 0 || a.h < 1 || a.w < 1 || a.oh < 0 || a.ow < 0 || a.kernel_h < 1 || a.kernel_w < 1)
     return false;
@@ -256,11 +283,15 @@ void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args) {
   const int64_t planes = a.n * a.c;
   if (planes == 0 || a.oh == 0 || a.ow == 0)
     return;
-  const int64_t work = planes * a.oh * a.ow * a.kernel_h * a.kernel_w;
-  if (detail::threadsOf(rt) > 1 && planes > 1 && work >= (int64_t{1} << 16))
-    rt->parallel_for(rt, planes, 1, poolPlanes, const_cast<kiln_pool2d_args *>(&a));
+  const int64_t work = planes * a.oh * a.ow * a.kernel_h * a.kernel_w, rowUnits = a.n * a.oh;
+  const int threads = detail::threadsOf(rt);
+  void *ctx = const_cast<kiln_pool2d_args *>(&a);
+  if (threads == 1 || work < (int64_t{1} << 16))
+    poolPlanes(ctx, 0, planes);
+  else if (rowUnits >= threads)
+    rt->parallel_for(rt, rowUnits, 1, poolRowUnits, ctx);
   else
-    poolPlanes(const_cast<kiln_pool2d_args *>(&a), 0, planes);
+    rt->parallel_for(rt, planes, 1, poolPlanes, ctx);
 }
 
 } // namespace kiln::runtime::kernels

@@ -182,6 +182,25 @@ TEST(Pool2dKernel, RandomGeometriesAndThreads) {
   checkPool(big);
 }
 
+TEST(Pool2dKernel, ThreadsSplitRowsAcrossImages) {
+  // Four threads over 3 images of 31 output rows: the runs of (image, row) units start mid-image
+  // and cross from one image into the next, in the separable max, the generic max and average
+  // forms; a global pool (one output row) splits its planes instead.
+  PoolCase separable{3, 5, 61, 61, 3, 3, 2, 2, 1, 1, 1, 1};
+  separable.threads = 4;
+  separable.nanEvery = 29;
+  checkPool(separable);
+  PoolCase average = separable;
+  average.isMax = false, average.nanEvery = 0;
+  checkPool(average, 2);
+  PoolCase strideOne{3, 2, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1};
+  strideOne.threads = 3;
+  checkPool(strideOne, 3);
+  PoolCase global{1, 64, 32, 32, 32, 32};
+  global.isMax = false, global.threads = 2;
+  checkPool(global, 4);
+}
+
 TEST(Pool2dKernel, NaNWinsAMax) {
   std::vector<float> x = {1.0f, std::nanf(""), 3.0f, 2.0f}, y(1, 0.0f);
   kiln_pool2d_args args{};
