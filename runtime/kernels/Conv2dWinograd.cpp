@@ -24,7 +24,8 @@
 // output pixels, and the epilogue then sees each image of the block in chunks of 16 channels
 // over the block's contiguous output pixels, each element once, after it is final.
 //
-// U is recomputed on every call into the calling thread's Scratch::Conv, in parallel over K:
+// U is recomputed on every call into the calling thread's Scratch::Conv, in parallel over K
+// (or, when it is small and every thread reads all of it, by each thread into its own):
 // ~0.3 ms for 256 x 256 and ~1.9 ms for 512 x 512 on one core (writing 16 x K x C floats,
 // memory-bound). That is what gates deep layers at batch 1 off; weights transformed once at
 // compile time would remove it.
@@ -67,6 +68,9 @@ constexpr int64_t kMinMacs = int64_t{1} << 22;
 constexpr int64_t kTilesPerWeightRatio = 2048;
 // U is 16 x K x C floats in scratch: at most 64 MiB (1024 x 1024 channels).
 constexpr int64_t kMaxWeights = int64_t{1} << 20;
+// Threads that all read the whole of U each transform their own copy up to this size (U of a
+// 64 x 64 layer: 256 KiB); larger U is transformed once, split over the threads.
+constexpr int64_t kOwnWeightsMaxFloats = int64_t{1} << 16;
 // With fewer (image, block) items than this per thread, the threads split output channels.
 constexpr int64_t kSplitChannelsBelow = 2;
 
@@ -418,6 +422,15 @@ void runShare(void *ctx, int64_t begin, int64_t end) {
       runItem(p, item);
 }
 
+/// runShare with U of this thread's own: every thread transforms all the weights into its
+/// Scratch::Conv (free on this path: no padded input is built) before its items.
+void runShareWithOwnWeights(void *ctx, int64_t begin, int64_t end) {
+  Plan own = *static_cast<const Plan *>(ctx);
+  own.u = scratch(Scratch::Conv, static_cast<size_t>(kPoints * own.uPlane));
+  transformWeights(own.a, own.u, own.uPlane, 0, own.a.k);
+  runShare(&own, begin, end);
+}
+
 void transformWeightsShare(void *ctx, int64_t begin, int64_t end) {
   const Plan &p = *static_cast<const Plan *>(ctx);
   for (int64_t part = begin; part < end; ++part)
@@ -445,6 +458,12 @@ bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &a) {
 void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
   const int threads = threadsOf(rt);
   Plan plan = makePlan(a, threads);
+  if (threads > 1 && plan.items() > 1 && plan.kParts == 1 && kPoints * a.k * a.c <= kOwnWeightsMaxFloats) {
+    // Every thread reads all of U. Shared, half of it would be read from the other core, which
+    // costs more than transforming small weights twice when the cores are on different L3s.
+    rt->parallel_for(rt, threads, 1, runShareWithOwnWeights, &plan);
+    return;
+  }
   // U is shared by all threads, so it lives in the calling thread's scratch (the padded
   // input, the other user of Scratch::Conv, is not built on this path).
   plan.u = scratch(Scratch::Conv, static_cast<size_t>(kPoints * plan.uPlane));

@@ -156,6 +156,9 @@ TEST(Conv2dWinograd, BlocksOfTileRowsAndChannelParts) {
   checkWinograd({1, 48, 65, 35, 40, 1, 1, 1, 1, 2});
   // One block and two threads: each thread computes a part of the output channels.
   checkWinograd({1, 64, 14, 14, 72, 1, 1, 1, 1, 2});
+  // Whole blocks per thread: small weights are transformed by each thread into its own U
+  // (above), large ones (80 x 72) once, split over the threads, and shared.
+  checkWinograd({2, 80, 30, 30, 72, 1, 1, 1, 1, 2});
 }
 
 TEST(Conv2dWinograd, ConvolutionsThatPassTheGate) {
