@@ -61,29 +61,6 @@ std::string emitEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, int6
   return fn;
 }
 
-namespace {
-
-// The single stride over the flattened batch that describes `coefs` (per batch dim of
-// `batchShape`), if there is one.
-std::optional<int64_t> batchStride(const std::vector<int64_t> &coefs, const Shape &batchShape) {
-  std::optional<int64_t> stride;
-  int64_t after = 1;
-  for (size_t d = batchShape.size(); d-- > 0;) {
-    if (batchShape[d] > 1) {
-      if (coefs[d] % after != 0)
-        return std::nullopt;
-      int64_t s = coefs[d] / after;
-      if (stride && *stride != s)
-        return std::nullopt;
-      stride = s;
-    }
-    after *= batchShape[d];
-  }
-  return stride.value_or(0);
-}
-
-} // namespace
-
 void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   const ir::Node &matmul = *stage.anchor;
@@ -117,7 +94,7 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     return coefs;
   };
   std::vector<int64_t> aCoefs = batchCoefs(aShape, a), bCoefs = batchCoefs(bShape, b);
-  std::optional<int64_t> aBatch = batchStride(aCoefs, batchShape), bBatch = batchStride(bCoefs, batchShape);
+  std::optional<int64_t> aBatch = uniformBatchStride(aCoefs, batchShape), bBatch = uniformBatchStride(bCoefs, batchShape);
 
   // Layouts: row-major when the last dim is unit-stride, else transposed (the planner made
   // sure one of the two holds).

@@ -80,6 +80,23 @@ std::vector<int64_t> contiguousStrides(const Shape &shape) {
   return strides;
 }
 
+std::optional<int64_t> uniformBatchStride(const std::vector<int64_t> &strides, const Shape &batchShape) {
+  std::optional<int64_t> stride;
+  int64_t after = 1; // elements of the flattened batch per step of dim d
+  for (size_t d = batchShape.size(); d-- > 0;) {
+    if (batchShape[d] > 1) {
+      if (strides[d] % after != 0)
+        return std::nullopt;
+      const int64_t s = strides[d] / after;
+      if (stride && *stride != s)
+        return std::nullopt;
+      stride = s;
+    }
+    after *= batchShape[d];
+  }
+  return stride.value_or(0);
+}
+
 int64_t normalizeAxis(int64_t axis, int64_t rank, std::string_view what) {
   int64_t normalized = axis < 0 ? axis + rank : axis;
   if (normalized < 0 || normalized >= rank)

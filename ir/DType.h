@@ -29,6 +29,11 @@ int64_t numElements(const Shape &shape);
 std::string shapeToString(const Shape &shape); // "[2,3]"
 /// Row-major strides in elements.
 std::vector<int64_t> contiguousStrides(const Shape &shape);
+/// The one stride s over the flattened index of `batchShape` that matches `strides` (one per
+/// batch dim): strides[d] == s * (the product of the sizes after d) for every dim of size > 1,
+/// so one batched GEMM call steps through the batch. 0 when no dim is larger than 1; nullopt
+/// when there is no such s.
+std::optional<int64_t> uniformBatchStride(const std::vector<int64_t> &strides, const Shape &batchShape);
 /// Maps a possibly negative axis into [0, rank); throws kiln::Error naming `what` if out of range.
 int64_t normalizeAxis(int64_t axis, int64_t rank, std::string_view what);
 

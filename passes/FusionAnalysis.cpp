@@ -209,21 +209,20 @@ private:
       return false;
     return oneStrideBatch(node);
   }
+  /// The permuted view's batch dims step through its contiguous operand with one stride (the
+  /// test emitGemmStage applies to the GEMM's operands).
   static bool oneStrideBatch(const Node &node) {
     const Shape &in = node.input(0)->shape();
     std::vector<int64_t> perm = node.attrInts("perm");
     const int64_t rank = static_cast<int64_t>(in.size());
-    std::vector<int64_t> base = contiguousStrides(in);
-    int64_t expected = -1; // the stride the next outer batch dim of size > 1 must have
-    for (int64_t d = rank - 3; d >= 0; --d) {
+    std::vector<int64_t> base = contiguousStrides(in), strides;
+    Shape batchShape;
+    for (int64_t d = 0; d + 2 < rank; ++d) {
       const int64_t axis = perm[d] < 0 ? perm[d] + rank : perm[d];
-      if (in[axis] <= 1)
-        continue;
-      if (expected >= 0 && base[axis] != expected)
-        return false;
-      expected = base[axis] * in[axis];
+      strides.push_back(base[axis]);
+      batchShape.push_back(in[axis]);
     }
-    return true;
+    return uniformBatchStride(strides, batchShape).has_value();
   }
   /// Ops that take part in grouping: not sources, not views of sources (attached at the end).
   bool groupable(int i) const { return classes_[i] != OpClass::Source && !sourceView_[i]; }
