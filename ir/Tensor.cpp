@@ -1,32 +1,24 @@
 #include "ir/Tensor.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
 
+#include "ir/Allocation.h"
 #include "ir/Error.h"
 
 namespace kiln {
 
 namespace {
 
-/// `bytes` of storage, 64-byte aligned, zeroed when `zero`. Blocks of 2 MiB and more are
-/// 2 MiB aligned and advised as huge pages: first touches of fresh memory cost a page fault
-/// per 4 KiB page otherwise, and in this machine's VM those faults were a third of importing
+/// `bytes` of storage (ir/Allocation.h: huge pages from 2 MiB), zeroed when `zero`. Huge pages
+/// also save the first-touch faults: in this machine's VM those were a third of importing
 /// ResNet-50's 100 MB of weights (each byte is touched three times: file, protobuf, tensor).
 std::shared_ptr<unsigned char> allocateStorage(const TensorType &type, size_t bytes, bool zero) {
-  constexpr size_t kLine = 64, kHugePage = size_t{2} << 20;
-  const size_t alignment = bytes >= kHugePage ? kHugePage : kLine;
-  void *block = nullptr;
-  if (posix_memalign(&block, alignment, std::max(bytes, kLine)) != 0 || !block)
+  void *block = allocateBlock(bytes);
+  if (!block)
     fail("cannot allocate {} bytes for a tensor of type {}", bytes, type.toString());
-#ifdef MADV_HUGEPAGE
-  if (alignment == kHugePage)
-    madvise(block, bytes / kHugePage * kHugePage, MADV_HUGEPAGE); // advice only: failure is harmless
-#endif
   if (zero)
     std::memset(block, 0, bytes);
   return std::shared_ptr<unsigned char>(static_cast<unsigned char *>(block), [](unsigned char *p) { std::free(p); });

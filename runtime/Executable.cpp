@@ -14,9 +14,11 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <cstdlib>
 #include <new>
 #include <set>
 
+#include "ir/Allocation.h"
 #include "ir/Error.h"
 #include "runtime/Profiler.h"
 #include "runtime/Runtime.h"
@@ -26,16 +28,14 @@ namespace kiln::runtime {
 
 namespace {
 
-// Arenas start on a cache line, so that an offset the memory planner aligned (for the vector
-// units) gives an address just as aligned.
-constexpr size_t kArenaAlignment = 64;
 // Weights a model carries are laid out one after another, each 64-byte aligned (KernelAbi.h).
 constexpr int64_t kWeightAlignment = 64;
 
+// Arenas come from allocateBlock: at least cache-line aligned, so that an offset the memory
+// planner aligned (for the vector units) gives an address just as aligned, and on huge pages
+// once they reach 2 MiB (ir/Allocation.h says why that matters).
 struct ArenaDelete {
-  void operator()(unsigned char *arena) const {
-    ::operator delete(arena, std::align_val_t(kArenaAlignment));
-  }
+  void operator()(unsigned char *arena) const { std::free(arena); }
 };
 
 /// What one run needs for itself; reused by later runs.
@@ -275,9 +275,11 @@ RunContext *Executable::Impl::acquireContext() {
   }
   // First run on this many threads at once: a new context, allocated outside the lock.
   auto context = std::make_unique<RunContext>();
-  if (desc->arena_bytes > 0)
-    context->arena.reset(static_cast<unsigned char *>(
-        ::operator new(static_cast<size_t>(desc->arena_bytes), std::align_val_t(kArenaAlignment))));
+  if (desc->arena_bytes > 0) {
+    context->arena.reset(static_cast<unsigned char *>(allocateBlock(static_cast<size_t>(desc->arena_bytes))));
+    if (!context->arena)
+      throw std::bad_alloc();
+  }
   context->buffers.resize(static_cast<size_t>(numRefs));
   context->events.reserve(static_cast<size_t>(desc->num_launches));
   std::lock_guard<std::mutex> lock(contextsMutex);
