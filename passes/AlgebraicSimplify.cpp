@@ -23,6 +23,8 @@
 
 #include "ir/Builder.h"
 #include "ir/Evaluator.h"
+#include "passes/AlgebraicSimplifyMatch.h"
+#include "passes/AlgebraicSimplifyMovement.h"
 #include "passes/AlgebraicSimplifyPads.h"
 
 namespace kiln::passes {
@@ -31,128 +33,14 @@ using ir::Builder;
 using ir::Node;
 using ir::OpKind;
 using ir::Value;
+using namespace simplify; // the shared matchers and the rules kept in their own files
 
 namespace {
 
-// ---- matching helpers -------------------------------------------------------------------------
-
-const Tensor *constantOf(const Value *value) {
-  const Node *producer = value->producer();
-  return producer && producer->op() == OpKind::Constant ? &producer->attrTensor("value") : nullptr;
-}
-
-/// The value every element of a constant holds, bit for bit: at least one element, all equal
-/// with the same sign (so [0.0, -0.0] is no splat: dividing by it gives +inf and -inf), NaN
-/// never. Returned as a double, which holds any float element and small integers exactly.
-std::optional<double> splatValue(const Value *value) {
-  const Tensor *t = constantOf(value);
-  if (!t || t->numElements() == 0)
-    return std::nullopt;
-  if (isFloat(t->dtype())) {
-    double first = t->getDouble(0);
-    for (int64_t i = 0; i < t->numElements(); ++i) {
-      double element = t->getDouble(i);
-      if (!(element == first) || std::signbit(element) != std::signbit(first)) // NaN fails at i = 0
-        return std::nullopt;
-    }
-    return first;
-  }
-  int64_t first = t->getInt(0);
-  for (int64_t i = 1; i < t->numElements(); ++i)
-    if (t->getInt(i) != first)
-      return std::nullopt;
-  return static_cast<double>(first);
-}
-
-/// A constant with at least one element, every one equal to `x` in value (0.0 matches -0.0:
-/// the identities accept a change in the sign of a zero, see AlgebraicSimplify.h).
-bool isAll(const Value *value, double x) {
-  const Tensor *t = constantOf(value);
-  if (!t || t->numElements() == 0)
-    return false;
-  for (int64_t i = 0; i < t->numElements(); ++i) {
-    bool equal = isFloat(t->dtype()) ? t->getDouble(i) == x : static_cast<double>(t->getInt(i)) == x;
-    if (!equal)
-      return false;
-  }
-  return true;
-}
-
-Node *producerIf(const Value *value, OpKind op) {
-  Node *producer = value->producer();
-  return producer && producer->op() == op ? producer : nullptr;
-}
-
-/// numpy broadcasting of several shapes; nullopt when they do not broadcast.
-std::optional<Shape> broadcastAll(const std::vector<Shape> &shapes) {
-  Shape out;
-  for (const Shape &shape : shapes) {
-    if (shape.size() > out.size())
-      out.insert(out.begin(), shape.size() - out.size(), 1);
-    size_t offset = out.size() - shape.size();
-    for (size_t d = 0; d < shape.size(); ++d) {
-      int64_t &dim = out[offset + d];
-      if (dim == 1)
-        dim = shape[d];
-      else if (shape[d] != 1 && shape[d] != dim)
-        return std::nullopt;
-    }
-  }
-  return out;
-}
-
-/// numpy broadcast_to: `from` right-aligned against `to`, each dim 1 or equal.
-bool broadcastsTo(const Shape &from, const Shape &to) {
-  if (from.size() > to.size())
-    return false;
-  size_t offset = to.size() - from.size();
-  for (size_t d = 0; d < from.size(); ++d)
-    if (from[d] != 1 && from[d] != to[offset + d])
-      return false;
-  return true;
-}
-
-// ---- building helpers -------------------------------------------------------------------------
-
-/// `replacement` with the root's output type: itself when the types match, broadcast when only
-/// its shape is smaller (x + zeros[4,3] with x f32[3] is x broadcast to [4,3]: a rule never
-/// changes an output's type), nullptr when neither works.
-Value *keepType(Builder &b, Value *replacement, const Node *root) {
-  const TensorType &want = root->output()->type();
-  if (replacement->type() == want)
-    return replacement;
-  if (replacement->dtype() != want.dtype || !broadcastsTo(replacement->shape(), want.shape))
-    return nullptr;
-  return b.create(OpKind::Broadcast, {replacement}, {{"shape", want.shape}});
-}
-
-/// A rank-0 constant holding element 0 of `t`, copied exactly (an i64 above 2^53 included).
-Value *scalarFrom(Builder &b, const Tensor &t) {
-  Tensor scalar(t.dtype(), Shape{});
-  if (isFloat(t.dtype()))
-    scalar.setDouble(0, t.getDouble(0));
-  else
-    scalar.setInt(0, t.getInt(0));
-  return b.constant(scalar);
-}
+// ---- building helpers ---------------------------------------------------------------------------
 
 Value *unary(Builder &b, OpKind op, Value *x) { return b.create(op, {x}); }
 Value *binary(Builder &b, OpKind op, Value *x, Value *y) { return b.create(op, {x, y}); }
-
-std::vector<int64_t> normalizedPerm(const Node *permute) {
-  std::vector<int64_t> perm = permute->attrInts("perm");
-  for (int64_t &axis : perm)
-    if (axis < 0)
-      axis += static_cast<int64_t>(perm.size());
-  return perm;
-}
-
-bool isIdentityPerm(const std::vector<int64_t> &perm) {
-  for (size_t d = 0; d < perm.size(); ++d)
-    if (perm[d] != static_cast<int64_t>(d))
-      return false;
-  return true;
-}
 
 // ---- add, sub, mul, div -----------------------------------------------------------------------
 
@@ -280,167 +168,6 @@ Value *foldSplatConstants(Builder &b, Node *n) {
   for (int64_t i = 0; i < full.numElements(); ++i)
     full.setDouble(i, folded.getDouble(0));
   return b.constant(full);
-}
-
-// ---- movement -----------------------------------------------------------------------------------
-
-// Output axis d of the outer permute reads axis outer[d] of the inner one, which reads axis
-// inner[outer[d]] of x.
-Value *permutePermute(Builder &b, Node *n) {
-  Node *inner = producerIf(n->input(0), OpKind::Permute);
-  if (!inner)
-    return nullptr;
-  std::vector<int64_t> innerPerm = normalizedPerm(inner), outerPerm = normalizedPerm(n), composed;
-  for (int64_t axis : outerPerm)
-    composed.push_back(innerPerm[axis]);
-  if (isIdentityPerm(composed))
-    return inner->input(0);
-  return b.create(OpKind::Permute, {inner->input(0)}, {{"perm", composed}});
-}
-
-// (A B)^T = B^T A^T over the last two axes: a permute whose innermost axis is the product's
-// row axis reads the product column by column; computing the transposed product instead makes
-// that read contiguous (and the permute disappears when it was only the swap), while the
-// operand transposes fold into the GEMM's strides or into permutes they already are.
-// Autodiff's gradient of K in attention is (Q^T dS) permuted back to [batch, tokens, heads,
-// dim], which otherwise gathered floats 128 apart in the kernel that joins Q, K and V's
-// gradients. Only when the permute is the product's one reader, so nothing is computed twice.
-Value *permuteOfMatMul(Builder &b, Node *n) {
-  Node *product = producerIf(n->input(0), OpKind::MatMul);
-  if (!product || product->output()->uses().size() != 1 || n->graph()->isOutput(product->output()))
-    return nullptr;
-  Value *a = product->input(0), *c = product->input(1);
-  std::vector<int64_t> perm = normalizedPerm(n);
-  const int64_t rank = static_cast<int64_t>(perm.size());
-  if (rank < 2 || a->rank() < 2 || c->rank() < 2 || perm[rank - 1] != rank - 2)
-    return nullptr;
-  auto swapLastTwo = [](int64_t axis, int64_t r) { return axis == r - 1 ? r - 2 : axis == r - 2 ? r - 1 : axis; };
-  auto transpose = [&](Value *x) {
-    std::vector<int64_t> swap;
-    for (int64_t d = 0; d < x->rank(); ++d)
-      swap.push_back(swapLastTwo(d, x->rank()));
-    return b.create(OpKind::Permute, {x}, {{"perm", swap}});
-  };
-  Value *swapped = b.create(OpKind::MatMul, {transpose(c), transpose(a)});
-  std::vector<int64_t> rest;
-  for (int64_t axis : perm)
-    rest.push_back(swapLastTwo(axis, rank));
-  return isIdentityPerm(rest) ? swapped : b.create(OpKind::Permute, {swapped}, {{"perm", rest}});
-}
-
-Value *permuteIdentity(Builder &, Node *n) { return isIdentityPerm(normalizedPerm(n)) ? n->input(0) : nullptr; }
-
-bool isView(OpKind op) {
-  return op == OpKind::Reshape || op == OpKind::Squeeze || op == OpKind::Unsqueeze || op == OpKind::Flatten;
-}
-
-// reshape, squeeze, unsqueeze and flatten only re-label a row-major buffer, so one that keeps
-// the shape is its operand, and a chain of them is one reshape to the last shape.
-Value *viewSameShape(Builder &, Node *n) {
-  return n->input(0)->shape() == n->output()->shape() ? n->input(0) : nullptr;
-}
-
-Value *viewChain(Builder &b, Node *n) {
-  Node *inner = n->input(0)->producer();
-  if (!inner || !isView(inner->op()))
-    return nullptr;
-  Value *source = inner->input(0);
-  if (source->shape() == n->output()->shape())
-    return source;
-  return b.create(OpKind::Reshape, {source}, {{"shape", n->output()->shape()}});
-}
-
-Value *broadcastSameShape(Builder &, Node *n) {
-  return n->input(0)->shape() == n->output()->shape() ? n->input(0) : nullptr;
-}
-
-// broadcast_to(broadcast_to(x, s1), s2) = broadcast_to(x, s2): a dim of x is 1 or equals s1's,
-// which is 1 or equals s2's.
-Value *broadcastBroadcast(Builder &b, Node *n) {
-  Node *inner = producerIf(n->input(0), OpKind::Broadcast);
-  if (!inner)
-    return nullptr;
-  return keepType(b, inner->input(0), n);
-}
-
-Value *castSameDtype(Builder &, Node *n) {
-  return ir::attrDType(n->attrs(), "to") == n->input(0)->dtype() ? n->input(0) : nullptr;
-}
-
-// A slice that keeps every dim's size takes everything unless it walks an axis of size > 1
-// backwards (a reversal): going forward, count == dim forces start 0 and step 1.
-Value *sliceEverything(Builder &, Node *n) {
-  Value *x = n->input(0);
-  if (x->shape() != n->output()->shape())
-    return nullptr;
-  const std::vector<int64_t> &axes = n->attrInts("axes"), &steps = n->attrInts("steps");
-  for (size_t i = 0; i < n->attrInts("starts").size(); ++i) {
-    int64_t axis = axes.empty() ? static_cast<int64_t>(i) : axes[i];
-    if (axis < 0)
-      axis += x->rank();
-    if ((steps.empty() ? 1 : steps[i]) < 0 && x->shape()[axis] > 1)
-      return nullptr;
-  }
-  return x;
-}
-
-// ---- operands of ops that broadcast numpy-style -------------------------------------------------
-
-/// What an operand could shrink to: `source` itself, or (toScalar) a rank-0 copy of the splat
-/// constant `source`.
-struct Shrunk {
-  Value *source = nullptr;
-  bool toScalar = false;
-};
-
-/// Rebuilds `n` with each operand replaced by what `shrink` offers for it, where doing so keeps
-/// the output shape (checked operand by operand); nullptr when no operand changes. Reading an
-/// operand through numpy broadcasting gives the element an explicit broadcast would have
-/// given, because both align shapes from the right.
-template <typename ShrinkFn> Value *shrinkOperands(Builder &b, Node *n, ShrinkFn shrink) {
-  std::vector<Value *> inputs = n->inputs();
-  std::vector<Shape> shapes;
-  for (Value *input : inputs)
-    shapes.push_back(input->shape());
-  std::vector<std::pair<size_t, Shrunk>> chosen;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::optional<Shrunk> candidate = shrink(inputs[i]);
-    if (!candidate)
-      continue;
-    Shape kept = shapes[i];
-    shapes[i] = candidate->toScalar ? Shape{} : candidate->source->shape();
-    std::optional<Shape> out = broadcastAll(shapes);
-    if (out && *out == n->output()->shape())
-      chosen.emplace_back(i, *candidate);
-    else
-      shapes[i] = kept;
-  }
-  if (chosen.empty())
-    return nullptr;
-  for (auto &[i, shrunk] : chosen)
-    inputs[i] = shrunk.toScalar ? scalarFrom(b, *constantOf(shrunk.source)) : shrunk.source;
-  return b.create(n->op(), inputs, n->attrs());
-}
-
-// add(x, broadcast(y)) = add(x, y) when the output shape stays; a splat constant y (say
-// f32[1,1] 0.5, or the zeros of an exported full_like) becomes a rank-0 constant.
-Value *broadcastIntoConsumer(Builder &b, Node *n) {
-  return shrinkOperands(b, n, [](Value *operand) -> std::optional<Shrunk> {
-    Node *broadcast = producerIf(operand, OpKind::Broadcast);
-    if (!broadcast)
-      return std::nullopt;
-    Value *source = broadcast->input(0);
-    return Shrunk{source, source->rank() > 0 && splatValue(source).has_value()};
-  });
-}
-
-// A splat constant operand with more than one element becomes a rank-0 constant.
-Value *splatOperandToScalar(Builder &b, Node *n) {
-  return shrinkOperands(b, n, [](Value *operand) -> std::optional<Shrunk> {
-    if (operand->type().numElements() <= 1 || !splatValue(operand))
-      return std::nullopt;
-    return Shrunk{operand, true};
-  });
 }
 
 // ---- the table ----------------------------------------------------------------------------------
