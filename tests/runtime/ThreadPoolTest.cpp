@@ -48,6 +48,17 @@ std::vector<std::pair<int64_t, int64_t>> chunksOf(ThreadPool &pool, int64_t n, i
 
 using Chunks = std::vector<std::pair<int64_t, int64_t>>;
 
+/// A barrier for chunks: counts this one in `started` and waits until `count` have started.
+/// False after 5 s, so that a pool that does not run the chunks at once fails rather than hangs.
+bool arriveAndWait(std::atomic<int> &started, int count) {
+  started.fetch_add(1);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (started.load() < count)
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+  return true;
+}
+
 } // namespace
 
 TEST(ThreadPoolTest, DefaultsToOneThreadPerCore) {
@@ -114,13 +125,8 @@ TEST(ThreadPoolTest, TwoThreadsRunAtOnce) {
       std::lock_guard<std::mutex> lock(mutex);
       threads.insert(std::this_thread::get_id());
     }
-    started.fetch_add(1);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (started.load() < 2)
-      if (std::chrono::steady_clock::now() > deadline) {
-        timedOut = true;
-        return;
-      }
+    if (!arriveAndWait(started, 2))
+      timedOut = true;
   });
   EXPECT_FALSE(timedOut);
   EXPECT_EQ(threads.size(), 2u);
@@ -134,19 +140,14 @@ TEST(ThreadPoolTest, EachThreadRunsItsOwnChunkWhenAllTakePart) {
   // worker woke first took chunk 1 and the workers' chunks swapped from call to call.
   ThreadPool pool(3);
   std::thread::id ranChunk[3];
-  bool timedOut = false;
+  std::atomic<bool> timedOut{false}; // set from the pool's threads
   for (int call = 0; call < 50 && !timedOut; ++call) {
     std::atomic<int> started{0};
     std::thread::id ran[3];
     pool.parallelFor(3, 1, [&](int64_t begin, int64_t) {
       ran[begin] = std::this_thread::get_id();
-      started.fetch_add(1);
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (started.load() < 3)
-        if (std::chrono::steady_clock::now() > deadline) {
-          timedOut = true;
-          return;
-        }
+      if (!arriveAndWait(started, 3))
+        timedOut = true;
     });
     ASSERT_EQ(ran[0], std::this_thread::get_id()) << "call " << call;
     for (int chunk = 1; chunk < 3; ++chunk) {
