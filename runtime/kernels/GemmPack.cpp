@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "ir/Allocation.h"
 #include "runtime/kernels/GemmMicroKernel.h" // kPanelWidth, kVector
 #include "runtime/kernels/Simd.h"
 
@@ -139,7 +140,7 @@ float *scratch(Scratch slot, size_t floats) {
     // Round up so that a slightly larger request later does not reallocate again.
     const size_t capacity = std::max(floats + floats / 4, size_t{4096});
     const size_t bytes = (capacity * sizeof(float) + 63) / 64 * 64;
-    void *fresh = std::aligned_alloc(64, bytes);
+    void *fresh = allocateBlock(bytes);
     if (!fresh)
       throw std::bad_alloc();
     std::free(block.data);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/kernels/GemmDriver.h"
+#include "runtime/kernels/GemmPack.h" // scratch
 #include "runtime/kernels/Kernels.h"
 #include "tests/runtime/KernelTestRuntime.h"
 
@@ -204,6 +205,21 @@ TEST(GemmKernel, EmptyProductsTouchNothing) {
   kiln::runtime::kernels::gemm(&rt, &args);
   kiln::runtime::kernels::gemm(&rt, nullptr);
   EXPECT_EQ(c, std::vector<float>(4, 7.0f));
+}
+
+} // namespace
+
+namespace {
+
+TEST(GemmKernel, LargeScratchIsHugePageAligned) {
+  // Scratch of 2 MiB and more comes from allocateBlock: 2 MiB aligned (and advised as huge
+  // pages, which AllocationTest checks); small scratch is 64-byte aligned.
+  using kiln::runtime::kernels::detail::Scratch;
+  using kiln::runtime::kernels::detail::scratch;
+  const auto address = [](const float *p) { return reinterpret_cast<uintptr_t>(p); };
+  EXPECT_EQ(address(scratch(Scratch::WinogradItem, 100)) % 64, 0u);
+  const float *large = scratch(Scratch::Conv, size_t{3} << 20);
+  EXPECT_EQ(address(large) % (uintptr_t{2} << 20), 0u);
 }
 
 } // namespace
