@@ -5,7 +5,7 @@
 // build of the runtime of the same ABI version, and generated code never links against kiln.
 //
 //  - The runtime hands every kernel a `kiln_rt` table: its thread pool (parallel_for) and the
-//    precompiled heavy kernels (GEMM, convolution, pooling) in runtime/kernels/.
+//    precompiled heavy kernels (GEMM, convolution and its weight gradient, pooling) in runtime/kernels/.
 //  - Heavy kernels take an *epilogue*: a function the generated code defines for its fusion
 //    group (bias, activation, residual add, scale), called on each output tile while it is in
 //    cache, with the tile's coordinates so that it can index its own operands.
@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 1
+#define KILN_ABI_VERSION 2
 
 typedef struct kiln_rt kiln_rt;
 
@@ -75,6 +75,19 @@ typedef struct kiln_pool2d_args {
   float *y;
 } kiln_pool2d_args;
 
+/// The weight gradient of a 2-D convolution with one group, f32, NCHW x and dy:
+///   dw[k][c][r][s] = sum over n, oh, ow of dy[n][k][oh][ow] * x[n][c][ih][iw],
+///   ih = oh*stride_h + r*dilation_h - pad_top, iw = ow*stride_w + s*dilation_w - pad_left,
+/// a term being 0 where (ih, iw) lies in the padding. dw (k x c x r x s) is overwritten.
+typedef struct kiln_conv2d_weight_grad_args {
+  int64_t n, c, h, w;  /* x */
+  int64_t k, r, s;     /* dy's channels, kernel height, width */
+  int64_t oh, ow;      /* dy's spatial size */
+  int64_t stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w;
+  const float *x, *dy;
+  float *dw;
+} kiln_conv2d_weight_grad_args;
+
 struct kiln_rt {
   int32_t abi_version; /* KILN_ABI_VERSION */
   int32_t num_threads;
@@ -85,6 +98,7 @@ struct kiln_rt {
   void (*gemm)(const kiln_rt *rt, const kiln_gemm_args *args);
   void (*conv2d)(const kiln_rt *rt, const kiln_conv2d_args *args);
   void (*pool2d)(const kiln_rt *rt, const kiln_pool2d_args *args);
+  void (*conv2d_weight_grad)(const kiln_rt *rt, const kiln_conv2d_weight_grad_args *args);
   void *impl; /* the runtime's own state */
 };
 

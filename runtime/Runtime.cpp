@@ -21,6 +21,7 @@ kiln_rt makeKernelRuntime(ThreadPool &pool) {
   rt.gemm = kernels::gemm;
   rt.conv2d = kernels::conv2d;
   rt.pool2d = kernels::pool2d;
+  rt.conv2d_weight_grad = kernels::conv2dWeightGrad;
   rt.impl = &pool;
   return rt;
 }

@@ -13,6 +13,9 @@ void gemm(const kiln_rt *rt, const kiln_gemm_args *args);
 /// epilogue.
 void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args);
 
+/// f32 weight gradient of a one-group 2-D convolution (any stride, padding, dilation).
+void conv2dWeightGrad(const kiln_rt *rt, const kiln_conv2d_weight_grad_args *args);
+
 /// f32 2-D max / average pooling.
 void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args);
 

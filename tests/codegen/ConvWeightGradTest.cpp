@@ -1,7 +1,8 @@
-// conv_weight_grad compiled (generated im2col per chunk of images + rt->gemm per group, or the
-// f64 loop nest) against the reference evaluator: strides, pads, dilations, groups (depthwise
-// too), 1-D, 2-D and 3-D, a 1x1 kernel, images chunked with g copied side by side and chunks
-// summed through the scratch matrix, and empty batches.
+// conv_weight_grad compiled (rt->conv2d_weight_grad for one-group 2-D and 1-D kernels larger than
+// 1x1; else generated im2col per chunk of images + rt->gemm per group; the f64 loop nest)
+// against the reference evaluator: strides, pads, dilations, groups (depthwise too), 1-D, 2-D
+// and 3-D, a 1x1 kernel, images chunked with g copied side by side and chunks summed through
+// the scratch matrix, and empty batches.
 #include <gtest/gtest.h>
 
 #include "frontend/Frontend.h"
@@ -49,6 +50,18 @@ std::vector<std::string> check(const Shape &x, const Shape &w, const Attrs &a, u
   return launchStrategies(*graph);
 }
 
+// How many calls of the direct weight-gradient kernel the compiled source makes.
+int directKernelCalls(const Shape &x, const Shape &w, const Attrs &a) {
+  GraphBuilder gb("conv_weight_grad");
+  Var input = gb.input("x", DType::F32, x);
+  Var grad = gb.input("g", DType::F32, convOutShape(x, w, a));
+  Var gw = gb.op(ir::OpKind::ConvWeightGrad, {input, grad},
+                 {{"strides", a.strides}, {"pads", a.pads}, {"dilations", a.dilations}, {"groups", a.groups},
+                  {"weight_shape", w}});
+  auto graph = gb.finish({gw});
+  return countInSource(*graph, "rt->conv2d_weight_grad(");
+}
+
 TEST(CodegenConvWeightGrad, PlainThreeByThree) {
   std::vector<std::string> strategies = check({2, 5, 7, 6}, {4, 5, 3, 3}, {}, 1);
   EXPECT_EQ(strategies, std::vector<std::string>{"per-op"});
@@ -81,9 +94,18 @@ TEST(CodegenConvWeightGrad, OneDAndThreeD) {
 }
 
 TEST(CodegenConvWeightGrad, ChunkedImages) {
-  // 6 * 9 * 166 * 166 floats of columns per image: two images per chunk, so the first chunk
-  // copies g side by side and the second (one image) goes through the scratch sum.
-  check({3, 6, 166, 166}, {2, 6, 3, 3}, {{}, {1, 1, 1, 1}, {}}, 15);
+  // Two groups (so not the direct kernel) and 6 * 9 * 166 * 166 floats of columns per image:
+  // two images per chunk, so the first chunk copies g side by side and the second (one image)
+  // goes through the scratch sum.
+  check({3, 6, 166, 166}, {2, 3, 3, 3}, {{}, {1, 1, 1, 1}, {}, 2}, 15);
+}
+
+TEST(CodegenConvWeightGrad, DirectKernelForOneGroupPlanarWindows) {
+  EXPECT_EQ(directKernelCalls({2, 5, 7, 6}, {4, 5, 3, 3}, {}), 1);
+  EXPECT_EQ(directKernelCalls({2, 7, 11}, {4, 7, 3}, {{2}, {1, 2}, {1}}), 1); // 1-D
+  EXPECT_EQ(directKernelCalls({2, 12, 7, 6}, {6, 4, 3, 3}, {{}, {}, {}, 3}), 0); // groups
+  EXPECT_EQ(directKernelCalls({3, 16, 5, 4}, {8, 16, 1, 1}, {}), 0);         // 1x1: columns are x
+  EXPECT_EQ(directKernelCalls({1, 5, 4, 5, 4}, {3, 5, 2, 3, 2}, {}), 0);     // 3-D
 }
 
 TEST(CodegenConvWeightGrad, FloatSixtyFourLoops) {

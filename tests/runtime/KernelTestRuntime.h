@@ -30,6 +30,7 @@ inline kiln_rt makeRuntime(int threads) {
   rt.gemm = gemm;
   rt.conv2d = conv2d;
   rt.pool2d = pool2d;
+  rt.conv2d_weight_grad = conv2dWeightGrad;
   return rt;
 }
 
