@@ -14,12 +14,15 @@
 // reads g in place.
 // The columns are K times x, so chunks keep them under kMaxColumnFloats, as conv_transpose does.
 //
-// f32 with one group, no depth (2-D and 1-D convolutions) and more than one tap calls
+// f32 with one group, no depth (2-D and 1-D convolutions), more than one tap and 16 or more
+// channels on one side calls
 // rt->conv2d_weight_grad instead, which transposes x and g to channels-last once and
 // accumulates each tap's outer products in registers (runtime/kernels/Conv2dWeightGrad.cpp):
 // no columns, no packing. In ResNet-18's training step (batch 8, 1 thread) that took the weight
 // gradients from 223 to 177 ms; the 64-channel 56x56 layers from 17 to 11 ms each. A 1x1
-// kernel's columns are x itself (strided), so the GEMM path keeps those (0.7 against 1.1 ms).
+// kernel's columns are x itself (strided), so the GEMM path keeps those (0.7 against 1.1 ms),
+// and so it does when neither channel count fills a 16-lane vector (LeNet-5's first layer,
+// 1 -> 6 channels: 0.8 against 1.4 ms).
 //
 // Other float dtypes (f64, for gradient checks): a loop nest in double, parallel over output
 // channels, in the reference evaluator's order (image, channel, tap), so f64 results match it.
@@ -235,7 +238,8 @@ void emitConvWeightGradStage(KernelEmitter &e, int stageIndex, KernelText &out) 
   }
   WindowGeometry g = weightGradGeometry(node);
   bool planar = g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.padBegin[0] == 0;
-  if (dtype == DType::F32 && g.groups == 1 && planar && g.kernelSize() > 1)
+  bool fillsVectors = std::max(g.inChannels, g.outChannels) >= 16;
+  if (dtype == DType::F32 && g.groups == 1 && planar && g.kernelSize() > 1 && fillsVectors)
     emitRuntimeWeightGrad(e, stage, g, out);
   else if (dtype == DType::F32)
     emitGemmWeightGrad(e, stage, stageIndex, g, out);

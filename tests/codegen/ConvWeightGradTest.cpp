@@ -100,12 +100,21 @@ TEST(CodegenConvWeightGrad, ChunkedImages) {
   check({3, 6, 166, 166}, {2, 3, 3, 3}, {{}, {1, 1, 1, 1}, {}, 2}, 15);
 }
 
+TEST(CodegenConvWeightGrad, DirectKernelAgainstTheReference) {
+  check({2, 20, 9, 8}, {16, 20, 3, 3}, {{}, {1, 1, 1, 1}, {}}, 19);
+  check({2, 3, 13, 12}, {24, 3, 5, 5}, {{2, 2}, {2, 2, 1, 1}, {}}, 20);      // vectors along K
+  check({1, 18, 10, 9}, {5, 18, 3, 2}, {{1, 2}, {1, 0, 2, 1}, {2, 3}}, 21);  // dilated, strided
+  check({2, 17, 11}, {4, 17, 3}, {{2}, {1, 2}, {1}}, 22);                    // 1-D
+}
+
 TEST(CodegenConvWeightGrad, DirectKernelForOneGroupPlanarWindows) {
-  EXPECT_EQ(directKernelCalls({2, 5, 7, 6}, {4, 5, 3, 3}, {}), 1);
-  EXPECT_EQ(directKernelCalls({2, 7, 11}, {4, 7, 3}, {{2}, {1, 2}, {1}}), 1); // 1-D
-  EXPECT_EQ(directKernelCalls({2, 12, 7, 6}, {6, 4, 3, 3}, {{}, {}, {}, 3}), 0); // groups
-  EXPECT_EQ(directKernelCalls({3, 16, 5, 4}, {8, 16, 1, 1}, {}), 0);         // 1x1: columns are x
-  EXPECT_EQ(directKernelCalls({1, 5, 4, 5, 4}, {3, 5, 2, 3, 2}, {}), 0);     // 3-D
+  EXPECT_EQ(directKernelCalls({2, 5, 7, 6}, {16, 5, 3, 3}, {}), 1);
+  EXPECT_EQ(directKernelCalls({2, 3, 9, 9}, {32, 3, 7, 7}, {{2, 2}, {3, 3, 3, 3}, {}}), 1); // a stem
+  EXPECT_EQ(directKernelCalls({2, 17, 11}, {4, 17, 3}, {{2}, {1, 2}, {1}}), 1); // 1-D
+  EXPECT_EQ(directKernelCalls({2, 5, 7, 6}, {4, 5, 3, 3}, {}), 0);  // no side fills a vector
+  EXPECT_EQ(directKernelCalls({2, 24, 7, 6}, {18, 8, 3, 3}, {{}, {}, {}, 3}), 0); // groups
+  EXPECT_EQ(directKernelCalls({3, 16, 5, 4}, {32, 16, 1, 1}, {}), 0);          // 1x1: columns are x
+  EXPECT_EQ(directKernelCalls({1, 16, 4, 5, 4}, {16, 16, 2, 3, 2}, {}), 0);    // 3-D
 }
 
 TEST(CodegenConvWeightGrad, FloatSixtyFourLoops) {
