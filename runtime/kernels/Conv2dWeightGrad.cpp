@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "runtime/kernels/GemmDriver.h" // threadsOf
-#include "runtime/kernels/GemmPack.h"   // packColumns, scratch
+#include "runtime/kernels/GemmPack.h"   // packColumns, transposeCopy, scratch
 #include "runtime/kernels/Kernels.h"
 #include "runtime/kernels/Simd.h"
 
@@ -232,42 +232,21 @@ void transposeRuns(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-// dwT[t][bcast][vec] to dw[k][c][t], parallel over the broadcast channels: 16 taps x 16 vector
-// channels at a time through a register transpose, so that dw is written in runs of taps.
+// dwT[t][bcast][vec] to dw[k][c][t], parallel over the broadcast channels: per broadcast
+// channel a transposing copy of its taps x vector channels, so that dw is written in runs of taps.
 void scatterTaps(void *ctx, int64_t begin, int64_t end) {
   const Plan &p = *static_cast<const Plan *>(ctx);
   const Args &a = *p.a;
-  const int64_t taps = p.taps;
   // dw offset of (broadcast channel b, vector channel v, tap 0).
-  const int64_t bStride = p.vectorOverC ? a.c * taps : taps, vStride = p.vectorOverC ? taps : a.c * taps;
-  for (int64_t b = begin; b < end; ++b) {
-    for (int64_t v0 = 0; v0 < p.vec; v0 += kLanes) {
-      const int64_t lanes = std::min<int64_t>(kLanes, p.vec - v0);
-      for (int64_t t0 = 0; t0 < taps; t0 += kLanes) {
-        const int64_t tapsHere = std::min<int64_t>(kLanes, taps - t0);
-        const float *src = p.dwT + (t0 * p.bcast + b) * p.vec + v0;
-        float *dst = a.dw + b * bStride + v0 * vStride + t0;
-#ifdef __AVX512F__
-        __m512 rows[16];
-        for (int t = 0; t < 16; ++t)
-          rows[t] = t < tapsHere ? _mm512_maskz_loadu_ps(detail::firstLanes(lanes), src + t * p.bcast * p.vec)
-                                 : _mm512_setzero_ps();
-        detail::transpose16x16(rows);
-        for (int64_t u = 0; u < lanes; ++u)
-          _mm512_mask_storeu_ps(dst + u * vStride, detail::firstLanes(tapsHere), rows[u]);
-#else
-        for (int64_t u = 0; u < lanes; ++u)
-          for (int64_t t = 0; t < tapsHere; ++t)
-            dst[u * vStride + t] = src[t * p.bcast * p.vec + u];
-#endif
-      }
-    }
-  }
+  const int64_t bStride = p.vectorOverC ? a.c * p.taps : p.taps, vStride = p.vectorOverC ? p.taps : a.c * p.taps;
+  for (int64_t b = begin; b < end; ++b)
+    detail::transposeCopy(a.dw + b * bStride, vStride, p.dwT + b * p.vec, p.bcast * p.vec, p.vec, p.taps, p.taps);
 }
 
-void run(const kiln_rt *rt, void (*fn)(void *, int64_t, int64_t), void *ctx, int64_t n, int64_t grain) {
+// fn over [0, n) on rt's pool, or inline with one thread.
+void run(const kiln_rt *rt, kiln_range_fn fn, void *ctx, int64_t n) {
   if (detail::threadsOf(rt) > 1 && n > 1)
-    rt->parallel_for(rt, n, grain, fn, ctx);
+    rt->parallel_for(rt, n, 1, fn, ctx);
   else
     fn(ctx, 0, n);
 }
@@ -290,7 +269,7 @@ void conv2dWeightGrad(const kiln_rt *rt, const kiln_conv2d_weight_grad_args *arg
 
   ToNhwc toNhwc{&a, space, space + rounded(xFloats), ceilDiv(a.h * a.w, ToNhwc::kRun),
                 ceilDiv(a.oh * a.ow, ToNhwc::kRun)};
-  run(rt, transposeRuns, &toNhwc, a.n * (toNhwc.xRuns + toNhwc.dyRuns), 1);
+  run(rt, transposeRuns, &toNhwc, a.n * (toNhwc.xRuns + toNhwc.dyRuns));
 
   Plan p;
   p.a = &a;
@@ -317,8 +296,8 @@ void conv2dWeightGrad(const kiln_rt *rt, const kiln_conv2d_weight_grad_args *arg
     p.owBegin[static_cast<size_t>(s)] = std::min(begin, a.ow);
     p.owEnd[static_cast<size_t>(s)] = std::clamp(end, p.owBegin[static_cast<size_t>(s)], a.ow);
   }
-  run(rt, runTiles, &p, p.tiles, 1);
-  run(rt, scatterTaps, &p, p.bcast, 1);
+  run(rt, runTiles, &p, p.tiles);
+  run(rt, scatterTaps, &p, p.bcast);
 }
 
 } // namespace kiln::runtime::kernels

@@ -32,8 +32,8 @@ void packRows(float *dst, const float *src, int64_t ld, int64_t kc, int64_t cols
   }
 }
 
-void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, int64_t cols,
-                 int64_t width) {
+void transposeCopy(float *dst, int64_t ldDst, const float *src, int64_t ld, int64_t kc, int64_t cols,
+                   int64_t width) {
 #ifdef __AVX512F__
   for (int64_t x0 = 0; x0 < width; x0 += 16) {
     const int64_t rowsHere = std::clamp<int64_t>(cols - x0, 0, 16);
@@ -47,13 +47,13 @@ void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, int64_t c
                             : _mm512_setzero_ps();
       transpose16x16(r);
       for (int64_t u = 0; u < kHere; ++u)
-        _mm512_mask_storeu_ps(dst + (k0 + u) * width + x0, storeMask, r[u]);
+        _mm512_mask_storeu_ps(dst + (k0 + u) * ldDst + x0, storeMask, r[u]);
     }
   }
 #else
   for (int64_t k = 0; k < kc; ++k)
     for (int64_t x = 0; x < width; ++x)
-      dst[k * width + x] = x < cols ? src[x * ld + k] : 0.0f;
+      dst[k * ldDst + x] = x < cols ? src[x * ld + k] : 0.0f;
 #endif
 }
 

@@ -56,9 +56,14 @@ int64_t panelWidth(int64_t q, int64_t cols);
 
 /// dst[k*width + x] = src[k*ld + x] for x < cols, zero up to width (rows contiguous in x).
 void packRows(float *dst, const float *src, int64_t ld, int64_t kc, int64_t cols, int64_t width);
-/// dst[k*width + x] = src[x*ld + k] for x < cols, zero up to width (a transposing copy).
-void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, int64_t cols,
-                 int64_t width);
+/// dst[k*ldDst + x] = src[x*ld + k] for k < kc and x < cols, zero for cols <= x < width (a
+/// transposing copy, 16 x 16 blocks through registers).
+void transposeCopy(float *dst, int64_t ldDst, const float *src, int64_t ld, int64_t kc, int64_t cols,
+                   int64_t width);
+/// dst[k*width + x] = src[x*ld + k] for x < cols, zero up to width: a packed panel's rows.
+inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, int64_t cols, int64_t width) {
+  transposeCopy(dst, width, src, ld, kc, cols, width);
+}
 
 /// Per-thread scratch that grows and is never freed, so that packing allocates nothing after
 /// a thread's first call of a given size. Each slot comes from allocateBlock (ir/Allocation.h):
