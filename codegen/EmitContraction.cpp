@@ -37,7 +37,7 @@ std::string emitEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, int6
   e.open("for (int64_t q0 = 0; q0 < rows; ++q0)");
   Index row = e.declareIndex("row0 + q0", rows, "t");
   e.line("float *trow = tile + q0 * ld;");
-  e.open("for (int64_t q1 = 0; q1 < cols; ++q1)");
+  e.openIndependent("for (int64_t q1 = 0; q1 < cols; ++q1)"); // each column its own elements
   Index col = e.declareIndex("col0 + q1", cols, "t");
   std::vector<Index> coords = coordsOf(e.arena(), batch, row, col);
   e.setOverride(anchor, coords, e.declare(DType::F32, "trow[q1]", e.depth()));

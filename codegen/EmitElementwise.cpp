@@ -50,11 +50,11 @@ std::vector<Index> openPlainLoops(KernelEmitter &e, const Shape &domain, LoopSha
     std::string start = e.fresh("j");
     e.line(fmt::format("const int64_t {} = {} * {};", start, e.arena().code(blockIndex), block));
     std::string j = e.fresh("i");
-    e.open(fmt::format("for (int64_t {0} = 0; {0} < std::min<int64_t>({1}, {2} - {3}); ++{0})", j, block, inner, start));
+    e.openIndependent(fmt::format("for (int64_t {0} = 0; {0} < std::min<int64_t>({1}, {2} - {3}); ++{0})", j, block, inner, start));
     innerCoord = e.arena().add(e.arena().scale(blockIndex, block), e.arena().var(j, block, e.depth()));
     e.watchInnerLoop(j);
   } else {
-    innerCoord = e.openLoop(inner);
+    innerCoord = e.openIndependentLoop(inner);
     if (!innerCoord.terms.empty())
       e.watchInnerLoop(e.arena().atom(innerCoord.terms[0].first).code);
   }
@@ -77,14 +77,15 @@ std::vector<Index> openTiledLoops(KernelEmitter &e, const Shape &domain, LoopSha
   coords.pop_back();
   Index tileRow = coords.back();
   coords.pop_back();
-  auto openTileLoop = [&](const Index &tile, int64_t size, int64_t dim) {
+  auto openTileLoop = [&](const Index &tile, int64_t size, int64_t dim, bool inner) {
     std::string start = e.fresh("j"), i = e.fresh("i");
     e.line(fmt::format("const int64_t {} = {} * {};", start, e.arena().code(tile), size));
-    e.open(fmt::format("for (int64_t {0} = 0; {0} < std::min<int64_t>({1}, {2} - {3}); ++{0})", i, size, dim, start));
+    std::string header = fmt::format("for (int64_t {0} = 0; {0} < std::min<int64_t>({1}, {2} - {3}); ++{0})", i, size, dim, start);
+    inner ? e.openIndependent(header) : e.open(header);
     return e.arena().add(e.arena().scale(tile, size), e.arena().var(i, size, e.depth()));
   };
-  coords.push_back(openTileLoop(tileRow, kTileRows, rowsDim));
-  coords.push_back(openTileLoop(tileCol, kTileCols, colsDim));
+  coords.push_back(openTileLoop(tileRow, kTileRows, rowsDim, false));
+  coords.push_back(openTileLoop(tileCol, kTileCols, colsDim, true));
   return coords;
 }
 
@@ -161,7 +162,7 @@ std::string segmentedBody(KernelEmitter &e, int stageIndex, const std::vector<in
   bounds.insert(bounds.end(), cuts.begin(), cuts.end());
   bounds.push_back(inner);
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
-    Index local = e.openLoop(bounds[s + 1] - bounds[s]);
+    Index local = e.openIndependentLoop(bounds[s + 1] - bounds[s]);
     std::vector<Index> coords = rowCoords;
     coords.push_back(e.arena().addConstant(local, bounds[s]));
     if (zero)

@@ -21,6 +21,22 @@ TEST(CodegenElementwise, ChainWithBroadcast) {
   expectMatchesReference(*graph, randomInputs(*graph, 1));
 }
 
+// Many stores per element, as a training step's BatchNorm+ReLU has (centred input, output,
+// ReLU mask): the inner loops are marked independent for the vectoriser (SourceTest), which
+// must not change a value. Widths below, at and above a vector, and with a remainder.
+TEST(CodegenElementwise, ManyStoresPerElement) {
+  for (int64_t width : {5, 8, 14, 28, 37}) {
+    GraphBuilder gb("bn_relu");
+    Var x = gb.input("x", DType::F32, {2, 6, 3, width});
+    Var r = gb.input("r", DType::F32, {2, 6, 3, width});
+    Var mean = gb.input("mean", DType::F32, {6, 1, 1});
+    Var scale = gb.input("scale", DType::F32, {6, 1, 1});
+    Var centred = x - mean, y = centred * scale + (r - mean) * 0.5;
+    auto graph = gb.finish({centred, frontend::relu(y), frontend::cast(frontend::gt(y, 0.0), DType::F32), y * 2.0});
+    expectMatchesReference(*graph, randomInputs(*graph, static_cast<uint64_t>(width)));
+  }
+}
+
 TEST(CodegenElementwise, BroadcastOnBothSidesAndSizeOneDims) {
   GraphBuilder gb("outer");
   Var a = gb.input("a", DType::F32, {5, 1, 7});

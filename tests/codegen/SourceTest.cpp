@@ -4,6 +4,9 @@
 // memory plan, and views that cost no launch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "codegen/EmitCpp.h"
 #include "frontend/Frontend.h"
 #include "ir/KernelOutline.h"
@@ -55,6 +58,42 @@ TEST(CodegenSource, IntermediatesLiveInTheArenaAndLargeConstantsAreWeights) {
   // A ref {kind 0 = arena, 0, offset} for the softmax result the matmul reads.
   EXPECT_TRUE(contains(lowered.model.source, "{0, 0, ")) << lowered.model.source;
   EXPECT_TRUE(contains(lowered.model.source, "{3, 0, 0}")) << "the table is weight 0";
+}
+
+// The BatchNorm+ReLU stage of a training step: two loads, per-channel scalars and four stores.
+// GCC 12 left its inner loop scalar (a branch per element) until the loop was marked
+// independent; one of 8 or more steps must stay a loop, or GCC unrolls it before vectorising.
+Var batchNormReluStage(GraphBuilder &gb, int64_t width) {
+  Var x = gb.input("x", DType::F32, {2, 16, width, width});
+  Var r = gb.input("r", DType::F32, {2, 16, width, width});
+  Var mean = gb.input("mean", DType::F32, {16, 1, 1});
+  Var scale = gb.input("scale", DType::F32, {16, 1, 1});
+  return (x - mean) * scale + r;
+}
+
+TEST(CodegenSource, ElementwiseInnerLoopsAreMarkedIndependent) {
+  for (int64_t width : {14, 5}) {
+    GraphBuilder gb("bn_relu");
+    Var y = batchNormReluStage(gb, width);
+    auto graph = gb.finish({frontend::relu(y), frontend::cast(frontend::gt(y, 0.0), DType::F32), y * 2.0});
+    LoweredModel lowered = lowerGraph(*graph, testOptions());
+    // The two lines above the inner loop's header.
+    std::vector<std::string> lines;
+    std::istringstream stream(lowered.model.source);
+    for (std::string line; std::getline(stream, line);)
+      lines.push_back(line);
+    std::string header = "for (int64_t i0 = 0; i0 < " + std::to_string(width) + "; ++i0) {";
+    auto at = std::find_if(lines.begin(), lines.end(), [&](const std::string &l) { return contains(l, header); });
+    ASSERT_TRUE(at != lines.end() && at - lines.begin() >= 2) << lowered.model.source;
+    const std::string &previous = *(at - 1), &before = *(at - 2);
+    if (width >= 8) {
+      EXPECT_TRUE(contains(before, "#pragma GCC ivdep")) << lowered.model.source;
+      EXPECT_TRUE(contains(previous, "#pragma GCC unroll 1")) << lowered.model.source;
+    } else {
+      EXPECT_TRUE(contains(previous, "#pragma GCC ivdep")) << lowered.model.source;
+      EXPECT_FALSE(contains(before, "#pragma")) << "a short loop may be unrolled";
+    }
+  }
 }
 
 TEST(CodegenSource, AliasedReshapeCostsNoLaunch) {
