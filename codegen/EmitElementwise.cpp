@@ -25,6 +25,7 @@ constexpr int64_t kBlock = 4096;   // elements of one block of a split inner dim
 constexpr int64_t kFewRows = 16;   // below this many rows, a long inner dim is split
 constexpr int64_t kTileRows = 32;  // a tile of a transposing stage: 32 x 64 elements
 constexpr int64_t kTileCols = 64;
+constexpr int64_t kShortRow = 16;  // an inner loop shorter than this is merged (openPlainLoops)
 
 struct LoopShape {
   int64_t rows = 0;        // parallel rows
@@ -32,9 +33,16 @@ struct LoopShape {
 };
 
 // Opens the loops of a plain (row x inner block) walk and returns the domain coordinates.
-std::vector<Index> openPlainLoops(KernelEmitter &e, const Shape &domain, LoopShape &shape) {
+// With mergeShortRows, a last dim shorter than a vector takes the dims before it into the
+// inner loop until it is one vector long (7x7 -> 49, 14x14 -> 196): a 7- or 14-step loop is
+// not vectorised usefully. The caller keeps this only if every access stays a fixed stride.
+std::vector<Index> openPlainLoops(KernelEmitter &e, const Shape &domain, LoopShape &shape, bool mergeShortRows) {
+  size_t innerDims = domain.empty() ? 0 : 1;
   int64_t inner = domain.empty() ? 1 : domain.back();
-  Shape rowShape(domain.begin(), domain.empty() ? domain.end() : domain.end() - 1);
+  while (mergeShortRows && innerDims < domain.size() && inner < kShortRow)
+    inner *= domain[domain.size() - ++innerDims];
+  Shape rowShape(domain.begin(), domain.end() - static_cast<std::ptrdiff_t>(innerDims));
+  Shape innerShape(domain.end() - static_cast<std::ptrdiff_t>(innerDims), domain.end());
   int64_t outerRows = numElements(rowShape);
   int64_t block = outerRows < kFewRows && inner > 2 * kBlock ? kBlock : inner;
   int64_t blocks = (inner + block - 1) / block;
@@ -59,7 +67,8 @@ std::vector<Index> openPlainLoops(KernelEmitter &e, const Shape &domain, LoopSha
       e.watchInnerLoop(e.arena().atom(innerCoord.terms[0].first).code);
   }
   if (!domain.empty())
-    coords.push_back(innerCoord);
+    for (const Index &coord : unflattenIndex(e.arena(), innerCoord, innerShape))
+      coords.push_back(coord);
   return coords;
 }
 
@@ -203,18 +212,25 @@ void emitLoopStage(KernelEmitter &e, int stageIndex, KernelText &out, const ir::
     out.body.push_back(runRows(fn, shape.rows, shape.rowElements));
     return;
   }
-  for (bool tiled : {false, true}) {
+  // Walks in order of preference: short rows merged, plain, tiled; each is emitted to see
+  // whether its inner loop reads with fixed strides, and the first that does is kept.
+  enum class Walk { Merged, Plain, Tiled };
+  bool shortRows = domain.size() >= 2 && domain.back() < kShortRow;
+  for (Walk walk : {Walk::Merged, Walk::Plain, Walk::Tiled}) {
+    if (walk == Walk::Merged && !shortRows)
+      continue;
     e.beginFunction(stageIndex);
-    std::vector<Index> coords = tiled ? openTiledLoops(e, domain, shape) : openPlainLoops(e, domain, shape);
+    std::vector<Index> coords = walk == Walk::Tiled ? openTiledLoops(e, domain, shape)
+                                                    : openPlainLoops(e, domain, shape, walk == Walk::Merged);
     if (zero)
       e.setOverride(zero, coords, Scalar{literal(zero->dtype(), 0), 0});
     for (const Store &store : stage.stores)
       e.store(store, coords, e.value(store.value, coords));
-    bool strided = e.stridedInnerLoads() > 0;
+    bool strided = e.stridedInnerLoads() > 0, irregular = e.irregularInnerAccesses() > 0;
     while (e.depth() > 0)
       e.close();
     body = e.endFunction();
-    if (tiled || !strided || !tileable)
+    if (walk == Walk::Merged ? !strided && !irregular : walk == Walk::Tiled || !strided || !tileable)
       break;
   }
   out.functions += fmt::format("static void {}(void *vctx, int64_t begin, int64_t end) {{\n{}}}\n\n", fn, body);

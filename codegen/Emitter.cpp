@@ -24,7 +24,7 @@ void KernelEmitter::beginFunction(int stage) {
   pointers_.clear();
   overrides_.clear();
   watched_.clear();
-  stridedInnerLoads_ = 0;
+  stridedInnerLoads_ = irregularInnerAccesses_ = 0;
   line(fmt::format("const {0} *c = (const {0} *)vctx;", contextType()));
   line("(void)c;");
 }
@@ -179,8 +179,21 @@ Scalar KernelEmitter::value(const ir::Value *value, const std::vector<Index> &co
   return result;
 }
 
+void KernelEmitter::noteInnerAccess(const Index &address) {
+  if (watched_.empty())
+    return;
+  for (const auto &[id, coefficient] : address.terms) {
+    const IndexArena::Atom &atom = arena_.atom(id);
+    if (atom.kind != IndexArena::AtomKind::Var && atom.level >= watchedLevel_) {
+      ++irregularInnerAccesses_;
+      return;
+    }
+  }
+}
+
 void KernelEmitter::store(const Store &store, const std::vector<Index> &coords, const Scalar &scalar) {
   Index address = flatIndex(arena_, coords, store.value->shape());
+  noteInnerAccess(address);
   DType dtype = plan_.buffers.at(static_cast<size_t>(store.buffer)).type.dtype;
   line(fmt::format("{}[{}] = {};", pointer(store.buffer), arena_.code(address), narrowExpression(dtype, scalar.code)));
 }
@@ -196,6 +209,7 @@ Scalar KernelEmitter::load(int buffer, const std::vector<Index> &coords) {
     int64_t step = arena_.coefficientOf(address, watched_);
     if (step != 0 && step != 1 && step != -1)
       ++stridedInnerLoads_;
+    noteInnerAccess(address);
   }
   std::string element = fmt::format("{}[{}]", pointer(buffer), arena_.code(address));
   // Constants are file-scope arrays of cType (EmitKernel.cpp); other buffers hold storageType.
@@ -206,7 +220,8 @@ Scalar KernelEmitter::load(int buffer, const std::vector<Index> &coords) {
 
 void KernelEmitter::watchInnerLoop(const std::string &name) {
   watched_ = name;
-  stridedInnerLoads_ = 0;
+  watchedLevel_ = depth();
+  stridedInnerLoads_ = irregularInnerAccesses_ = 0;
 }
 
 Scalar KernelEmitter::compute(const ir::Value *value, const std::vector<Index> &coords) {

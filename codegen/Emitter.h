@@ -91,8 +91,12 @@ public:
   /// step of it (a transposed read) are counted, so a stage can choose a tiled loop order.
   void watchInnerLoop(const std::string &name);
   int stridedInnerLoads() const { return stridedInnerLoads_; }
+  /// Loads and stores whose address moves with the watched loop through a division or a
+  /// remainder (not a fixed stride): what merging dims into one inner loop must not cause.
+  int irregularInnerAccesses() const { return irregularInnerAccesses_; }
 
 private:
+  void noteInnerAccess(const Index &address);
   struct Scope {
     std::vector<std::string> pragmas; // lines before the header
     std::string header;
@@ -124,7 +128,8 @@ private:
   std::map<int, std::string> pointers_;
   std::unordered_map<const ir::Value *, Override> overrides_;
   std::string watched_;
-  int stridedInnerLoads_ = 0;
+  int watchedLevel_ = 0;
+  int stridedInnerLoads_ = 0, irregularInnerAccesses_ = 0;
 };
 
 } // namespace kiln::codegen

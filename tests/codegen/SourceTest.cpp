@@ -60,40 +60,48 @@ TEST(CodegenSource, IntermediatesLiveInTheArenaAndLargeConstantsAreWeights) {
   EXPECT_TRUE(contains(lowered.model.source, "{3, 0, 0}")) << "the table is weight 0";
 }
 
-// The BatchNorm+ReLU stage of a training step: two loads, per-channel scalars and four stores.
-// GCC 12 left its inner loop scalar (a branch per element) until the loop was marked
-// independent; one of 8 or more steps must stay a loop, or GCC unrolls it before vectorising.
-Var batchNormReluStage(GraphBuilder &gb, int64_t width) {
-  Var x = gb.input("x", DType::F32, {2, 16, width, width});
-  Var r = gb.input("r", DType::F32, {2, 16, width, width});
-  Var mean = gb.input("mean", DType::F32, {16, 1, 1});
-  Var scale = gb.input("scale", DType::F32, {16, 1, 1});
-  return (x - mean) * scale + r;
+// The lines of `source` above the first loop `for (int64_t i0 = 0; i0 < extent; ++i0)`:
+// {two above, one above}, or empty strings when there is no such loop.
+std::pair<std::string, std::string> linesAboveLoop(const std::string &source, int64_t extent) {
+  std::vector<std::string> lines;
+  std::istringstream stream(source);
+  for (std::string line; std::getline(stream, line);)
+    lines.push_back(line);
+  std::string header = "for (int64_t i0 = 0; i0 < " + std::to_string(extent) + "; ++i0) {";
+  for (size_t i = 2; i < lines.size(); ++i)
+    if (contains(lines[i], header))
+      return {lines[i - 2], lines[i - 1]};
+  return {};
 }
 
-TEST(CodegenSource, ElementwiseInnerLoopsAreMarkedIndependent) {
+// The BatchNorm+ReLU stage of a training step: two loads, per-channel scalars, three stores.
+// GCC 12 left its inner loop scalar (a branch per element) until the loop was marked
+// independent and kept a loop; rows shorter than a vector are merged with the rows before.
+TEST(CodegenSource, ElementwiseInnerLoopsAreMarkedIndependentAndNotShort) {
   for (int64_t width : {14, 5}) {
     GraphBuilder gb("bn_relu");
-    Var y = batchNormReluStage(gb, width);
+    Var x = gb.input("x", DType::F32, {2, 16, width, width});
+    Var r = gb.input("r", DType::F32, {2, 16, width, width});
+    Var mean = gb.input("mean", DType::F32, {16, 1, 1});
+    Var scale = gb.input("scale", DType::F32, {16, 1, 1});
+    Var y = (x - mean) * scale + r;
     auto graph = gb.finish({frontend::relu(y), frontend::cast(frontend::gt(y, 0.0), DType::F32), y * 2.0});
-    LoweredModel lowered = lowerGraph(*graph, testOptions());
-    // The two lines above the inner loop's header.
-    std::vector<std::string> lines;
-    std::istringstream stream(lowered.model.source);
-    for (std::string line; std::getline(stream, line);)
-      lines.push_back(line);
-    std::string header = "for (int64_t i0 = 0; i0 < " + std::to_string(width) + "; ++i0) {";
-    auto at = std::find_if(lines.begin(), lines.end(), [&](const std::string &l) { return contains(l, header); });
-    ASSERT_TRUE(at != lines.end() && at - lines.begin() >= 2) << lowered.model.source;
-    const std::string &previous = *(at - 1), &before = *(at - 2);
-    if (width >= 8) {
-      EXPECT_TRUE(contains(before, "#pragma GCC ivdep")) << lowered.model.source;
-      EXPECT_TRUE(contains(previous, "#pragma GCC unroll 1")) << lowered.model.source;
-    } else {
-      EXPECT_TRUE(contains(previous, "#pragma GCC ivdep")) << lowered.model.source;
-      EXPECT_FALSE(contains(before, "#pragma")) << "a short loop may be unrolled";
-    }
+    const std::string source = lowerGraph(*graph, testOptions()).model.source;
+    auto [before, previous] = linesAboveLoop(source, width * width);
+    EXPECT_TRUE(contains(before, "#pragma GCC ivdep")) << source;
+    EXPECT_TRUE(contains(previous, "#pragma GCC unroll 1")) << source;
+    EXPECT_TRUE(linesAboveLoop(source, width).second.empty()) << "no loop over one short row";
   }
+  // An operand that varies along the rows but not the columns would be read at i0 / 7 in a
+  // merged loop: the rows stay separate, and a 7-step loop may be unrolled.
+  GraphBuilder gb("per_row");
+  Var x = gb.input("x", DType::F32, {2, 16, 7, 7});
+  Var rowBias = gb.input("row_bias", DType::F32, {7, 1});
+  auto graph = gb.finish({frontend::relu(x + rowBias), x * 3.0});
+  const std::string source = lowerGraph(*graph, testOptions()).model.source;
+  auto [before, previous] = linesAboveLoop(source, 7);
+  EXPECT_TRUE(contains(previous, "#pragma GCC ivdep")) << source;
+  EXPECT_FALSE(contains(before, "#pragma")) << source;
 }
 
 TEST(CodegenSource, AliasedReshapeCostsNoLaunch) {
