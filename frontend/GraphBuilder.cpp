@@ -198,22 +198,18 @@ Var GraphBuilder::currentValue(const Var &param) const {
 
 Var GraphBuilder::randomOffset() {
   requireOpen("randomOffset");
-  static const char *const kName = "rng_offset";
-  auto existing = params_.find(kName);
+  auto existing = params_.find(ir::random::kOffsetParam);
   if (existing != params_.end())
     return existing->second;
-  Var offset = param(kName, Tensor::scalar(DType::I64, 0));
+  Var offset = param(ir::random::kOffsetParam, Tensor::scalar(DType::I64, 0));
   writeBuffer(offset, op(ir::OpKind::Add, {offset, scalar(1, DType::I64)}));
   return offset;
 }
 
 Var GraphBuilder::randomUniform(Shape shape, int64_t seed, DType dtype) {
   requireOpen("randomUniform");
-  int64_t drawn = streamsDrawn_[seed]++;
-  // Later streams from one seed: a seed splitmix64 derives from (seed, k), so that a module
-  // traced twice into one graph draws two independent masks.
-  uint64_t derived = ir::random::mix(static_cast<uint64_t>(seed) + static_cast<uint64_t>(drawn) * ir::random::kGolden);
-  int64_t streamSeed = drawn == 0 ? seed : static_cast<int64_t>(derived);
+  // A module traced twice into one graph draws two independent masks.
+  int64_t streamSeed = ir::random::streamSeed(seed, streamsDrawn_[seed]++);
   return op(ir::OpKind::RandomUniform, {randomOffset()},
             {{"shape", std::move(shape)}, {"dtype", dtype}, {"seed", streamSeed}});
 }

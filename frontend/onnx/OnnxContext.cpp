@@ -254,6 +254,16 @@ void ImportContext::setScratch(ir::Graph *scratch) {
   }
 }
 
+ir::Value *ImportContext::randomOffset() {
+  if (randomOffset_)
+    return randomOffset_;
+  if (lookup(ir::random::kOffsetParam))
+    fail("the model has a value named '{}', the name kiln gives the random offset of Dropout in training mode",
+         ir::random::kOffsetParam);
+  randomOffset_ = mainBuilder_->param(ir::random::kOffsetParam, TensorType{DType::I64, {}}, Tensor::scalar(DType::I64, 0));
+  return randomOffset_;
+}
+
 void ImportContext::hoistParams() {
   std::vector<ir::Node *> params;
   for (const std::string &name : initializerOrder_) {
@@ -261,6 +271,8 @@ void ImportContext::hoistParams() {
     if (entry.value && entry.value->producer() && entry.value->producer()->op() == ir::OpKind::Param)
       params.push_back(entry.value->producer());
   }
+  if (randomOffset_)
+    params.push_back(randomOffset_->producer());
   // Moving each to the front, last first, leaves them at the top in initializer order.
   for (auto it = params.rbegin(); it != params.rend(); ++it)
     if (*it != graph_.firstNode())

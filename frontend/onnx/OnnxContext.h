@@ -16,6 +16,7 @@
 
 #include "ir/Builder.h"
 #include "ir/Error.h"
+#include "ir/ops/Random.h"
 
 namespace kiln::frontend {
 
@@ -84,6 +85,14 @@ public:
   /// A rank-0 constant of `like`'s dtype.
   ir::Value *scalarLike(const ir::Value *like, double value);
 
+  // ---- random streams (Dropout in training mode) ----
+  /// The graph's random offset, the i64 parameter ir::random::kOffsetParam (initial value 0),
+  /// created in the main graph on first use; a training step advances it.
+  ir::Value *randomOffset();
+  /// The seed of the next stream drawn with `seed` (ir::random::streamSeed): two nodes with
+  /// one seed draw independent numbers.
+  int64_t nextStreamSeed(int64_t seed) { return ir::random::streamSeed(seed, streamsDrawn_[seed]++); }
+
   // ---- used by the driver ----
   /// A graph input; `known` (may be undefined) is its value fixed at import time.
   void defineInput(const std::string &name, ir::Value *value, const Tensor &known = Tensor());
@@ -116,6 +125,8 @@ private:
   std::unordered_map<std::string, OnnxValue> values_;
   std::unordered_map<std::string, ir::Value *> scratchValues_;
   std::vector<std::string> initializerOrder_;
+  ir::Value *randomOffset_ = nullptr;
+  std::unordered_map<int64_t, int64_t> streamsDrawn_;
 };
 
 } // namespace kiln::frontend

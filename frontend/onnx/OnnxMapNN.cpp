@@ -1,6 +1,6 @@
 // Neural-network ONNX ops: MatMul, Gemm, Einsum, Det, the normalisations (BatchNormalization,
 // LayerNormalization, InstanceNormalization, LRN, MeanVarianceNormalization, LpNormalization)
-// and Dropout (an identity at inference). Each normalisation with a kiln op maps onto it; what
+// and Dropout (an identity at inference, a seeded random mask in training mode). Each normalisation with a kiln op maps onto it; what
 // ONNX adds on top (BatchNormalization's training statistics, LayerNormalization's Mean and
 // InvStdDev outputs) is computed beside it from reductions; MeanVarianceNormalization,
 // LpNormalization and Det, which have no kiln op, are written with existing ops.
@@ -228,10 +228,36 @@ std::vector<ir::Value *> mapLpNormalization(ImportContext &ctx, const onnx::Node
   return {ctx.op(OpKind::Div, {x, norm})};
 }
 
+namespace {
+
+/// Dropout in training mode: each element is kept with probability 1 - ratio and scaled by
+/// 1 / (1 - ratio), as nn::Dropout does. The mask comes from a random_uniform stream seeded
+/// by the node's `seed` (0 when absent) and read at the graph's random offset, which a
+/// training step advances, so every step draws a fresh mask; evaluating the graph itself
+/// draws the same one each time.
+std::vector<ir::Value *> trainingDropout(ImportContext &ctx, const onnx::NodeProto &node, ir::Value *x) {
+  if (!isFloat(x->dtype()))
+    fail("training_mode: the data must be a float tensor, got {}", x->type().toString());
+  double ratio = ctx.hasInput(node, 1) ? ctx.staticScalar(node, 1, "ratio") : 0.5;
+  if (!(ratio >= 0.0 && ratio <= 1.0))
+    fail("ratio {} is not in [0, 1]", ratio);
+  int64_t seed = ctx.nextStreamSeed(OnnxAttrs(node).getInt("seed", 0));
+  DType uniformType = x->dtype() == DType::F64 ? DType::F64 : DType::F32;
+  ir::Value *uniform = ctx.op(OpKind::RandomUniform, {ctx.randomOffset()},
+                              {{"shape", x->shape()}, {"dtype", uniformType}, {"seed", seed}});
+  ir::Value *keep = ctx.op(OpKind::Ge, {uniform, ctx.scalarLike(uniform, ratio)});
+  ir::Value *y = ratio == 1.0 ? ctx.op(OpKind::Mul, {x, ctx.scalarLike(x, 0.0)})
+                              : ctx.op(OpKind::Where, {keep, ctx.op(OpKind::Mul, {x, ctx.scalarLike(x, 1.0 / (1.0 - ratio))}),
+                                                       ctx.scalarLike(x, 0.0)});
+  return {y, keep};
+}
+
+} // namespace
+
 std::vector<ir::Value *> mapDropout(ImportContext &ctx, const onnx::NodeProto &node) {
-  if (ctx.opset() >= 12 && ctx.hasInput(node, 2) && ctx.staticScalar(node, 2, "training_mode") != 0)
-    fail("training_mode is true; kiln imports Dropout for inference only");
   ir::Value *x = ctx.input(node, 0);
+  if (isTrainingDropout(ctx, node))
+    return trainingDropout(ctx, node, x);
   std::vector<ir::Value *> outputs{x};
   if (hasOutput(node, 1)) {
     // At inference nothing is dropped: the mask keeps every element (bool from opset 10).
@@ -239,6 +265,11 @@ std::vector<ir::Value *> mapDropout(ImportContext &ctx, const onnx::NodeProto &n
     outputs.push_back(broadcastTo(ctx, ctx.constant(Tensor::scalar(maskType, 1)), x->shape()));
   }
   return outputs;
+}
+
+bool isTrainingDropout(const ImportContext &ctx, const onnx::NodeProto &node) {
+  return node.op_type() == "Dropout" && ctx.opset() >= 12 && ctx.hasInput(node, 2) &&
+         ctx.staticScalar(node, 2, "training_mode") != 0;
 }
 
 } // namespace kiln::frontend

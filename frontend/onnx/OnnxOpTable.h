@@ -51,6 +51,9 @@ ir::Value *reshapeTo(ImportContext &ctx, ir::Value *x, const Shape &shape);
 ir::Value *broadcastTo(ImportContext &ctx, ir::Value *x, const Shape &shape);
 /// `x` with dims permuted by `perm`.
 ir::Value *permute(ImportContext &ctx, ir::Value *x, const std::vector<int64_t> &perm);
+/// Whether `node` is a Dropout in training mode, which draws random numbers and so is never
+/// folded at import time.
+bool isTrainingDropout(const ImportContext &ctx, const onnx::NodeProto &node);
 /// The kiln dtype of an ONNX element type, failing for one kiln lacks.
 DType kilnDType(int64_t onnxType, const std::string &what);
 

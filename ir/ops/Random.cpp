@@ -45,6 +45,12 @@ float unitF32(uint64_t bits) { return static_cast<float>(bits >> 40) * 0x1.0p-24
 
 double unitF64(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
+int64_t streamSeed(int64_t seed, int64_t drawn) {
+  if (drawn == 0)
+    return seed;
+  return static_cast<int64_t>(mix(static_cast<uint64_t>(seed) + static_cast<uint64_t>(drawn) * kGolden));
+}
+
 int64_t offsetOf(double value) {
   if (std::isnan(value))
     return 0;

@@ -21,5 +21,15 @@ float unitF32(uint64_t bits);
 double unitF64(uint64_t bits);
 /// An f32 offset as an integer: truncated, saturating, NaN as 0.
 int64_t offsetOf(double value);
+/// The seed of the `drawn`-th stream drawn from `seed` in one graph (drawn counts from 0):
+/// `seed` itself first, then a splitmix64 mix of (seed, drawn), so that two dropout masks
+/// traced from one seed are independent.
+int64_t streamSeed(int64_t seed, int64_t drawn);
+
+/// The graph's random offset: the i64 scalar parameter (initial value 0) that random ops
+/// read. A training step advances it by one (passes/autodiff/TrainingGraph.cpp), so each step
+/// draws fresh numbers with no extra input; nn modules (frontend::GraphBuilder::randomOffset)
+/// and the ONNX importer (Dropout in training mode) create it under this name.
+inline constexpr const char *kOffsetParam = "rng_offset";
 
 } // namespace kiln::ir::random

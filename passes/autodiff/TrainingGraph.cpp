@@ -17,6 +17,7 @@
 #include "ir/Builder.h"
 #include "ir/Error.h"
 #include "ir/Verifier.h"
+#include "ir/ops/Random.h"
 #include "passes/Decompose.h"
 #include "passes/autodiff/Autodiff.h"
 
@@ -100,6 +101,19 @@ std::vector<Value *> resolveBuffers(const Graph &graph, const std::vector<Buffer
     values.push_back(output);
   }
   return values;
+}
+
+/// The graph's random offset when no buffer write advances it: a graph that draws random
+/// numbers (Dropout in training mode) but came without its writes (an ONNX import, a traced
+/// graph saved as text) must still draw fresh ones each step, so the step adds the write
+/// GraphBuilder::randomOffset records, offset + 1.
+Value *unwrittenRandomOffset(const Graph &graph, const std::set<std::string> &written) {
+  if (written.count(random::kOffsetParam))
+    return nullptr;
+  for (Node *node : graph.params())
+    if (node->attrString("name") == random::kOffsetParam)
+      return node->output()->type() == TensorType{DType::I64, {}} ? node->output() : nullptr;
+  return nullptr;
 }
 
 Value *lossOutput(const Graph &graph, const LossSpec &spec) {
@@ -250,9 +264,16 @@ TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, con
       fail("training graph: parameter '{}' is both trained and written by a buffer write", name);
   }
   trained = notBuffers;
+  Builder b(graph);
+  std::vector<std::string> bufferParams;
+  for (const BufferWrite &buffer : buffers)
+    bufferParams.push_back(buffer.param);
+  if (Value *offset = unwrittenRandomOffset(graph, bufferNames)) {
+    bufferValues.push_back(b.create(OpKind::Add, {offset, b.scalar(DType::I64, 1)}));
+    bufferParams.push_back(random::kOffsetParam);
+  }
 
   // 2. The buffers' new values ride along as outputs, which decomposition keeps up to date.
-  Builder b(graph);
   Value *prediction = lossOutput(graph, loss);
   std::vector<Value *> kept{appendLoss(graph, b, prediction, loss, result.targetInput)};
   kept.insert(kept.end(), bufferValues.begin(), bufferValues.end());
@@ -337,8 +358,8 @@ TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, con
   graph.setOutputs(graphOutputs);
   result.updates = paramUpdates;
   result.updates.insert(result.updates.end(), stateUpdates.begin(), stateUpdates.end());
-  for (const BufferWrite &buffer : buffers)
-    result.updates.push_back(ParamUpdate{buffer.param, 0, true, buffer.param});
+  for (const std::string &buffer : bufferParams)
+    result.updates.push_back(ParamUpdate{buffer, 0, true, buffer});
   for (size_t i = 0; i < result.updates.size(); ++i)
     result.updates[i].output = i + 1;
   verify(graph);

@@ -114,7 +114,9 @@ struct TrainingGraph {
 /// None; a named parameter the loss does not depend on is an error). `buffers` adds outputs
 /// after the optimizer states, one per buffer write, in order, listed in `updates` with
 /// isState set; a buffer's writer is a forward node, so it is not ordered after the
-/// parameter's other readers here: codegen's orderParameterWrites does that. kiln::Error when
+/// parameter's other readers here: codegen's orderParameterWrites does that. A graph with the
+/// i64 parameter ir::random::kOffsetParam that no buffer write names gets one more, last:
+/// offset + 1, so its random ops draw fresh numbers every step. kiln::Error when
 /// the output or parameter does not exist, their types differ, or the parameter is trained.
 TrainingGraph buildTrainingGraph(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                  const std::vector<std::string> &params = {},

@@ -11,7 +11,9 @@
 #include "ir/Builder.h"
 #include "ir/Error.h"
 #include "ir/Evaluator.h"
+#include "ir/ops/Random.h"
 #include "tests/codegen/CodegenTestUtil.h"
+#include "tests/onnx/OnnxTestModel.h"
 
 namespace kiln::codegen::test {
 namespace {
@@ -165,6 +167,38 @@ TEST(TrainingModeStep, DropoutStepCompiledMatchesTheReferenceBackend) {
   Tensor offset = frozen.parameter("rng_offset");
   offset.setInt(0, 0); // shares the step's storage
   EXPECT_EQ(frozen.run({x, labels}), a);
+}
+
+TEST(TrainingModeStep, OnnxDropoutInTrainingModeDrawsAFreshMaskEveryStep) {
+  // x [4, 8] @ W [8, 8] -> Dropout(0.5, training_mode) -> mean. The import carries no buffer
+  // writes: the training step itself advances the random offset the mask is drawn at.
+  onnxtest::ModelBuilder m(13);
+  m.input("x", DType::F32, {4, 8});
+  m.initializer("W", randomTensor({DType::F32, {8, 8}}, 21));
+  m.constant("ratio", Tensor::scalar(DType::F32, 0.5));
+  m.constant("training", Tensor::scalar(DType::Bool, 1));
+  m.node("MatMul", {"x", "W"}, {"h"});
+  m.node("Dropout", {"h", "ratio", "training"}, {"y"});
+  m.output("y", DType::F32, {4, 8});
+  std::unique_ptr<ir::Graph> forward = onnxtest::import(m);
+  Tensor x = randomTensor({DType::F32, {4, 8}}, 22);
+  for (float lr : {0.0f, 0.1f}) {
+    TrainingStep reference = compileTrainingStep(*forward, LossKind::Mean, OptimizerSpec::sgd(lr), trainingOptions(true, {}));
+    TrainingStep compiled = compileTrainingStep(*forward, LossKind::Mean, OptimizerSpec::sgd(lr), trainingOptions(false, {}));
+    std::vector<float> losses;
+    for (int s = 0; s < 3; ++s) {
+      float want = reference.run({x});
+      EXPECT_NEAR(compiled.run({x}), want, 1e-5 * std::abs(want)) << "lr " << lr << " step " << s;
+      losses.push_back(want);
+    }
+    EXPECT_EQ(compiled.parameter(ir::random::kOffsetParam).getInt(0), 3);
+    EXPECT_EQ(reference.parameter(ir::random::kOffsetParam).getInt(0), 3);
+    // With lr 0 nothing learns, so a changing loss is a changing mask.
+    if (lr == 0.0f) {
+      EXPECT_NE(losses[0], losses[1]);
+      EXPECT_NE(losses[1], losses[2]);
+    }
+  }
 }
 
 TEST(TrainingModeStep, DropoutGradientIsTheScaledMask) {

@@ -2,8 +2,11 @@
 // imported, evaluated with kiln's reference evaluator and compared with values computed here
 // by plain loops over the ONNX formulas.
 #include <cmath>
+#include <optional>
 
+#include "tests/ErrorMatchers.h"
 #include "OnnxTestModel.h"
+#include "ir/ops/Random.h"
 
 using namespace kiln;
 using namespace kiln::onnxtest;
@@ -245,6 +248,79 @@ TEST(OnnxImportNN, DropoutIsIdentityWithAllTrueMask) {
   EXPECT_TRUE(out[0].identical(x));
   expectClose(out[1], {1, 1, 1, 1});
   EXPECT_EQ(out[1].dtype(), DType::Bool);
+}
+
+/// Dropout (opset 13) with training_mode true on x = 1, 2, ..., n, outputs y and mask.
+ModelBuilder trainingDropoutModel(int64_t n, double ratio, std::optional<int64_t> seed, int nodes = 1) {
+  ModelBuilder m(13);
+  m.input("x", DType::F32, {n});
+  m.constant("ratio", Tensor::scalar(DType::F32, ratio));
+  m.constant("training", Tensor::scalar(DType::Bool, 1));
+  for (int i = 0; i < nodes; ++i) {
+    std::string suffix = std::to_string(i);
+    auto &node = m.node("Dropout", {"x", "ratio", "training"}, {"y" + suffix, "mask" + suffix});
+    if (seed)
+      setInt(node, "seed", *seed);
+    m.output("y" + suffix, DType::F32, {n});
+    m.output("mask" + suffix, DType::Bool, {n});
+  }
+  return m;
+}
+
+TEST(OnnxImportNN, TrainingDropoutKeepsOneMinusRatioScaledAndDrawsAtTheRandomOffset) {
+  const int64_t n = 20000;
+  const double ratio = 0.3;
+  auto graph = import(trainingDropoutModel(n, ratio, 7));
+  ASSERT_EQ(countOps(*graph, ir::OpKind::RandomUniform), 1);
+  const ir::Node *draw = findOp(*graph, ir::OpKind::RandomUniform);
+  ASSERT_EQ(draw->numInputs(), 1u);
+  EXPECT_EQ(draw->input(0)->producer()->attrString("name"), ir::random::kOffsetParam);
+  EXPECT_EQ(draw->attrInt("seed"), 7);
+  ASSERT_EQ(graph->params().size(), 1u); // the offset, not folded into a constant
+
+  Tensor x = iota(DType::F32, {n}, 1, 1);
+  std::vector<Tensor> out = ir::evaluate(*graph, {x});
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    bool keep = out[1].getDouble(i) != 0;
+    kept += keep ? 1 : 0;
+    ASSERT_NEAR(out[0].getDouble(i), keep ? x.getDouble(i) / (1 - ratio) : 0.0, 1e-6 * x.getDouble(i))
+        << "element " << i;
+  }
+  // Binomial(n, 0.7): the standard deviation is 65 elements; 5 of them either way.
+  EXPECT_NEAR(static_cast<double>(kept), 0.7 * n, 5 * std::sqrt(n * 0.7 * 0.3));
+
+  // Another offset (a later training step) draws another mask.
+  std::vector<Tensor> next = ir::evaluate(*graph, {x}, {{ir::random::kOffsetParam, Tensor::scalar(DType::I64, 1)}});
+  EXPECT_FALSE(next[1].identical(out[1]));
+  EXPECT_TRUE(ir::evaluate(*graph, {x})[1].identical(out[1])); // the same offset, the same mask
+}
+
+TEST(OnnxImportNN, TrainingDropoutNodesSharingASeedDrawIndependentMasks) {
+  auto graph = import(trainingDropoutModel(256, 0.5, std::nullopt, 2));
+  ASSERT_EQ(countOps(*graph, ir::OpKind::RandomUniform), 2);
+  ASSERT_EQ(graph->params().size(), 1u); // one offset for both
+  std::vector<Tensor> out = ir::evaluate(*graph, {iota(DType::F32, {256}, 1, 1)});
+  EXPECT_FALSE(out[1].identical(out[3]));
+}
+
+TEST(OnnxImportNN, TrainingDropoutAtRatioZeroOrOneAndBadRatios) {
+  Tensor x = iota(DType::F32, {64}, 1, 1);
+  std::vector<Tensor> none = run(trainingDropoutModel(64, 0.0, 3), {x});
+  EXPECT_TRUE(none[0].identical(x));
+  std::vector<Tensor> all = run(trainingDropoutModel(64, 1.0, 3), {x});
+  for (int64_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(none[1].getDouble(i), 1.0);
+    EXPECT_EQ(all[0].getDouble(i), 0.0);
+    EXPECT_EQ(all[1].getDouble(i), 0.0);
+  }
+  test::expectErrorContaining([] { import(trainingDropoutModel(64, 1.5, 3)); }, "ratio 1.5 is not in [0, 1]");
+  ModelBuilder m(13);
+  m.input("x", DType::F32, {4});
+  m.input("training", DType::Bool, {});
+  m.node("Dropout", {"x", "", "training"}, {"y"});
+  m.output("y", DType::F32, {4});
+  test::expectErrorContaining([&] { import(m); }, "training_mode");
 }
 
 TEST(OnnxImportNN, ActivationsFollowTheirFormulas) {
