@@ -67,6 +67,13 @@ TEST(CodegenConvTranspose, GroupsAndDepthwise) {
   checkBiasRelu({2, 8, 9, 7}, {8, 1, 3, 3}, {{1, 1}, {1, 1, 1, 1}, {}, {}, 8}, 7); // depthwise
 }
 
+TEST(CodegenConvTranspose, WeightsTransposedInBlocksWithRaggedEdges) {
+  // The weights are transposed in 16 x 16 blocks: 37 input channels (two blocks and 5) by
+  // 21 * 9 = 189 columns (eleven blocks and 13), and two groups of 19 channels by 90.
+  checkBiasRelu({2, 37, 6, 5}, {37, 21, 3, 3}, {{2, 2}, {1, 1, 1, 1}, {}, {1, 1}}, 17);
+  checkBiasRelu({1, 38, 5, 5}, {38, 10, 3, 3}, {{2, 2}, {1, 1, 1, 1}, {}, {}, 2}, 18);
+}
+
 TEST(CodegenConvTranspose, OneByOneKernelIsAGemm) {
   checkBiasRelu({3, 16, 5, 4}, {16, 8, 1, 1}, {}, 8);
   checkBiasRelu({2, 8, 5, 4}, {8, 4, 1, 1}, {{2, 2}, {}, {}, {1, 0}}, 9); // strided: col2im
@@ -142,6 +149,8 @@ TEST(CodegenConvTranspose, ThroughputOnResNetShapes) {
   printThroughput({8, 64, 56, 56}, 64, 1);
   printThroughput({8, 64, 56, 56}, 128, 2); // conv_transpose from [8, 128, 28, 28]
   printThroughput({8, 64, 56, 56}, 64, 1, 64); // depthwise
+  printThroughput({8, 256, 14, 14}, 512, 2);    // ResNet-18's deepest downsample, weights 4.7 MB
+  printThroughput({8, 128, 28, 28}, 256, 2);
 }
 
 } // namespace
