@@ -5,9 +5,11 @@
 // one another's results share a pass, as a batch norm gradient's two sums do; sums and products of
 // floats in double, as the reference evaluator does, so long rows stay accurate; integers in
 // wrapping int64; max/min propagating NaN), whose result becomes an override that later
-// passes read as a per-row scalar (a long pass keeps eight accumulators, combined at the end,
+// passes read as a per-row scalar (a long pass keeps sixteen accumulators, combined at the end,
 // so that it vectorises; the order of a float sum then differs from the evaluator's only in
-// double rounding); then one pass stores the values over the whole domain
+// double rounding; a short innermost reduced dim is merged with the reduced dims before it
+// into one such loop, a batch norm's 28 x 28 plane into 784, unless some operand is not laid
+// out along them); then one pass stores the values over the whole domain
 // (the elementwise tail) and the per-row values are stored once per row.
 //
 // A stage whose innermost dim is kept reads its rows strided; it takes the column form
@@ -151,162 +153,210 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   if (rows == 0)
     return;
 
-  std::string fn = fmt::format("{}_s{}", e.prefix(), stageIndex);
-  e.beginFunction(stageIndex);
-  e.open("for (int64_t r = begin; r < end; ++r)");
-  Index row = e.arena().var("r", rows, e.depth());
-  std::vector<Index> keptCoords = unflattenIndex(e.arena(), row, keptShape);
-
-  // Domain coordinates with fresh loops over the reduced dims (opened here, closed by caller).
-  auto openReducedLoops = [&]() {
-    std::vector<Index> coords(domain.size());
-    size_t kept = 0;
-    for (size_t d = 0; d < domain.size(); ++d)
-      coords[d] = stage.reduced[d] ? e.openLoop(domain[d], "j") : keptCoords[kept++];
-    return coords;
-  };
-  auto closeReducedLoops = [&]() {
-    for (size_t d = 0; d < reducedShape.size(); ++d)
-      e.close();
-  };
-
-  size_t lastReduced = domain.size();
-  for (size_t d = 0; d < domain.size(); ++d)
-    if (stage.reduced[d])
-      lastReduced = d;
-  // Whether a reduction runs as a lane pass: kLanes accumulators over the innermost reduced
-  // dim, so that the compiler vectorises it (a single one is a serial dependency it may not
-  // reorder). 16-bit float sums and products keep the reference's order: their rounding to
-  // f16/bf16 can expose the last bit of a differently ordered double accumulation.
-  auto inLanes = [&](const ir::Node &node) {
-    DType inType = node.input(0)->dtype();
-    bool arg = node.op() == OpKind::ArgMax || node.op() == OpKind::ArgMin;
-    bool halfFloat = inType == DType::F16 || inType == DType::BF16;
-    bool orderSensitive = halfFloat && (node.op() == OpKind::ReduceSum || node.op() == OpKind::ReduceProd);
-    return !arg && !orderSensitive && rowSize > 0 && domain[lastReduced] >= kLaneMinimum;
-  };
-  // The per-row result of a reduction, which later passes read in place of the node.
-  auto finish = [&](const ir::Node &node, const std::string &accName, const std::string &indexName) {
-    DType outType = node.output()->dtype();
-    bool arg = node.op() == OpKind::ArgMax || node.op() == OpKind::ArgMin;
-    std::string result = arg ? indexName : accName;
-    // A NaN in the row makes max/min NaN; the reference returns the positive quiet NaN
-    // whatever NaN it met, so the sign of the one the loop kept must not leak through.
-    bool extremum = node.op() == OpKind::ReduceMax || node.op() == OpKind::ReduceMin;
-    if (extremum && isFloat(node.input(0)->dtype()))
-      result = fmt::format("({0} != {0} ? __builtin_nan(\"\") : {0})", accName);
-    Scalar scalar = e.declare(outType, fmt::format("({}){}", cType(outType), result), e.depth());
-    e.setOverride(node.output(), unflattenIndex(e.arena(), row, node.output()->shape()), scalar);
-  };
-
-  // Lane passes over the same rows share one loop when none reads another's result (a batch
-  // norm's gradient sums dy and dy * x-hat): the row is read once, and what the reductions'
-  // inputs have in common is computed once.
-  std::vector<std::vector<const ir::Node *>> passes =
-      reductionPasses(stage.reductions, [&](const ir::Node &node) { return !inLanes(node); });
-  for (const std::vector<const ir::Node *> &pass : passes) {
-    const ir::Node &first = *pass.front();
-    if (!inLanes(first)) {
-      ReductionAccumulator acc = reductionAccumulator(first.op(), first.input(0)->dtype());
-      std::string accName = e.fresh("acc"), indexName = e.fresh("idx");
-      if (first.op() == OpKind::ArgMax || first.op() == OpKind::ArgMin)
-        e.line(fmt::format("int64_t {} = 0;", indexName));
-      e.line(fmt::format("{} {} = {};", acc.type, accName, acc.init));
-      if (rowSize > 0) {
-        std::vector<Index> coords = openReducedLoops();
-        Scalar x = e.value(first.input(0), coords);
-        std::string axisCoord;
-        for (size_t d = 0; d < domain.size(); ++d)
-          if (stage.reduced[d])
-            axisCoord = e.arena().code(coords[d]);
-        e.line(updateStatement(first, acc, accName, indexName, x.code, axisCoord));
-        closeReducedLoops();
-      }
-      finish(first, accName, indexName);
-      continue;
-    }
-    struct LaneAcc {
-      const ir::Node *node;
-      ReductionAccumulator acc;
-      std::string name, lanes;
-      bool splitNan;
+  // The function's text, and how many of its inner-loop accesses a merged loop turned into a
+  // division (a tensor not laid out along the merged dims): then the stage is emitted unmerged.
+  bool merged = false;
+  auto emitFunction = [&](bool merge) {
+    int irregular = 0;
+    auto watch = [&](const Index &loop) {
+      irregular += e.irregularInnerAccesses();
+      if (!loop.terms.empty())
+        e.watchInnerLoop(e.arena().atom(loop.terms[0].first).code);
     };
-    std::vector<LaneAcc> accs;
-    for (const ir::Node *node : pass) {
-      LaneAcc a{node, reductionAccumulator(node->op(), node->input(0)->dtype()), e.fresh("acc"), "", false};
-      a.lanes = a.name + "l";
-      a.splitNan = node->input(0)->dtype() == DType::F32 &&
-                   (node->op() == OpKind::ReduceMax || node->op() == OpKind::ReduceMin);
-      e.line(fmt::format("{} {}[{}];", a.acc.type, a.lanes, kLanes));
-      e.line(fmt::format("for (int l = 0; l < {}; ++l) {}[l] = {};", kLanes, a.lanes, a.acc.init));
-      if (a.splitNan)
-        e.line(fmt::format("int {}n[{}] = {{0}};", a.lanes, kLanes));
-      accs.push_back(a);
-    }
-    std::vector<Index> coords(domain.size());
-    size_t kept = 0;
+    e.beginFunction(stageIndex);
+    e.open("for (int64_t r = begin; r < end; ++r)");
+    Index row = e.arena().var("r", rows, e.depth());
+    std::vector<Index> keptCoords = unflattenIndex(e.arena(), row, keptShape);
+
+    size_t lastReduced = domain.size();
     for (size_t d = 0; d < domain.size(); ++d)
-      if (d != lastReduced)
-        coords[d] = stage.reduced[d] ? e.openLoop(domain[d], "j") : keptCoords[kept++];
-    int64_t extent = domain[lastReduced], whole = extent / kLanes;
-    Index block = e.openLoop(whole, "jb");
-    std::string lane = e.fresh("l");
-    e.open(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", lane, kLanes));
-    coords[lastReduced] = e.arena().add(e.arena().scale(block, kLanes), e.arena().var(lane, kLanes, e.depth()));
-    for (const LaneAcc &a : accs) {
-      Scalar x = e.value(a.node->input(0), coords);
-      // An f32 max/min keeps its NaN test apart from the select (foldStatement): 2.5x on
-      // softmax's row max, where GCC unrolled the lane loop and could not vectorise
-      // `a > m || a != a`.
-      const std::string acc = fmt::format("{}[{}]", a.lanes, lane);
-      e.line(a.splitNan ? foldStatement(*a.node, acc, fmt::format("{}n[{}]", a.lanes, lane), x.code)
-                        : updateStatement(*a.node, a.acc, acc, "", x.code, ""));
-    }
-    e.close();
-    e.close();
-    if (extent % kLanes != 0) {
-      Index rest = e.openLoop(extent % kLanes, "jr");
-      coords[lastReduced] = e.arena().addConstant(rest, whole * kLanes);
+      if (stage.reduced[d])
+        lastReduced = d;
+    // The inner loops run over dims [mergeFrom, lastReduced] as one: a short last reduced dim
+    // (a batch norm's 28 x 28 or 7 x 7 planes) takes the reduced dims right before it until the
+    // loop is long enough for lanes, as elementwise stages merge short rows. The dims'
+    // coordinates are unflattened from the merged one, which folds back into a plain stride
+    // wherever a tensor is laid out along them.
+    size_t mergeFrom = lastReduced;
+    int64_t innerExtent = lastReduced < domain.size() ? domain[lastReduced] : 0;
+    while (merge && innerExtent > 0 && (innerExtent < kLaneMinimum || innerExtent % kLanes != 0) && mergeFrom > 0 &&
+           stage.reduced[mergeFrom - 1])
+      innerExtent *= domain[--mergeFrom];
+    merged = mergeFrom != lastReduced;
+    const Shape mergedShape(domain.begin() + static_cast<std::ptrdiff_t>(std::min(mergeFrom, domain.size())),
+                            domain.begin() + static_cast<std::ptrdiff_t>(std::min(lastReduced + 1, domain.size())));
+    auto setInnerCoords = [&](std::vector<Index> &coords, const Index &inner) {
+      std::vector<Index> parts = unflattenIndex(e.arena(), inner, mergedShape);
+      for (size_t i = 0; i < parts.size(); ++i)
+        coords[mergeFrom + i] = parts[i];
+    };
+
+    // Domain coordinates with fresh loops over the reduced dims (opened here, closed by caller).
+    auto openReducedLoops = [&]() {
+      std::vector<Index> coords(domain.size());
+      size_t kept = 0;
+      for (size_t d = 0; d < domain.size(); ++d) {
+        if (!stage.reduced[d])
+          coords[d] = keptCoords[kept++];
+        else if (d < mergeFrom)
+          coords[d] = e.openLoop(domain[d], "j");
+      }
+      if (lastReduced < domain.size()) {
+        Index inner = e.openLoop(innerExtent, "j");
+        watch(inner);
+        setInnerCoords(coords, inner);
+      }
+      return coords;
+    };
+    auto closeReducedLoops = [&]() {
+      for (size_t d = 0; d < reducedShape.size() - (lastReduced - mergeFrom); ++d)
+        e.close();
+    };
+    // Whether a reduction runs as a lane pass: kLanes accumulators over the innermost reduced
+    // dim, so that the compiler vectorises it (a single one is a serial dependency it may not
+    // reorder). 16-bit float sums and products keep the reference's order: their rounding to
+    // f16/bf16 can expose the last bit of a differently ordered double accumulation.
+    auto inLanes = [&](const ir::Node &node) {
+      DType inType = node.input(0)->dtype();
+      bool arg = node.op() == OpKind::ArgMax || node.op() == OpKind::ArgMin;
+      bool halfFloat = inType == DType::F16 || inType == DType::BF16;
+      bool orderSensitive = halfFloat && (node.op() == OpKind::ReduceSum || node.op() == OpKind::ReduceProd);
+      return !arg && !orderSensitive && rowSize > 0 && innerExtent >= kLaneMinimum;
+    };
+    // The per-row result of a reduction, which later passes read in place of the node.
+    auto finish = [&](const ir::Node &node, const std::string &accName, const std::string &indexName) {
+      DType outType = node.output()->dtype();
+      bool arg = node.op() == OpKind::ArgMax || node.op() == OpKind::ArgMin;
+      std::string result = arg ? indexName : accName;
+      // A NaN in the row makes max/min NaN; the reference returns the positive quiet NaN
+      // whatever NaN it met, so the sign of the one the loop kept must not leak through.
+      bool extremum = node.op() == OpKind::ReduceMax || node.op() == OpKind::ReduceMin;
+      if (extremum && isFloat(node.input(0)->dtype()))
+        result = fmt::format("({0} != {0} ? __builtin_nan(\"\") : {0})", accName);
+      Scalar scalar = e.declare(outType, fmt::format("({}){}", cType(outType), result), e.depth());
+      e.setOverride(node.output(), unflattenIndex(e.arena(), row, node.output()->shape()), scalar);
+    };
+
+    // Lane passes over the same rows share one loop when none reads another's result (a batch
+    // norm's gradient sums dy and dy * x-hat): the row is read once, and what the reductions'
+    // inputs have in common is computed once.
+    std::vector<std::vector<const ir::Node *>> passes =
+        reductionPasses(stage.reductions, [&](const ir::Node &node) { return !inLanes(node); });
+    for (const std::vector<const ir::Node *> &pass : passes) {
+      const ir::Node &first = *pass.front();
+      if (!inLanes(first)) {
+        ReductionAccumulator acc = reductionAccumulator(first.op(), first.input(0)->dtype());
+        std::string accName = e.fresh("acc"), indexName = e.fresh("idx");
+        if (first.op() == OpKind::ArgMax || first.op() == OpKind::ArgMin)
+          e.line(fmt::format("int64_t {} = 0;", indexName));
+        e.line(fmt::format("{} {} = {};", acc.type, accName, acc.init));
+        if (rowSize > 0) {
+          std::vector<Index> coords = openReducedLoops();
+          Scalar x = e.value(first.input(0), coords);
+          std::string axisCoord;
+          for (size_t d = 0; d < domain.size(); ++d)
+            if (stage.reduced[d])
+              axisCoord = e.arena().code(coords[d]);
+          e.line(updateStatement(first, acc, accName, indexName, x.code, axisCoord));
+          closeReducedLoops();
+        }
+        finish(first, accName, indexName);
+        continue;
+      }
+      struct LaneAcc {
+        const ir::Node *node;
+        ReductionAccumulator acc;
+        std::string name, lanes;
+        bool splitNan;
+      };
+      std::vector<LaneAcc> accs;
+      for (const ir::Node *node : pass) {
+        LaneAcc a{node, reductionAccumulator(node->op(), node->input(0)->dtype()), e.fresh("acc"), "", false};
+        a.lanes = a.name + "l";
+        a.splitNan = node->input(0)->dtype() == DType::F32 &&
+                     (node->op() == OpKind::ReduceMax || node->op() == OpKind::ReduceMin);
+        e.line(fmt::format("{} {}[{}];", a.acc.type, a.lanes, kLanes));
+        e.line(fmt::format("for (int l = 0; l < {}; ++l) {}[l] = {};", kLanes, a.lanes, a.acc.init));
+        if (a.splitNan)
+          e.line(fmt::format("int {}n[{}] = {{0}};", a.lanes, kLanes));
+        accs.push_back(a);
+      }
+      std::vector<Index> coords(domain.size());
+      size_t kept = 0;
+      for (size_t d = 0; d < domain.size(); ++d) {
+        if (!stage.reduced[d])
+          coords[d] = keptCoords[kept++];
+        else if (d < mergeFrom)
+          coords[d] = e.openLoop(domain[d], "j");
+      }
+      int64_t extent = innerExtent, whole = extent / kLanes;
+      Index block = e.openLoop(whole, "jb");
+      std::string lane = e.fresh("l");
+      e.open(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", lane, kLanes));
+      Index laneIndex = e.arena().var(lane, kLanes, e.depth());
+      watch(laneIndex);
+      setInnerCoords(coords, e.arena().add(e.arena().scale(block, kLanes), laneIndex));
       for (const LaneAcc &a : accs) {
-        Scalar tail = e.value(a.node->input(0), coords);
-        e.line(updateStatement(*a.node, a.acc, a.lanes + "[0]", "", tail.code, ""));
+        Scalar x = e.value(a.node->input(0), coords);
+        // An f32 max/min keeps its NaN test apart from the select (foldStatement): 2.5x on
+        // softmax's row max, where GCC unrolled the lane loop and could not vectorise
+        // `a > m || a != a`.
+        const std::string acc = fmt::format("{}[{}]", a.lanes, lane);
+        e.line(a.splitNan ? foldStatement(*a.node, acc, fmt::format("{}n[{}]", a.lanes, lane), x.code)
+                          : updateStatement(*a.node, a.acc, acc, "", x.code, ""));
       }
       e.close();
-    }
-    for (size_t d = 0; d + 1 < reducedShape.size(); ++d)
       e.close();
-    for (const LaneAcc &a : accs) {
-      if (a.splitNan) // a NaN seen by any lane becomes the lane's value: the combine below keeps it
-        e.line(fmt::format("for (int l = 0; l < {0}; ++l) {1}[l] = {1}n[l] ? __builtin_nanf(\"\") : {1}[l];",
-                           kLanes, a.lanes));
-      e.line(fmt::format("{} {} = {}[0];", a.acc.type, a.name, a.lanes));
-      e.line(fmt::format("for (int l = 1; l < {}; ++l) {}", kLanes,
-                         updateStatement(*a.node, a.acc, a.name, "", a.lanes + "[l]", "")));
+      if (extent % kLanes != 0) {
+        Index rest = e.openLoop(extent % kLanes, "jr");
+        watch(rest);
+        setInnerCoords(coords, e.arena().addConstant(rest, whole * kLanes));
+        for (const LaneAcc &a : accs) {
+          Scalar tail = e.value(a.node->input(0), coords);
+          e.line(updateStatement(*a.node, a.acc, a.lanes + "[0]", "", tail.code, ""));
+        }
+        e.close();
+      }
+      for (size_t d = 0; d + 1 < reducedShape.size() - (lastReduced - mergeFrom); ++d)
+        e.close();
+      for (const LaneAcc &a : accs) {
+        if (a.splitNan) // a NaN seen by any lane becomes the lane's value: the combine below keeps it
+          e.line(fmt::format("for (int l = 0; l < {0}; ++l) {1}[l] = {1}n[l] ? __builtin_nanf(\"\") : {1}[l];",
+                             kLanes, a.lanes));
+        e.line(fmt::format("{} {} = {}[0];", a.acc.type, a.name, a.lanes));
+        e.line(fmt::format("for (int l = 1; l < {}; ++l) {}", kLanes,
+                           updateStatement(*a.node, a.acc, a.name, "", a.lanes + "[l]", "")));
+      }
+      for (const LaneAcc &a : accs)
+        finish(*a.node, a.name, "");
     }
-    for (const LaneAcc &a : accs)
-      finish(*a.node, a.name, "");
-  }
 
-  // The tail over the whole domain, then the per-row values.
-  bool hasTail = false;
-  for (const Store &store : stage.stores)
-    hasTail = hasTail || store.value->shape() == domain;
-  if (hasTail && rowSize > 0) {
-    std::vector<Index> coords = openReducedLoops();
+    // The tail over the whole domain, then the per-row values.
+    bool hasTail = false;
     for (const Store &store : stage.stores)
+      hasTail = hasTail || store.value->shape() == domain;
+    if (hasTail && rowSize > 0) {
+      std::vector<Index> coords = openReducedLoops();
+      for (const Store &store : stage.stores)
+        if (store.value->shape() == domain)
+          e.store(store, coords, e.value(store.value, coords));
+      closeReducedLoops();
+    }
+    for (const Store &store : stage.stores) {
       if (store.value->shape() == domain)
-        e.store(store, coords, e.value(store.value, coords));
-    closeReducedLoops();
-  }
-  for (const Store &store : stage.stores) {
-    if (store.value->shape() == domain)
-      continue;
-    std::vector<Index> coords = unflattenIndex(e.arena(), row, store.value->shape());
-    e.store(store, coords, e.value(store.value, coords));
-  }
-  e.close();
-  out.functions += fmt::format("static void {}(void *vctx, int64_t begin, int64_t end) {{\n{}}}\n\n", fn,
-                               e.endFunction());
+        continue;
+      std::vector<Index> coords = unflattenIndex(e.arena(), row, store.value->shape());
+      e.store(store, coords, e.value(store.value, coords));
+    }
+    e.close();
+    irregular += e.irregularInnerAccesses();
+    return std::make_pair(e.endFunction(), irregular);
+  };
+  auto [body, irregular] = emitFunction(true);
+  if (merged && irregular > 0)
+    body = emitFunction(false).first;
+  std::string fn = fmt::format("{}_s{}", e.prefix(), stageIndex);
+  out.functions += fmt::format("static void {}(void *vctx, int64_t begin, int64_t end) {{\n{}}}\n\n", fn, body);
   out.body.push_back(runRows(fn, rows, rowSize));
 }
 

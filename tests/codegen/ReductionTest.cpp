@@ -80,6 +80,26 @@ TEST(CodegenReduction, LongRowsUseAccumulatorLanes) {
   expectMatchesReference(*graph, randomInputs(*graph, 30));
 }
 
+TEST(CodegenReduction, ShortReducedRowsMergeIntoLanes) {
+  // Batch-norm statistics and gradient over (N, H, W) of 7 x 7, 5 x 5 and 28 x 12 planes: the
+  // planes run as one merged loop in lanes (49 = 3 x 16 + 1, 25 = 16 + 9, 336 = 21 x 16); an
+  // operand varying along H only keeps H and W apart; the tail stores over the whole domain.
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {5, 5}, {28, 12}}) {
+    SCOPED_TRACE(testing::Message() << h << "x" << w);
+    GraphBuilder gb("bn");
+    Var x = gb.input("x", DType::F32, {3, 4, h, w});
+    Var dy = gb.input("dy", DType::F32, {3, 4, h, w});
+    Var rowScale = gb.input("row_scale", DType::F32, {h, 1});
+    double count = 3.0 * static_cast<double>(h * w);
+    Var centered = x - frontend::mean(x, {0, 2, 3}, true);
+    Var variance = frontend::mean(centered * centered, {0, 2, 3}, true);
+    Var s1 = frontend::sum(dy, {0, 2, 3}, true), s2 = frontend::sum(dy * centered, {0, 2, 3}, true);
+    auto graph = gb.finish({variance, dy - s1 * (1.0 / count) - centered * s2 * (1.0 / count),
+                            frontend::sum(x * rowScale, {0, 2, 3})});
+    expectMatchesReference(*graph, randomInputs(*graph, 31));
+  }
+}
+
 TEST(CodegenReduction, IndependentReductionsOfOneRowShareOnePass) {
   // A batch norm's gradient: sum(dy) and sum(dy * x-hat) per channel read the rows once, in one
   // lane loop; the variance's second sum reads the mean, so it keeps a pass of its own.

@@ -104,6 +104,29 @@ TEST(CodegenSource, ElementwiseInnerLoopsAreMarkedIndependentAndNotShort) {
   EXPECT_FALSE(contains(before, "#pragma")) << source;
 }
 
+// A batch norm's statistics over (N, H, W) of 28 x 28 planes: the row of 28 is too short for
+// the 16 lanes of a vectorised sum, so H and W run as one loop of 784 (49 blocks of 16), read
+// at a plain stride. An operand that varies along H only would be read at (i / 28) in such a
+// loop: that stage keeps H and W apart.
+TEST(CodegenSource, ReductionsMergeShortReducedRowsIntoLanes) {
+  GraphBuilder gb("bn_stats");
+  Var x = gb.input("x", DType::F32, {4, 8, 28, 28});
+  Var centered = x - frontend::mean(x, {0, 2, 3}, true);
+  auto graph = gb.finish({frontend::mean(centered * centered, {0, 2, 3})});
+  const std::string source = lowerGraph(*graph, testOptions()).model.source;
+  EXPECT_TRUE(contains(source, " < 49; ++jb")) << source;
+  EXPECT_FALSE(contains(source, "% 28)")) << source;
+  EXPECT_FALSE(contains(source, "/ 28)")) << source;
+
+  GraphBuilder perRow("per_row");
+  Var y = perRow.input("y", DType::F32, {4, 8, 28, 28});
+  Var rowScale = perRow.input("row_scale", DType::F32, {28, 1});
+  auto rowGraph = perRow.finish({frontend::sum(y * rowScale, {0, 2, 3})});
+  const std::string rowSource = lowerGraph(*rowGraph, testOptions()).model.source;
+  EXPECT_FALSE(contains(rowSource, " < 49; ++jb")) << rowSource;
+  EXPECT_FALSE(contains(rowSource, "/ 28)")) << rowSource;
+}
+
 TEST(CodegenSource, AliasedReshapeCostsNoLaunch) {
   GraphBuilder gb("view");
   Var x = gb.input("x", DType::F32, {6, 4});
