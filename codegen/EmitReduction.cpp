@@ -191,8 +191,9 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
         coords[mergeFrom + i] = parts[i];
     };
 
-    // Domain coordinates with fresh loops over the reduced dims (opened here, closed by caller).
-    auto openReducedLoops = [&]() {
+    // Domain coordinates with the row's kept ones and fresh loops over the reduced dims before
+    // the merged inner loop (whose coordinates the caller sets).
+    auto openOuterReducedLoops = [&]() {
       std::vector<Index> coords(domain.size());
       size_t kept = 0;
       for (size_t d = 0; d < domain.size(); ++d) {
@@ -201,6 +202,11 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
         else if (d < mergeFrom)
           coords[d] = e.openLoop(domain[d], "j");
       }
+      return coords;
+    };
+    // Domain coordinates with fresh loops over all reduced dims (opened here, closed by caller).
+    auto openReducedLoops = [&]() {
+      std::vector<Index> coords = openOuterReducedLoops();
       if (lastReduced < domain.size()) {
         Index inner = e.openLoop(innerExtent, "j");
         watch(inner);
@@ -281,14 +287,7 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
           e.line(fmt::format("int {}n[{}] = {{0}};", a.lanes, kLanes));
         accs.push_back(a);
       }
-      std::vector<Index> coords(domain.size());
-      size_t kept = 0;
-      for (size_t d = 0; d < domain.size(); ++d) {
-        if (!stage.reduced[d])
-          coords[d] = keptCoords[kept++];
-        else if (d < mergeFrom)
-          coords[d] = e.openLoop(domain[d], "j");
-      }
+      std::vector<Index> coords = openOuterReducedLoops();
       int64_t extent = innerExtent, whole = extent / kLanes;
       Index block = e.openLoop(whole, "jb");
       std::string lane = e.fresh("l");
