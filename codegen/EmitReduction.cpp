@@ -153,10 +153,24 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   if (rows == 0)
     return;
 
-  // The function's text, and how many of its inner-loop accesses a merged loop turned into a
-  // division (a tensor not laid out along the merged dims): then the stage is emitted unmerged.
-  bool merged = false;
-  auto emitFunction = [&](bool merge) {
+  size_t lastReduced = domain.size();
+  for (size_t d = 0; d < domain.size(); ++d)
+    if (stage.reduced[d])
+      lastReduced = d;
+  // The inner loops run over dims [mergeFrom, lastReduced] as one: a short last reduced dim
+  // (a batch norm's 28 x 28 or 7 x 7 planes) takes the reduced dims right before it until the
+  // loop is long enough for lanes, as elementwise stages merge short rows. The dims'
+  // coordinates are unflattened from the merged one, which folds back into a plain stride
+  // wherever a tensor is laid out along them.
+  size_t mergeFrom = lastReduced;
+  for (int64_t extent = lastReduced < domain.size() ? domain[lastReduced] : 0;
+       extent > 0 && (extent < kLaneMinimum || extent % kLanes != 0) && mergeFrom > 0 && stage.reduced[mergeFrom - 1];)
+    extent *= domain[--mergeFrom];
+
+  // The function's text with the inner loop starting at dim `innerFrom`, and how many of its
+  // inner-loop accesses that turned into a division (a tensor not laid out along the merged
+  // dims): then the stage is emitted unmerged.
+  auto emitFunction = [&](size_t innerFrom) {
     int irregular = 0;
     auto watch = [&](const Index &loop) {
       irregular += e.irregularInnerAccesses();
@@ -168,27 +182,15 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     Index row = e.arena().var("r", rows, e.depth());
     std::vector<Index> keptCoords = unflattenIndex(e.arena(), row, keptShape);
 
-    size_t lastReduced = domain.size();
-    for (size_t d = 0; d < domain.size(); ++d)
-      if (stage.reduced[d])
-        lastReduced = d;
-    // The inner loops run over dims [mergeFrom, lastReduced] as one: a short last reduced dim
-    // (a batch norm's 28 x 28 or 7 x 7 planes) takes the reduced dims right before it until the
-    // loop is long enough for lanes, as elementwise stages merge short rows. The dims'
-    // coordinates are unflattened from the merged one, which folds back into a plain stride
-    // wherever a tensor is laid out along them.
-    size_t mergeFrom = lastReduced;
-    int64_t innerExtent = lastReduced < domain.size() ? domain[lastReduced] : 0;
-    while (merge && innerExtent > 0 && (innerExtent < kLaneMinimum || innerExtent % kLanes != 0) && mergeFrom > 0 &&
-           stage.reduced[mergeFrom - 1])
-      innerExtent *= domain[--mergeFrom];
-    merged = mergeFrom != lastReduced;
-    const Shape mergedShape(domain.begin() + static_cast<std::ptrdiff_t>(std::min(mergeFrom, domain.size())),
+    const Shape mergedShape(domain.begin() + static_cast<std::ptrdiff_t>(std::min(innerFrom, domain.size())),
                             domain.begin() + static_cast<std::ptrdiff_t>(std::min(lastReduced + 1, domain.size())));
+    const int64_t innerExtent = lastReduced < domain.size() ? numElements(mergedShape) : 0;
+    // Loops opened over the reduced dims: those before the inner loop, and the inner loop.
+    const size_t reducedLoops = reducedShape.size() - (lastReduced - innerFrom);
     auto setInnerCoords = [&](std::vector<Index> &coords, const Index &inner) {
       std::vector<Index> parts = unflattenIndex(e.arena(), inner, mergedShape);
       for (size_t i = 0; i < parts.size(); ++i)
-        coords[mergeFrom + i] = parts[i];
+        coords[innerFrom + i] = parts[i];
     };
 
     // Domain coordinates with the row's kept ones and fresh loops over the reduced dims before
@@ -199,7 +201,7 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
       for (size_t d = 0; d < domain.size(); ++d) {
         if (!stage.reduced[d])
           coords[d] = keptCoords[kept++];
-        else if (d < mergeFrom)
+        else if (d < innerFrom)
           coords[d] = e.openLoop(domain[d], "j");
       }
       return coords;
@@ -215,7 +217,7 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
       return coords;
     };
     auto closeReducedLoops = [&]() {
-      for (size_t d = 0; d < reducedShape.size() - (lastReduced - mergeFrom); ++d)
+      for (size_t d = 0; d < reducedLoops; ++d)
         e.close();
     };
     // Whether a reduction runs as a lane pass: kLanes accumulators over the innermost reduced
@@ -316,7 +318,7 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
         }
         e.close();
       }
-      for (size_t d = 0; d + 1 < reducedShape.size() - (lastReduced - mergeFrom); ++d)
+      for (size_t d = 0; d + 1 < reducedLoops; ++d)
         e.close();
       for (const LaneAcc &a : accs) {
         if (a.splitNan) // a NaN seen by any lane becomes the lane's value: the combine below keeps it
@@ -351,9 +353,9 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     irregular += e.irregularInnerAccesses();
     return std::make_pair(e.endFunction(), irregular);
   };
-  auto [body, irregular] = emitFunction(true);
-  if (merged && irregular > 0)
-    body = emitFunction(false).first;
+  auto [body, irregular] = emitFunction(mergeFrom);
+  if (mergeFrom != lastReduced && irregular > 0)
+    body = emitFunction(lastReduced).first;
   std::string fn = fmt::format("{}_s{}", e.prefix(), stageIndex);
   out.functions += fmt::format("static void {}(void *vctx, int64_t begin, int64_t end) {{\n{}}}\n\n", fn, body);
   out.body.push_back(runRows(fn, rows, rowSize));

@@ -1,9 +1,10 @@
 // Neural-network ONNX ops: MatMul, Gemm, Einsum, Det, the normalisations (BatchNormalization,
 // LayerNormalization, InstanceNormalization, LRN, MeanVarianceNormalization, LpNormalization)
-// and Dropout (an identity at inference, a seeded random mask in training mode). Each normalisation with a kiln op maps onto it; what
-// ONNX adds on top (BatchNormalization's training statistics, LayerNormalization's Mean and
-// InvStdDev outputs) is computed beside it from reductions; MeanVarianceNormalization,
-// LpNormalization and Det, which have no kiln op, are written with existing ops.
+// and Dropout (an identity at inference, a seeded random mask in training mode). Each
+// normalisation with a kiln op maps onto it; what ONNX adds on top (BatchNormalization's
+// training statistics, LayerNormalization's Mean and InvStdDev outputs) is computed beside it
+// from reductions; MeanVarianceNormalization, LpNormalization and Det, which have no kiln op,
+// are written with existing ops.
 #include "frontend/onnx/OnnxWindow.h"
 
 namespace kiln::frontend {
