@@ -16,7 +16,8 @@
 // Each output row splits into a left border, an interior whose windows lie inside the input
 // columns, and a right border. The interior runs 16 outputs per vector; borders run scalar.
 // A 3x3 stride-2 max (ResNet's stem) runs separably instead: maxima along each input row once,
-// then across each output row's three rows (maxPool3x3Stride2).
+// then across each output row's three rows (maxPool3x3Stride2). A 2x2 stride-2 pool without
+// padding (LeNet's, VGG's) combines row pairs, then column pairs (pool2x2Stride2).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -161,6 +162,52 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
   }
 }
 
+/// Whether every window is a 2 x 2 block at stride 2 inside the input (no padding, dilation 1,
+/// no ceil-mode window past the edge): LeNet's and VGG's pools.
+bool isPlainTwoByTwo(const kiln_pool2d_args &a) {
+  return a.kernel_h == 2 && a.kernel_w == 2 && a.stride_h == 2 && a.stride_w == 2 && a.dilation_h == 1 &&
+         a.dilation_w == 1 && a.pad_top == 0 && a.pad_left == 0 && 2 * a.oh <= a.h && 2 * a.ow <= a.w;
+}
+
+/// max(x, y) lane by lane, NaN where either is NaN (NaN wins a max).
+inline __m512 maxKeepingNaN(__m512 x, __m512 y) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_UNORD_Q), _mm512_max_ps(x, y),
+                              _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+}
+
+/// Output rows [oh0, oh1) of a plain 2 x 2 stride-2 pool (isPlainTwoByTwo): 16 outputs from
+/// two loads of each input row, combined down the rows first, then across even and odd
+/// columns. The generic interior loop paid its per-row setup (tap ranges, a strided load and
+/// permute per tap) on rows of 14 outputs: LeNet-5's pools ran at ~5 GB/s.
+void pool2x2Stride2(const kiln_pool2d_args &a, const float *in, float *out, int64_t oh0, int64_t oh1) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 quarter = _mm512_set1_ps(0.25f);
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    const float *top = in + 2 * oh * a.w, *bottom = top + a.w;
+    float *outRow = out + oh * a.ow;
+    for (int64_t ow = 0; ow < a.ow; ow += 16) {
+      const int64_t count = std::min<int64_t>(16, a.ow - ow);
+      const __mmask16 loMask = detail::firstLanes(2 * count), hiMask = detail::firstLanes(2 * count - 16);
+      const __m512 top0 = _mm512_maskz_loadu_ps(loMask, top + 2 * ow);
+      const __m512 top1 = _mm512_maskz_loadu_ps(hiMask, top + 2 * ow + 16);
+      const __m512 bottom0 = _mm512_maskz_loadu_ps(loMask, bottom + 2 * ow);
+      const __m512 bottom1 = _mm512_maskz_loadu_ps(hiMask, bottom + 2 * ow + 16);
+      __m512 result;
+      if (a.is_max) {
+        const __m512 rows0 = maxKeepingNaN(top0, bottom0), rows1 = maxKeepingNaN(top1, bottom1);
+        result = maxKeepingNaN(_mm512_permutex2var_ps(rows0, even, rows1), _mm512_permutex2var_ps(rows0, odd, rows1));
+      } else { // every window holds 4 taps of the input
+        const __m512 rows0 = _mm512_add_ps(top0, bottom0), rows1 = _mm512_add_ps(top1, bottom1);
+        result = _mm512_mul_ps(_mm512_add_ps(_mm512_permutex2var_ps(rows0, even, rows1),
+                                             _mm512_permutex2var_ps(rows0, odd, rows1)),
+                               quarter);
+      }
+      _mm512_mask_storeu_ps(outRow + ow, detail::firstLanes(count), result);
+    }
+  }
+}
+
 using InteriorFn = void (*)(const Window &, int64_t, float, float *);
 InteriorFn interiorRow(bool isMax, int64_t stride) {
   if (stride == 1)
@@ -173,6 +220,12 @@ InteriorFn interiorRow(bool isMax, int64_t stride) {
 
 /// Output rows [oh0, oh1) of one plane.
 void poolRows(const kiln_pool2d_args &a, int64_t plane, int64_t oh0, int64_t oh1) {
+#ifdef __AVX512F__
+  if (isPlainTwoByTwo(a)) {
+    pool2x2Stride2(a, a.x + plane * a.h * a.w, a.y + plane * a.oh * a.ow, oh0, oh1);
+    return;
+  }
+#endif
   const float minusInf = -std::numeric_limits<float>::infinity();
   // Interior columns: every tap of the window is inside [0, w).
   auto firstInside = [&](int64_t ow) { return ow * a.stride_w - a.pad_left >= 0; };

@@ -112,6 +112,22 @@ TEST(Pool2dKernel, ThreeByThreeStrideTwoMaxIsSeparable) {
     }
 }
 
+TEST(Pool2dKernel, TwoByTwoStrideTwo) {
+  // The row-pair, column-pair form: LeNet's 28 and 10 wide planes, rows of one partial vector,
+  // of several, and odd sizes whose last row and column no window reads; max with NaNs (in
+  // either row and either column of a window) and average; two threads.
+  for (int64_t width : {28, 10, 7, 33, 224}) {
+    for (bool isMax : {true, false}) {
+      PoolCase tc{2, 3, width == 224 ? 6 : width + 1, width, 2, 2, 2, 2};
+      tc.isMax = isMax;
+      checkPool(tc);
+      tc.threads = 2;
+      tc.nanEvery = isMax ? 5 : 0;
+      checkPool(tc, 3);
+    }
+  }
+}
+
 TEST(Pool2dKernel, MaxPoolStrideOneWideRows) { checkPool({2, 3, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1}); }
 
 TEST(Pool2dKernel, AveragePoolWithAndWithoutPadding) {
