@@ -91,6 +91,14 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
   float *packedB = scratch(Scratch::PackedB, kcMax * ceilDiv(outerCols, kPanelWidth) * kPanelWidth);
   float *packedA = aInPlace ? nullptr : scratch(Scratch::PackedA, kcMax * kMc);
   const int storeFlags = o.transposed ? kTransposedC : 0;
+  // A block's last panel with one column in its last vector (7x7 outputs: 49 = 3*16 + 1) runs
+  // 3 vectors through the micro-kernel and that column as dot products along k, which need A
+  // in place and the column k-contiguous: copied out of the packed panel into the A slot,
+  // unused when A is read in place.
+  auto lonelyLastColumn = [&](int64_t blockCols) {
+    return aInPlace && !o.transposed && blockCols % kVector == 1 && blockCols % kPanelWidth > 1;
+  };
+  float *lastColumn = aInPlace ? scratch(Scratch::PackedA, kcMax) : nullptr;
 
   for (int64_t jo = col0; jo < col1; jo += outerBlock) {
     const int64_t nco = std::min(outerBlock, col1 - jo);
@@ -99,6 +107,12 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
       const bool lastK = pc + kc == p.k;
       const int flags = storeFlags | (pc > 0 ? kAccumulate : 0);
       o.b->packPanels(packedB, pc, kc, jo, nco);
+      if (lonelyLastColumn(nco)) {
+        const int64_t q = (nco - 1) / kPanelWidth, width = panelWidth(q, nco);
+        const float *panel = packedB + q * kPanelWidth * kc + (nco - 1) % kPanelWidth;
+        for (int64_t kk = 0; kk < kc; ++kk)
+          lastColumn[kk] = panel[kk * width];
+      }
       for (int64_t ic = row0; ic < row1; ic += kMc) {
         const int64_t mc = std::min(kMc, row1 - ic);
         if (!aInPlace) {
@@ -116,8 +130,14 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
               const int64_t cols = std::min<int64_t>(kPanelWidth, jc + nc - jr);
               const int vectors = static_cast<int>(ceilDiv(cols, kVector));
               const float *bPanel = packedB + (jr - jo) * kc;
+              const int64_t ldb = vectors * kVector;
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
-              microKernel(rows, vectors, !aInPlace)(kc, aTile, lda, bPanel, cTile, p.ldc, cols,
+              if (jr + cols == jo + nco && lonelyLastColumn(nco)) {
+                microKernel(rows, vectors - 1, false)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols - 1, flags);
+                columnDotKernel(rows, kc, aTile, lda, lastColumn, cTile + cols - 1, p.ldc, flags);
+                continue;
+              }
+              microKernel(rows, vectors, !aInPlace)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols,
                                                     flags);
             }
             if (lastK)
@@ -141,13 +161,18 @@ double productCycles(int64_t m, int64_t n, const PanelSource &a, const PanelSour
   const int64_t fullRows = m / kMaxRows, lastRows = m % kMaxRows;
   const int64_t fullPanels = n / kPanelWidth;
   const int64_t lastVectors = ceilDiv(n % kPanelWidth, kVector);
+  int64_t lda = 0;
+  const bool aInPlace = a.inPlace(lda) != nullptr;
+  // A lone column in the last vector runs as dot products (blockedRegion): rows/16 FMAs a step.
+  const bool lonelyColumn = aInPlace && n % kVector == 1 && n % kPanelWidth > 1;
   auto rowCycles = [&](int64_t rows) {
-    return static_cast<double>(fullPanels) * tileCycles(rows, kMaxVectors) +
-           (lastVectors ? tileCycles(rows, lastVectors) : 0.0);
+    const double last = !lastVectors ? 0.0
+                        : lonelyColumn ? tileCycles(rows, lastVectors - 1) + static_cast<double>(rows) / 32
+                                       : tileCycles(rows, lastVectors);
+    return static_cast<double>(fullPanels) * tileCycles(rows, kMaxVectors) + last;
   };
   double cycles = static_cast<double>(fullRows) * rowCycles(kMaxRows) + (lastRows ? rowCycles(lastRows) : 0.0);
-  int64_t lda = 0;
-  if (!a.inPlace(lda)) {
+  if (!aInPlace) {
     const int64_t columnBlocks = ceilDiv(n, m <= kMc ? kNc : kOuterCols);
     cycles += static_cast<double>(m * columnBlocks) * a.packCost(kMaxRows);
   }

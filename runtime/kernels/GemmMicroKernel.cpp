@@ -37,4 +37,30 @@ MicroKernelFn microKernel(int rows, int vectors, bool packedA) {
                  : kInPlaceTable.fns[rows - 1][vectors - 1];
 }
 
+void columnDotKernel(int rows, int64_t kc, const float *a, int64_t lda, const float *column, float *c,
+                     int64_t ldc, int flags) {
+  float sums[kMaxRows];
+#ifdef __AVX512F__
+  __m512 acc[kMaxRows];
+  for (int i = 0; i < rows; ++i)
+    acc[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; k += kVector) {
+    const __mmask16 lanes = firstLanes(kc - k);
+    const __m512 b = _mm512_maskz_loadu_ps(lanes, column + k);
+    for (int i = 0; i < rows; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, a + i * lda + k), b, acc[i]);
+  }
+  for (int i = 0; i < rows; ++i)
+    sums[i] = _mm512_reduce_add_ps(acc[i]);
+#else
+  for (int i = 0; i < rows; ++i) {
+    sums[i] = 0.0f;
+    for (int64_t k = 0; k < kc; ++k)
+      sums[i] += a[i * lda + k] * column[k];
+  }
+#endif
+  for (int i = 0; i < rows; ++i)
+    c[i * ldc] = (flags & kAccumulate) ? c[i * ldc] + sums[i] : sums[i];
+}
+
 } // namespace kiln::runtime::kernels::detail

@@ -10,7 +10,8 @@
 // them); broadcasting from memory inside the FMAs ({1to16}) instead was slower (~180). In a
 // whole 1024^3 GEMM, 6x64 beat 14x32, 24x16 and 8x48 too.
 // Edge tiles use the same code instantiated for R = 1..6 rows and 1..4 vectors; the last
-// vector's columns are masked on the C side only (B panels are zero-padded).
+// vector's columns are masked on the C side only (B panels are zero-padded). A last vector that
+// would hold one column goes to columnDotKernel instead, when A is read in place.
 //
 // Operand layouts (see GemmPack.h):
 //  - B is always packed: for each k, W = 16*NV contiguous floats (a 64-byte aligned panel).
@@ -35,17 +36,27 @@ enum MicroKernelFlags : int {
   kTransposedC = 2 // the tile is C^T: element (i, j) goes to c[j*ldc + i]
 };
 
-/// kc >= 1 steps. `cols` (1..16*NV) is how many of the tile's columns exist in C.
-using MicroKernelFn = void (*)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+/// kc >= 1 steps. B's row k starts at b + k*ldb: the packed panel's width, which is wider than
+/// 16*NV when the driver leaves a panel's last columns to columnDotKernel. `cols` (1..16*NV) is
+/// how many of the tile's columns exist in C.
+using MicroKernelFn = void (*)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                                int64_t ldc, int64_t cols, int flags);
 
 /// The kernel for an R x (16*NV) tile; packedA selects a[k*R + i] over a[i*lda + k].
 MicroKernelFn microKernel(int rows, int vectors, bool packedA);
 
+/// One column of a row-major C tile as `rows` (1..6) dot products along k: c[i*ldc] (+)= sum over
+/// k < kc of a[i*lda + k] * column[k], A read in place and the column k-contiguous. The driver
+/// uses it for a panel whose last vector would hold a single column (49 = 3*16 + 1 pixels of a
+/// 7x7 output): 16 k-steps of the dot products cost rows FMAs, where a fourth vector of the
+/// micro-kernel would cost 16*rows for that one column.
+void columnDotKernel(int rows, int64_t kc, const float *a, int64_t lda, const float *column, float *c,
+                     int64_t ldc, int flags);
+
 #ifdef __AVX512F__
 
 template <int R, int NV, bool PackedA>
-void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                      int64_t ldc, int64_t cols, int flags) {
   // Touch the C tile now so that its lines arrive during the k loop, not at the store.
   if (!(flags & kTransposedC)) {
@@ -80,7 +91,7 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, fl
     }
     if (PackedA)
       a += R;
-    b += NV * kVector;
+    b += ldb;
   }
 
   const bool accumulate = flags & kAccumulate;
@@ -129,7 +140,7 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, fl
 #else // portable: the same contract with plain arrays the compiler may vectorize
 
 template <int R, int NV, bool PackedA>
-void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                      int64_t ldc, int64_t cols, int flags) {
   constexpr int W = NV * kVector;
   float acc[R][W] = {};
@@ -139,7 +150,7 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, fl
       for (int j = 0; j < W; ++j)
         acc[i][j] += av * b[j];
     }
-    b += W;
+    b += ldb;
   }
   const bool accumulate = flags & kAccumulate;
   const bool transposed = flags & kTransposedC;

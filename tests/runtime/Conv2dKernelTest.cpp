@@ -130,6 +130,18 @@ TEST(Conv2dKernel, StridedAndDilated) {
   checkConv({1, 5, 17, 13, 6, 3, 2, 3, 1, 0, 2, 1, 1, 1, 1, 2, 2}); // stride 3 x 2, dilation 1 x 2
 }
 
+// 7x7 outputs: 49 pixels, whose last column the GEMM runs as dot products along k (here
+// 576 and 1152 deep, two and three K blocks), pointwise and through im2col, on 1 and 2 threads.
+TEST(Conv2dKernel, SevenBySevenOutputs) {
+  checkConv({1, 64, 9, 9, 70, 3, 3});
+  ConvCase strided{2, 128, 14, 14, 40, 3, 3, 2, 1, 1, 1, 1};
+  strided.threads = 2;
+  checkConv(strided);
+  ConvCase pointwise{1, 600, 7, 7, 64, 1, 1};
+  pointwise.threads = 2;
+  checkConv(pointwise);
+}
+
 TEST(Conv2dKernel, OutputRowsShorterAndLongerThanAPanel) {
   checkConv({1, 4, 300, 1, 8, 3, 1, 1, 1, 0, 1, 0}); // one pixel per output row: a run per column
   checkConv({1, 3, 5, 150, 8, 3, 3, 1, 1, 1, 1, 1}); // rows of 150 pixels cross 64-wide panels

@@ -133,6 +133,19 @@ TEST(GemmKernel, EdgeTilesAroundSixBySixtyFour) {
       checkGemm({m, n, 9});
 }
 
+TEST(GemmKernel, LoneLastColumnRunsAsDotProducts) {
+  // N = 16q + 1 with A read in place: the last panel's lone column goes through
+  // columnDotKernel. 7x7 outputs (49), a panel and a half (113), a second column block (305),
+  // a second outer block behind 200 rows (2097); several K blocks (accumulating) and a K that
+  // is not a multiple of 16; row tiles of 1-6 rows; split over two threads by rows and by
+  // columns.
+  checkGemm({13, 49, 1100});
+  checkGemm({7, 113, 37});
+  checkGemm({20, 305, 70, 1, false, false, false, false, 0, 0, 0, 2});
+  checkGemm({200, 2097, 21, 1, false, true});
+  checkGemm({131, 49, 600, 1, false, false, false, false, 3, 1, 2, 2});
+}
+
 TEST(GemmKernel, LargeKSpansSeveralKBlocks) {
   checkGemm({7, 33, 3000});
   checkGemm({20, 70, 1100, 1, true, true});
