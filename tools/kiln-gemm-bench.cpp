@@ -151,6 +151,10 @@ int main(int argc, char **argv) {
     benchConv(rt, "3x3 128->128 28x28", 128, 28, 128, 3, 1, reps);
     benchConv(rt, "3x3 256->256 14x14", 256, 14, 256, 3, 1, reps);
     benchConv(rt, "3x3 512->512 7x7", 512, 7, 512, 3, 1, reps);
+    benchConv(rt, "1x1 1024->256 14x14", 1024, 14, 256, 1, 1, reps);
+    benchConv(rt, "1x1 256->1024 14x14", 256, 14, 1024, 1, 1, reps);
+    benchConv(rt, "1x1 2048->512 7x7", 2048, 7, 512, 1, 1, reps);
+    benchConv(rt, "1x1 512->2048 7x7", 512, 7, 2048, 1, 1, reps);
     benchConv(rt, "3x3/2 128->128 56x56", 128, 56, 128, 3, 2, reps);
     benchConv(rt, "3x3/2 256->256 28x28", 256, 28, 256, 3, 2, reps);
     benchConv(rt, "3x3/2 512->512 14x14", 512, 14, 512, 3, 2, reps);

@@ -91,14 +91,15 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
   float *packedB = scratch(Scratch::PackedB, kcMax * ceilDiv(outerCols, kPanelWidth) * kPanelWidth);
   float *packedA = aInPlace ? nullptr : scratch(Scratch::PackedA, kcMax * kMc);
   const int storeFlags = o.transposed ? kTransposedC : 0;
-  // A block's last panel with one column in its last vector (7x7 outputs: 49 = 3*16 + 1) runs
-  // 3 vectors through the micro-kernel and that column as dot products along k, which need A
-  // in place and the column k-contiguous: copied out of the packed panel into the A slot,
-  // unused when A is read in place.
-  auto lonelyLastColumn = [&](int64_t blockCols) {
-    return aInPlace && !o.transposed && blockCols % kVector == 1 && blockCols % kPanelWidth > 1;
+  // A block whose last vector holds only 1-4 columns (7x7 outputs: 49 = 3*16 + 1; 14x14:
+  // 196 = 12*16 + 4) runs its other vectors through the micro-kernel and those columns as dot
+  // products along k, which need A in place and each column k-contiguous: copied out of the
+  // packed panel into the A slot, unused when A is read in place.
+  auto trailingColumns = [&](int64_t blockCols) -> int64_t {
+    const int64_t rest = blockCols % kVector;
+    return aInPlace && !o.transposed && rest <= kMaxDotColumns ? rest : 0;
   };
-  float *lastColumn = aInPlace ? scratch(Scratch::PackedA, kcMax) : nullptr;
+  float *lastColumns = aInPlace ? scratch(Scratch::PackedA, kcMax * kMaxDotColumns) : nullptr;
 
   for (int64_t jo = col0; jo < col1; jo += outerBlock) {
     const int64_t nco = std::min(outerBlock, col1 - jo);
@@ -107,11 +108,12 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
       const bool lastK = pc + kc == p.k;
       const int flags = storeFlags | (pc > 0 ? kAccumulate : 0);
       o.b->packPanels(packedB, pc, kc, jo, nco);
-      if (lonelyLastColumn(nco)) {
+      if (const int64_t trailing = trailingColumns(nco)) {
         const int64_t q = (nco - 1) / kPanelWidth, width = panelWidth(q, nco);
-        const float *panel = packedB + q * kPanelWidth * kc + (nco - 1) % kPanelWidth;
+        const float *first = packedB + q * kPanelWidth * kc + (nco - trailing) % kPanelWidth;
         for (int64_t kk = 0; kk < kc; ++kk)
-          lastColumn[kk] = panel[kk * width];
+          for (int64_t t = 0; t < trailing; ++t)
+            lastColumns[t * kc + kk] = first[kk * width + t];
       }
       for (int64_t ic = row0; ic < row1; ic += kMc) {
         const int64_t mc = std::min(kMc, row1 - ic);
@@ -132,9 +134,13 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
               const float *bPanel = packedB + (jr - jo) * kc;
               const int64_t ldb = vectors * kVector;
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
-              if (jr + cols == jo + nco && lonelyLastColumn(nco)) {
-                microKernel(rows, vectors - 1, false)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols - 1, flags);
-                columnDotKernel(rows, kc, aTile, lda, lastColumn, cTile + cols - 1, p.ldc, flags);
+              const int64_t trailing = jr + cols == jo + nco ? trailingColumns(nco) : 0;
+              if (trailing > 0) {
+                if (vectors > 1)
+                  microKernel(rows, vectors - 1, false)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols - trailing,
+                                                        flags);
+                columnDotKernel(rows, static_cast<int>(trailing), kc, aTile, lda, lastColumns,
+                                cTile + cols - trailing, p.ldc, flags);
                 continue;
               }
               microKernel(rows, vectors, !aInPlace)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols,
@@ -163,12 +169,13 @@ double productCycles(int64_t m, int64_t n, const PanelSource &a, const PanelSour
   const int64_t lastVectors = ceilDiv(n % kPanelWidth, kVector);
   int64_t lda = 0;
   const bool aInPlace = a.inPlace(lda) != nullptr;
-  // A lone column in the last vector runs as dot products (blockedRegion): rows/16 FMAs a step.
-  const bool lonelyColumn = aInPlace && n % kVector == 1 && n % kPanelWidth > 1;
+  // 1-4 columns in the last vector run as dot products (blockedRegion): rows/16 FMAs a step each.
+  const int64_t trailing = aInPlace && n % kVector <= kMaxDotColumns ? n % kVector : 0;
   auto rowCycles = [&](int64_t rows) {
+    const double dots = static_cast<double>(rows * trailing) / 32;
     const double last = !lastVectors ? 0.0
-                        : lonelyColumn ? tileCycles(rows, lastVectors - 1) + static_cast<double>(rows) / 32
-                                       : tileCycles(rows, lastVectors);
+                        : trailing   ? (lastVectors > 1 ? tileCycles(rows, lastVectors - 1) : 0.0) + dots
+                                     : tileCycles(rows, lastVectors);
     return static_cast<double>(fullPanels) * tileCycles(rows, kMaxVectors) + last;
   };
   double cycles = static_cast<double>(fullRows) * rowCycles(kMaxRows) + (lastRows ? rowCycles(lastRows) : 0.0);

@@ -11,7 +11,7 @@
 // whole 1024^3 GEMM, 6x64 beat 14x32, 24x16 and 8x48 too.
 // Edge tiles use the same code instantiated for R = 1..6 rows and 1..4 vectors; the last
 // vector's columns are masked on the C side only (B panels are zero-padded). A last vector that
-// would hold one column goes to columnDotKernel instead, when A is read in place.
+// would hold 1-4 columns goes to columnDotKernel instead, when A is read in place.
 //
 // Operand layouts (see GemmPack.h):
 //  - B is always packed: for each k, W = 16*NV contiguous floats (a 64-byte aligned panel).
@@ -37,7 +37,7 @@ enum MicroKernelFlags : int {
 };
 
 /// kc >= 1 steps. B's row k starts at b + k*ldb: the packed panel's width, which is wider than
-/// 16*NV when the driver leaves a panel's last columns to columnDotKernel. `cols` (1..16*NV) is
+/// 16*NV when the driver leaves a panel's last vector to columnDotKernel. `cols` (1..16*NV) is
 /// how many of the tile's columns exist in C.
 using MicroKernelFn = void (*)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                                int64_t ldc, int64_t cols, int flags);
@@ -45,13 +45,17 @@ using MicroKernelFn = void (*)(int64_t kc, const float *a, int64_t lda, const fl
 /// The kernel for an R x (16*NV) tile; packedA selects a[k*R + i] over a[i*lda + k].
 MicroKernelFn microKernel(int rows, int vectors, bool packedA);
 
-/// One column of a row-major C tile as `rows` (1..6) dot products along k: c[i*ldc] (+)= sum over
-/// k < kc of a[i*lda + k] * column[k], A read in place and the column k-contiguous. The driver
-/// uses it for a panel whose last vector would hold a single column (49 = 3*16 + 1 pixels of a
-/// 7x7 output): 16 k-steps of the dot products cost rows FMAs, where a fourth vector of the
-/// micro-kernel would cost 16*rows for that one column.
-void columnDotKernel(int rows, int64_t kc, const float *a, int64_t lda, const float *column, float *c,
-                     int64_t ldc, int flags);
+/// The most trailing columns of a panel that the driver computes as dot products.
+constexpr int kMaxDotColumns = 4;
+
+/// Columns [0, columnCount) of a row-major C tile (1..kMaxDotColumns of them) as `rows` (1..6)
+/// rows of dot products along k: c[i*ldc + j] (+)= sum over k < kc of a[i*lda + k] *
+/// columns[j*kc + k], A read in place and each column k-contiguous. The driver uses it for
+/// the few columns in a panel's last vector (49 = 3*16 + 1 pixels of a 7x7 output, 196 =
+/// 12*16 + 4 of a 14x14 one): 16 k-steps of a column's dot products cost `rows` FMAs, where a
+/// micro-kernel vector would cost 16*rows however few of its columns exist.
+void columnDotKernel(int rows, int columnCount, int64_t kc, const float *a, int64_t lda, const float *columns,
+                     float *c, int64_t ldc, int flags);
 
 #ifdef __AVX512F__
 

@@ -130,9 +130,10 @@ TEST(Conv2dKernel, StridedAndDilated) {
   checkConv({1, 5, 17, 13, 6, 3, 2, 3, 1, 0, 2, 1, 1, 1, 1, 2, 2}); // stride 3 x 2, dilation 1 x 2
 }
 
-// 7x7 outputs: 49 pixels, whose last column the GEMM runs as dot products along k (here
-// 576 and 1152 deep, two and three K blocks), pointwise and through im2col, on 1 and 2 threads.
-TEST(Conv2dKernel, SevenBySevenOutputs) {
+// 7x7 and 10x10 outputs: 49 and 100 pixels, whose last 1 and 4 columns the GEMM runs as dot
+// products along k (here up to 1152 deep, three K blocks), pointwise and through im2col, on 1
+// and 2 threads.
+TEST(Conv2dKernel, SevenBySevenAndTenByTenOutputs) {
   checkConv({1, 64, 9, 9, 70, 3, 3});
   ConvCase strided{2, 128, 14, 14, 40, 3, 3, 2, 1, 1, 1, 1};
   strided.threads = 2;
@@ -140,6 +141,7 @@ TEST(Conv2dKernel, SevenBySevenOutputs) {
   ConvCase pointwise{1, 600, 7, 7, 64, 1, 1};
   pointwise.threads = 2;
   checkConv(pointwise);
+  checkConv({3, 6, 14, 14, 16, 5, 5}); // LeNet-5's second convolution
 }
 
 TEST(Conv2dKernel, OutputRowsShorterAndLongerThanAPanel) {

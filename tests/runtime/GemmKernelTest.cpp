@@ -133,17 +133,21 @@ TEST(GemmKernel, EdgeTilesAroundSixBySixtyFour) {
       checkGemm({m, n, 9});
 }
 
-TEST(GemmKernel, LoneLastColumnRunsAsDotProducts) {
-  // N = 16q + 1 with A read in place: the last panel's lone column goes through
-  // columnDotKernel. 7x7 outputs (49), a panel and a half (113), a second column block (305),
-  // a second outer block behind 200 rows (2097); several K blocks (accumulating) and a K that
-  // is not a multiple of 16; row tiles of 1-6 rows; split over two threads by rows and by
-  // columns.
+TEST(GemmKernel, TrailingColumnsRunAsDotProducts) {
+  // N = 16q + 1..4 with A read in place: the last vector's columns go through columnDotKernel.
+  // 7x7 outputs (49), a panel and a half (113), a second column block (305), a second outer
+  // block behind 200 rows (2097); several K blocks (accumulating) and a K that is not a
+  // multiple of 16; row tiles of 1-6 rows; split over two threads by rows and by columns.
   checkGemm({13, 49, 1100});
   checkGemm({7, 113, 37});
   checkGemm({20, 305, 70, 1, false, false, false, false, 0, 0, 0, 2});
   checkGemm({200, 2097, 21, 1, false, true});
   checkGemm({131, 49, 600, 1, false, false, false, false, 3, 1, 2, 2});
+  // 2-4 trailing columns: with vectors before them in their panel (50, 100), alone in it (196 =
+  // 3*64 + 4, 67), and as the whole product (3).
+  for (int64_t n : {50, 100, 196, 67, 3})
+    checkGemm({11, n, 530});
+  checkGemm({64, 196, 300, 1, false, false, false, false, 0, 0, 0, 2});
 }
 
 TEST(GemmKernel, LargeKSpansSeveralKBlocks) {
