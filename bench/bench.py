@@ -196,7 +196,10 @@ def ratio(a, b):
 
 
 def machine_description():
-    model, cores = "unknown", str(os.cpu_count())
+    # The CPU family and model number tell machines with the same model name apart: shared
+    # hosts here say "AMD EPYC" for both Zen 4 (family 25) and Zen 5 (family 26), whose peaks
+    # differ by 2x, so runs on the two must not be compared.
+    model, cores, family, number = "unknown", str(os.cpu_count()), None, None
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
         for line in lscpu.splitlines():
@@ -205,6 +208,12 @@ def machine_description():
                 model = value.strip()
             elif key.strip() == "CPU(s)":
                 cores = value.strip()
+            elif key.strip() == "CPU family":
+                family = value.strip()
+            elif key.strip() == "Model":
+                number = value.strip()
+        if family and number:
+            model += f" (family {family}, model {number})"
         flags = re.search(r"^Flags:\s*(.*)$", lscpu, re.M)
         simd = [f for f in ("avx2", "fma", "avx512f") if flags and f in flags.group(1).split()]
     except OSError:
