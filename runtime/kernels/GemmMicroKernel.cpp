@@ -10,36 +10,6 @@ namespace kiln::runtime::kernels::detail {
 
 namespace {
 
-template <bool PackedA, int... Rows, int... Vectors>
-constexpr auto makeTable(std::integer_sequence<int, Rows...>, std::integer_sequence<int, Vectors...> vectors) {
-  struct Table {
-    MicroKernelFn fns[kMaxRows][kMaxVectors];
-  } table{};
-  auto fillRow = [&](auto rowTag) {
-    constexpr int R = decltype(rowTag)::value;
-    ((table.fns[R - 1][Vectors - 1] = &microKernelImpl<R, Vectors, PackedA>), ...);
-  };
-  (fillRow(std::integral_constant<int, Rows>{}), ...);
-  (void)vectors;
-  return table;
-}
-
-using RowCounts = std::integer_sequence<int, 1, 2, 3, 4, 5, 6>;
-using VectorCounts = std::integer_sequence<int, 1, 2, 3, 4>;
-static_assert(kMaxRows == 6 && kMaxVectors == 4, "update RowCounts and VectorCounts");
-
-const auto kPackedTable = makeTable<true>(RowCounts{}, VectorCounts{});
-const auto kInPlaceTable = makeTable<false>(RowCounts{}, VectorCounts{});
-
-} // namespace
-
-MicroKernelFn microKernel(int rows, int vectors, bool packedA) {
-  return packedA ? kPackedTable.fns[rows - 1][vectors - 1]
-                 : kInPlaceTable.fns[rows - 1][vectors - 1];
-}
-
-namespace {
-
 template <int R, int Cols>
 void columnDotImpl(int64_t kc, const float *a, int64_t lda, const float *columns, float *c, int64_t ldc,
                    int flags) {
@@ -78,25 +48,46 @@ void columnDotImpl(int64_t kc, const float *a, int64_t lda, const float *columns
 
 using ColumnDotFn = void (*)(int64_t, const float *, int64_t, const float *, float *, int64_t, int);
 
-template <int... Rows, int... Cols>
-constexpr auto makeDotTable(std::integer_sequence<int, Rows...>, std::integer_sequence<int, Cols...> cols) {
+/// fns[R - 1][C - 1] = Kernel<R, C>::fn for every R in Rows and C in Cols.
+template <typename Fn, template <int, int> class Kernel, int... Rows, int... Cols>
+constexpr auto makeTable(std::integer_sequence<int, Rows...>, std::integer_sequence<int, Cols...> cols) {
   struct Table {
-    ColumnDotFn fns[kMaxRows][kMaxDotColumns];
+    Fn fns[sizeof...(Rows)][sizeof...(Cols)];
   } table{};
   auto fillRow = [&](auto rowTag) {
     constexpr int R = decltype(rowTag)::value;
-    ((table.fns[R - 1][Cols - 1] = &columnDotImpl<R, Cols>), ...);
+    ((table.fns[R - 1][Cols - 1] = Kernel<R, Cols>::fn), ...);
   };
   (fillRow(std::integral_constant<int, Rows>{}), ...);
   (void)cols;
   return table;
 }
 
+template <bool PackedA> struct MicroKernelOf {
+  template <int R, int NV> struct Tile {
+    static constexpr MicroKernelFn fn = &microKernelImpl<R, NV, PackedA>;
+  };
+};
+template <int R, int Cols> struct ColumnDotOf {
+  static constexpr ColumnDotFn fn = &columnDotImpl<R, Cols>;
+};
+
+using RowCounts = std::integer_sequence<int, 1, 2, 3, 4, 5, 6>;
+using VectorCounts = std::integer_sequence<int, 1, 2, 3, 4>;
 using DotColumnCounts = std::integer_sequence<int, 1, 2, 3, 4>;
-static_assert(kMaxDotColumns == 4, "update DotColumnCounts");
-const auto kDotTable = makeDotTable(RowCounts{}, DotColumnCounts{});
+static_assert(kMaxRows == 6 && kMaxVectors == 4 && kMaxDotColumns == 4,
+              "update RowCounts, VectorCounts and DotColumnCounts");
+
+const auto kPackedTable = makeTable<MicroKernelFn, MicroKernelOf<true>::Tile>(RowCounts{}, VectorCounts{});
+const auto kInPlaceTable = makeTable<MicroKernelFn, MicroKernelOf<false>::Tile>(RowCounts{}, VectorCounts{});
+const auto kDotTable = makeTable<ColumnDotFn, ColumnDotOf>(RowCounts{}, DotColumnCounts{});
 
 } // namespace
+
+MicroKernelFn microKernel(int rows, int vectors, bool packedA) {
+  return packedA ? kPackedTable.fns[rows - 1][vectors - 1]
+                 : kInPlaceTable.fns[rows - 1][vectors - 1];
+}
 
 void columnDotKernel(int rows, int columnCount, int64_t kc, const float *a, int64_t lda, const float *columns,
                      float *c, int64_t ldc, int flags) {
