@@ -3,8 +3,8 @@
 //   kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [SIZES...]
 //       square SGEMM, default sizes 256 512 1024 2048
 //   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time] [--only TEXT]
-//       ResNet-50's common convolutions, batch 1 (--only: those whose name contains TEXT,
-//       e.g. "3x3/2", so that a profiler sees one layer)
+//       ResNet-50's common convolutions and two depthwise ones, batch 1 (--only: those whose
+//       name contains TEXT, e.g. "3x3/2", so that a profiler sees one layer)
 //
 // Each figure is the median of R timed runs (default: as many as fit in ~0.6 s, at least 5)
 // after one warm-up run. --cpu-time times the calling thread's CPU time instead of wall time:
@@ -81,7 +81,7 @@ void benchGemm(const kiln_rt &rt, int64_t size, int reps) {
 }
 
 void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64_t k, int64_t r,
-               int64_t stride, int reps) {
+               int64_t stride, int reps, int64_t groups = 1) {
   if (std::string(name).find(onlyLayers) == std::string::npos)
     return;
   kiln_conv2d_args args{};
@@ -90,14 +90,14 @@ void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64
   args.stride_h = args.stride_w = stride;
   args.pad_top = args.pad_left = r / 2;
   args.dilation_h = args.dilation_w = 1;
-  args.groups = 1;
+  args.groups = groups;
   args.oh = args.ow = (hw + 2 * (r / 2) - r) / stride + 1;
   std::vector<float> x = randomVector(static_cast<size_t>(c * hw * hw), 1);
-  std::vector<float> w = randomVector(static_cast<size_t>(k * c * r * r), 2);
+  std::vector<float> w = randomVector(static_cast<size_t>(k * (c / groups) * r * r), 2);
   std::vector<float> y(static_cast<size_t>(k * args.oh * args.ow));
   args.x = x.data(), args.weights = w.data(), args.y = y.data();
   const double seconds = medianSeconds([&] { kiln::runtime::kernels::conv2d(&rt, &args); }, reps);
-  const double flops = 2.0 * k * c * r * r * args.oh * args.ow;
+  const double flops = 2.0 * k * (c / groups) * r * r * args.oh * args.ow;
   std::printf("conv %-28s threads %d  %8.3f ms  %7.1f GFLOP/s\n", name, rt.num_threads, seconds * 1e3,
               flops / seconds * 1e-9);
 }
@@ -160,6 +160,8 @@ int main(int argc, char **argv) {
     benchConv(rt, "3x3/2 512->512 14x14", 512, 14, 512, 3, 2, reps);
     benchConv(rt, "1x1/2 512->1024 28x28", 512, 28, 1024, 1, 2, reps);
     benchConv(rt, "7x7/2 3->64 224x224", 3, 224, 64, 7, 2, reps);
+    benchConv(rt, "depthwise 3x3 256 28x28", 256, 28, 256, 3, 1, reps, 256); // MobileNet-like
+    benchConv(rt, "depthwise 3x3/2 512 14x14", 512, 14, 512, 3, 2, reps, 512);
     return 0;
   }
   for (int64_t size : sizes)

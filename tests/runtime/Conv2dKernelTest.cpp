@@ -159,6 +159,12 @@ TEST(Conv2dKernel, GroupsAndDepthwise) {
   checkConv({1, 16, 9, 10, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16}); // depthwise
   checkConv({2, 8, 11, 11, 16, 5, 5, 2, 2, 2, 2, 2, 1, 8});  // depthwise, multiplier 2, stride 2
   checkConv({1, 6, 12, 7, 6, 3, 3, 3, 1, 1, 1, 1, 2, 6, 2}); // depthwise, stride 3, dilation 2, threads
+  // Output rows run in groups of 4: 5, 6, 7 and 8 rows leave tails of 1, 2, 3 and none, at
+  // strides 1 and 2, with rows wider than one vector (35).
+  for (int64_t rows : {5, 6, 7, 8}) {
+    checkConv({1, 4, rows, 35, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4});
+    checkConv({2, 3, 2 * rows, 35, 6, 3, 3, 2, 1, 1, 0, 0, 1, 3});
+  }
   checkConv({1, 1, 12, 12, 6, 5, 5});                       // LeNet's first layer
 }
 
