@@ -96,8 +96,10 @@ public:
       std::string label = "%" + names_.at(node->output());
       Unit unit = node->op() == OpKind::Kernel ? unitForKernel(*node, label) : unitForNode(*node, label);
       std::vector<Ref> refs;
-      for (const ir::Value *operand : unitOperandValues(*node))
+      for (const ir::Value *operand : unitOperandValues(*node)) {
         refs.push_back(refFor(operand));
+        unit.soleConstantOperands.push_back(isSoleWeight(*operand));
+      }
       for (const ir::Value *output : node->outputs())
         refs.push_back(refFor(output));
       addLaunch(unit, describeNode(*node), refs, node);
@@ -133,7 +135,7 @@ private:
       firstOutput_.emplace(graph_.outputs()[j], static_cast<int>(j));
     for (const ir::Node *param : graph_.params()) {
       weightIndex_[param->output()] = static_cast<int>(model_.weights.size());
-      model_.weights.push_back({param->attrString("name"), param->output()});
+      model_.weights.push_back({param->attrString("name"), param->output(), std::nullopt});
     }
     for (const auto &[output, paramName] : outputsOverParams_) {
       if (output >= graph_.outputs().size())
@@ -147,8 +149,20 @@ private:
       if (node->op() != OpKind::Constant || node->output()->type().numElements() <= ir::kMaxInlinedConstantElements)
         continue;
       weightIndex_[node->output()] = static_cast<int>(model_.weights.size());
-      model_.weights.push_back({fmt::format("constant.{}", constants++), node->output()});
+      model_.weights.push_back({fmt::format("constant.{}", constants++), node->output(), std::nullopt});
     }
+  }
+
+  /// A weight (constant or parameter) that exactly one node reads, that is no graph output and
+  /// that no output overwrites: its one kernel may choose how the runtime stores it.
+  bool isSoleWeight(const ir::Value &value) const {
+    auto index = weightIndex_.find(&value);
+    if (index == weightIndex_.end() || value.uses().size() != 1 || firstOutput_.count(&value))
+      return false;
+    for (const auto &[output, weight] : aliasedOutputWeights_)
+      if (weight == index->second)
+        return false;
+    return true;
   }
 
   bool isAliasedView(const ir::Node &node) const {
@@ -195,6 +209,12 @@ private:
     int index = static_cast<int>(model_.launches.size());
     std::string name = fmt::format("k{}_{}", index, description);
     KernelSource kernel = emitKernel(unit, fmt::format("{}k{}", prefix_, index), prefix_ + "kiln_" + name, disjoint);
+    for (const PackedGemmB &packed : kernel.packedOperands) {
+      const Ref &ref = refs.at(static_cast<size_t>(packed.operand));
+      if (ref.kind != KILN_WEIGHT_KIND)
+        fail("codegen: internal error: {} reads operand {} prepacked, which is not a weight", name, packed.operand);
+      model_.weights.at(static_cast<size_t>(ref.index)).packedB = packed;
+    }
     kernels_ += kernel.text;
     launchLines_.push_back(
         fmt::format("  {{{}kiln_{}, {}, {}, {}}},", prefix_, name, cString(name), refs_.size(), refs.size()));
@@ -239,6 +259,16 @@ private:
                 weightsTable = prefix_ + "kiln_weights", refsTable = prefix_ + "kiln_refs",
                 launchesTable = prefix_ + "kiln_launches";
     text += tensorDescs(inputsTable, inputs) + tensorDescs(outputsTable, outputs) + tensorDescs(weightsTable, weights);
+    std::string packingsTable = prefix_ + "kiln_packings", packingEntries;
+    int packings = 0;
+    for (size_t w = 0; w < model_.weights.size(); ++w)
+      if (const std::optional<PackedGemmB> &b = model_.weights[w].packedB) {
+        packingEntries += fmt::format("  {{{}, {}, {}, {}, {}}},\n", w, b->k, b->n, b->strideK, b->strideN);
+        ++packings;
+      }
+    if (packings > 0)
+      text += fmt::format("static const kiln_weight_packing {}[{}] = {{\n{}}};\n", packingsTable, packings,
+                          packingEntries);
     if (!refs_.empty()) {
       text += fmt::format("static const kiln_buffer_ref {}[{}] = {{\n", refsTable, refs_.size());
       for (const Ref &ref : refs_)
@@ -255,8 +285,9 @@ private:
                         launchLines_.size());
     text += fmt::format("    {}, {}, {},\n", table(!inputs.empty(), inputsTable), table(!outputs.empty(), outputsTable),
                         table(!weights.empty(), weightsTable));
-    text += fmt::format("    {}, {}, {}, NULL}};\n  return &desc;\n}}\n", table(!launchLines_.empty(), launchesTable),
-                        table(!refs_.empty(), refsTable), plan_.arenaBytes);
+    text += fmt::format("    {}, {}, {}, NULL, {}, {}}};\n  return &desc;\n}}\n",
+                        table(!launchLines_.empty(), launchesTable), table(!refs_.empty(), refsTable),
+                        plan_.arenaBytes, packings, table(packings > 0, packingsTable));
     return text;
   }
 

@@ -14,6 +14,7 @@
 //  - the generated code computes in the value's own dtype (f32 in f32).
 // An unsupported op or dtype is a kiln::Error "codegen: op X on dtype Y is not supported yet
 // (node %n)", so a caller can fall back to the reference evaluator.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,7 @@ struct KernelSource {
   std::string symbol;   // the extern "C" function
   std::string text;     // constants, context type, static functions and the function
   std::string strategy; // elementwise, rows, contraction, per-op
+  std::vector<PackedGemmB> packedOperands; // operands it reads prepacked
 };
 
 /// Lowers one unit to the kernel function `symbol`, with private names starting with
@@ -39,6 +41,9 @@ KernelSource emitKernel(const Unit &unit, const std::string &prefix, const std::
 struct WeightInfo {
   std::string name;            // the parameter's name, or "constant.N"
   const ir::Value *value = nullptr; // the param or constant it holds
+  /// Its one kernel reads it as gemm's prepacked B: the runtime packs it at load
+  /// (kiln_weight_packing); it is handed over plain.
+  std::optional<PackedGemmB> packedB;
 };
 
 struct LaunchInfo {

@@ -16,11 +16,12 @@ void emitConvWeightGradStage(KernelEmitter &emitter, int stage, KernelText &out)
 
 namespace {
 
-KernelText emitStages(const KernelPlan &plan, const std::string &prefix, bool restrictPointers) {
+KernelText emitStages(const KernelPlan &plan, const Unit &unit, const std::string &prefix, bool restrictPointers) {
   int operands = 0;
   for (const KernelBuffer &buffer : plan.buffers)
     operands += buffer.kind == KernelBuffer::Kind::Operand;
   KernelEmitter emitter(plan, prefix, restrictPointers, operands);
+  emitter.setSoleConstantOperands(unit.soleConstantOperands);
   KernelText text;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     int stage = static_cast<int>(s);
@@ -63,11 +64,11 @@ KernelSource emitKernel(const Unit &unit, const std::string &prefix, const std::
   KernelText text;
   try {
     plan = planKernel(unit, false);
-    text = emitStages(plan, prefix, restrictPointers);
+    text = emitStages(plan, unit, prefix, restrictPointers);
   } catch (const StrategyMismatch &) {
     plan = planKernel(unit, true);
     try {
-      text = emitStages(plan, prefix, restrictPointers);
+      text = emitStages(plan, unit, prefix, restrictPointers);
     } catch (const StrategyMismatch &mismatch) {
       fail("codegen: internal error lowering {} op by op: {}", unit.nodeLabel, mismatch.what());
     }
@@ -75,6 +76,7 @@ KernelSource emitKernel(const Unit &unit, const std::string &prefix, const std::
   KernelSource source;
   source.symbol = symbol;
   source.strategy = plan.strategy;
+  source.packedOperands = text.packedOperands;
   std::string &out = source.text;
   out += fmt::format("// {}: {}{}\n", unit.nodeLabel, plan.strategy,
                      unit.rule.empty() ? "" : fmt::format(" (rule \"{}\")", unit.rule));

@@ -17,6 +17,8 @@ struct KernelText {
   std::string functions;
   /// Statements of the kernel function after the context is set up, in order.
   std::vector<std::string> body;
+  /// Operands the statements read prepacked.
+  std::vector<PackedGemmB> packedOperands;
 };
 
 /// Work below this many elements runs on the calling thread: handing it to the pool costs

@@ -15,6 +15,12 @@ KernelEmitter::KernelEmitter(const KernelPlan &plan, std::string prefix, bool re
                              int numOperandBuffers)
     : plan_(plan), prefix_(std::move(prefix)), restrict_(restrictPointers), numOperandBuffers_(numOperandBuffers) {}
 
+bool KernelEmitter::isSoleConstantOperand(int buffer) const {
+  const KernelBuffer &b = plan_.buffers.at(static_cast<size_t>(buffer));
+  return b.kind == KernelBuffer::Kind::Operand && b.index >= 0 &&
+         static_cast<size_t>(b.index) < soleConstantOperands_.size() && soleConstantOperands_[static_cast<size_t>(b.index)];
+}
+
 void KernelEmitter::beginFunction(int stage) {
   stage_ = stage;
   counter_ = 0;

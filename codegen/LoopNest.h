@@ -71,6 +71,17 @@ struct Unit {
   std::vector<Tensor> inlinedOperands;
   /// For messages: the node this unit lowers, as `%name` or `#index`.
   std::string nodeLabel;
+  /// Per operand buffer: whether it holds a constant that only this unit reads, which codegen
+  /// may therefore store in another layout (a matmul's B as prepacked panels). Set by the
+  /// model emitter, which sees the whole graph; empty means none.
+  std::vector<bool> soleConstantOperands;
+};
+
+/// An operand a kernel reads in gemm's prepacked B layout (KILN_GEMM_B_PANELS): the weight
+/// behind it must be stored as runtime::kernels::packGemmB(data, k, n, strideK, strideN).
+struct PackedGemmB {
+  int operand = 0;
+  int64_t k = 0, n = 0, strideK = 0, strideN = 0;
 };
 
 /// A kernel node as a unit (operands that are constants of at most kMaxInlinedConstantElements

@@ -5,6 +5,7 @@
 // (arena + buffer-address table), compute every buffer address of the launch list into it,
 // call the launches in order, give the context back.
 #include "runtime/Executable.h"
+#include "runtime/kernels/Kernels.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -152,6 +153,7 @@ struct Executable::Impl {
   std::vector<TensorSpec> inputs, outputs, weights;
   std::vector<std::string> launchNames;
   std::vector<Tensor> weightTensors;       // loader-supplied weights, kept alive
+  std::vector<Tensor> packedWeights;       // weights repacked at load (kiln_weight_packing)
   std::vector<unsigned char *> weightData; // weight i's bytes (kernels only read them)
   int64_t numRefs = 0;
   std::shared_ptr<ThreadPool> pool;
@@ -165,6 +167,7 @@ struct Executable::Impl {
   void readDescription(std::vector<Tensor> suppliedWeights);
   void checkRefs();
   void bindWeights(std::vector<Tensor> supplied);
+  void packWeights();
   RunContext *acquireContext();
   void releaseContext(RunContext *context);
   void execute(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues);
@@ -182,6 +185,34 @@ void Executable::Impl::readDescription(std::vector<Tensor> suppliedWeights) {
     fail("{}: negative arena size {}", what, desc->arena_bytes);
   checkRefs();
   bindWeights(std::move(suppliedWeights));
+  packWeights();
+}
+
+void Executable::Impl::packWeights() {
+  if (desc->num_packings < 0 || (desc->num_packings > 0 && !desc->packings))
+    fail("{}: invalid weight packing list (count {})", what, desc->num_packings);
+  for (int32_t p = 0; p < desc->num_packings; ++p) {
+    const kiln_weight_packing &packing = desc->packings[p];
+    if (packing.weight < 0 || static_cast<size_t>(packing.weight) >= weights.size())
+      fail("{}: weight packing {} names weight {}, but the model has {}", what, p, packing.weight, weights.size());
+    const TensorSpec &spec = weights[static_cast<size_t>(packing.weight)];
+    // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
+    // the weight, and the packed matrix must fill it exactly.
+    const int64_t elements = spec.type.numElements();
+    const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 && packing.n % 64 == 0 &&
+                         packing.stride_k >= 0 && packing.stride_n >= 0 && packing.k * packing.n == elements &&
+                         (packing.k - 1) * packing.stride_k + (packing.n - 1) * packing.stride_n < elements;
+    if (!shapeOk)
+      fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
+           packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
+    Tensor packed(spec.type);
+    kernels::packGemmB(reinterpret_cast<const float *>(weightData[static_cast<size_t>(packing.weight)]), packing.k,
+                       packing.n, packing.stride_k, packing.stride_n, static_cast<float *>(packed.data()));
+    weightData[static_cast<size_t>(packing.weight)] = static_cast<unsigned char *>(packed.data());
+    packedWeights.push_back(std::move(packed));
+    if (!weightTensors.empty()) // the plain copy the loader gave is no longer read
+      weightTensors[static_cast<size_t>(packing.weight)] = Tensor();
+  }
 }
 
 void Executable::Impl::checkRefs() {

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 2
+#define KILN_ABI_VERSION 3
 
 typedef struct kiln_rt kiln_rt;
 
@@ -33,10 +33,19 @@ typedef void (*kiln_range_fn)(void *ctx, int64_t begin, int64_t end);
 typedef void (*kiln_epilogue_fn)(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0,
                                  int64_t col0, int64_t rows, int64_t cols);
 
+/// How a GEMM's B is laid out (kiln_gemm_args::b_layout).
+enum kiln_gemm_b_layout {
+  /// B[k*ldb + n], or B[n*ldb + k] when trans_b
+  KILN_GEMM_B_PLAIN = 0,
+  /// op(B) as the kernel's B panels: B[(n/64)*64*K + k*64 + n%64], N a multiple of 64; ldb
+  /// and trans_b are unused. Matmul weights that only one kernel reads are packed so at load
+  /// (kiln_weight_packing).
+  KILN_GEMM_B_PANELS = 1
+};
+
 /// C[b] = op(A[b]) * op(B[b]) for b in [0, batch), f32, then the epilogue on every tile.
-/// op(A) is M x K: A[m*lda + k], or A[k*lda + m] when trans_a. op(B) is K x N: B[k*ldb + n],
-/// or B[n*ldb + k] when trans_b. C[m*ldc + n]. A stride of 0 broadcasts one matrix over the
-/// batch.
+/// op(A) is M x K: A[m*lda + k], or A[k*lda + m] when trans_a. op(B) is K x N, laid out as
+/// b_layout says. C[m*ldc + n]. A stride of 0 broadcasts one matrix over the batch.
 typedef struct kiln_gemm_args {
   int64_t m, n, k, batch;
   const float *a;
@@ -49,6 +58,7 @@ typedef struct kiln_gemm_args {
   int64_t ldc, stride_c;
   kiln_epilogue_fn epilogue; /* may be NULL */
   void *epilogue_ctx;
+  int32_t b_layout; /* kiln_gemm_b_layout */
 } kiln_gemm_args;
 
 /// 2-D convolution, NCHW input x[n][c][h][w], weights w[k][c/groups][r][s], output
@@ -130,6 +140,14 @@ typedef struct kiln_tensor_desc {
   const int64_t *shape;
 } kiln_tensor_desc;
 
+/// A weight that kernels read as gemm's prepacked B (KILN_GEMM_B_PANELS). Weights are handed
+/// over plain (loader-supplied or carried); the runtime packs this one once, at load, into
+/// packed[(j/64)*64*k + i*64 + j%64] = plain[i*stride_k + j*stride_n], n a multiple of 64.
+typedef struct kiln_weight_packing {
+  int32_t weight; /* index into kiln_model_desc::weights */
+  int64_t k, n, stride_k, stride_n;
+} kiln_weight_packing;
+
 typedef struct kiln_model_desc {
   int32_t abi_version;
   int32_t num_inputs, num_outputs, num_weights, num_launches;
@@ -140,6 +158,9 @@ typedef struct kiln_model_desc {
   /// For a model compiled ahead of time, the weights' bytes (each weight 64-byte aligned, in
   /// order); NULL when the loader supplies the weights.
   const void *weight_data;
+  /// Weights the runtime repacks at load for the kernels that read them so.
+  int32_t num_packings;
+  const kiln_weight_packing *packings;
 } kiln_model_desc;
 
 /// The symbol a compiled model exports.

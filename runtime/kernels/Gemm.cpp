@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/kernels/GemmDriver.h"
+#include "runtime/kernels/GemmMicroKernel.h" // kPanelWidth
 #include "runtime/kernels/Gemv.h"
 #include "runtime/kernels/Kernels.h"
 
@@ -27,16 +28,31 @@ DenseSource sourceB(const kiln_gemm_args &g, int64_t index) {
   return g.trans_b ? DenseSource(b, 1, g.ldb) : DenseSource(b, g.ldb, 1);
 }
 
+/// Calls fn(S_b) with product `index`'s B: dense, or prepacked panels (KILN_GEMM_B_PANELS).
+template <typename Fn> auto withSourceB(const kiln_gemm_args &g, int64_t index, Fn &&fn) {
+  if (g.b_layout == KILN_GEMM_B_PANELS)
+    return fn(detail::PanelMajorSource(g.b + index * g.stride_b, g.k));
+  return fn(sourceB(g, index));
+}
+
 class DenseProducts final : public ProductSet {
 public:
+  // Prepacked B panels serve C = A B only: C^T would need them as its A.
   explicit DenseProducts(const kiln_gemm_args &args)
       : ProductSet(args.batch, args.m, args.n, args.k,
-                   detail::chooseSwap(args.m, args.n, sourceA(args, 0), sourceB(args, 0))),
+                   args.b_layout == KILN_GEMM_B_PLAIN &&
+                       detail::chooseSwap(args.m, args.n, sourceA(args, 0), sourceB(args, 0))),
         args_(args) {}
 
   void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1) const override {
+    withSourceB(args_, index, [&](const detail::PanelSource &b) { runWith(index, b, row0, row1, col0, col1); });
+  }
+
+private:
+  void runWith(int64_t index, const detail::PanelSource &b, int64_t row0, int64_t row1, int64_t col0,
+               int64_t col1) const {
     const kiln_gemm_args &g = args_;
-    const DenseSource a = sourceA(g, index), b = sourceB(g, index);
+    const DenseSource a = sourceA(g, index);
     Product product;
     product.m = g.m;
     product.n = g.n;
@@ -52,7 +68,6 @@ public:
     detail::computeRegion(product, row0, row1, col0, col1);
   }
 
-private:
   const kiln_gemm_args &args_;
 };
 
@@ -165,14 +180,25 @@ bool foldBatchIntoRows(kiln_gemm_args &g, FoldedEpilogue &folded) {
 void gemm(const kiln_rt *rt, const kiln_gemm_args *args) {
   if (!args || args->m <= 0 || args->n <= 0 || args->batch <= 0)
     return;
+  const bool panels = args->b_layout == KILN_GEMM_B_PANELS;
+  if ((args->b_layout != KILN_GEMM_B_PLAIN && !panels) || (panels && args->n % detail::kPanelWidth != 0))
+    return; // the ABI has no error channel; codegen never emits these
   kiln_gemm_args g = *args;
   g.k = std::max<int64_t>(g.k, 0);
   FoldedEpilogue folded{};
   foldBatchIntoRows(g, folded);
-  if (g.m == 1 || g.n == 1)
+  if (!panels && (g.m == 1 || g.n == 1))
     detail::runProducts(rt, VectorProducts(g));
   else
     detail::runProducts(rt, DenseProducts(g));
+}
+
+void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst) {
+  constexpr int64_t width = detail::kPanelWidth;
+  for (int64_t panel = 0; panel < n / width; ++panel)
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t x = 0; x < width; ++x)
+        dst[(panel * k + kk) * width + x] = src[kk * strideK + (panel * width + x) * strideN];
 }
 
 } // namespace kiln::runtime::kernels

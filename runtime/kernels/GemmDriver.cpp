@@ -3,7 +3,8 @@
 // Loop nest of one region, outermost first (Goto/BLIS blocking, oriented for a 6 x 64 tile
 // whose A micro-panel is the operand that stays in L1):
 //   jo: column blocks                         B packed for (jo, pc): kc x 2048 floats, in L3,
-//                                             or kc x 256 just in time when ic runs once
+//                                             or kc x 256 just in time when ic runs once, or
+//                                             read in place when prepacked (PanelMajorSource)
 //   pc: K blocks of kc <= 512                 (K split into equal blocks)
 //   ic: row blocks of 192                     the 192 x kc A block (384 KiB) stays in L2,
 //                                             packed unless it can be read in place
@@ -107,8 +108,12 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
       const int64_t kc = std::min(kcMax, p.k - pc);
       const bool lastK = pc + kc == p.k;
       const int flags = storeFlags | (pc > 0 ? kAccumulate : 0);
-      o.b->packPanels(packedB, pc, kc, jo, nco);
-      if (const int64_t trailing = trailingColumns(nco)) {
+      // Panels the source already holds (prepacked weights) are read where they lie.
+      int64_t panelStride = 0;
+      const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
+      if (!bPanels)
+        o.b->packPanels(packedB, pc, kc, jo, nco);
+      if (const int64_t trailing = bPanels ? 0 : trailingColumns(nco)) {
         const int64_t q = (nco - 1) / kPanelWidth, width = panelWidth(q, nco);
         const float *first = packedB + q * kPanelWidth * kc + (nco - trailing) % kPanelWidth;
         for (int64_t kk = 0; kk < kc; ++kk)
@@ -131,10 +136,11 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
             for (int64_t jr = jc; jr < jc + nc; jr += kPanelWidth) {
               const int64_t cols = std::min<int64_t>(kPanelWidth, jc + nc - jr);
               const int vectors = static_cast<int>(ceilDiv(cols, kVector));
-              const float *bPanel = packedB + (jr - jo) * kc;
-              const int64_t ldb = vectors * kVector;
+              const float *bPanel = bPanels ? bPanels + (jr - jo) / kPanelWidth * panelStride
+                                            : packedB + (jr - jo) * kc;
+              const int64_t ldb = bPanels ? kPanelWidth : vectors * kVector;
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
-              const int64_t trailing = jr + cols == jo + nco ? trailingColumns(nco) : 0;
+              const int64_t trailing = !bPanels && jr + cols == jo + nco ? trailingColumns(nco) : 0;
               if (trailing > 0) {
                 if (vectors > 1)
                   microKernel(rows, vectors - 1, false)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols - trailing,

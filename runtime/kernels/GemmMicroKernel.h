@@ -85,7 +85,7 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j)
-      bv[j] = _mm512_load_ps(b + j * kVector);
+      bv[j] = _mm512_loadu_ps(b + j * kVector); // prepacked panels need not be aligned
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const __m512 av = _mm512_set1_ps(PackedA ? a[i] : rowPtr[i][k]);

@@ -102,6 +102,30 @@ void DenseSource::packPanels(float *dst, int64_t k0, int64_t kc, int64_t x0, int
   }
 }
 
+void PanelMajorSource::pack(float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols,
+                            int64_t width) const {
+  // Runs of columns within one stored panel are contiguous in each row.
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    float *out = dst + kk * width;
+    for (int64_t x = x0; x < x0 + cols;) {
+      const int64_t inPanel = x % kPanelWidth, run = std::min(kPanelWidth - inPanel, x0 + cols - x);
+      const float *from = base_ + (x - inPanel) * depth_ + (k0 + kk) * kPanelWidth + inPanel;
+      std::copy(from, from + run, out + (x - x0));
+      x += run;
+    }
+    std::fill(out + cols, out + width, 0.0f);
+  }
+}
+
+double PanelMajorSource::packCost(int64_t) const { return 0.15; }
+
+const float *PanelMajorSource::panelsInPlace(int64_t k0, int64_t x0, int64_t &panelStride) const {
+  if (x0 % kPanelWidth != 0)
+    return nullptr;
+  panelStride = kPanelWidth * depth_;
+  return base_ + x0 * depth_ + k0 * kPanelWidth;
+}
+
 void DenseSource::pack(float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols,
                        int64_t width) const {
   const float *origin = base_ + k0 * strideK_ + x0 * strideX_;

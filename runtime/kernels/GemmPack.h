@@ -32,6 +32,13 @@ public:
     (void)stride;
     return nullptr;
   }
+  /// When the source already holds B panels: row k0 of the 64-wide panel that starts at column
+  /// x0, whose rows are 64 floats apart, with `panelStride` floats from one panel to the next.
+  /// The driver then reads them in place instead of packing. Else nullptr.
+  virtual const float *panelsInPlace(int64_t k0, int64_t x0, int64_t &panelStride) const {
+    (void)k0, (void)x0, (void)panelStride;
+    return nullptr;
+  }
 };
 
 /// A dense strided matrix: S(k, x) = base[k*strideK + x*strideX], where strideK == 1 or
@@ -49,6 +56,23 @@ public:
 private:
   const float *base_;
   int64_t strideK_, strideX_;
+};
+
+/// A matrix already laid out as the driver's B panels, each K rows of 64 columns:
+/// S(k, x) = base[(x / 64)*64*K + k*64 + x % 64], for a multiple of 64 columns. That is how
+/// codegen stores a constant matmul weight (KILN_GEMM_B_PANELS, packPanelMajor), so that no
+/// call packs it again.
+class PanelMajorSource final : public PanelSource {
+public:
+  PanelMajorSource(const float *base, int64_t depth) : base_(base), depth_(depth) {}
+  void pack(float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols,
+            int64_t width) const override;
+  double packCost(int64_t width) const override;
+  const float *panelsInPlace(int64_t k0, int64_t x0, int64_t &panelStride) const override;
+
+private:
+  const float *base_;
+  int64_t depth_;
 };
 
 /// Width of B panel q of a block of `cols` columns: 64, or the rest rounded up to 16.

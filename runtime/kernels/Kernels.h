@@ -2,6 +2,8 @@
 // kiln's precompiled heavy kernels: the implementations behind kiln_rt's gemm, conv2d and
 // pool2d (runtime/KernelAbi.h). They are compiled once into kiln's runtime library with the
 // flags that make them fastest, and generated code reaches them only through the kiln_rt table.
+#include <cstdint>
+
 #include "runtime/KernelAbi.h"
 
 namespace kiln::runtime::kernels {
@@ -18,5 +20,10 @@ void conv2dWeightGrad(const kiln_rt *rt, const kiln_conv2d_weight_grad_args *arg
 
 /// f32 2-D max / average pooling.
 void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args);
+
+/// Lays out a K x N matrix S(k, n) = src[k*strideK + n*strideN] (N a multiple of 64) as gemm's
+/// prepacked B (KILN_GEMM_B_PANELS): dst[(n/64)*64*K + k*64 + n%64]. Codegen stores constant
+/// matmul weights this way once, at compile time.
+void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst);
 
 } // namespace kiln::runtime::kernels

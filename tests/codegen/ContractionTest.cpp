@@ -57,6 +57,27 @@ TEST(CodegenContraction, TransposedOperandViews) {
   expectMatchesReference(*graph, randomInputs(*graph, 36));
 }
 
+TEST(CodegenContraction, WeightsOneMatmulReadsArePackedAtLoad) {
+  // A weight that one matmul alone reads, with 64k columns, is packed once at load into the
+  // GEMM's B panels: a linear layer's weight read through its transpose, a plain [K, N]
+  // parameter and a constant. A weight two matmuls read, and one with 48 columns, stay plain.
+  GraphBuilder gb("packed");
+  Var x = gb.input("x", DType::F32, {24, 40});
+  Var u = gb.input("u", DType::F32, {3, 24, 128});
+  Var w1 = gb.param("w1", weights({128, 40}, 41));
+  Var w2 = gb.param("w2", weights({128, 64}, 42));
+  Var w3 = gb.constant(weights({40, 192}, 43));
+  Var shared = gb.param("shared", weights({128, 64}, 44));
+  Var narrow = gb.param("narrow", weights({40, 48}, 45));
+  auto graph = gb.finish({frontend::relu(frontend::linear(x, w1, gb.param("b1", weights({128}, 46)))),
+                          frontend::matmul(u, w2), frontend::matmul(x, w3) * 2.0, frontend::matmul(u, shared),
+                          frontend::matmul(frontend::tanh(u), shared), frontend::matmul(x, narrow)});
+  EXPECT_EQ(countInSource(*graph, "g.b_layout = KILN_GEMM_B_PANELS;"), 3);
+  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[3]"), 1);
+  expectMatchesReference(*graph, randomInputs(*graph, 47));
+  expectMatchesReference(*graph, randomInputs(*graph, 48), withThreads(2));
+}
+
 TEST(CodegenContraction, TransposedViewsOfComputedValues) {
   GraphBuilder gb("computed_views");
   Var x = gb.input("x", DType::F32, {33, 20});

@@ -314,7 +314,8 @@ struct TinyModel {
   std::array<kiln_buffer_ref, 2> refs{{{KILN_INPUT, 0, 0}, {KILN_OUTPUT, 0, 0}}};
   kiln_launch launch{copyKernel, "k0_copy", 0, 2};
   kiln_model_desc desc{KILN_ABI_VERSION, 1,       1,       0,           1, &input,
-                       &output,          nullptr, &launch, refs.data(), 0, nullptr};
+                       &output,          nullptr, &launch, refs.data(), 0, nullptr, 0, nullptr};
+  kiln_weight_packing packing{0, 1, 64, 64, 1};
 
   TinyModel() = default;
   TinyModel(const TinyModel &) = delete; // desc points into this object
@@ -362,9 +363,29 @@ const Damage kDamages[] = {
     {[](TinyModel &m) { m.desc.arena_bytes = -1; }, "tiny: negative arena size -1"},
     {[](TinyModel &m) { m.desc.num_weights = 1, m.desc.weights = &m.weight; },
      "tiny: the model has 1 weight ('w') and carries none; pass them when loading"},
+    {[](TinyModel &m) { m.desc.num_packings = 1; }, "tiny: invalid weight packing list (count 1)"},
+    {[](TinyModel &m) { m.desc.num_packings = 1, m.desc.packings = &m.packing; },
+     "tiny: weight packing 0 names weight 0, but the model has 0"},
 };
 
 } // namespace
+
+TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
+  // A packing's reads must stay inside its weight: 1 x 64 elements of a weight of 1, or a stride
+  // that walks past the end, are load errors, not reads out of bounds.
+  TinyModel model;
+  model.desc.num_weights = 1, model.desc.weights = &model.weight;
+  model.desc.num_packings = 1, model.desc.packings = &model.packing;
+  auto load = [&] { Executable::fromDescription(model.desc, {Tensor(DType::F32, {1})}, {}, "tiny"); };
+  EXPECT_EQ(errorOf(load), "tiny: weight packing 0 (1 x 64, strides 64, 1) does not fit weight 'w' (f32[1])");
+  int64_t wide[1] = {64};
+  model.weight.shape = wide;
+  model.packing.stride_n = 2;
+  auto loadWide = [&] { Executable::fromDescription(model.desc, {Tensor(DType::F32, {64})}, {}, "tiny"); };
+  EXPECT_EQ(errorOf(loadWide), "tiny: weight packing 0 (1 x 64, strides 64, 2) does not fit weight 'w' (f32[64])");
+  model.packing.stride_n = 1;
+  EXPECT_EQ(errorOf(loadWide), "");
+}
 
 TEST(ExecutableTest, MalformedDescriptionsAreErrors) {
   EXPECT_EQ(TinyModel().error(), "") << "the undamaged model loads";

@@ -46,6 +46,7 @@ struct GemmCase {
   int64_t padA = 0, padB = 0, padC = 0; // extra leading-dimension elements
   int threads = 1;
   bool epilogue = true;
+  bool packedB = false; // hand op(B) over prepacked (KILN_GEMM_B_PANELS, packGemmB)
 };
 
 void checkGemm(const GemmCase &tc, uint32_t seed = 1) {
@@ -75,6 +76,16 @@ void checkGemm(const GemmCase &tc, uint32_t seed = 1) {
   args.m = tc.m, args.n = tc.n, args.k = tc.k, args.batch = tc.batch;
   args.a = a.data(), args.lda = lda, args.stride_a = strideA, args.trans_a = tc.transA;
   args.b = b.data(), args.ldb = ldb, args.stride_b = strideB, args.trans_b = tc.transB;
+  std::vector<float> packed;
+  if (tc.packedB) { // every product's op(B), packed; a broadcast B once
+    const int64_t products = tc.broadcastB ? 1 : tc.batch;
+    packed.resize(static_cast<size_t>(products * tc.k * tc.n));
+    for (int64_t bi = 0; bi < products; ++bi)
+      kiln::runtime::kernels::packGemmB(b.data() + bi * strideB, tc.k, tc.n, tc.transB ? 1 : ldb,
+                                        tc.transB ? ldb : 1, packed.data() + bi * tc.k * tc.n);
+    args.b = packed.data(), args.stride_b = tc.broadcastB ? 0 : tc.k * tc.n;
+    args.b_layout = KILN_GEMM_B_PANELS;
+  }
   args.c = c.data(), args.ldc = ldc, args.stride_c = strideC;
   if (tc.epilogue) {
     args.epilogue = BiasReluEpilogue::apply;
@@ -148,6 +159,24 @@ TEST(GemmKernel, TrailingColumnsRunAsDotProducts) {
   for (int64_t n : {50, 100, 196, 67, 3})
     checkGemm({11, n, 530});
   checkGemm({64, 196, 300, 1, false, false, false, false, 0, 0, 0, 2});
+}
+
+TEST(GemmKernel, PrepackedBIsReadInPlace) {
+  // op(B) handed over as panels: one panel and several, several K blocks, M from 1 (no
+  // matrix-vector path for panels) to tall, a batch over a shared B, and 2 and 3 threads whose
+  // column shares may start inside a panel (then the panels are copied, not read in place).
+  auto packed = [](GemmCase tc) {
+    tc.packedB = true;
+    return tc;
+  };
+  checkGemm(packed({13, 64, 40}));
+  checkGemm(packed({128, 192, 1100}));
+  checkGemm(packed({1, 128, 70}));
+  checkGemm(packed({7, 256, 33, 1, false, true}));
+  checkGemm(packed({20, 320, 50, 1, false, false, false, false, 0, 0, 0, 2}));
+  checkGemm(packed({30, 448, 64, 1, false, false, false, false, 0, 0, 0, 3}));
+  checkGemm(packed({9, 128, 30, 3, false, false, false, true}));
+  checkGemm(packed({200, 64, 90, 1, true, false, false, false, 1, 0, 2, 2}));
 }
 
 TEST(GemmKernel, LargeKSpansSeveralKBlocks) {

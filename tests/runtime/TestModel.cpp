@@ -96,6 +96,7 @@ constexpr int32_t kAbiVersion = KILN_ABI_VERSION;
 const kiln_model_desc kModel = {
     kAbiVersion, 2,        1,         1,     2,           kInputs,
     kOutputs,    kWeights, kLaunches, kRefs, kArenaBytes, kBiasData.data(),
+    0,           nullptr, // no weight packings
 };
 
 } // namespace
