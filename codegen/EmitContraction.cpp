@@ -15,6 +15,7 @@
 #include "codegen/ScalarOps.h"
 #include "ir/Error.h"
 #include "ir/ops/Window.h"
+#include "runtime/kernels/Kernels.h"
 
 namespace kiln::codegen {
 
@@ -62,9 +63,6 @@ std::string emitEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, int6
 }
 
 namespace {
-
-// The GEMM's B panel width (runtime/kernels/GemmMicroKernel.h): prepacked B needs a multiple.
-constexpr int64_t kGemmPanelWidth = 64;
 
 /// Whether the matmul's B is one of the body's inputs that nothing else reads: reached from
 /// the input through single-use movement ops (a permute folded into the access) only.
@@ -121,10 +119,10 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   int64_t sRowB = b.strides[bShape.size() - 2], sColB = b.strides.back();
   bool transB = !((n <= 1 || sColB == 1) && (k <= 1 || sRowB >= n));
   int64_t ldb = transB ? (n > 1 ? sColB : k) : (k > 1 ? sRowB : n);
-  // A weight only this matmul reads is stored as the GEMM's B panels (collectWeights packs it
-  // once), so no call packs it: that packing was ~12% of BERT-base's time.
-  const bool packB = !bVector && n % kGemmPanelWidth == 0 && b.offset == 0 && (!bBatch || *bBatch == 0) &&
-                     e.isSoleConstantOperand(b.buffer) && readOnlyByMatmul(matmul) &&
+  // A weight only this matmul reads is read as the GEMM's B panels, which the runtime packs
+  // once at load (kiln_weight_packing), so no call packs it: that was ~12% of BERT-base's time.
+  const bool packB = !bVector && n % runtime::kernels::kGemmBPanelWidth == 0 && b.offset == 0 &&
+                     (!bBatch || *bBatch == 0) && e.isSoleWeightOperand(b.buffer) && readOnlyByMatmul(matmul) &&
                      e.plan().buffers.at(static_cast<size_t>(b.buffer)).type.numElements() == k * n;
   if (packB)
     out.packedOperands.push_back({e.plan().buffers.at(static_cast<size_t>(b.buffer)).index, k, n, sRowB, sColB});

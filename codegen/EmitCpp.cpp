@@ -98,7 +98,7 @@ public:
       std::vector<Ref> refs;
       for (const ir::Value *operand : unitOperandValues(*node)) {
         refs.push_back(refFor(operand));
-        unit.soleConstantOperands.push_back(isSoleWeight(*operand));
+        unit.soleWeightOperands.push_back(isSoleWeight(*operand));
       }
       for (const ir::Value *output : node->outputs())
         refs.push_back(refFor(output));

@@ -21,7 +21,7 @@ KernelText emitStages(const KernelPlan &plan, const Unit &unit, const std::strin
   for (const KernelBuffer &buffer : plan.buffers)
     operands += buffer.kind == KernelBuffer::Kind::Operand;
   KernelEmitter emitter(plan, prefix, restrictPointers, operands);
-  emitter.setSoleConstantOperands(unit.soleConstantOperands);
+  emitter.setSoleWeightOperands(unit.soleWeightOperands);
   KernelText text;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     int stage = static_cast<int>(s);

@@ -15,10 +15,10 @@ KernelEmitter::KernelEmitter(const KernelPlan &plan, std::string prefix, bool re
                              int numOperandBuffers)
     : plan_(plan), prefix_(std::move(prefix)), restrict_(restrictPointers), numOperandBuffers_(numOperandBuffers) {}
 
-bool KernelEmitter::isSoleConstantOperand(int buffer) const {
+bool KernelEmitter::isSoleWeightOperand(int buffer) const {
   const KernelBuffer &b = plan_.buffers.at(static_cast<size_t>(buffer));
   return b.kind == KernelBuffer::Kind::Operand && b.index >= 0 &&
-         static_cast<size_t>(b.index) < soleConstantOperands_.size() && soleConstantOperands_[static_cast<size_t>(b.index)];
+         static_cast<size_t>(b.index) < soleWeightOperands_.size() && soleWeightOperands_[static_cast<size_t>(b.index)];
 }
 
 void KernelEmitter::beginFunction(int stage) {

@@ -43,10 +43,10 @@ public:
   const KernelPlan &plan() const { return plan_; }
   const std::string &prefix() const { return prefix_; }
 
-  /// Whether kernel buffer `buffer` is an operand holding a constant that only this kernel
-  /// reads (Unit::soleConstantOperands), so that its layout is the kernel's to choose.
-  bool isSoleConstantOperand(int buffer) const;
-  void setSoleConstantOperands(std::vector<bool> flags) { soleConstantOperands_ = std::move(flags); }
+  /// Whether kernel buffer `buffer` is an operand holding a weight that only this kernel reads
+  /// (Unit::soleWeightOperands), so that its layout is the kernel's to choose.
+  bool isSoleWeightOperand(int buffer) const;
+  void setSoleWeightOperands(std::vector<bool> flags) { soleWeightOperands_ = std::move(flags); }
   std::string contextType() const { return prefix_ + "_ctx"; }
 
   /// Starts a function body for stage `stage` whose context pointer is `c`; resets the
@@ -126,7 +126,7 @@ private:
   std::string prefix_;
   bool restrict_;
   int numOperandBuffers_;
-  std::vector<bool> soleConstantOperands_;
+  std::vector<bool> soleWeightOperands_;
   int stage_ = 0;
   int counter_ = 0;
   IndexArena arena_;

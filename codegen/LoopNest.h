@@ -71,14 +71,14 @@ struct Unit {
   std::vector<Tensor> inlinedOperands;
   /// For messages: the node this unit lowers, as `%name` or `#index`.
   std::string nodeLabel;
-  /// Per operand buffer: whether it holds a constant that only this unit reads, which codegen
-  /// may therefore store in another layout (a matmul's B as prepacked panels). Set by the
-  /// model emitter, which sees the whole graph; empty means none.
-  std::vector<bool> soleConstantOperands;
+  /// Per operand buffer: whether it holds a weight (parameter or constant) that only this unit
+  /// reads, which the runtime may therefore store in another layout (a matmul's B as prepacked
+  /// panels). Set by the model emitter, which sees the whole graph; empty means none.
+  std::vector<bool> soleWeightOperands;
 };
 
-/// An operand a kernel reads in gemm's prepacked B layout (KILN_GEMM_B_PANELS): the weight
-/// behind it must be stored as runtime::kernels::packGemmB(data, k, n, strideK, strideN).
+/// An operand a kernel reads in gemm's prepacked B layout (KILN_GEMM_B_PANELS): the runtime
+/// stores the weight behind it as runtime::kernels::packGemmB(data, k, n, strideK, strideN).
 struct PackedGemmB {
   int operand = 0;
   int64_t k = 0, n = 0, strideK = 0, strideN = 0;

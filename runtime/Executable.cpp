@@ -197,10 +197,12 @@ void Executable::Impl::packWeights() {
       fail("{}: weight packing {} names weight {}, but the model has {}", what, p, packing.weight, weights.size());
     const TensorSpec &spec = weights[static_cast<size_t>(packing.weight)];
     // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
-    // the weight, and the packed matrix must fill it exactly.
+    // the weight, and the packed matrix must fill it exactly; one of the strides is 1 (packGemmB).
     const int64_t elements = spec.type.numElements();
-    const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 && packing.n % 64 == 0 &&
-                         packing.stride_k >= 0 && packing.stride_n >= 0 && packing.k * packing.n == elements &&
+    const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 &&
+                         packing.n % kernels::kGemmBPanelWidth == 0 && packing.stride_k >= 0 &&
+                         packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
+                         packing.k * packing.n == elements &&
                          (packing.k - 1) * packing.stride_k + (packing.n - 1) * packing.stride_n < elements;
     if (!shapeOk)
       fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,

@@ -181,7 +181,7 @@ void gemm(const kiln_rt *rt, const kiln_gemm_args *args) {
   if (!args || args->m <= 0 || args->n <= 0 || args->batch <= 0)
     return;
   const bool panels = args->b_layout == KILN_GEMM_B_PANELS;
-  if ((args->b_layout != KILN_GEMM_B_PLAIN && !panels) || (panels && args->n % detail::kPanelWidth != 0))
+  if ((args->b_layout != KILN_GEMM_B_PLAIN && !panels) || (panels && args->n % kGemmBPanelWidth != 0))
     return; // the ABI has no error channel; codegen never emits these
   kiln_gemm_args g = *args;
   g.k = std::max<int64_t>(g.k, 0);
@@ -193,12 +193,11 @@ void gemm(const kiln_rt *rt, const kiln_gemm_args *args) {
     detail::runProducts(rt, DenseProducts(g));
 }
 
+static_assert(kGemmBPanelWidth == detail::kPanelWidth, "prepacked B panels are the driver's B panels");
+
 void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst) {
-  constexpr int64_t width = detail::kPanelWidth;
-  for (int64_t panel = 0; panel < n / width; ++panel)
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t x = 0; x < width; ++x)
-        dst[(panel * k + kk) * width + x] = src[kk * strideK + (panel * width + x) * strideN];
+  // The driver's own packing of all K rows as one block: panel q at dst + q*64*K, 64 wide.
+  DenseSource(src, strideK, strideN).packPanels(dst, 0, k, 0, n);
 }
 
 } // namespace kiln::runtime::kernels

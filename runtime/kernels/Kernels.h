@@ -21,9 +21,13 @@ void conv2dWeightGrad(const kiln_rt *rt, const kiln_conv2d_weight_grad_args *arg
 /// f32 2-D max / average pooling.
 void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args);
 
-/// Lays out a K x N matrix S(k, n) = src[k*strideK + n*strideN] (N a multiple of 64) as gemm's
-/// prepacked B (KILN_GEMM_B_PANELS): dst[(n/64)*64*K + k*64 + n%64]. Codegen stores constant
-/// matmul weights this way once, at compile time.
+/// Columns per panel of gemm's prepacked B (KILN_GEMM_B_PANELS): N must be a multiple.
+inline constexpr int64_t kGemmBPanelWidth = 64;
+
+/// Lays out a K x N matrix S(k, n) = src[k*strideK + n*strideN] (N a multiple of
+/// kGemmBPanelWidth, strideK or strideN 1) as gemm's prepacked B (KILN_GEMM_B_PANELS):
+/// dst[(n/64)*64*K + k*64 + n%64]. The runtime packs matmul weights so once, at load
+/// (kiln_weight_packing).
 void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst);
 
 } // namespace kiln::runtime::kernels

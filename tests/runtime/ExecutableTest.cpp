@@ -385,6 +385,12 @@ TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
   EXPECT_EQ(errorOf(loadWide), "tiny: weight packing 0 (1 x 64, strides 64, 2) does not fit weight 'w' (f32[64])");
   model.packing.stride_n = 1;
   EXPECT_EQ(errorOf(loadWide), "");
+  // In bounds, but with neither stride 1: not a layout the packer reads.
+  int64_t twoRows[1] = {128};
+  model.weight.shape = twoRows;
+  model.packing.k = 2, model.packing.stride_k = 0, model.packing.stride_n = 2;
+  auto loadTwoRows = [&] { Executable::fromDescription(model.desc, {Tensor(DType::F32, {128})}, {}, "tiny"); };
+  EXPECT_EQ(errorOf(loadTwoRows), "tiny: weight packing 0 (2 x 64, strides 0, 2) does not fit weight 'w' (f32[128])");
 }
 
 TEST(ExecutableTest, MalformedDescriptionsAreErrors) {
