@@ -7,7 +7,7 @@
 //       name contains TEXT, e.g. "3x3/2", so that a profiler sees one layer)
 //
 // Each figure is the median of R timed runs (default: as many as fit in ~0.6 s, at least 5)
-// after one warm-up run. --cpu-time times the calling thread's CPU time instead of wall time:
+// after one warm-up run. --cold evicts the caches before each run. --cpu-time times the calling thread's CPU time instead of wall time:
 // on a machine shared with other jobs it discounts the time slices they take (1 thread only).
 // Threads come from kiln's own ThreadPool, as compiled models run them. (A pool of this tool's
 // own, one fixed chunk per thread, made the 2-thread stride-2 convolutions look no faster than
@@ -38,6 +38,19 @@ std::vector<float> randomVector(size_t size, uint32_t seed) {
 }
 
 bool useCpuTime = false;
+// --cold: before each timed run, write a buffer larger than the caches, so that the operands
+// come from DRAM as a large model's weights do (ResNet-50's are 100 MB; in this tool they
+// would otherwise stay in L2/L3 from one repetition to the next).
+bool coldCaches = false;
+std::vector<float> evictionBuffer;
+
+void evictCaches() {
+  if (!coldCaches)
+    return;
+  evictionBuffer.resize(size_t{64} << 20 >> 2); // 64 MiB: twice a Zen 4 CCD's L3
+  for (float &x : evictionBuffer)
+    x += 1.0f;
+}
 std::string onlyLayers; // --only: run the layers whose name contains this
 
 double now() {
@@ -52,6 +65,7 @@ double now() {
 /// Median seconds of `run` over reps timed runs (reps <= 0: as many as fit in ~0.6 s, >= 5).
 template <typename Fn> double medianSeconds(Fn &&run, int reps) {
   auto time = [&] {
+    evictCaches();
     const double start = now();
     run();
     return now() - start;
@@ -103,7 +117,7 @@ void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--conv [--only TEXT]] [SIZES...]\n");
+  std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--conv [--only TEXT]] [SIZES...]\n");
   return 2;
 }
 
@@ -124,6 +138,8 @@ int main(int argc, char **argv) {
       onlyLayers = argv[++i];
     } else if (arg == "--conv") {
       conv = true;
+    } else if (arg == "--cold") {
+      coldCaches = true;
     } else if (arg == "--cpu-time") {
       useCpuTime = true;
     } else {
