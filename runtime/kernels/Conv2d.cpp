@@ -244,7 +244,8 @@ public:
                                })),
         a_(a), padded_(padded), pointwise_(pointwise) {}
 
-  void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1) const override {
+  void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
+           const float *packedB) const override {
     const int64_t image = index / a_.groups, group = index % a_.groups;
     withSources(a_, padded_, pointwise_, index,
                 [&](const detail::PanelSource &weights, const detail::PanelSource &pixels) {
@@ -261,8 +262,18 @@ public:
                   product.batch = image;
                   product.rowOffset = group * m;
                   product.swap = swap;
+                  product.packedB = packedB;
                   detail::computeRegion(product, row0, row1, col0, col1);
                 });
+  }
+
+  // The pixels are B: gathered from im2col windows, or for a 1x1 convolution copied from the
+  // input.
+  bool sharesPackedB() const override { return !pointwise_; }
+  void packB(int64_t index, float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const override {
+    withSources(a_, padded_, pointwise_, index, [&](const detail::PanelSource &, const detail::PanelSource &pixels) {
+      pixels.packPanels(dst, k0, kc, x0, cols);
+    });
   }
 
 private:

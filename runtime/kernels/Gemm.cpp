@@ -44,13 +44,16 @@ public:
                        detail::chooseSwap(args.m, args.n, sourceA(args, 0), sourceB(args, 0))),
         args_(args) {}
 
-  void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1) const override {
-    withSourceB(args_, index, [&](const detail::PanelSource &b) { runWith(index, b, row0, row1, col0, col1); });
+  void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
+           const float *packedB) const override {
+    withSourceB(args_, index,
+                [&](const detail::PanelSource &b) { runWith(index, b, row0, row1, col0, col1, packedB); });
   }
+
 
 private:
   void runWith(int64_t index, const detail::PanelSource &b, int64_t row0, int64_t row1, int64_t col0,
-               int64_t col1) const {
+               int64_t col1, const float *packedB) const {
     const kiln_gemm_args &g = args_;
     const DenseSource a = sourceA(g, index);
     Product product;
@@ -65,6 +68,7 @@ private:
     product.epilogueCtx = g.epilogue_ctx;
     product.batch = index;
     product.swap = swap;
+    product.packedB = packedB;
     detail::computeRegion(product, row0, row1, col0, col1);
   }
 
@@ -78,7 +82,8 @@ public:
   explicit VectorProducts(const kiln_gemm_args &args)
       : ProductSet(args.batch, args.m, args.n, args.k, false), args_(args) {}
 
-  void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1) const override {
+  void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
+           const float *) const override {
     const kiln_gemm_args &g = args_;
     const float *a = g.a + index * g.stride_a;
     const float *b = g.b + index * g.stride_b;

@@ -40,6 +40,10 @@ constexpr int64_t kMc = 192;         // multiple of kMaxRows
 constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+
+/// The depth of the K blocks of a product: K cut into equal blocks of at most kMaxKc.
+int64_t kBlockDepth(int64_t k) { return ceilDiv(k, ceilDiv(k, kMaxKc)); }
 
 /// The product as the driver computes it: C' = A' * B', with C' = C or C^T.
 struct Oriented {
@@ -84,12 +88,14 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
 
   int64_t lda = 0;
   const float *aInPlace = o.a->inPlace(lda);
-  const int64_t kBlocks = ceilDiv(p.k, kMaxKc);
-  const int64_t kcMax = ceilDiv(p.k, kBlocks);
+  const int64_t kcMax = kBlockDepth(p.k);
   // A B block is reused by every row block; with a single one, pack B just in time instead.
   const int64_t outerBlock = row1 - row0 <= kMc ? kNc : kOuterCols;
   const int64_t outerCols = std::min(outerBlock, col1 - col0);
-  float *packedB = scratch(Scratch::PackedB, kcMax * ceilDiv(outerCols, kPanelWidth) * kPanelWidth);
+  // B packed by runProducts for all threads (never with C^T: its B is the product's A).
+  const float *sharedB = o.transposed ? nullptr : p.packedB;
+  const int64_t sharedRow = roundUp(p.n, kPanelWidth);
+  float *ownB = sharedB ? nullptr : scratch(Scratch::PackedB, kcMax * roundUp(outerCols, kPanelWidth));
   float *packedA = aInPlace ? nullptr : scratch(Scratch::PackedA, kcMax * kMc);
   const int storeFlags = o.transposed ? kTransposedC : 0;
   // A block whose last vector holds only 1-4 columns (7x7 outputs: 49 = 3*16 + 1; 14x14:
@@ -111,8 +117,9 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
       // Panels the source already holds (prepacked weights) are read where they lie.
       int64_t panelStride = 0;
       const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
-      if (!bPanels)
-        o.b->packPanels(packedB, pc, kc, jo, nco);
+      const float *packedB = sharedB ? sharedB + pc * sharedRow + jo * kc : ownB;
+      if (!bPanels && !sharedB)
+        o.b->packPanels(ownB, pc, kc, jo, nco);
       if (const int64_t trailing = bPanels ? 0 : trailingColumns(nco)) {
         const int64_t q = (nco - 1) / kPanelWidth, width = panelWidth(q, nco);
         const float *first = packedB + q * kPanelWidth * kc + (nco - trailing) % kPanelWidth;
@@ -281,13 +288,38 @@ Split chooseSplit(const ProductSet &set, int threads) {
   return best;
 }
 
+struct ShareContext {
+  const Split *split;
+  const float *packedB;
+};
+
 void runShares(void *ctx, int64_t begin, int64_t end) {
-  const Split &split = *static_cast<const Split *>(ctx);
+  const ShareContext &context = *static_cast<const ShareContext *>(ctx);
+  const Split &split = *context.split;
   for (int64_t part = begin; part < end; ++part)
     split.forEachSegment(part, [&](int64_t index, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-      split.set->run(index, r0, r1, c0, c1);
+      split.set->run(index, r0, r1, c0, c1, context.packedB);
     });
 }
+
+/// Packs product 0's B whole (Product::packedB): units of one K block by one run of panels.
+struct SharedPacking {
+  const ProductSet *set;
+  float *dst;
+  int64_t kc, panelsPerUnit, unitsPerBlock;
+
+  static void run(void *ctx, int64_t begin, int64_t end) {
+    const SharedPacking &s = *static_cast<const SharedPacking *>(ctx);
+    const ProductSet &set = *s.set;
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t pc = unit / s.unitsPerBlock * s.kc;
+      const int64_t x0 = unit % s.unitsPerBlock * s.panelsPerUnit * kPanelWidth;
+      const int64_t kc = std::min(s.kc, set.k - pc);
+      const int64_t cols = std::min(s.panelsPerUnit * kPanelWidth, set.n - x0);
+      set.packB(0, s.dst + pc * roundUp(set.n, kPanelWidth) + x0 * kc, pc, kc, x0, cols);
+    }
+  }
+};
 
 } // namespace
 
@@ -298,11 +330,23 @@ void runProducts(const kiln_rt *rt, const ProductSet &set) {
   const double macs = static_cast<double>(set.count) * set.m * set.n * std::max<int64_t>(set.k, 1);
   if (threads == 1 || macs < static_cast<double>(kMinParallelMacs)) {
     for (int64_t index = 0; index < set.count; ++index)
-      set.run(index, 0, set.m, 0, set.n);
+      set.run(index, 0, set.m, 0, set.n, nullptr);
     return;
   }
   Split split = chooseSplit(set, threads);
-  rt->parallel_for(rt, split.parts, 1, runShares, &split);
+  ShareContext context{&split, nullptr};
+  if (split.alongRows && !set.swap && set.sharesPackedB() && set.count == 1 && set.k > 0) {
+    // Split along rows, every thread would pack all of B for itself; pack it once instead,
+    // each thread a part. Into the caller's slot: the workers only read it, and only until
+    // this call returns.
+    float *shared = scratch(Scratch::SharedB, static_cast<size_t>(set.k * roundUp(set.n, kPanelWidth)));
+    const int64_t kc = kBlockDepth(set.k), panels = ceilDiv(set.n, kPanelWidth);
+    const int64_t panelsPerUnit = ceilDiv(panels, 4);
+    SharedPacking packing{&set, shared, kc, panelsPerUnit, ceilDiv(panels, panelsPerUnit)};
+    rt->parallel_for(rt, ceilDiv(set.k, kc) * packing.unitsPerBlock, 1, SharedPacking::run, &packing);
+    context.packedB = shared;
+  }
+  rt->parallel_for(rt, split.parts, 1, runShares, &context);
 }
 
 } // namespace kiln::runtime::kernels::detail

@@ -144,6 +144,26 @@ TEST(Conv2dKernel, SevenBySevenAndTenByTenOutputs) {
   checkConv({3, 6, 14, 14, 16, 5, 5}); // LeNet-5's second convolution
 }
 
+// One image split over threads: along output channels with the im2col panels packed once for
+// all threads (7x7 outputs and several K blocks; shares over 192 channels, which run in
+// 2048-pixel outer blocks), and along pixels (im2col and 1x1).
+TEST(Conv2dKernel, ImageSplitOverThreads) {
+  ConvCase tall{1, 1, 92, 92, 3100, 3, 3, 2, 1, 1, 1, 1};
+  tall.threads = 2;
+  checkConv(tall);
+  for (int threads : {2, 3}) {
+    ConvCase strided{1, 128, 14, 14, 200, 3, 3, 2, 1, 1, 1, 1};
+    strided.threads = threads;
+    checkConv(strided);
+    ConvCase wide{1, 40, 14, 14, 150, 5, 5, 1, 2, 2, 2, 2};
+    wide.threads = threads;
+    checkConv(wide);
+    ConvCase pixels{1, 24, 40, 40, 16, 1, 1};
+    pixels.threads = threads;
+    checkConv(pixels);
+  }
+}
+
 TEST(Conv2dKernel, OutputRowsShorterAndLongerThanAPanel) {
   checkConv({1, 4, 300, 1, 8, 3, 1, 1, 1, 0, 1, 0}); // one pixel per output row: a run per column
   checkConv({1, 3, 5, 150, 8, 3, 3, 1, 1, 1, 1, 1}); // rows of 150 pixels cross 64-wide panels
