@@ -250,7 +250,8 @@ private:
       inputs.emplace_back(names_.at(input), input);
     for (size_t j = 0; j < graph_.outputs().size(); ++j) {
       const ir::Value *output = graph_.outputs()[j];
-      outputs.emplace_back(output->name().empty() ? fmt::format("output{}", j) : output->name(), output);
+      const std::string &name = graph_.outputName(j);
+      outputs.emplace_back(name.empty() ? fmt::format("output{}", j) : name, output);
     }
     for (const WeightInfo &weight : model_.weights)
       weights.emplace_back(weight.name, weight.value);

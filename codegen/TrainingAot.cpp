@@ -86,9 +86,9 @@ runtime::TrainingManifest makeManifest(const ir::Graph &forward, const passes::a
     // The class count, for drawing labels: dim 1 of the loss output (logits [N, C]).
     const ir::Value *output = loss.output < forward.outputs().size() ? forward.outputs()[loss.output] : nullptr;
     if (!loss.outputName.empty())
-      for (const ir::Value *candidate : forward.outputs())
-        if (candidate->name() == loss.outputName)
-          output = candidate;
+      for (size_t i = 0; i < forward.outputs().size(); ++i)
+        if (forward.outputName(i) == loss.outputName)
+          output = forward.outputs()[i];
     if (output && output->type().rank() >= 2)
       manifest.classes = output->type().shape[1];
   }

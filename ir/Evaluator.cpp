@@ -1,6 +1,7 @@
 #include "ir/Evaluator.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/Builder.h"
 #include "ir/Error.h"
@@ -113,9 +114,18 @@ std::vector<Tensor> evaluate(const Graph &graph, const std::vector<Tensor> &inpu
     for (size_t i = 0; i < results.size(); ++i)
       bind(node->output(i), std::move(results[i]));
   }
+  // An output that returns a graph input, a parameter or constant as it is, or a value an
+  // earlier output returned, would share its storage with the caller's tensor, the graph's
+  // attribute or that output (Tensor copies share storage): each gets a copy, as a compiled
+  // model's output gets a buffer of its own.
   std::vector<Tensor> outputs;
-  for (const Value *output : graph.outputs())
-    outputs.push_back(env.at(output));
+  std::unordered_set<const Value *> returned;
+  for (const Value *output : graph.outputs()) {
+    const Node *producer = output->producer();
+    bool shared = !producer || producer->op() == OpKind::Param || producer->op() == OpKind::Constant ||
+                  !returned.insert(output).second;
+    outputs.push_back(shared ? env.at(output).clone() : env.at(output));
+  }
   return outputs;
 }
 

@@ -14,7 +14,8 @@ namespace kiln::ir {
 /// initial value uses it unless this map overrides it.
 using ParamValues = std::map<std::string, Tensor>;
 
-/// Runs `graph` on `inputs` (one per graph input, in order) and returns its outputs.
+/// Runs `graph` on `inputs` (one per graph input, in order) and returns its outputs, each a
+/// tensor of its own (sharing storage with no input, parameter value or other output).
 /// Throws kiln::Error if an input's type differs from the graph's or a parameter has no value.
 std::vector<Tensor> evaluate(const Graph &graph, const std::vector<Tensor> &inputs,
                              const ParamValues &params = {});

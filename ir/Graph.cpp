@@ -22,11 +22,9 @@ void Value::replaceAllUsesWith(Value *other) {
   std::vector<Use> uses = uses_;
   for (const Use &use : uses)
     use.user->setInput(static_cast<size_t>(use.operandIndex), other);
-  std::vector<Value *> outputs = graph_->outputs();
-  for (auto &output : outputs)
-    if (output == this)
-      output = other;
-  graph_->setOutputs(std::move(outputs));
+  for (size_t i = 0; i < graph_->outputs().size(); ++i)
+    if (graph_->outputs()[i] == this)
+      graph_->setOutput(i, other);
 }
 
 void Node::setInput(size_t i, Value *value) {
@@ -145,8 +143,8 @@ std::unique_ptr<Graph> Graph::clone() const {
   for (auto &node : nodes_)
     order.push_back(node.get());
   copy->cloneNodes(order, mapping);
-  for (Value *output : outputs_)
-    copy->addOutput(mapping.at(output));
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    copy->addOutput(mapping.at(outputs_[i]), outputNames_[i]);
   return copy;
 }
 
@@ -164,6 +162,27 @@ std::vector<Node *> Graph::params() const {
     if (node->op() == OpKind::Param)
       out.push_back(node.get());
   return out;
+}
+
+const std::string &Graph::outputName(size_t i) const {
+  const std::string &own = outputNames_.at(i);
+  return own.empty() ? outputs_[i]->name() : own;
+}
+
+void Graph::setOutputs(std::vector<Value *> outputs) {
+  outputs_ = std::move(outputs);
+  outputNames_.assign(outputs_.size(), std::string());
+}
+
+void Graph::setOutput(size_t i, Value *value) {
+  if (outputNames_.at(i).empty())
+    outputNames_[i] = outputs_[i]->name();
+  outputs_[i] = value;
+}
+
+void Graph::addOutput(Value *value, std::string name) {
+  outputs_.push_back(value);
+  outputNames_.push_back(std::move(name));
 }
 
 bool Graph::isOutput(const Value *value) const {

@@ -49,7 +49,8 @@ public:
   const std::vector<Use> &uses() const { return uses_; }
   /// True if any node or the graph's return uses this value.
   bool hasUses() const;
-  /// Redirects every use (node operands and graph outputs) to `other`.
+  /// Redirects every use (node operands and graph outputs) to `other`; the outputs keep their
+  /// names (Graph::setOutput).
   void replaceAllUsesWith(Value *other);
 
   /// Changes the type; only for passes that rewrite a producer, the verifier checks the result.
@@ -136,10 +137,23 @@ public:
   /// Removes an unused graph input.
   void eraseInput(Value *input);
 
+  /// The returned values, in order. One value may be returned by several outputs, and an
+  /// output may return a graph input or a parameter.
   const std::vector<Value *> &outputs() const { return outputs_; }
-  void setOutputs(std::vector<Value *> outputs) { outputs_ = std::move(outputs); }
-  void setOutput(size_t i, Value *value) { outputs_.at(i) = value; }
-  void addOutput(Value *value) { outputs_.push_back(value); }
+  /// Output i's name, the one callers see (kiln-run, a compiled model's signature): its own
+  /// name when it has one, else its value's ("" when neither is set). An output has a name of
+  /// its own when a model declares one its value does not carry (an ONNX Identity returns its
+  /// operand, so `Identity(y2) -> y` returns the value y2 as output y), and keeps it while
+  /// passes replace its value.
+  const std::string &outputName(size_t i) const;
+  void setOutputName(size_t i, std::string name) { outputNames_.at(i) = std::move(name); }
+  /// Replaces every output; the new ones go by their values' names.
+  void setOutputs(std::vector<Value *> outputs);
+  /// Replaces output i's value; the output keeps the name it had (the old value's name
+  /// becomes its own when it had none), so a pass that swaps a returned value does not rename
+  /// the graph's result.
+  void setOutput(size_t i, Value *value);
+  void addOutput(Value *value, std::string name = "");
 
   /// Creates a node without checking it (the Builder checks); it is inserted before `before`,
   /// or at the end when `before` is nullptr. Output values get the given types.
@@ -179,6 +193,7 @@ private:
   std::vector<std::unique_ptr<Value>> inputValues_;
   std::vector<Value *> inputRefs_;
   std::vector<Value *> outputs_;
+  std::vector<std::string> outputNames_; // parallel to outputs_; "" where the value's name holds
   std::list<std::unique_ptr<Node>> nodes_;
 };
 

@@ -75,9 +75,12 @@ std::string difference(const Graph &a, const Graph &b, bool compareNames, bool c
   }
   if (a.outputs().size() != b.outputs().size())
     return fmt::format("output counts differ: {} vs {}", a.outputs().size(), b.outputs().size());
-  for (size_t i = 0; i < a.outputs().size(); ++i)
+  for (size_t i = 0; i < a.outputs().size(); ++i) {
     if (!sameOperand(a.outputs()[i], b.outputs()[i]))
       return fmt::format("returned value {} differs", i);
+    if (compareNames && a.outputName(i) != b.outputName(i))
+      return fmt::format("output {} is named '{}' vs '{}'", i, a.outputName(i), b.outputName(i));
+  }
   return "";
 }
 

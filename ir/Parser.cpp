@@ -540,17 +540,26 @@ private:
       define(results[i], node->output(i));
   }
 
-  /// `return %a, ...`, whose values must have `expected` types; `declarer` names where
-  /// those come from in messages ("the signature declares").
+  /// `return %a, %b as "name", ...`, whose values must have `expected` types; `declarer`
+  /// names where those come from in messages ("the signature declares").
   void parseReturn(const std::vector<TensorType> &expected, const std::string &declarer) {
     SourceLocation loc = tok_.loc;
     advance(); // 'return'
     std::vector<Value *> outputs;
     std::vector<Token> names;
+    std::vector<std::string> outputNames;
     if (tok_.kind == TokenKind::ValueName) {
       do {
         names.push_back(tok_);
         outputs.push_back(parseOperand());
+        outputNames.emplace_back();
+        if (atKeyword("as")) {
+          advance();
+          if (tok_.kind != TokenKind::String)
+            errorAt(tok_.loc, "expected the output's name as a string after 'as', found " + describeToken(tok_));
+          outputNames.back() = tok_.value;
+          advance();
+        }
       } while (consumeIf(TokenKind::Comma));
     }
     if (outputs.size() != expected.size())
@@ -561,6 +570,8 @@ private:
         errorAt(names[i].loc, fmt::format("type mismatch: %{} has type {}, {} {}", names[i].value,
                                           outputs[i]->type().toString(), declarer, expected[i].toString()));
     current_->setOutputs(std::move(outputs));
+    for (size_t i = 0; i < outputNames.size(); ++i)
+      current_->setOutputName(i, std::move(outputNames[i]));
   }
 
   /// While a kernel's body is read: the kernel, where its body opened, and the enclosing

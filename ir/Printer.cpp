@@ -87,8 +87,12 @@ private:
     for (const Node *node : graph.nodes())
       printNode(*node, names, indent);
     std::vector<std::string> returned;
-    for (const Value *output : graph.outputs())
-      returned.push_back(ref(output, names));
+    for (size_t i = 0; i < graph.outputs().size(); ++i) {
+      // An output whose name is not its value's printed one says it, so that it reads back.
+      std::string value = ref(graph.outputs()[i], names);
+      const std::string &name = graph.outputName(i);
+      returned.push_back(name.empty() || "%" + name == value ? value : value + " as " + quoteString(name));
+    }
     out_ += returned.empty() ? indent + "return\n" : fmt::format("{}return {}\n", indent, fmt::join(returned, ", "));
   }
 

@@ -10,6 +10,9 @@
 //     return %1, %2
 //   }
 //
+// An output whose name differs from its value's printed name carries it: `return %y2 as "y"`
+// (a model that declares output y as a copy of y2), `return %x as "a", %x as "b"`.
+//
 // Types are always printed; attributes print sorted by name and only where they differ from
 // the op's default. Floats print in the shortest form that reads back to the same bits.
 //

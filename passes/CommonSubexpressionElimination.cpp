@@ -126,8 +126,8 @@ public:
       }
       for (size_t i = 0; i < node->numOutputs(); ++i) {
         ir::Value *duplicate = node->output(i), *survivor = (*match)->output(i);
-        // A returned value's name is the output's name (kiln-run prints it): keep it when the
-        // survivor has none.
+        // The survivor takes the duplicate's name when it has none, so the text stays readable;
+        // a returned duplicate's output keeps its name either way (Graph::setOutput).
         if (survivor->name().empty() && !duplicate->name().empty())
           survivor->setName(duplicate->name());
         duplicate->replaceAllUsesWith(survivor);

@@ -76,7 +76,7 @@ passes::PassManager selectPasses(const std::string &pipeline, const std::string 
 std::vector<std::string> outputNames(const ir::Graph &graph) {
   std::vector<std::string> names;
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    const std::string &name = graph.outputs()[i]->name();
+    const std::string &name = graph.outputName(i);
     names.push_back(name.empty() ? fmt::format("output{}", i) : name);
   }
   return names;

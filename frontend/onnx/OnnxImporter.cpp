@@ -227,7 +227,9 @@ std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, c
   for (const auto &output : onnxGraph.output()) {
     if (!ctx.lookup(output.name()))
       fail("graph output '{}' is not produced by any node, input or initializer", output.name());
-    graph->addOutput(ctx.materialize(output.name()));
+    // The declared name goes with the output, not its value: an Identity maps to its operand,
+    // so `Identity(y2) -> y` returns the value y2, and one value may be returned twice.
+    graph->addOutput(ctx.materialize(output.name()), output.name());
   }
 
   // Every op's shapes are valid now (kiln checked them), so ONNX's inference can run safely;

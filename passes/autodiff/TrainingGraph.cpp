@@ -80,9 +80,9 @@ std::vector<Value *> resolveBuffers(const Graph &graph, const std::vector<Buffer
   std::set<std::string> written;
   for (const BufferWrite &buffer : buffers) {
     Value *output = nullptr;
-    for (Value *candidate : graph.outputs())
-      if (candidate->name() == buffer.output)
-        output = candidate;
+    for (size_t i = 0; i < graph.outputs().size(); ++i)
+      if (graph.outputName(i) == buffer.output)
+        output = graph.outputs()[i];
     if (!output)
       fail("training graph: buffer write of '{}': graph @{} has no output named '{}'", buffer.param, graph.name(),
            buffer.output);
@@ -119,9 +119,9 @@ Value *unwrittenRandomOffset(const Graph &graph, const std::set<std::string> &wr
 Value *lossOutput(const Graph &graph, const LossSpec &spec) {
   const std::vector<Value *> &outputs = graph.outputs();
   if (!spec.outputName.empty()) {
-    for (Value *output : outputs)
-      if (output->name() == spec.outputName)
-        return output;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (graph.outputName(i) == spec.outputName)
+        return outputs[i];
     fail("training graph: graph @{} has no output named '{}'", graph.name(), spec.outputName);
   }
   if (spec.output >= outputs.size())

@@ -80,7 +80,7 @@ struct OptimizerSpec {
 /// A forward output that holds the new value of a parameter that is not trained, written
 /// back on every step: BatchNorm's running statistics in training mode, a step counter.
 struct BufferWrite {
-  std::string output; // the forward graph output (by value name)
+  std::string output; // the forward graph output (by its name, Graph::outputName)
   std::string param;  // the parameter it overwrites
 };
 

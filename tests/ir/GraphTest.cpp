@@ -85,6 +85,31 @@ TEST(Graph, ReplaceAllUsesUpdatesNodesAndOutputs) {
   EXPECT_EQ(c.g.numNodes(), 2u);
 }
 
+// An output is named by its value unless it has a name of its own; replacing its value (as a
+// pass does) keeps the name it had, and cloning copies it.
+TEST(Graph, OutputNamesSurviveValueReplacementAndCloning) {
+  AbsExpChain c(3);
+  c.abs->setName("a");
+  c.g.setOutputs({c.abs, c.exp, c.abs});
+  c.g.setOutputName(2, "again");
+  EXPECT_EQ(c.g.outputName(0), "a");
+  EXPECT_EQ(c.g.outputName(1), "");
+  EXPECT_EQ(c.g.outputName(2), "again");
+  c.abs->replaceAllUsesWith(c.x);
+  c.g.eraseNode(c.abs->producer());
+  verify(c.g);
+  EXPECT_EQ(c.g.outputs()[0], c.x);
+  EXPECT_EQ(c.g.outputs()[2], c.x);
+  EXPECT_EQ(c.g.outputName(0), "a");
+  EXPECT_EQ(c.g.outputName(2), "again");
+  auto copy = c.g.clone();
+  EXPECT_EQ(copy->outputName(0), "a");
+  EXPECT_EQ(copy->outputName(1), "");
+  EXPECT_EQ(copy->outputName(2), "again");
+  c.g.setOutputs({c.x});
+  EXPECT_EQ(c.g.outputName(0), "x");
+}
+
 TEST(Graph, EraseRefusesUsedNodes) {
   AbsExpChain c(3);
   c.g.setOutputs({c.exp});
@@ -204,6 +229,26 @@ TEST(Evaluator, BindsInputsAndParameters) {
   auto out = evaluate(g, {in}, {{"w", in}});
   EXPECT_EQ(out[0].getDouble(0), 1.0);
   EXPECT_TRUE(out[1].identical(in));
+}
+
+// Outputs that return an input, a parameter's value or a value already returned are copies,
+// so that writing into one output changes no input, no parameter and no other output.
+TEST(Evaluator, EachOutputHasStorageOfItsOwn) {
+  Graph g;
+  Value *x = g.addInput({DType::F32, {2}}, "x");
+  Builder b(g);
+  Value *w = b.param("w", {DType::F32, {2}}, Tensor::fromDoubles(DType::F32, {2}, {3, 4}));
+  Value *n = b.create(OpKind::Neg, {x});
+  g.setOutputs({x, w, n, n});
+  Tensor in = Tensor::fromDoubles(DType::F32, {2}, {-1, 2});
+  auto out = evaluate(g, {in});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_TRUE(out[0].identical(in));
+  EXPECT_NE(out[0].data(), in.data());
+  EXPECT_TRUE(out[1].identical(w->producer()->attrTensor("value")));
+  EXPECT_NE(out[1].data(), w->producer()->attrTensor("value").data());
+  EXPECT_TRUE(out[2].identical(out[3]));
+  EXPECT_NE(out[2].data(), out[3].data());
 }
 
 TEST(GraphAlgorithms, OrderAndReachability) {

@@ -321,6 +321,42 @@ TEST(PrinterParser, NamesAreSanitisedUniqueAndDeterministic) {
   expectRoundTrip(*parsed);
 }
 
+// An output's own name prints after its value only where it differs from the value's printed
+// name; it reads back, so a graph output's name (an ONNX model's Identity output, a value a
+// pass replaced) survives the text form.
+TEST(PrinterParser, OutputNamesPrintWhereTheyDifferFromTheValue) {
+  Graph graph("g");
+  Value *x = graph.addInput(f32({2}), "x");
+  Builder b(graph);
+  Value *r = b.create(OpKind::Relu, {x});
+  r->setName("y2");
+  Value *n = b.create(OpKind::Neg, {r});
+  graph.setOutputs({r, r, x, r, n, n});
+  graph.setOutputName(1, "y");
+  graph.setOutputName(2, "x:copy \"1\"");
+  graph.setOutputName(3, "y2"); // the value's own name: nothing to print
+  graph.setOutputName(5, "negated");
+  std::string text = expectRoundTrip(graph);
+  EXPECT_EQ(text, "graph @g(%x: f32[2]) -> (f32[2], f32[2], f32[2], f32[2], f32[2], f32[2]) {\n"
+                  "  %y2 = relu(%x) : f32[2]\n"
+                  "  %0 = neg(%y2) : f32[2]\n"
+                  "  return %y2, %y2 as \"y\", %x as \"x:copy \\\"1\\\"\", %y2, %0, %0 as \"negated\"\n"
+                  "}\n");
+  auto parsed = parseGraph(text);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < parsed->outputs().size(); ++i)
+    names.push_back(parsed->outputName(i));
+  EXPECT_EQ(names, (std::vector<std::string>{"y2", "y", "x:copy \"1\"", "y2", "", "negated"}));
+  // A renamed value keeps its output's name in the text.
+  Graph sanitized("s");
+  Value *in = sanitized.addInput(f32({2}), "in");
+  Value *odd = Builder(sanitized).create(OpKind::Neg, {in});
+  odd->setName("out:0");
+  sanitized.setOutputs({odd});
+  EXPECT_NE(printGraph(sanitized).find("return %out_0 as \"out:0\"\n"), std::string::npos) << printGraph(sanitized);
+  EXPECT_EQ(parseGraph(printGraph(sanitized))->outputName(0), "out:0");
+}
+
 TEST(PrinterParser, NumericNamesInTextAreRenumbered) {
   auto graph = parseGraph("graph @g(%x: f32[2]) -> (f32[2]) {\n  %7 = neg(%x) : f32[2]\n"
                           "  %3 = abs(%7) : f32[2]\n  return %3\n}\n");
@@ -414,6 +450,7 @@ TEST(PrinterParser, ErrorsNameLineAndColumn) {
       {"  %0 = reduce_sum(%x) : f32[]\n  return %0\n}\n", "t.kir:3:10: type mismatch: %0 has type f32[], the signature declares f32[2,3]", false},
       {"  %0 = neg(%x) : f32[2,3]\n", "t.kir:3:1: expected a statement ('%name = op(...)') or 'return', found end of input", false},
       {"  return %x\n} extra\n", "t.kir:3:3: unexpected 'extra' after the end of the graph", false},
+      {"  return %x as y\n}\n", "t.kir:2:16: expected the output's name as a string after 'as', found 'y'", false},
       {"  %0 = neg(%x) : f32[2,3] $\n", "t.kir:2:27: unexpected character '$'"},
       {"  %0 = not(%x) : bool[2,3]\n", "t.kir:2:3: not(f32[2,3]): needs a bool operand, got f32"},
       {"  %0 = add(%x) : f32[2,3]\n", "t.kir:2:3: add(f32[2,3]): expects 2 inputs, got 1"},

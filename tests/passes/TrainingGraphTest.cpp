@@ -206,6 +206,26 @@ TEST(TrainingGraph, TrainsOnlyTheNamedFloatParameters) {
       "listed twice");
 }
 
+// The loss and a buffer write find forward outputs by the outputs' names, which need not be
+// their values' (an ONNX output made by an Identity returns its operand's value).
+TEST(TrainingGraph, FindsOutputsByTheirOwnNames) {
+  auto forward = linearModel();
+  forward->outputs()[0]->setName("h");
+  forward->setOutputName(0, "logits");
+  ir::Builder b(*forward);
+  ir::Value *running = b.param("running", {DType::F32, {kIn, kOut}}, wValues());
+  ir::Value *next = b.create(OpKind::Mul, {running, b.scalar(DType::F32, 0.5)});
+  next->setName("tmp");
+  forward->addOutput(next, "next");
+  TrainingGraph training =
+      buildTrainingGraph(*forward, {LossKind::Mean, 1, "logits"}, OptimizerSpec::sgd(0.1), {}, {{"next", "running"}});
+  EXPECT_EQ(training.trainedParams(), std::vector<std::string>{"w"});
+  ASSERT_EQ(training.updates.size(), 2u);
+  EXPECT_EQ(training.updates[1].name, "running");
+  expectErrorContaining(
+      [&] { buildTrainingGraph(*forward, {LossKind::Mean, 0, "h"}, OptimizerSpec::sgd(0.1)); }, "no output named 'h'");
+}
+
 TEST(TrainingGraph, Errors) {
   auto forward = linearModel();
   expectErrorContaining([&] { buildTrainingGraph(*forward, {LossKind::Value}, OptimizerSpec::sgd(0.1)); },

@@ -5,6 +5,9 @@ changing a model here.
   conv-relu-pool.onnx  Conv (pads), Relu, MaxPool, Flatten, Gemm: every op supported
   partly-supported.onnx  Relu, an If node and a Pad in 'wrap' mode: one unsupported op type,
                          one supported op type with an unsupported attribute value
+  identity-outputs.onnx  Relu and Identity nodes whose outputs are graph outputs: the reported
+                         Relu -> y2, Identity(y2) -> y, a second Identity of y2, a chain, y2
+                         itself, and an Identity of the graph input
 """
 import numpy as np
 import onnx
@@ -56,5 +59,20 @@ def partly_supported():
     save(graph, "partly-supported.onnx")
 
 
+def identity_outputs():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["y2"], name="relu"),
+        helper.make_node("Identity", ["y2"], ["y"], name="id_y"),
+        helper.make_node("Identity", ["y2"], ["z"], name="id_z"),
+        helper.make_node("Identity", ["z"], ["w"], name="id_w"),
+        helper.make_node("Identity", ["x"], ["x_copy"], name="id_x"),
+    ]
+    info = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph(nodes, "identity_outputs", [info("x")],
+                              [info(name) for name in ["y", "z", "w", "y2", "x_copy"]])
+    save(graph, "identity-outputs.onnx")
+
+
 conv_relu_pool()
 partly_supported()
+identity_outputs()
