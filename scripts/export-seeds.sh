@@ -29,18 +29,7 @@ for name in ${names//,/ }; do
 done
 [ ${#todo[@]} -eq 0 ] && exit 0
 
-python=
-for candidate in "${PYTHON:-}" /usr/bin/python3 python3; do
-  if [ -n "$candidate" ] && "$candidate" -c 'import torch, torchvision, onnx' >/dev/null 2>&1; then
-    python=$candidate
-    break
-  fi
-done
-if [ -z "$python" ]; then
-  echo "export-seeds.sh: no python3 with torch, torchvision and onnx (scripts/install-deps.sh" \
-    "installs Debian's python3-torch, python3-torchvision and python3-onnx; or set PYTHON)" >&2
-  exit 1
-fi
+python=$(bash "$repo/scripts/find-python.sh" export-seeds.sh torch torchvision onnx)
 
 # Export into a scratch folder and move each model's files in place only when all three exist,
 # so an interrupted or concurrent run never leaves a half-written model behind.

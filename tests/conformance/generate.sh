@@ -29,19 +29,7 @@ if [ ! -f "$generator" ]; then
   exit 1
 fi
 
-# The first interpreter that has onnx and numpy: $PYTHON, python3 on PATH, Debian's own.
-python=
-for candidate in "${PYTHON:-}" python3 /usr/bin/python3; do
-  if [ -n "$candidate" ] && "$candidate" -c 'import onnx, numpy' >/dev/null 2>&1; then
-    python=$candidate
-    break
-  fi
-done
-if [ -z "$python" ]; then
-  echo "generate.sh: no python3 with the onnx and numpy modules (install python3-onnx," \
-    "e.g. with scripts/install-deps.sh, or set PYTHON)" >&2
-  exit 1
-fi
+python=$(bash "$repo/scripts/find-python.sh" generate.sh onnx numpy)
 
 # Generate beside the target and move it in place, so an interrupted run leaves no half suite.
 mkdir -p "$(dirname "$out")"

@@ -28,18 +28,7 @@ truth=$seeds/$name.output64.f32.npy
 script=$repo/tests/seeds/torch_float64.py
 if [ ! -f "$truth" ] || [ "$seeds/$name.onnx" -nt "$truth" ] || [ "$seeds/$name.input.npy" -nt "$truth" ] ||
    [ "$script" -nt "$truth" ]; then
-  python=
-  for candidate in "${PYTHON:-}" /usr/bin/python3 python3; do
-    if [ -n "$candidate" ] && "$candidate" -c 'import torch, onnx' >/dev/null 2>&1; then
-      python=$candidate
-      break
-    fi
-  done
-  if [ -z "$python" ]; then
-    echo "run-seed.sh: no python3 with torch and onnx (scripts/install-deps.sh installs Debian's" \
-      "python3-torch and python3-onnx; or set PYTHON)" >&2
-    exit 1
-  fi
+  python=$(bash "$repo/scripts/find-python.sh" run-seed.sh torch onnx)
   # Also prints how far PyTorch's fp32 output is from the float64 result (informational).
   "$python" "$script" --float32 "$seeds/$name.onnx" "$seeds/$name.input.npy" "$truth" \
     "$seeds/$name.output.npy"
