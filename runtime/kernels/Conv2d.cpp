@@ -300,8 +300,8 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
     return;
   }
   const PaddedInput padded = detail::padInput(rt, a);
-  // One input channel per group: a GEMM with K = R*S and M <= 4 would waste its tiles.
-  if (groupChannels == 1 && groupOutputs <= 4)
+  // One input channel per group: a GEMM with K = R*S and M <= 8 would waste its tiles.
+  if (groupChannels == 1 && groupOutputs <= 8)
     detail::depthwiseConv(rt, a, padded);
   else
     detail::runProducts(rt, ConvProducts(a, padded, false));

@@ -25,8 +25,9 @@ struct PaddedInput {
 /// Builds the padded input in the calling thread's scratch (valid until its next conv2d).
 PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
 
-/// Direct convolution for one input channel per group (depthwise, channel multiplier <= 4),
-/// parallel over output planes; the epilogue sees each finished plane.
+/// Direct convolution for one input channel per group (depthwise, channel multiplier <= 8),
+/// parallel over output planes (or, for multipliers of 5-8, over input planes, whose output
+/// channels run together); the epilogue sees each finished plane.
 void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
 
 // Winograd F(2x2, 3x3) (Conv2dWinograd.cpp).

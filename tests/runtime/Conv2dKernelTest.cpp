@@ -188,6 +188,19 @@ TEST(Conv2dKernel, GroupsAndDepthwise) {
   checkConv({1, 1, 12, 12, 6, 5, 5});                       // LeNet's first layer
 }
 
+// 5-8 output channels per input channel run together, each input vector loaded once for all
+// of them: one input channel (LeNet-5's first layer, at batch 2 on 2 threads) and depthwise
+// multipliers of 5, 7 and 8; odd output heights (a single last row), rows wider than a vector,
+// padding, stride 2 and dilation.
+TEST(Conv2dKernel, OutputChannelsSharingAnInput) {
+  ConvCase lenet{2, 1, 28, 28, 6, 5, 5};
+  lenet.threads = 2;
+  checkConv(lenet);
+  checkConv({1, 2, 9, 21, 10, 3, 3, 1, 1, 1, 1, 1, 1, 2});   // multiplier 5, 9 rows
+  checkConv({2, 3, 11, 35, 21, 3, 5, 2, 1, 2, 1, 2, 1, 3});  // multiplier 7, stride 2
+  checkConv({1, 2, 10, 18, 16, 3, 3, 1, 2, 2, 2, 2, 2, 2});  // multiplier 8, dilation 2
+}
+
 TEST(Conv2dKernel, NarrowOutputs) {
   // 7 x 7 outputs (49 columns of 64-wide tiles) with many channels.
   checkConv({1, 32, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1});
