@@ -199,9 +199,10 @@ std::string jsonAttribute(const Attribute &attr) {
   return "null";
 }
 
-/// The "inputs", "nodes" and "outputs" members of a graph object, one per line at `indent`,
-/// their items one per line one level deeper. A kernel node's object also has a "body" with
-/// the same members, in the body's own value names (bodies nest one level in a verified graph).
+/// The "inputs", "nodes", "outputs" and "outputNames" members of a graph object, one per line
+/// at `indent`, their items one per line one level deeper. A kernel node's object also has a
+/// "body" with the same members, in the body's own value names (bodies nest one level in a
+/// verified graph).
 std::string jsonGraphFields(const Graph &graph, const std::string &indent) {
   auto names = printedValueNames(graph);
   auto ref = [&](const Value *value) {
@@ -238,10 +239,17 @@ std::string jsonGraphFields(const Graph &graph, const std::string &indent) {
     next = &separator;
   }
   out += graph.numNodes() == 0 ? "],\n" : fmt::format("\n{}],\n", indent);
-  std::vector<std::string> outputs;
-  for (const Value *output : graph.outputs())
-    outputs.push_back(ref(output));
-  out += fmt::format("{}\"outputs\": [{}]\n", indent, fmt::join(outputs, ", "));
+  // "outputNames": the name each output goes by (Graph::outputName, as kiln-run and a compiled
+  // model's signature list it), which differs from its value's where a model declares its own.
+  std::vector<std::string> outputs, outputNames;
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    outputs.push_back(ref(graph.outputs()[i]));
+    const std::string &name = graph.outputName(i);
+    auto it = names.find(graph.outputs()[i]);
+    outputNames.push_back(jsonString(!name.empty() || it == names.end() ? name : it->second));
+  }
+  out += fmt::format("{}\"outputs\": [{}],\n", indent, fmt::join(outputs, ", "));
+  out += fmt::format("{}\"outputNames\": [{}]\n", indent, fmt::join(outputNames, ", "));
   return out;
 }
 

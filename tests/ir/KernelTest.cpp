@@ -590,6 +590,8 @@ TEST(KernelExport, DotShowsOneVertexWithRuleAndOpsAndJsonHasTheBody) {
                       "\"attrs\": {}},\n"),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find("      \"outputs\": [\"%4\"]\n    }}\n  ],\n  \"outputs\": [\"%0\"]\n}\n"), std::string::npos)
+  EXPECT_NE(json.find("      \"outputs\": [\"%4\"],\n      \"outputNames\": [\"4\"]\n    }}\n  ],\n"
+                      "  \"outputs\": [\"%0\"],\n  \"outputNames\": [\"0\"]\n}\n"),
+            std::string::npos)
       << json;
 }

@@ -501,5 +501,5 @@ TEST(PrinterParser, ExportsUseTheTextNames) {
   EXPECT_NE(json.find("{\"op\": \"add\", \"inputs\": [\"%x\", \"%0\"], \"outputs\": [\"%1\"]"), std::string::npos)
       << json;
   EXPECT_NE(json.find("\"values\": [\"inf\", 0.5]"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"outputs\": [\"%1\"]\n}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"outputs\": [\"%1\"],\n  \"outputNames\": [\"1\"]\n}"), std::string::npos) << json;
 }
