@@ -18,7 +18,7 @@ namespace kiln::runtime::kernels::detail {
 
 namespace {
 
-constexpr int kRows = 4; // output rows computed together (rowGroup)
+constexpr int kRows = 4; // output rows computed together, one channel at a time (rowGroupFn)
 static_assert(kRows == 4, "update rowGroupFn's tables");
 
 struct DepthwiseJob {
@@ -27,45 +27,16 @@ struct DepthwiseJob {
 };
 
 #ifdef __AVX512F__
-/// Output rows [oh0, oh0 + Rows) of one plane, 16 outputs at a time, with one FMA chain per
-/// row so that a tap's FMAs do not wait on each other: a single chain ran at the FMA latency,
-/// and with the row count a runtime value the accumulators lived on the stack.
-template <int Rows, bool UnitStride>
-void rowGroup(const kiln_conv2d_args &a, const PaddedInput &in, const float *source, const float *weights, float *out,
-              int64_t oh0) {
-  for (int64_t ow = 0; ow < a.ow; ow += 16) {
-    const int64_t count = std::min<int64_t>(16, a.ow - ow);
-    const __mmask16 lanes = firstLanes(count);
-    __m512 acc[Rows];
-#pragma GCC unroll 4
-    for (int i = 0; i < Rows; ++i)
-      acc[i] = _mm512_setzero_ps();
-    for (int64_t r = 0; r < a.r; ++r) {
-      const float *row = source + (oh0 * a.stride_h + r * a.dilation_h) * in.width + ow * a.stride_w;
-      for (int64_t s = 0; s < a.s; ++s) {
-        const __m512 weight = _mm512_set1_ps(weights[r * a.s + s]);
-        const float *tap = row + s * a.dilation_w;
-#pragma GCC unroll 4
-        for (int i = 0; i < Rows; ++i) {
-          const float *p = tap + i * a.stride_h * in.width;
-          const __m512 x = UnitStride ? _mm512_maskz_loadu_ps(lanes, p) : loadStrided(p, a.stride_w, count);
-          acc[i] = _mm512_fmadd_ps(weight, x, acc[i]);
-        }
-      }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < Rows; ++i)
-      _mm512_mask_storeu_ps(out + (oh0 + i) * a.ow + ow, lanes, acc[i]);
-  }
-}
-
-/// Output rows [oh0, oh0 + Rows) of all M output channels that read one input plane (a channel
-/// multiplier of M, such as LeNet-5's first layer, 1 -> 6): each tap's input vector is loaded
-/// once and feeds M FMAs. One channel at a time (rowGroup) loaded it M times, a load per FMA,
-/// and ran LeNet-5's first layer slower than the GEMM path.
+/// Output rows [oh0, oh0 + Rows) of the M output channels that read one input plane, 16
+/// outputs at a time: M = 1 is plain depthwise (one plane per work item, 4 rows); M = 5-8 a
+/// channel multiplier such as LeNet-5's first layer, 1 -> 6 (2 rows). Each tap's input vector
+/// is loaded once and feeds M x Rows FMAs, one chain per (channel, row), so that a tap's FMAs
+/// do not wait on each other: a single chain ran at the FMA latency, and with the row count a
+/// runtime value the accumulators lived on the stack. One channel at a time loaded the input
+/// M times, a load per FMA, and ran LeNet-5's first layer slower than the GEMM path.
 template <int M, int Rows, bool UnitStride>
-void sharedInputRows(const kiln_conv2d_args &a, const PaddedInput &in, const float *source, const float *weights,
-                     float *out, int64_t oh0) {
+void channelRows(const kiln_conv2d_args &a, const PaddedInput &in, const float *source, const float *weights,
+                 float *out, int64_t oh0) {
   const int64_t taps = a.r * a.s, outPlane = a.oh * a.ow;
   for (int64_t ow = 0; ow < a.ow; ow += 16) {
     const int64_t count = std::min<int64_t>(16, a.ow - ow);
@@ -73,7 +44,7 @@ void sharedInputRows(const kiln_conv2d_args &a, const PaddedInput &in, const flo
     __m512 acc[M][Rows];
 #pragma GCC unroll 8
     for (int o = 0; o < M; ++o)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int i = 0; i < Rows; ++i)
         acc[o][i] = _mm512_setzero_ps();
     for (int64_t r = 0; r < a.r; ++r) {
@@ -81,7 +52,7 @@ void sharedInputRows(const kiln_conv2d_args &a, const PaddedInput &in, const flo
       for (int64_t s = 0; s < a.s; ++s) {
         const float *tap = row + s * a.dilation_w;
         __m512 x[Rows];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int i = 0; i < Rows; ++i) {
           const float *p = tap + i * a.stride_h * in.width;
           x[i] = UnitStride ? _mm512_maskz_loadu_ps(lanes, p) : loadStrided(p, a.stride_w, count);
@@ -90,7 +61,7 @@ void sharedInputRows(const kiln_conv2d_args &a, const PaddedInput &in, const flo
 #pragma GCC unroll 8
         for (int o = 0; o < M; ++o) {
           const __m512 weight = _mm512_set1_ps(w[o * taps]);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
           for (int i = 0; i < Rows; ++i)
             acc[o][i] = _mm512_fmadd_ps(weight, x[i], acc[o][i]);
         }
@@ -98,7 +69,7 @@ void sharedInputRows(const kiln_conv2d_args &a, const PaddedInput &in, const flo
     }
 #pragma GCC unroll 8
     for (int o = 0; o < M; ++o)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int i = 0; i < Rows; ++i)
         _mm512_mask_storeu_ps(out + o * outPlane + (oh0 + i) * a.ow + ow, lanes, acc[o][i]);
   }
@@ -107,29 +78,30 @@ void sharedInputRows(const kiln_conv2d_args &a, const PaddedInput &in, const flo
 using RowGroupFn = void (*)(const kiln_conv2d_args &, const PaddedInput &, const float *, const float *, float *,
                             int64_t);
 
-constexpr int kSharedRows = 2; // rows per sharedInputRows pass: 2 x M chains of FMAs
+constexpr int kSharedRows = 2; // rows per pass with 5-8 channels: 2 x M chains of FMAs
 constexpr int64_t kMinSharedOutputs = 5, kMaxSharedOutputs = 8;
 
 RowGroupFn sharedInputRowsFn(int64_t outputs, int64_t rows, bool unitStride) {
 #define KILN_SHARED_ROWS(M) \
-  {sharedInputRows<M, 1, true>, sharedInputRows<M, 2, true>, sharedInputRows<M, 1, false>, sharedInputRows<M, 2, false>}
+  {channelRows<M, 1, true>, channelRows<M, 2, true>, channelRows<M, 1, false>, channelRows<M, 2, false>}
   static constexpr RowGroupFn table[][4] = {KILN_SHARED_ROWS(5), KILN_SHARED_ROWS(6), KILN_SHARED_ROWS(7),
                                             KILN_SHARED_ROWS(8)};
 #undef KILN_SHARED_ROWS
   static_assert(kSharedRows == 2 && kMaxSharedOutputs - kMinSharedOutputs + 1 == 4, "update the table");
   return table[outputs - kMinSharedOutputs][(unitStride ? 0 : 2) + rows - 1];
 }
+
 RowGroupFn rowGroupFn(int64_t rows, bool unitStride) {
-  static constexpr RowGroupFn unit[kRows] = {rowGroup<1, true>, rowGroup<2, true>, rowGroup<3, true>,
-                                             rowGroup<4, true>};
-  static constexpr RowGroupFn strided[kRows] = {rowGroup<1, false>, rowGroup<2, false>, rowGroup<3, false>,
-                                                rowGroup<4, false>};
+  static constexpr RowGroupFn unit[kRows] = {channelRows<1, 1, true>, channelRows<1, 2, true>,
+                                             channelRows<1, 3, true>, channelRows<1, 4, true>};
+  static constexpr RowGroupFn strided[kRows] = {channelRows<1, 1, false>, channelRows<1, 2, false>,
+                                                channelRows<1, 3, false>, channelRows<1, 4, false>};
   return (unitStride ? unit : strided)[rows - 1];
 }
 #endif
 
 /// Whether depthwiseConv runs all output channels of an input channel together
-/// (sharedInputRows) rather than one plane at a time.
+/// (channelRows with M of them) rather than one plane at a time.
 bool sharesInput(const kiln_conv2d_args &a) {
 #ifdef __AVX512F__
   const int64_t multiplier = a.k / a.groups;
