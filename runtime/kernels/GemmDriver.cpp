@@ -45,6 +45,13 @@ int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 /// The depth of the K blocks of a product: K cut into equal blocks of at most kMaxKc.
 int64_t kBlockDepth(int64_t k) { return ceilDiv(k, ceilDiv(k, kMaxKc)); }
 
+/// Where a B packed whole (Product::packedB) holds the panels of the K block that starts at
+/// row pc (kc deep) from column x0 (a multiple of 64) on; runProducts writes it, blockedRegion
+/// reads it.
+int64_t sharedPanelOffset(int64_t n, int64_t pc, int64_t kc, int64_t x0) {
+  return pc * roundUp(n, kPanelWidth) + x0 * kc;
+}
+
 /// The product as the driver computes it: C' = A' * B', with C' = C or C^T.
 struct Oriented {
   const Product &product;
@@ -94,7 +101,6 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
   const int64_t outerCols = std::min(outerBlock, col1 - col0);
   // B packed by runProducts for all threads (never with C^T: its B is the product's A).
   const float *sharedB = o.transposed ? nullptr : p.packedB;
-  const int64_t sharedRow = roundUp(p.n, kPanelWidth);
   float *ownB = sharedB ? nullptr : scratch(Scratch::PackedB, kcMax * roundUp(outerCols, kPanelWidth));
   float *packedA = aInPlace ? nullptr : scratch(Scratch::PackedA, kcMax * kMc);
   const int storeFlags = o.transposed ? kTransposedC : 0;
@@ -117,7 +123,7 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
       // Panels the source already holds (prepacked weights) are read where they lie.
       int64_t panelStride = 0;
       const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
-      const float *packedB = sharedB ? sharedB + pc * sharedRow + jo * kc : ownB;
+      const float *packedB = sharedB ? sharedB + sharedPanelOffset(p.n, pc, kc, jo) : ownB;
       if (!bPanels && !sharedB)
         o.b->packPanels(ownB, pc, kc, jo, nco);
       if (const int64_t trailing = bPanels ? 0 : trailingColumns(nco)) {
@@ -316,7 +322,7 @@ struct SharedPacking {
       const int64_t x0 = unit % s.unitsPerBlock * s.panelsPerUnit * kPanelWidth;
       const int64_t kc = std::min(s.kc, set.k - pc);
       const int64_t cols = std::min(s.panelsPerUnit * kPanelWidth, set.n - x0);
-      set.packB(0, s.dst + pc * roundUp(set.n, kPanelWidth) + x0 * kc, pc, kc, x0, cols);
+      set.packB(0, s.dst + sharedPanelOffset(set.n, pc, kc, x0), pc, kc, x0, cols);
     }
   }
 };
@@ -339,7 +345,8 @@ void runProducts(const kiln_rt *rt, const ProductSet &set) {
     // Split along rows, every thread would pack all of B for itself; pack it once instead,
     // each thread a part. Into the caller's slot: the workers only read it, and only until
     // this call returns.
-    float *shared = scratch(Scratch::SharedB, static_cast<size_t>(set.k * roundUp(set.n, kPanelWidth)));
+    // Its size: where a block after the last row of B would start.
+    float *shared = scratch(Scratch::SharedB, static_cast<size_t>(sharedPanelOffset(set.n, set.k, 0, 0)));
     const int64_t kc = kBlockDepth(set.k), panels = ceilDiv(set.n, kPanelWidth);
     const int64_t panelsPerUnit = ceilDiv(panels, 4);
     SharedPacking packing{&set, shared, kc, panelsPerUnit, ceilDiv(panels, panelsPerUnit)};
