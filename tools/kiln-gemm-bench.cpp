@@ -1,14 +1,15 @@
 // kiln-gemm-bench: GFLOP/s of kiln's precompiled f32 kernels (runtime/kernels/).
 //
-//   kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [SIZES...]
+//   kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [SIZES...]
 //       square SGEMM, default sizes 256 512 1024 2048
-//   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time] [--only TEXT]
+//   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
 //       ResNet-50's common convolutions and two depthwise ones, batch 1 (--only: those whose
 //       name contains TEXT, e.g. "3x3/2", so that a profiler sees one layer)
 //
 // Each figure is the median of R timed runs (default: as many as fit in ~0.6 s, at least 5)
-// after one warm-up run. --cold evicts the caches before each run. --cpu-time times the calling thread's CPU time instead of wall time:
-// on a machine shared with other jobs it discounts the time slices they take (1 thread only).
+// after one warm-up run. --cold evicts the caches before each run. --cpu-time times the
+// calling thread's CPU time instead of wall time: on a machine shared with other jobs it
+// discounts the time slices they take (1 thread only).
 // Threads come from kiln's own ThreadPool, as compiled models run them. (A pool of this tool's
 // own, one fixed chunk per thread, made the 2-thread stride-2 convolutions look no faster than
 // 1-thread ones: 1.3-1.4 ms where models, and now this tool, see 0.95-1.0 ms.)

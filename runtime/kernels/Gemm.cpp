@@ -50,7 +50,6 @@ public:
                 [&](const detail::PanelSource &b) { runWith(index, b, row0, row1, col0, col1, packedB); });
   }
 
-
 private:
   void runWith(int64_t index, const detail::PanelSource &b, int64_t row0, int64_t row1, int64_t col0,
                int64_t col1, const float *packedB) const {

@@ -60,8 +60,8 @@ private:
 
 /// A matrix already laid out as the driver's B panels, each K rows of 64 columns:
 /// S(k, x) = base[(x / 64)*64*K + k*64 + x % 64], for a multiple of 64 columns. That is how
-/// codegen stores a constant matmul weight (KILN_GEMM_B_PANELS, packPanelMajor), so that no
-/// call packs it again.
+/// the runtime stores, at load, a matmul weight that one kernel alone reads (KILN_GEMM_B_PANELS,
+/// packGemmB), so that no call packs it again.
 class PanelMajorSource final : public PanelSource {
 public:
   PanelMajorSource(const float *base, int64_t depth) : base_(base), depth_(depth) {}
