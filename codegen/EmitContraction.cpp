@@ -64,10 +64,11 @@ std::string emitEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, int6
 
 namespace {
 
-/// Whether the matmul's B is one of the body's inputs that nothing else reads: reached from
-/// the input through single-use movement ops (a permute folded into the access) only.
-bool readOnlyByMatmul(const ir::Node &matmul) {
-  const ir::Value *value = matmul.input(1);
+/// Whether operand 1 of `node` (a matmul's B, a convolution's weights) is one of the body's
+/// inputs that nothing else reads: reached from the input through single-use movement ops (a
+/// permute folded into the access) only.
+bool weightReadOnlyBy(const ir::Node &node) {
+  const ir::Value *value = node.input(1);
   while (value->producer() && ir::opTraits(value->producer()->op()).family == "Movement" &&
          value->uses().size() == 1)
     value = value->producer()->input(0);
@@ -122,10 +123,11 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   // A weight only this matmul reads is read as the GEMM's B panels, which the runtime packs
   // once at load (kiln_weight_packing), so no call packs it: that was ~12% of BERT-base's time.
   const bool packB = !bVector && n % runtime::kernels::kGemmBPanelWidth == 0 && b.offset == 0 &&
-                     (!bBatch || *bBatch == 0) && e.isSoleWeightOperand(b.buffer) && readOnlyByMatmul(matmul) &&
+                     (!bBatch || *bBatch == 0) && e.isSoleWeightOperand(b.buffer) && weightReadOnlyBy(matmul) &&
                      e.plan().buffers.at(static_cast<size_t>(b.buffer)).type.numElements() == k * n;
   if (packB)
-    out.packedOperands.push_back({e.plan().buffers.at(static_cast<size_t>(b.buffer)).index, k, n, sRowB, sColB});
+    out.packedOperands.push_back(
+        {e.plan().buffers.at(static_cast<size_t>(b.buffer)).index, KILN_PACK_GEMM_B_PANELS, k, n, sRowB, sColB});
 
   std::string epilogue = emitEpilogue(e, stageIndex, out, batches, m, n,
                                       [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
@@ -199,6 +201,20 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
                      return coords;
                    });
   const StridedAccess &xs = stage.anchorOperands[0], &ws = stage.anchorOperands[1];
+  // Weights only this convolution reads, of a layer the runtime computes with Winograd, are
+  // transformed once at load rather than on every call (ResNet-50's 3x3 256-channel layers
+  // spent ~0.25 ms of ~1.5 on it at one thread).
+  kiln_conv2d_args shape{};
+  shape.n = x[0], shape.c = x[1], shape.h = oneD ? 1 : x[2], shape.w = x.back();
+  shape.k = w[0], shape.r = oneD ? 1 : w[2], shape.s = w.back(), shape.oh = oneD ? 1 : y[2], shape.ow = ow;
+  shape.stride_h = oneD ? 1 : strides[0], shape.stride_w = strides.back();
+  shape.dilation_h = oneD ? 1 : dilations[0], shape.dilation_w = dilations.back(), shape.groups = groups;
+  const KernelBuffer &weightBuffer = e.plan().buffers.at(static_cast<size_t>(ws.buffer));
+  const bool winogradWeights = !oneD && ws.offset == 0 && e.isSoleWeightOperand(ws.buffer) &&
+                               weightReadOnlyBy(conv) && weightBuffer.type.numElements() == w[0] * w[1] * 9 &&
+                               runtime::kernels::convUsesWinograd(shape);
+  if (winogradWeights)
+    out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_WINOGRAD, w[0], w[1], 0, 0});
   std::string text = "{\n  kiln_conv2d_args g;\n  memset(&g, 0, sizeof g);\n";
   text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", x[0], x[1], oneD ? 1 : x[2], x.back());
   text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", w[0], oneD ? 1 : w[2], w.back(),
@@ -210,6 +226,8 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.x = (const float *){} + {};\n", e.kernelAddress(xs.buffer), xs.offset);
   text += fmt::format("  g.weights = (const float *){} + {};\n", e.kernelAddress(ws.buffer), ws.offset);
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
+  if (winogradWeights)
+    text += "  g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD;\n";
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n  rt->conv2d(rt, &g);\n}}",
                       epilogue);
   out.body.push_back(text);

@@ -209,11 +209,11 @@ private:
     int index = static_cast<int>(model_.launches.size());
     std::string name = fmt::format("k{}_{}", index, description);
     KernelSource kernel = emitKernel(unit, fmt::format("{}k{}", prefix_, index), prefix_ + "kiln_" + name, disjoint);
-    for (const PackedGemmB &packed : kernel.packedOperands) {
+    for (const PackedWeight &packed : kernel.packedOperands) {
       const Ref &ref = refs.at(static_cast<size_t>(packed.operand));
       if (ref.kind != KILN_WEIGHT_KIND)
         fail("codegen: internal error: {} reads operand {} prepacked, which is not a weight", name, packed.operand);
-      model_.weights.at(static_cast<size_t>(ref.index)).packedB = packed;
+      model_.weights.at(static_cast<size_t>(ref.index)).packing = packed;
     }
     kernels_ += kernel.text;
     launchLines_.push_back(
@@ -263,8 +263,9 @@ private:
     std::string packingsTable = prefix_ + "kiln_packings", packingEntries;
     int packings = 0;
     for (size_t w = 0; w < model_.weights.size(); ++w)
-      if (const std::optional<PackedGemmB> &b = model_.weights[w].packedB) {
-        packingEntries += fmt::format("  {{{}, {}, {}, {}, {}}},\n", w, b->k, b->n, b->strideK, b->strideN);
+      if (const std::optional<PackedWeight> &b = model_.weights[w].packing) {
+        packingEntries +=
+            fmt::format("  {{{}, {}, {}, {}, {}, {}}},\n", w, b->kind, b->k, b->n, b->strideK, b->strideN);
         ++packings;
       }
     if (packings > 0)

@@ -30,7 +30,7 @@ struct KernelSource {
   std::string symbol;   // the extern "C" function
   std::string text;     // constants, context type, static functions and the function
   std::string strategy; // elementwise, rows, contraction, per-op
-  std::vector<PackedGemmB> packedOperands; // operands it reads prepacked
+  std::vector<PackedWeight> packedOperands; // operands it reads repacked
 };
 
 /// Lowers one unit to the kernel function `symbol`, with private names starting with
@@ -41,9 +41,9 @@ KernelSource emitKernel(const Unit &unit, const std::string &prefix, const std::
 struct WeightInfo {
   std::string name;            // the parameter's name, or "constant.N"
   const ir::Value *value = nullptr; // the param or constant it holds
-  /// Its one kernel reads it as gemm's prepacked B: the runtime packs it at load
-  /// (kiln_weight_packing); it is handed over plain.
-  std::optional<PackedGemmB> packedB;
+  /// Its one kernel reads it repacked (gemm's prepacked B, or a convolution's Winograd
+  /// transform): the runtime packs it at load (kiln_weight_packing); it is handed over plain.
+  std::optional<PackedWeight> packing;
 };
 
 struct LaunchInfo {

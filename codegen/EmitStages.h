@@ -18,7 +18,7 @@ struct KernelText {
   /// Statements of the kernel function after the context is set up, in order.
   std::vector<std::string> body;
   /// Operands the statements read prepacked.
-  std::vector<PackedGemmB> packedOperands;
+  std::vector<PackedWeight> packedOperands;
 };
 
 /// Work below this many elements runs on the calling thread: handing it to the pool costs

@@ -77,10 +77,13 @@ struct Unit {
   std::vector<bool> soleWeightOperands;
 };
 
-/// An operand a kernel reads in gemm's prepacked B layout (KILN_GEMM_B_PANELS): the runtime
-/// stores the weight behind it as runtime::kernels::packGemmB(data, k, n, strideK, strideN).
-struct PackedGemmB {
+/// An operand a kernel reads repacked (kiln_weight_packing): for KILN_PACK_GEMM_B_PANELS, in
+/// gemm's prepacked B layout, runtime::kernels::packGemmB(data, k, n, strideK, strideN); for
+/// KILN_PACK_CONV_WINOGRAD, as conv2d's transformed weights of a k x n x 3 x 3 convolution,
+/// runtime::kernels::packWinogradWeights(data, k, n).
+struct PackedWeight {
   int operand = 0;
+  int32_t kind = 0; // kiln_weight_packing_kind
   int64_t k = 0, n = 0, strideK = 0, strideN = 0;
 };
 

@@ -196,20 +196,34 @@ void Executable::Impl::packWeights() {
     if (packing.weight < 0 || static_cast<size_t>(packing.weight) >= weights.size())
       fail("{}: weight packing {} names weight {}, but the model has {}", what, p, packing.weight, weights.size());
     const TensorSpec &spec = weights[static_cast<size_t>(packing.weight)];
-    // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
-    // the weight, and the packed matrix must fill it exactly; one of the strides is 1 (packGemmB).
+    const auto *plain = reinterpret_cast<const float *>(weightData[static_cast<size_t>(packing.weight)]);
     const int64_t elements = spec.type.numElements();
-    const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 &&
-                         packing.n % kernels::kGemmBPanelWidth == 0 && packing.stride_k >= 0 &&
-                         packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
-                         packing.k * packing.n == elements &&
-                         (packing.k - 1) * packing.stride_k + (packing.n - 1) * packing.stride_n < elements;
-    if (!shapeOk)
-      fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
-           packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
-    Tensor packed(spec.type);
-    kernels::packGemmB(reinterpret_cast<const float *>(weightData[static_cast<size_t>(packing.weight)]), packing.k,
-                       packing.n, packing.stride_k, packing.stride_n, static_cast<float *>(packed.data()));
+    Tensor packed;
+    if (packing.kind == KILN_PACK_GEMM_B_PANELS) {
+      // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
+      // the weight, and the packed matrix must fill it exactly; one of the strides is 1 (packGemmB).
+      const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 &&
+                           packing.n % kernels::kGemmBPanelWidth == 0 && packing.stride_k >= 0 &&
+                           packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
+                           packing.k * packing.n == elements &&
+                           (packing.k - 1) * packing.stride_k + (packing.n - 1) * packing.stride_n < elements;
+      if (!shapeOk)
+        fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
+             packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
+      packed = Tensor(spec.type);
+      kernels::packGemmB(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
+                         static_cast<float *>(packed.data()));
+    } else if (packing.kind == KILN_PACK_CONV_WINOGRAD) {
+      // The weight must be exactly the k x n x 3 x 3 convolution weight the transform reads.
+      const Shape expected{packing.k, packing.n, 3, 3};
+      if (spec.type.dtype != DType::F32 || packing.k <= 0 || packing.n <= 0 || spec.type.shape != expected)
+        fail("{}: weight packing {} (Winograd, {} x {} x 3 x 3) does not fit weight '{}' ({})", what, p, packing.k,
+             packing.n, spec.name, spec.type.toString());
+      packed = Tensor(DType::F32, {kernels::winogradWeightFloats(packing.k, packing.n)});
+      kernels::packWinogradWeights(plain, packing.k, packing.n, static_cast<float *>(packed.data()));
+    } else {
+      fail("{}: weight packing {} has unknown kind {}", what, p, packing.kind);
+    }
     weightData[static_cast<size_t>(packing.weight)] = static_cast<unsigned char *>(packed.data());
     packedWeights.push_back(std::move(packed));
     if (!weightTensors.empty()) // the plain copy the loader gave is no longer read

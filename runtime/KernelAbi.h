@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 3
+#define KILN_ABI_VERSION 4
 
 typedef struct kiln_rt kiln_rt;
 
@@ -61,6 +61,17 @@ typedef struct kiln_gemm_args {
   int32_t b_layout; /* kiln_gemm_b_layout */
 } kiln_gemm_args;
 
+/// How a convolution's weights are laid out (kiln_conv2d_args::weights_layout).
+enum kiln_conv_weights_layout {
+  /// w[k][c/groups][r][s]
+  KILN_CONV_WEIGHTS_PLAIN = 0,
+  /// The Winograd transform of a 3x3, stride-1, undilated, one-group convolution's weights, as
+  /// the runtime's conv2d reads them: the weights of convolutions that conv2d computes with
+  /// Winograd (kiln::runtime::kernels::convUsesWinograd) and that only one kernel reads are
+  /// transformed so once, at load (kiln_weight_packing), instead of on every call.
+  KILN_CONV_WEIGHTS_WINOGRAD = 1
+};
+
 /// 2-D convolution, NCHW input x[n][c][h][w], weights w[k][c/groups][r][s], output
 /// y[n][k][oh][ow], f32. The epilogue sees output image `batch` = n as a K x (OH*OW) matrix
 /// (row = output channel, col = oh*OW + ow, ld = OH*OW).
@@ -73,6 +84,7 @@ typedef struct kiln_conv2d_args {
   float *y;
   kiln_epilogue_fn epilogue; /* may be NULL */
   void *epilogue_ctx;
+  int32_t weights_layout; /* kiln_conv_weights_layout */
 } kiln_conv2d_args;
 
 /// 2-D max or average pooling over NCHW f32 (pads count as -inf for max; for average they
@@ -140,11 +152,21 @@ typedef struct kiln_tensor_desc {
   const int64_t *shape;
 } kiln_tensor_desc;
 
-/// A weight that kernels read as gemm's prepacked B (KILN_GEMM_B_PANELS). Weights are handed
-/// over plain (loader-supplied or carried); the runtime packs this one once, at load, into
-/// packed[(j/64)*64*k + i*64 + j%64] = plain[i*stride_k + j*stride_n], n a multiple of 64.
+/// What the runtime repacks a weight into at load (kiln_weight_packing::kind).
+enum kiln_weight_packing_kind {
+  /// gemm's prepacked B (KILN_GEMM_B_PANELS):
+  /// packed[(j/64)*64*k + i*64 + j%64] = plain[i*stride_k + j*stride_n], n a multiple of 64.
+  KILN_PACK_GEMM_B_PANELS = 0,
+  /// conv2d's KILN_CONV_WEIGHTS_WINOGRAD, from plain weights w[k][n][3][3] (k output channels,
+  /// n input channels; the strides are unused).
+  KILN_PACK_CONV_WINOGRAD = 1
+};
+
+/// A weight that a kernel reads in another layout than the plain one. Weights are handed over
+/// plain (loader-supplied or carried); the runtime packs this one once, at load.
 typedef struct kiln_weight_packing {
   int32_t weight; /* index into kiln_model_desc::weights */
+  int32_t kind;   /* kiln_weight_packing_kind */
   int64_t k, n, stride_k, stride_n;
 } kiln_weight_packing;
 

@@ -26,6 +26,11 @@ bool validConv(const kiln_conv2d_args &a) {
   if (a.stride_h < 1 || a.stride_w < 1 || a.dilation_h < 1 || a.dilation_w < 1 || a.pad_top < 0 ||
       a.pad_left < 0 || a.groups < 1 || a.c % a.groups != 0 || a.k % a.groups != 0)
     return false;
+  // Winograd's transformed weights exist only for 3x3, stride-1, undilated, one-group layers.
+  if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
+      (a.weights_layout != KILN_CONV_WEIGHTS_WINOGRAD || a.r != 3 || a.s != 3 || a.stride_h != 1 ||
+       a.stride_w != 1 || a.dilation_h != 1 || a.dilation_w != 1 || a.groups != 1))
+    return false;
   return a.x && a.weights && a.y;
 }
 
@@ -295,7 +300,8 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
     detail::runProducts(rt, ConvProducts(a, PaddedInput{}, true));
     return;
   }
-  if (detail::useWinograd(rt, a)) { // 3x3 stride 1 with enough channels: Conv2dWinograd.cpp
+  // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.cpp
+  if (a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD || detail::useWinograd(rt, a)) {
     detail::winogradConv(rt, a);
     return;
   }

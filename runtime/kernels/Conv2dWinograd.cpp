@@ -1,7 +1,7 @@
 // Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (Lavin & Gray, arXiv 1509.09308): each
 // 2 x 2 output tile comes from a 4 x 4 input tile with 16 multiplies per (input, output channel)
 // instead of 36, and the channel sums become 16 GEMMs, one per point xi of the 4 x 4 tile:
-//   U_xi (K x C) = (G g G^T)_xi          transformed weights, per call (weights may change)
+//   U_xi (K x C) = (G g G^T)_xi          transformed weights, at load or per call
 //   V_xi (C x T) = (B^T d B)_xi          transformed input tiles
 //   M_xi (K x T) = U_xi * V_xi           the blocked driver, U read in place
 //   y tile       = A^T M A               the output transform
@@ -24,11 +24,16 @@
 // output pixels, and the epilogue then sees each image of the block in chunks of 16 channels
 // over the block's contiguous output pixels, each element once, after it is final.
 //
-// U is recomputed on every call into the calling thread's Scratch::Conv, in parallel over K
-// (or, when it is small and every thread reads all of it, by each thread into its own):
-// ~0.3 ms for 256 x 256 and ~1.9 ms for 512 x 512 on one core (writing 16 x K x C floats,
-// memory-bound). That is what gates deep layers at batch 1 off; weights transformed once at
-// compile time would remove it.
+// U comes transformed when the model's weights are constant and this kernel alone reads them:
+// the runtime transforms them once, at load (KILN_CONV_WEIGHTS_WINOGRAD, packWinogradWeights).
+// ResNet-50's Winograd layers at one thread (Zen 4): 17.6-21.5 ms -> 15.4-17.0; at two threads
+// no change (each thread then streams its part of the stored U, 16/9 the size of the weights,
+// from memory, about as long as transforming that part took). Otherwise (training, where the
+// weights change) U is recomputed on every call into the calling thread's Scratch::Conv, in
+// parallel over K (or, when it is small and every thread reads all of it, by each thread into
+// its own): ~0.3 ms for 256 x 256 and ~1.9 ms for 512 x 512 on one core (writing 16 x K x C
+// floats, memory-bound). The gate below was measured with that per-call transform, which is
+// what keeps deep layers at batch 1 off; with U stored, 512 x 512 at 7 x 7 was still no faster.
 #include <algorithm>
 #include <cstdlib>
 #include <new>
@@ -84,13 +89,13 @@ float *itemScratch(size_t floats) { return scratch(Scratch::WinogradItem, floats
 /// Floats between the planes of U: K*C rounded to a cache line, plus 4 lines so that the 16
 /// planes the weight transform writes at once (1 MiB apart for 512 x 512) do not all map to
 /// the same cache sets.
-int64_t uPlaneOf(const kiln_conv2d_args &a) { return roundUp(a.k * a.c, 16) + 64; }
+int64_t uPlaneOf(int64_t k, int64_t c) { return roundUp(k * c, 16) + 64; }
 
 /// The shape of one call: tiles, blocks and buffer sizes. A block is either a range of tile
 /// rows of one image or, for small images, several whole images.
 struct Plan {
   const kiln_conv2d_args &a;
-  float *u;                       // 16 planes of K x C, uPlane floats apart
+  const float *u;                 // 16 planes of K x C, uPlane floats apart
   int64_t uPlane;
   int64_t tileRows, tileCols;     // TH, TW
   int64_t groupCols;              // TW rounded up to kGroup
@@ -106,7 +111,7 @@ struct Plan {
 };
 
 Plan makePlan(const kiln_conv2d_args &a, int threads) {
-  Plan p{a, nullptr, uPlaneOf(a), ceilDiv(a.oh, 2), ceilDiv(a.ow, 2), 0, 1, 1, 1, 1, 0, 0, threads};
+  Plan p{a, nullptr, uPlaneOf(a.k, a.c), ceilDiv(a.oh, 2), ceilDiv(a.ow, 2), 0, 1, 1, 1, 1, 0, 0, threads};
   p.groupCols = roundUp(p.tileCols, kGroup);
   // Tiles per block: what keeps V and M in L2, but at least kMinBlockTiles, since every block
   // streams all of U, which for deep layers is far larger than V and M.
@@ -155,18 +160,19 @@ template <typename T> inline void applyG(T v0, T v1, T v2, T out[4], T half) {
   out[3] = v2;
 }
 
-void transformWeights(const kiln_conv2d_args &a, float *u, int64_t plane, int64_t k0, int64_t k1) {
+/// Rows [k0, k1) of U from the plain weights w[K][C][3][3].
+void transformWeights(const float *weights, int64_t channels, float *u, int64_t plane, int64_t k0, int64_t k1) {
   for (int64_t k = k0; k < k1; ++k) {
-    const float *wk = a.weights + k * a.c * 9;
+    const float *wk = weights + k * channels * 9;
     int64_t c = 0;
 #ifdef __AVX512F__
     const __m512i lanes9 = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               _mm512_set1_epi32(9));
     const __m512 half = _mm512_set1_ps(0.5f);
-    for (; c < a.c; c += kGroup) {
-      const __mmask16 mask = firstLanes(a.c - c);
+    for (; c < channels; c += kGroup) {
+      const __mmask16 mask = firstLanes(channels - c);
       // Gathers do not train the hardware prefetcher: fetch the weights 4 groups ahead.
-      for (int line = 0; line < 9 && c + 5 * kGroup <= a.c; ++line)
+      for (int line = 0; line < 9 && c + 5 * kGroup <= channels; ++line)
         _mm_prefetch(reinterpret_cast<const char *>(wk + (c + 4 * kGroup) * 9 + 16 * line), _MM_HINT_T0);
       __m512 g[9];
       for (int t = 0; t < 9; ++t)
@@ -182,11 +188,11 @@ void transformWeights(const kiln_conv2d_args &a, float *u, int64_t plane, int64_
         __m512 out[4];
         applyG(rows[i][0], rows[i][1], rows[i][2], out, half);
         for (int j = 0; j < 4; ++j)
-          _mm512_mask_storeu_ps(u + (4 * i + j) * plane + k * a.c + c, mask, out[j]);
+          _mm512_mask_storeu_ps(u + (4 * i + j) * plane + k * channels + c, mask, out[j]);
       }
     }
 #endif
-    for (; c < a.c; ++c) {
+    for (; c < channels; ++c) {
       const float *g = wk + c * 9;
       float rows[4][3];
       for (int s = 0; s < 3; ++s) {
@@ -199,7 +205,7 @@ void transformWeights(const kiln_conv2d_args &a, float *u, int64_t plane, int64_
         float out[4];
         applyG(rows[i][0], rows[i][1], rows[i][2], out, 0.5f);
         for (int j = 0; j < 4; ++j)
-          u[(4 * i + j) * plane + k * a.c + c] = out[j];
+          u[(4 * i + j) * plane + k * channels + c] = out[j];
       }
     }
   }
@@ -426,15 +432,31 @@ void runShare(void *ctx, int64_t begin, int64_t end) {
 /// Scratch::Conv (free on this path: no padded input is built) before its items.
 void runShareWithOwnWeights(void *ctx, int64_t begin, int64_t end) {
   Plan own = *static_cast<const Plan *>(ctx);
-  own.u = scratch(Scratch::Conv, static_cast<size_t>(kPoints * own.uPlane));
-  transformWeights(own.a, own.u, own.uPlane, 0, own.a.k);
+  float *u = scratch(Scratch::Conv, static_cast<size_t>(kPoints * own.uPlane));
+  transformWeights(own.a.weights, own.a.c, u, own.uPlane, 0, own.a.k);
+  own.u = u;
   runShare(&own, begin, end);
 }
 
+struct SharedTransform {
+  const Plan &plan;
+  float *u;
+};
+
 void transformWeightsShare(void *ctx, int64_t begin, int64_t end) {
-  const Plan &p = *static_cast<const Plan *>(ctx);
+  const SharedTransform &t = *static_cast<const SharedTransform *>(ctx);
+  const kiln_conv2d_args &a = t.plan.a;
   for (int64_t part = begin; part < end; ++part)
-    transformWeights(p.a, p.u, p.uPlane, part * p.a.k / p.threads, (part + 1) * p.a.k / p.threads);
+    transformWeights(a.weights, a.c, t.u, t.plan.uPlane, part * a.k / t.plan.threads,
+                     (part + 1) * a.k / t.plan.threads);
+}
+
+void runItems(const kiln_rt *rt, Plan &plan) {
+  if (plan.threads > 1 && plan.items() > 1)
+    rt->parallel_for(rt, plan.threads, 1, runShare, &plan);
+  else
+    for (int64_t item = 0; item < plan.items(); ++item)
+      runItem(plan, item);
 }
 
 } // namespace
@@ -458,6 +480,11 @@ bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &a) {
 void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
   const int threads = threadsOf(rt);
   Plan plan = makePlan(a, threads);
+  if (a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD) { // U transformed at load
+    plan.u = a.weights;
+    runItems(rt, plan);
+    return;
+  }
   if (threads > 1 && plan.items() > 1 && plan.kParts == 1 && kPoints * a.k * a.c <= kOwnWeightsMaxFloats) {
     // Every thread reads all of U. Shared, half of it would be read from the other core, which
     // costs more than transforming small weights twice when the cores are on different L3s.
@@ -466,16 +493,29 @@ void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
   }
   // U is shared by all threads, so it lives in the calling thread's scratch (the padded
   // input, the other user of Scratch::Conv, is not built on this path).
-  plan.u = scratch(Scratch::Conv, static_cast<size_t>(kPoints * plan.uPlane));
+  float *u = scratch(Scratch::Conv, static_cast<size_t>(kPoints * plan.uPlane));
+  SharedTransform transform{plan, u};
   if (threads > 1 && a.k >= threads)
-    rt->parallel_for(rt, threads, 1, transformWeightsShare, &plan);
+    rt->parallel_for(rt, threads, 1, transformWeightsShare, &transform);
   else
-    transformWeights(a, plan.u, plan.uPlane, 0, a.k);
-  if (threads > 1 && plan.items() > 1)
-    rt->parallel_for(rt, threads, 1, runShare, &plan);
-  else
-    for (int64_t item = 0; item < plan.items(); ++item)
-      runItem(plan, item);
+    transformWeights(a.weights, a.c, u, plan.uPlane, 0, a.k);
+  plan.u = u;
+  runItems(rt, plan);
 }
 
 } // namespace kiln::runtime::kernels::detail
+
+namespace kiln::runtime::kernels {
+
+bool convUsesWinograd(const kiln_conv2d_args &args) { return detail::useWinograd(nullptr, args); }
+
+int64_t winogradWeightFloats(int64_t k, int64_t c) { return detail::kPoints * detail::uPlaneOf(k, c); }
+
+void packWinogradWeights(const float *weights, int64_t k, int64_t c, float *dst) {
+  const int64_t plane = detail::uPlaneOf(k, c);
+  // The padding between planes is never read; zero it so that the packed weight is all defined.
+  std::fill(dst, dst + detail::kPoints * plane, 0.0f);
+  detail::transformWeights(weights, c, dst, plane, 0, k);
+}
+
+} // namespace kiln::runtime::kernels

@@ -30,4 +30,16 @@ inline constexpr int64_t kGemmBPanelWidth = 64;
 /// (kiln_weight_packing).
 void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst);
 
+/// Whether conv2d computes a convolution of these shapes (pointers aside) with Winograd
+/// F(2x2, 3x3). Codegen then has its weights transformed at load (KILN_CONV_WEIGHTS_WINOGRAD)
+/// when only that kernel reads them.
+bool convUsesWinograd(const kiln_conv2d_args &args);
+
+/// Floats of the KILN_CONV_WEIGHTS_WINOGRAD layout of k x c x 3 x 3 weights.
+int64_t winogradWeightFloats(int64_t k, int64_t c);
+
+/// Writes plain weights w[k][c][3][3] in the KILN_CONV_WEIGHTS_WINOGRAD layout to dst
+/// (winogradWeightFloats(k, c) floats): what conv2d would otherwise compute on every call.
+void packWinogradWeights(const float *weights, int64_t k, int64_t c, float *dst);
+
 } // namespace kiln::runtime::kernels

@@ -4,6 +4,8 @@
 // from nn modules and a small ResNet block.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "frontend/Frontend.h"
 #include "tests/codegen/CodegenTestUtil.h"
 
@@ -14,6 +16,16 @@ using frontend::GraphBuilder;
 using frontend::Var;
 
 Tensor weights(Shape shape, uint64_t seed) { return randomTensor({DType::F32, std::move(shape)}, seed); }
+
+/// Convolution weights scaled by 1 / sqrt(fan-in), as a trained layer's are, so that a layer's
+/// output stays as large as its input and two stacked layers do not cancel large sums.
+Tensor convWeights(Shape shape, uint64_t seed) {
+  Tensor t = weights(shape, seed);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(shape[1] * shape[2] * shape[3]));
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.dataAs<float>()[i] = static_cast<float>(t.dataAs<float>()[i] * scale);
+  return t;
+}
 
 TEST(CodegenContraction, MatmulBiasReluIsOneKernel) {
   GraphBuilder gb("linear");
@@ -110,6 +122,27 @@ TEST(CodegenContraction, ConvBiasReluAndResidual) {
   Var z = frontend::relu(frontend::conv2d(x, w, b, {1}, {1}) + shortcut);
   auto graph = gb.finish({y, z});
   expectMatchesReference(*graph, randomInputs(*graph, 39));
+}
+
+TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
+  // A 3x3 stride-1 convolution that conv2d computes with Winograd, whose weights (a parameter or
+  // a constant) no other kernel reads, gets them transformed once at load. Weights two
+  // convolutions read, a strided layer's and a layer below the Winograd gate's stay plain.
+  GraphBuilder gb("winograd_weights");
+  Var x = gb.input("x", DType::F32, {1, 32, 24, 24});
+  Var w1 = gb.param("w1", convWeights({32, 32, 3, 3}, 51));
+  Var w2 = gb.constant(convWeights({40, 32, 3, 3}, 52));
+  Var shared = gb.param("shared", convWeights({32, 32, 3, 3}, 53));
+  Var strided = gb.param("strided", convWeights({32, 32, 3, 3}, 54));
+  Var small = gb.param("small", convWeights({8, 32, 3, 3}, 55));
+  Var a = frontend::relu(frontend::conv2d(x, w1, gb.param("b1", weights({32}, 56)), {1}, {1}));
+  auto graph = gb.finish({a, frontend::conv2d(a, w2, Var(), {1}, {1}), frontend::conv2d(x, shared, Var(), {1}, {1}),
+                          frontend::conv2d(a * 0.5, shared, Var(), {1}, {1}),
+                          frontend::conv2d(x, strided, Var(), {2}, {1}), frontend::conv2d(x, small, Var(), {1}, {1})});
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD;"), 2);
+  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[2]"), 1);
+  expectMatchesReference(*graph, randomInputs(*graph, 57));
+  expectMatchesReference(*graph, randomInputs(*graph, 58), withThreads(2));
 }
 
 TEST(CodegenContraction, ConvStridesDilationsGroupsAndOneD) {

@@ -2,7 +2,9 @@
 // through the public conv2d where the shape passes its gate (so that the dispatch is exercised
 // too) and called directly for small shapes, against a direct double-precision loop written here. Shapes cover even and odd output sizes (partial tiles at
 // the bottom and right), pads 0, 1 and 2 on each side independently, batch 1 and 3, channel
-// counts that are not multiples of 16, blocks of tile rows, and 1 and 2 threads.
+// counts that are not multiples of 16, blocks of tile rows, and 1 and 2 threads. Weights
+// transformed ahead (KILN_CONV_WEIGHTS_WINOGRAD, packWinogradWeights: what the runtime does at
+// load) must give the very same output as weights transformed by the call.
 //
 // Tolerance: F(2,3) is about as accurate as a direct fp32 sum (shared/notes/cpu-kernels.md,
 // section 3: max error ~3-8e-7 of max |y| for C = 64..512), so every element must be within
@@ -29,6 +31,7 @@ struct WinogradCase {
   int64_t padTop = 1, padLeft = 1, padBottom = 1, padRight = 1;
   int threads = 1;
   bool mustDispatch = false; // the shape must pass conv2d's gate
+  bool packedWeights = false; // hand conv2d the weights transformed ahead
 };
 
 /// Adds offset(image, row, col) to each element it sees and counts its calls.
@@ -79,13 +82,38 @@ void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
   // Shapes the gate sends to Winograd go through conv2d; smaller ones (partial tiles, odd pads
   // at sizes whose reference loop is quick) call the Winograd path directly.
   const bool dispatched = kiln::runtime::kernels::detail::useWinograd(&rt, args);
+  EXPECT_EQ(kiln::runtime::kernels::convUsesWinograd(args), dispatched);
   if (tc.mustDispatch) {
     ASSERT_TRUE(dispatched) << "the case misses the Winograd path";
   }
-  if (dispatched)
-    kiln::runtime::kernels::conv2d(&rt, &args);
-  else
-    kiln::runtime::kernels::detail::winogradConv(&rt, args);
+  auto runPlain = [&](kiln_conv2d_args plain) {
+    if (dispatched)
+      kiln::runtime::kernels::conv2d(&rt, &plain);
+    else
+      kiln::runtime::kernels::detail::winogradConv(&rt, plain);
+  };
+  if (tc.packedWeights) {
+    // conv2d takes transformed weights to its Winograd path whatever its gate says, and must
+    // produce what the per-call transform produces, bit for bit.
+    std::vector<float> transformed(static_cast<size_t>(kiln::runtime::kernels::winogradWeightFloats(tc.k, tc.c)));
+    kiln::runtime::kernels::packWinogradWeights(w.data(), tc.k, tc.c, transformed.data());
+    kiln_conv2d_args packed = args;
+    packed.weights = transformed.data();
+    packed.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD;
+    kiln::runtime::kernels::conv2d(&rt, &packed);
+    std::vector<float> plainY(y.size(), 12345.0f);
+    std::vector<int> plainCalls(y.size(), 0);
+    CountingEpilogue plainEpilogue{&plainCalls, tc.k, oh * ow};
+    kiln_conv2d_args plain = args;
+    plain.y = plainY.data(), plain.epilogue_ctx = &plainEpilogue;
+    runPlain(plain);
+    size_t differing = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      differing += y[i] != plainY[i];
+    EXPECT_EQ(differing, 0u) << "elements that differ from the per-call transform's";
+  } else {
+    runPlain(args);
+  }
 
   std::vector<double> expected(y.size());
   double largest = 0;
@@ -159,6 +187,45 @@ TEST(Conv2dWinograd, BlocksOfTileRowsAndChannelParts) {
   // Whole blocks per thread: small weights are transformed by each thread into its own U
   // (above), large ones (80 x 72) once, split over the threads, and shared.
   checkWinograd({2, 80, 30, 30, 72, 1, 1, 1, 1, 2});
+}
+
+TEST(Conv2dWinograd, WeightsTransformedAhead) {
+  WinogradCase below{1, 17, 9, 9, 19}; // below the gate: conv2d goes by the layout alone
+  below.packedWeights = true;
+  checkWinograd(below);
+  // One block, two and three threads: each computes a part of the output channels.
+  WinogradCase parts{1, 64, 14, 14, 72, 1, 1, 1, 1, 2, true, true};
+  checkWinograd(parts);
+  parts.threads = 3;
+  checkWinograd(parts);
+  // Whole blocks per thread, with weights small enough that a per-call transform gives each
+  // thread its own U, and large ones that it shares.
+  checkWinograd({2, 16, 30, 30, 16, 1, 1, 1, 1, 2, false, true});
+  checkWinograd({2, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
+  // Batch 3, odd output, asymmetric pads, channels not multiples of 16.
+  checkWinograd({3, 33, 13, 12, 35, 2, 1, 2, 0, 2, true, true});
+}
+
+TEST(Conv2dWinograd, TransformedWeightsOnlyForWinogradShapes) {
+  // A layout the convolution cannot have is invalid arguments: conv2d leaves y alone.
+  kiln_conv2d_args args{};
+  args.n = 1, args.c = 16, args.h = 8, args.w = 8, args.k = 16, args.r = 1, args.s = 1, args.oh = 8, args.ow = 8;
+  args.stride_h = args.stride_w = 1, args.dilation_h = args.dilation_w = 1, args.groups = 1;
+  std::vector<float> x(16 * 64, 1.0f), w(16 * 16 * 9, 1.0f), y(16 * 64, 7.0f);
+  args.x = x.data(), args.weights = w.data(), args.y = y.data();
+  args.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD;
+  kiln_rt rt = makeRuntime(1);
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), static_cast<long>(y.size())) << "a 1x1 convolution";
+  args.r = args.s = 3, args.pad_top = args.pad_left = 1, args.stride_w = 2, args.ow = 4;
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), static_cast<long>(y.size())) << "stride 2";
+  args.stride_w = 1, args.ow = 8, args.weights_layout = 2;
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), static_cast<long>(y.size())) << "an unknown layout";
+  args.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), 0) << "the same arguments, plain weights";
 }
 
 TEST(Conv2dWinograd, ConvolutionsThatPassTheGate) {

@@ -315,7 +315,7 @@ struct TinyModel {
   kiln_launch launch{copyKernel, "k0_copy", 0, 2};
   kiln_model_desc desc{KILN_ABI_VERSION, 1,       1,       0,           1, &input,
                        &output,          nullptr, &launch, refs.data(), 0, nullptr, 0, nullptr};
-  kiln_weight_packing packing{0, 1, 64, 64, 1};
+  kiln_weight_packing packing{0, KILN_PACK_GEMM_B_PANELS, 1, 64, 64, 1};
 
   TinyModel() = default;
   TinyModel(const TinyModel &) = delete; // desc points into this object
@@ -391,6 +391,19 @@ TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
   model.packing.k = 2, model.packing.stride_k = 0, model.packing.stride_n = 2;
   auto loadTwoRows = [&] { Executable::fromDescription(model.desc, {Tensor(DType::F32, {128})}, {}, "tiny"); };
   EXPECT_EQ(errorOf(loadTwoRows), "tiny: weight packing 0 (2 x 64, strides 0, 2) does not fit weight 'w' (f32[128])");
+  // A convolution's Winograd transform reads exactly a k x n x 3 x 3 weight.
+  model.packing = {0, KILN_PACK_CONV_WINOGRAD, 2, 64, 0, 0};
+  EXPECT_EQ(errorOf(loadTwoRows),
+            "tiny: weight packing 0 (Winograd, 2 x 64 x 3 x 3) does not fit weight 'w' (f32[128])");
+  int64_t convShape[4] = {2, 64, 3, 3};
+  model.weight.rank = 4, model.weight.shape = convShape;
+  auto loadConv = [&] { Executable::fromDescription(model.desc, {Tensor(DType::F32, {2, 64, 3, 3})}, {}, "tiny"); };
+  EXPECT_EQ(errorOf(loadConv), "");
+  model.packing.n = 32;
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (Winograd, 2 x 32 x 3 x 3) does not fit weight 'w' "
+                               "(f32[2,64,3,3])");
+  model.packing.kind = 7;
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 has unknown kind 7");
 }
 
 TEST(ExecutableTest, MalformedDescriptionsAreErrors) {
