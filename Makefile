@@ -86,9 +86,9 @@ clean:
 # `make bench`: kiln beside ONNX Runtime and PyTorch eager at 1 and 2 threads on the seed
 # workloads, then SGEMM against OpenBLAS, ResNet-50's compile time, and one training step
 # against PyTorch eager (mlp, lenet5, nn ResNet-18 b8 with BatchNorm, bert_mini; kiln-train-bench
-# and kiln-run --train); writes bench/results.md (about 20-25 minutes). `make bench BENCH_NAMES=mlp_b1024,lenet5_b64` for a quick one.
+# and kiln-run --train); writes bench/results.md (about 15 minutes: 5 inference rounds, 3 training). `make bench BENCH_NAMES=mlp_b1024,lenet5_b64` for a quick one.
 BENCH_NAMES ?= mlp_b1024,lenet5_b64,resnet18_b1,resnet18_b8,resnet50_b1,vgg16_b1,bert_mini_s128_b8,bert_base_s128
-BENCH_ROUNDS ?= 3
+BENCH_ROUNDS ?= 5
 .PHONY: bench
 bench: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target kiln-run kiln-gemm-bench kiln-train-bench

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """kiln side by side with ONNX Runtime and PyTorch eager, in one run; writes bench/results.md.
 
-usage: bench.py [--names A,B] [--train-names A,B] [--threads 1,2] [--rounds R] [--seeds DIR]
+usage: bench.py [--names A,B] [--train-names A,B] [--threads 1,2] [--rounds R] [--train-rounds R]
+                [--seeds DIR]
                 [--kiln-bin DIR] [--peers DIR] [--node-modules DIR] [--out FILE]
                 [--no-infer] [--no-train] [--no-sgemm] [--no-compile]
 
 For each workload and thread count the three engines run interleaved in rounds (kiln, ORT,
 PyTorch, then again), each in its own process with its own warm-up; a figure is the median of
 the per-round medians, so a burst of load from other jobs on a shared machine skews one round
-rather than one engine. Then training steps (forward, loss = mean of the output, backward, SGD
+rather than one engine. Five inference rounds by default: on the shared 2-core machines a slow
+spell of the second core lasts seconds, a whole round, and with three rounds two such rounds
+of one engine decided a ratio whose true margin was 5-9% (ResNet-50 at 2 threads: kiln 39.1,
+45.2, 53.7 ms against ORT 41.1, 43.8, 41.9). Then training steps (forward, loss = mean of the output, backward, SGD
 lr 1e-3), kiln against PyTorch eager (the peers' torch_bench.py), interleaved the same way:
 ONNX workloads through `kiln-run MODEL --train mean`, resnet18_bN through kiln-train-bench,
 which builds ResNet-18 with kiln's nn API with BatchNorm in training mode as PyTorch's model
@@ -304,7 +308,8 @@ def main():
     parser.add_argument("--train-names", default=",".join(TRAIN_WORKLOADS),
                         help="training workloads (resnet18_bN: built with kiln's nn API)")
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="inference rounds")
+    parser.add_argument("--train-rounds", type=int, default=3, help="training rounds")
     parser.add_argument("--seeds", default=os.path.join(repo, "build", "seeds"))
     parser.add_argument("--kiln-bin", default=os.path.join(repo, "build"))
     parser.add_argument("--peers", default=os.environ.get("KILN_PEERS_DIR", os.path.join(repo, "..", "shared", "peers")))
@@ -331,7 +336,7 @@ def main():
     load_before = os.getloadavg()[0]
 
     rows = measure_inference(engines, names, threads_list, args.rounds)
-    train_rows = measure_training(engines, train_names, threads_list, args.rounds)
+    train_rows = measure_training(engines, train_names, threads_list, args.train_rounds)
 
     sgemm = []
     if not args.no_sgemm:
@@ -352,8 +357,8 @@ def main():
              f"({(time.time() - started) / 60:.1f} min for this run)",
              f"- machine: {model}, {cores} CPUs{', ' + ' '.join(simd) if simd else ''}; load average "
              f"{load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end (other jobs share the cores)",
-             f"- rounds: {args.rounds} per workload and thread count, engines interleaved; each figure is the "
-             "median of the per-round medians (ms)"]
+             f"- rounds: {args.rounds} per inference workload and thread count ({args.train_rounds} per training "
+             "workload), engines interleaved; each figure is the median of the per-round medians (ms)"]
     if rows:
         lines.append("- kiln: `kiln-run MODEL --threads N --bench R` (compiled model, cached on disk); ORT 1.30: "
                      "`ort_bench.js` (all graph optimisations); PyTorch eager: inference under no_grad "
