@@ -2,8 +2,7 @@
 """kiln side by side with ONNX Runtime and PyTorch eager, in one run; writes bench/results.md.
 
 usage: bench.py [--names A,B] [--train-names A,B] [--threads 1,2] [--rounds R] [--train-rounds R]
-                [--seeds DIR]
-                [--kiln-bin DIR] [--peers DIR] [--node-modules DIR] [--out FILE]
+                [--seeds DIR] [--kiln-bin DIR] [--peers DIR] [--node-modules DIR] [--out FILE]
                 [--no-infer] [--no-train] [--no-sgemm] [--no-compile]
 
 For each workload and thread count the three engines run interleaved in rounds (kiln, ORT,
