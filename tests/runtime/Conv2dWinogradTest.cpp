@@ -202,6 +202,9 @@ TEST(Conv2dWinograd, WeightsTransformedAhead) {
   // thread its own U, and large ones that it shares.
   checkWinograd({2, 16, 30, 30, 16, 1, 1, 1, 1, 2, false, true});
   checkWinograd({2, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
+  // Two blocks on two threads: with U transformed per call the threads split the channels,
+  // with U stored each takes a block.
+  checkWinograd({1, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
   // Batch 3, odd output, asymmetric pads, channels not multiples of 16.
   checkWinograd({3, 33, 13, 12, 35, 2, 1, 2, 0, 2, true, true});
 }
