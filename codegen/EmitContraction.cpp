@@ -210,8 +210,11 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   shape.stride_h = oneD ? 1 : strides[0], shape.stride_w = strides.back();
   shape.dilation_h = oneD ? 1 : dilations[0], shape.dilation_w = dilations.back(), shape.groups = groups;
   const KernelBuffer &weightBuffer = e.plan().buffers.at(static_cast<size_t>(ws.buffer));
-  const bool winogradWeights = !oneD && ws.offset == 0 && e.isSoleWeightOperand(ws.buffer) &&
-                               weightReadOnlyBy(conv) && weightBuffer.type.numElements() == w[0] * w[1] * 9 &&
+  // The transform reads the buffer as plain w[k][c][3][3]: the convolution must read it so.
+  const std::vector<int64_t> plainStrides{w[1] * 9, 9, 3, 1};
+  const bool winogradWeights = !oneD && ws.offset == 0 && ws.strides == plainStrides &&
+                               e.isSoleWeightOperand(ws.buffer) && weightReadOnlyBy(conv) &&
+                               weightBuffer.type.numElements() == w[0] * w[1] * 9 &&
                                runtime::kernels::convUsesWinograd(shape);
   if (winogradWeights)
     out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_WINOGRAD, w[0], w[1], 0, 0});
