@@ -122,6 +122,11 @@ struct kiln_rt {
   void (*pool2d)(const kiln_rt *rt, const kiln_pool2d_args *args);
   void (*conv2d_weight_grad)(const kiln_rt *rt, const kiln_conv2d_weight_grad_args *args);
   void *impl; /* the runtime's own state */
+  /// parallel_for with more chunks than threads (a few per thread), claimed as threads come
+  /// free, each thread starting with its own run of consecutive chunks: for loops whose chunks
+  /// cost nothing extra to cut finer, so that a core running slower for a while does not hold
+  /// the other up at the join. May be NULL (then use parallel_for).
+  void (*parallel_for_balanced)(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx);
 };
 
 /// A generated kernel: `buffers[i]` is the address of its i-th buffer (operands first, then

@@ -11,6 +11,10 @@ void parallelForOnPool(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_f
   static_cast<ThreadPool *>(rt->impl)->parallelFor(n, grain, fn, ctx);
 }
 
+void parallelForBalancedOnPool(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
+  static_cast<ThreadPool *>(rt->impl)->parallelForBalanced(n, grain, fn, ctx);
+}
+
 } // namespace
 
 kiln_rt makeKernelRuntime(ThreadPool &pool) {
@@ -23,6 +27,7 @@ kiln_rt makeKernelRuntime(ThreadPool &pool) {
   rt.pool2d = kernels::pool2d;
   rt.conv2d_weight_grad = kernels::conv2dWeightGrad;
   rt.impl = &pool;
+  rt.parallel_for_balanced = parallelForBalancedOnPool;
   return rt;
 }
 

@@ -9,6 +9,10 @@
 //     in the next): on this machine the two cores are at times on different L3s, and a part
 //     written by the other core then comes at DRAM speed. With one shared counter, which
 //     thread took which chunk depended on the race, and 2-thread layer times were bimodal.
+//     parallelForBalanced cuts up to kChunksPerThread chunks per thread: thread t's run is
+//     the chunks it would own under parallelFor; it runs them in order, then the other runs'
+//     unclaimed chunks from their far ends. On these shared machines one core at times runs
+//     slower for seconds; with one chunk each, the other then waits at every join.
 //  4. The caller closes the job once every joined worker has left; since all chunks were
 //     claimed before that, all have finished, and their writes are visible to the caller
 //     (each worker's leaving decrement releases, the caller's closing CAS acquires).
@@ -59,7 +63,7 @@ ThreadPool::ThreadPool(Options options) : spin_(options.spin) {
   if (threads <= 0)
     threads = static_cast<int>(std::thread::hardware_concurrency());
   numThreads_ = std::clamp(threads, 1, kMaxThreads);
-  claimed_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(numThreads_));
+  claimed_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(numThreads_) * kChunksPerThread);
   workers_.reserve(static_cast<size_t>(numThreads_ - 1));
   for (int i = 1; i < numThreads_; ++i)
     workers_.emplace_back([this, i] { workerLoop(i); });
@@ -90,7 +94,18 @@ std::pair<int64_t, int64_t> ThreadPool::chunkRange(int64_t n, int64_t chunks, in
 bool ThreadPool::inParallelRegion() { return tlInParallelRegion; }
 
 void ThreadPool::parallelFor(int64_t n, int64_t grain, RangeFn fn, void *ctx) {
-  int64_t chunks = numChunks(n, grain);
+  run(n, numChunks(n, grain), false, fn, ctx);
+}
+
+void ThreadPool::parallelForBalanced(int64_t n, int64_t grain, RangeFn fn, void *ctx) {
+  if (n <= 0)
+    return;
+  const int64_t chunks = std::clamp<int64_t>(n / std::max<int64_t>(grain, 1), 1,
+                                             int64_t{numThreads_} * kChunksPerThread);
+  run(n, chunks, chunks > numThreads_, fn, ctx);
+}
+
+void ThreadPool::run(int64_t n, int64_t chunks, bool balanced, RangeFn fn, void *ctx) {
   if (chunks == 0)
     return;
   if (chunks == 1) {
@@ -103,7 +118,7 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, RangeFn fn, void *ctx) {
     return;
   }
 
-  job_ = Job{fn, ctx, n, chunks};
+  job_ = Job{fn, ctx, n, chunks, balanced};
   for (int64_t i = 0; i < chunks; ++i)
     claimed_[static_cast<size_t>(i)].store(false, std::memory_order_relaxed);
   uint64_t seq = (state_.load(std::memory_order_relaxed) >> kSeqShift) + 1; // odd: open
@@ -147,16 +162,31 @@ void ThreadPool::runInline(int64_t n, int64_t chunks, RangeFn fn, void *ctx) {
   }
 }
 
+void ThreadPool::tryChunk(int64_t index) {
+  std::atomic<bool> &claim = claimed_[static_cast<size_t>(index)];
+  // A plain load first: a chunk already taken costs no write to its line.
+  if (claim.load(std::memory_order_relaxed) || claim.exchange(true, std::memory_order_relaxed))
+    return;
+  auto [begin, end] = chunkRange(job_.n, job_.chunks, index);
+  job_.fn(job_.ctx, begin, end);
+}
+
 void ThreadPool::claimAndRunChunks(int home) noexcept {
   const int64_t chunks = job_.chunks;
-  for (int64_t step = 0; step < chunks; ++step) {
-    const int64_t index = (home + step) % chunks;
-    std::atomic<bool> &claim = claimed_[static_cast<size_t>(index)];
-    // A plain load first: a chunk already taken costs no write to its line.
-    if (claim.load(std::memory_order_relaxed) || claim.exchange(true, std::memory_order_relaxed))
-      continue;
-    auto [begin, end] = chunkRange(job_.n, chunks, index);
-    job_.fn(job_.ctx, begin, end);
+  if (!job_.balanced) {
+    for (int64_t step = 0; step < chunks; ++step)
+      tryChunk((home + step) % chunks);
+    return;
+  }
+  // Thread t's run is chunks [t*C/T, (t+1)*C/T): its own in order, then the others' from the
+  // back, where their owners will get last.
+  auto [first, last] = chunkRange(chunks, numThreads_, home);
+  for (int64_t index = first; index < last; ++index)
+    tryChunk(index);
+  for (int step = 1; step < numThreads_; ++step) {
+    auto [otherFirst, otherLast] = chunkRange(chunks, numThreads_, (home + step) % numThreads_);
+    for (int64_t index = otherLast - 1; index >= otherFirst; --index)
+      tryChunk(index);
   }
 }
 

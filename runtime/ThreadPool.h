@@ -11,6 +11,8 @@
 //    and then helps with any chunk nobody has started, so a loop that splits work the same way
 //    as the one before it finds its data in the same core's caches whenever all threads are
 //    awake.
+//  - parallelForBalanced cuts a few chunks per thread, so that a thread come free takes over
+//    the unstarted chunks of a slower one; each still starts with its own run of chunks.
 //  - Idle workers spin for a short while (Options::spin) before they sleep on a condition
 //    variable: a fork and join with a spinning worker costs ~0.1 us here, waking a sleeping
 //    one ~5 us, so back-to-back kernels of one inference never pay the wake-up.
@@ -58,6 +60,15 @@ public:
 
   void parallelFor(int64_t n, int64_t grain, RangeFn fn, void *ctx);
 
+  /// parallelFor with up to kChunksPerThread chunks per thread, claimed as the threads come
+  /// free: each thread runs its own run of consecutive chunks (its share under parallelFor)
+  /// first, in order, then takes the other runs' unstarted chunks from their far ends. The
+  /// chunk boundaries still depend only on (n, grain, numThreads()). For loops whose chunks
+  /// cost nothing extra to cut finer: when one core runs slower for a while (a busy sibling
+  /// on the host), the other takes over part of its share instead of waiting at the join.
+  void parallelForBalanced(int64_t n, int64_t grain, RangeFn fn, void *ctx);
+  static constexpr int kChunksPerThread = 4;
+
   /// The same for a C++ callable `fn(int64_t begin, int64_t end)`.
   template <typename Fn> void parallelFor(int64_t n, int64_t grain, Fn &&fn) {
     using Callable = std::remove_reference_t<Fn>;
@@ -83,7 +94,11 @@ private:
     void *ctx = nullptr;
     int64_t n = 0;
     int64_t chunks = 0;
+    bool balanced = false; // chunks claimed in runs (parallelForBalanced)
   };
+  void run(int64_t n, int64_t chunks, bool balanced, RangeFn fn, void *ctx);
+  /// Runs chunk `index` if nobody has claimed it yet.
+  void tryChunk(int64_t index);
 
   /// `home`: the chunk this worker claims first (see claimAndRunChunks).
   void workerLoop(int home);
@@ -103,7 +118,7 @@ private:
   // finished job, and job_ is rewritten only while no worker is inside it.
   static constexpr int kSeqShift = 16;
   alignas(64) std::atomic<uint64_t> state_{0};
-  std::unique_ptr<std::atomic<bool>[]> claimed_; // per chunk (at most one per thread)
+  std::unique_ptr<std::atomic<bool>[]> claimed_; // per chunk (at most kChunksPerThread per thread)
   alignas(64) std::atomic<bool> busy_{false}; // a caller holds the pool
   Job job_;
   std::atomic<int> sleepers_{0};

@@ -275,6 +275,7 @@ public:
   // The pixels are B: gathered from im2col windows, or for a 1x1 convolution copied from the
   // input.
   bool sharesPackedB() const override { return !pointwise_; }
+  bool canPackB() const override { return true; }
   void packB(int64_t index, float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const override {
     withSources(a_, padded_, pointwise_, index, [&](const detail::PanelSource &, const detail::PanelSource &pixels) {
       pixels.packPanels(dst, k0, kc, x0, cols);

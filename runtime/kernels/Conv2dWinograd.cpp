@@ -35,11 +35,13 @@
 // floats, memory-bound). The gate below was measured with that per-call transform, which is
 // what keeps deep layers at batch 1 off; with U stored, 512 x 512 at 7 x 7 was still no faster.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
+#include "runtime/kernels/GemmMicroKernel.h" // kMaxRows
 #include "runtime/kernels/Simd.h"
 
 namespace kiln::runtime::kernels::detail {
@@ -82,6 +84,8 @@ constexpr int64_t kOwnWeightsMaxFloats = int64_t{1} << 16;
 // won as soon as there is one each: ResNet-50's 3x3 128-channel 28x28 layers (2 blocks) at 2
 // threads, 0.75-0.95 -> 0.68-0.79 ms (6 interleaved runs on Zen 4).
 constexpr int64_t kSplitChannelsBelow = 2, kSplitChannelsBelowWithStoredU = 1;
+// Channel parts per thread when the threads share a block and U is stored.
+constexpr int64_t kFinerChannelParts = 4;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
@@ -107,6 +111,12 @@ struct Plan {
   int64_t kParts;                 // output channels split over this many items of a block
   int64_t stripWidth, stripRows;  // per channel, for the largest block
   int threads;
+  uint64_t call = 0;              // this call's number: a thread's V serves all its parts of a block
+
+  /// The first output channel of channel part `part` (rounded down to whole 6-row GEMM tiles).
+  int64_t channelBoundary(int64_t part) const {
+    return part >= kParts ? a.k : part * a.k / kParts / kMaxRows * kMaxRows;
+  }
 
   int64_t blocks() const { return ceilDiv(a.n, imagesPerBlock) * blocksPerImage; }
   int64_t items() const { return blocks() * kParts; }
@@ -133,8 +143,12 @@ Plan makePlan(const kiln_conv2d_args &a, int threads) {
       a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD ? kSplitChannelsBelowWithStoredU : kSplitChannelsBelow;
   if (threads > 1 && blocks < splitBelow * threads && a.k >= 2 * kEpilogueRows * threads) {
     // Few blocks of a deep layer: the threads share each block, each computing a part of the
-    // output channels (and reading only its part of U); the input transform is repeated.
-    p.kParts = threads;
+    // output channels (and reading only its part of U); the input transform is repeated. With
+    // U stored, in finer parts (each thread transforms a block's input once however many of
+    // its parts it runs) that a thread come free takes over from a slower one.
+    const bool finer = a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD &&
+                       a.k >= 2 * kEpilogueRows * threads * kFinerChannelParts;
+    p.kParts = finer ? threads * kFinerChannelParts : threads;
   } else if (threads > 1 && blocks < 8 * threads && blocks % threads != 0) {
     // Few items: make their count a multiple of the threads so that no thread idles.
     if (p.imagesPerBlock > 1) {
@@ -377,7 +391,7 @@ void runItem(const Plan &p, int64_t item) {
   const int64_t image0 = block / p.blocksPerImage * p.imagesPerBlock;
   const int64_t images = std::min(p.imagesPerBlock, a.n - image0);
   const int64_t tr0 = p.firstRow(block % p.blocksPerImage), tr1 = p.firstRow(block % p.blocksPerImage + 1);
-  const int64_t kLo = kPart * a.k / p.kParts, kHi = (kPart + 1) * a.k / p.kParts;
+  const int64_t kLo = p.channelBoundary(kPart), kHi = p.channelBoundary(kPart + 1);
   if (tr0 >= tr1 || kLo >= kHi || images <= 0)
     return;
   // Tile t of image image0 + i is column i*imageTiles + t of V and M.
@@ -389,12 +403,17 @@ void runItem(const Plan &p, int64_t item) {
   float *m = v + kPoints * a.c * maxTiles;
   float *strip = m + kPoints * a.k * maxTiles;
 
-  // V: channel by channel, through the strip (in L1).
-  for (int64_t c = 0; c < a.c; ++c)
-    for (int64_t i = 0; i < images; ++i) {
-      fillStrip(p, a.x + ((image0 + i) * a.c + c) * a.h * a.w, tr0, tr1, strip);
-      transformInput(p, strip, tr0, tr1, v + c * tiles + i * imageTiles, vPlane);
-    }
+  // V: channel by channel, through the strip (in L1); once per call and block on a thread.
+  thread_local uint64_t transformedCall = 0;
+  thread_local int64_t transformedBlock = -1;
+  if (p.call == 0 || transformedCall != p.call || transformedBlock != block) {
+    for (int64_t c = 0; c < a.c; ++c)
+      for (int64_t i = 0; i < images; ++i) {
+        fillStrip(p, a.x + ((image0 + i) * a.c + c) * a.h * a.w, tr0, tr1, strip);
+        transformInput(p, strip, tr0, tr1, v + c * tiles + i * imageTiles, vPlane);
+      }
+    transformedCall = p.call, transformedBlock = block;
+  }
 
   // M_xi = U_xi * V_xi: U_xi is K x C row-major (read in place), V_xi is C x T.
   for (int64_t xi = 0; xi < kPoints; ++xi) {
@@ -457,8 +476,15 @@ void transformWeightsShare(void *ctx, int64_t begin, int64_t end) {
                      (part + 1) * a.k / t.plan.threads);
 }
 
+void runItemRange(void *ctx, int64_t begin, int64_t end) {
+  for (int64_t item = begin; item < end; ++item)
+    runItem(*static_cast<const Plan *>(ctx), item);
+}
+
 void runItems(const kiln_rt *rt, Plan &plan) {
   if (plan.threads > 1 && plan.items() > 1)
+    parallelForBalanced(rt, plan.items(), 1, runItemRange, &plan);
+  else if (plan.threads > 1 && plan.items() > 1)
     rt->parallel_for(rt, plan.threads, 1, runShare, &plan);
   else
     for (int64_t item = 0; item < plan.items(); ++item)
@@ -486,6 +512,8 @@ bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &a) {
 void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
   const int threads = threadsOf(rt);
   Plan plan = makePlan(a, threads);
+  static std::atomic<uint64_t> calls{0};
+  plan.call = ++calls;
   if (a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD) { // U transformed at load
     plan.u = a.weights;
     runItems(rt, plan);

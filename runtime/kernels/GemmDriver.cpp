@@ -22,6 +22,7 @@
 #include "runtime/kernels/GemmDriver.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "runtime/kernels/GemmMicroKernel.h"
@@ -38,6 +39,8 @@ constexpr int64_t kMc = 192;         // multiple of kMaxRows
 // costs ~5 us here (shared/notes/cpu-kernels.md), 500K multiply-adds at full speed, a spinning
 // one ~0.1 us; OpenBLAS draws the line at 262,144 too.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
+// Parts per thread of a product set cut finer (ThreadPool::kChunksPerThread claims as many).
+constexpr int64_t kPartsPerThread = 4;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
@@ -229,6 +232,10 @@ int threadsOf(const kiln_rt *rt) {
   return rt->num_threads;
 }
 
+void parallelForBalanced(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
+  (rt->parallel_for_balanced ? rt->parallel_for_balanced : rt->parallel_for)(rt, n, grain, fn, ctx);
+}
+
 namespace {
 
 /// Shares of a batch: the products' rows (or columns) cut into units of `unit`, numbered
@@ -294,25 +301,21 @@ Split chooseSplit(const ProductSet &set, int threads) {
   return best;
 }
 
-struct ShareContext {
-  const Split *split;
-  const float *packedB;
-};
-
-void runShares(void *ctx, int64_t begin, int64_t end) {
-  const ShareContext &context = *static_cast<const ShareContext *>(ctx);
-  const Split &split = *context.split;
-  for (int64_t part = begin; part < end; ++part)
-    split.forEachSegment(part, [&](int64_t index, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-      split.set->run(index, r0, r1, c0, c1, context.packedB);
-    });
-}
-
 /// Packs product 0's B whole (Product::packedB): units of one K block by one run of panels.
 struct SharedPacking {
   const ProductSet *set;
   float *dst;
   int64_t kc, panelsPerUnit, unitsPerBlock;
+
+  SharedPacking(const ProductSet &productSet, float *into) : set(&productSet), dst(into) {
+    kc = kBlockDepth(productSet.k);
+    const int64_t panels = ceilDiv(productSet.n, kPanelWidth);
+    panelsPerUnit = ceilDiv(panels, 4);
+    unitsPerBlock = ceilDiv(panels, panelsPerUnit);
+  }
+  int64_t units() const { return ceilDiv(set->k, kc) * unitsPerBlock; }
+  /// Floats of the whole packed B: where a block after the last row of B would start.
+  static size_t floats(const ProductSet &set) { return static_cast<size_t>(sharedPanelOffset(set.n, set.k, 0, 0)); }
 
   static void run(void *ctx, int64_t begin, int64_t end) {
     const SharedPacking &s = *static_cast<const SharedPacking *>(ctx);
@@ -326,6 +329,36 @@ struct SharedPacking {
     }
   }
 };
+
+struct ShareContext {
+  const Split *split;
+  const float *packedB;
+  /// Each thread packs product 0's B whole for itself, once per call, before its first part:
+  /// row parts of a dense B then read it where a thread already has it, whichever parts it
+  /// runs, instead of each packing all of B again.
+  bool ownPackedB = false;
+  uint64_t call = 0;
+};
+
+void runShares(void *ctx, int64_t begin, int64_t end) {
+  const ShareContext &context = *static_cast<const ShareContext *>(ctx);
+  const Split &split = *context.split;
+  const float *packedB = context.packedB;
+  if (context.ownPackedB) {
+    thread_local uint64_t packedFor = 0;
+    float *own = scratch(Scratch::SharedB, SharedPacking::floats(*split.set));
+    if (packedFor != context.call) {
+      SharedPacking packing(*split.set, own);
+      SharedPacking::run(&packing, 0, packing.units());
+      packedFor = context.call;
+    }
+    packedB = own;
+  }
+  for (int64_t part = begin; part < end; ++part)
+    split.forEachSegment(part, [&](int64_t index, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      split.set->run(index, r0, r1, c0, c1, packedB);
+    });
+}
 
 } // namespace
 
@@ -341,17 +374,27 @@ void runProducts(const kiln_rt *rt, const ProductSet &set) {
   }
   Split split = chooseSplit(set, threads);
   ShareContext context{&split, nullptr};
-  if (split.alongRows && !set.swap && set.sharesPackedB() && set.count == 1 && set.k > 0) {
+  const bool wholeB = split.alongRows && !set.swap && set.count == 1 && set.k > 0;
+  if (wholeB && set.sharesPackedB()) {
     // Split along rows, every thread would pack all of B for itself; pack it once instead,
     // each thread a part. Into the caller's slot: the workers only read it, and only until
     // this call returns.
-    // Its size: where a block after the last row of B would start.
-    float *shared = scratch(Scratch::SharedB, static_cast<size_t>(sharedPanelOffset(set.n, set.k, 0, 0)));
-    const int64_t kc = kBlockDepth(set.k), panels = ceilDiv(set.n, kPanelWidth);
-    const int64_t panelsPerUnit = ceilDiv(panels, 4);
-    SharedPacking packing{&set, shared, kc, panelsPerUnit, ceilDiv(panels, panelsPerUnit)};
-    rt->parallel_for(rt, ceilDiv(set.k, kc) * packing.unitsPerBlock, 1, SharedPacking::run, &packing);
+    float *shared = scratch(Scratch::SharedB, SharedPacking::floats(set));
+    SharedPacking packing(set, shared);
+    rt->parallel_for(rt, packing.units(), 1, SharedPacking::run, &packing);
     context.packedB = shared;
+  } else if (wholeB && set.canPackB()) {
+    static std::atomic<uint64_t> calls{0};
+    context.ownPackedB = true;
+    context.call = ++calls;
+  }
+  // Parts finer than one per thread, claimed as the threads come free, where cutting finer
+  // repeats no work: column parts pack only their own columns of B, and row parts read a B
+  // packed once, for all threads or by each thread for itself.
+  if (!set.swap && (!split.alongRows || context.packedB || context.ownPackedB)) {
+    split.parts = std::min<int64_t>(split.total, int64_t{threads} * kPartsPerThread);
+    parallelForBalanced(rt, split.parts, 1, runShares, &context);
+    return;
   }
   rt->parallel_for(rt, split.parts, 1, runShares, &context);
 }

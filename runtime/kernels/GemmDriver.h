@@ -56,8 +56,10 @@ public:
   /// fast that reading the other core's half of a shared copy cost more than packing one's own
   /// (1x1 2048->512 of 7x7 pixels: 0.48 -> 0.51 ms).
   virtual bool sharesPackedB() const { return false; }
+  /// Whether packB works for these products (it must when sharesPackedB()).
+  virtual bool canPackB() const { return sharesPackedB(); }
   /// Packs rows [k0, k0 + kc) x columns [x0, x0 + cols) of product `index`'s B into panels
-  /// (PanelSource::packPanels). Only called when sharesPackedB().
+  /// (PanelSource::packPanels). Only called when canPackB().
   virtual void packB(int64_t index, float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const {
     (void)index, (void)dst, (void)k0, (void)kc, (void)x0, (void)cols;
   }
@@ -69,11 +71,16 @@ public:
 /// Runs all products of the set, split evenly over rt's threads: one contiguous share per
 /// thread of the (product, row block) or (product, column block) space, whichever divides
 /// more evenly. A single product split along rows whose B is worth sharing (sharesPackedB)
-/// has B packed once, each thread packing a part, before the threads compute. Small batches
-/// run on the calling thread.
+/// has B packed once, each thread packing a part, before the threads compute; one whose B is
+/// not (a dense B) has it packed whole by each thread for itself, once. Shares that cutting
+/// finer repeats no work for (columns, and rows of a B packed whole) go in a few parts per
+/// thread through parallel_for_balanced. Small batches run on the calling thread.
 void runProducts(const kiln_rt *rt, const ProductSet &set);
 
 /// The number of threads a kernel may use on rt (1 when rt has no pool).
 int threadsOf(const kiln_rt *rt);
+
+/// rt's parallel_for_balanced, or its parallel_for when it has none.
+void parallelForBalanced(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx);
 
 } // namespace kiln::runtime::kernels::detail

@@ -1,6 +1,8 @@
 // The thread pool: every index runs exactly once, chunks are equal and respect the grain,
-// work really runs on two threads at once, each thread keeps its own chunk from call to call, nested calls run inline, several callers share one
-// pool, and sleeping workers wake up.
+// work really runs on two threads at once, each thread keeps its own chunk from call to call,
+// nested calls run inline, several callers share one pool, and sleeping workers wake up.
+// parallelForBalanced: finer chunks, each thread's own run first, a slow thread's chunks taken
+// over from the far end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,28 +22,39 @@ namespace {
 
 /// Runs parallelFor(n, grain) and checks that every index in [0, n) ran exactly once, inside
 /// chunks that do not overlap.
-void expectEveryIndexOnce(ThreadPool &pool, int64_t n, int64_t grain) {
+void expectEveryIndexOnce(ThreadPool &pool, int64_t n, int64_t grain, bool balanced = false) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(std::max<int64_t>(n, 0)));
   std::atomic<bool> badRange{false};
-  pool.parallelFor(n, grain, [&](int64_t begin, int64_t end) {
+  auto body = [&](int64_t begin, int64_t end) {
     if (begin < 0 || end > n || begin >= end)
       badRange = true;
     for (int64_t i = begin; i < end && i >= 0 && i < n; ++i)
       hits[static_cast<size_t>(i)].fetch_add(1);
-  });
+  };
+  if (balanced)
+    pool.parallelForBalanced(n, grain, [](void *ctx, int64_t b, int64_t e) { (*static_cast<decltype(body) *>(ctx))(b, e); },
+                             &body);
+  else
+    pool.parallelFor(n, grain, body);
   EXPECT_FALSE(badRange) << "n=" << n << " grain=" << grain;
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i << " of n=" << n;
 }
 
 /// The chunks parallelFor hands out, sorted.
-std::vector<std::pair<int64_t, int64_t>> chunksOf(ThreadPool &pool, int64_t n, int64_t grain) {
+std::vector<std::pair<int64_t, int64_t>> chunksOf(ThreadPool &pool, int64_t n, int64_t grain,
+                                                  bool balanced = false) {
   std::mutex mutex;
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  pool.parallelFor(n, grain, [&](int64_t begin, int64_t end) {
+  auto body = [&](int64_t begin, int64_t end) {
     std::lock_guard<std::mutex> lock(mutex);
     chunks.emplace_back(begin, end);
-  });
+  };
+  if (balanced)
+    pool.parallelForBalanced(n, grain, [](void *ctx, int64_t b, int64_t e) { (*static_cast<decltype(body) *>(ctx))(b, e); },
+                             &body);
+  else
+    pool.parallelFor(n, grain, body);
   std::sort(chunks.begin(), chunks.end());
   return chunks;
 }
@@ -159,6 +172,55 @@ TEST(ThreadPoolTest, EachThreadRunsItsOwnChunkWhenAllTakePart) {
   }
   EXPECT_FALSE(timedOut);
   EXPECT_NE(ranChunk[1], ranChunk[2]);
+}
+
+TEST(ThreadPoolTest, BalancedEveryIndexRunsOnce) {
+  for (int threads : {1, 2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 3, 7, 10, 64, 1000, 1001})
+      for (int64_t grain : {-1, 0, 1, 3, 16, 5000})
+        expectEveryIndexOnce(pool, n, grain, true);
+  }
+}
+
+TEST(ThreadPoolTest, BalancedChunksAreFinerAndStillEqual) {
+  // Up to kChunksPerThread (4) chunks per thread, cut as parallelFor cuts: they depend only on
+  // (n, grain, threads), never on which thread runs them.
+  ThreadPool pool(2);
+  Chunks eight;
+  for (int64_t i = 0; i < 8; ++i)
+    eight.push_back(ThreadPool::chunkRange(100, 8, i));
+  EXPECT_EQ(chunksOf(pool, 100, 1, true), eight);
+  EXPECT_EQ(chunksOf(pool, 5, 1, true), (Chunks{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}}));
+  EXPECT_EQ(chunksOf(pool, 10, 4, true), (Chunks{{0, 5}, {5, 10}}));
+  EXPECT_EQ(chunksOf(pool, 1, 1, true), (Chunks{{0, 1}}));
+}
+
+TEST(ThreadPoolTest, BalancedChunksOfASlowThreadAreTakenOver) {
+  // The worker's chunks take 30 ms, the caller's no time: the caller runs its own run (chunks
+  // 0-3) in order, then the worker's unstarted ones from the far end (7, 6, ...). The worker
+  // gets to at most a couple in that time.
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mutex;
+  std::vector<int64_t> callerRan, workerRan;
+  auto body = [&](int64_t begin, int64_t) {
+    const bool onCaller = std::this_thread::get_id() == caller;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      (onCaller ? callerRan : workerRan).push_back(begin);
+    }
+    if (!onCaller)
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  };
+  pool.parallelForBalanced(8, 1, [](void *ctx, int64_t b, int64_t e) { (*static_cast<decltype(body) *>(ctx))(b, e); },
+                           &body);
+  ASSERT_GE(callerRan.size(), 6u) << "the caller took over the slow worker's chunks";
+  EXPECT_EQ(callerRan.size() + workerRan.size(), 8u);
+  EXPECT_EQ(std::vector<int64_t>(callerRan.begin(), callerRan.begin() + 4), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(std::is_sorted(callerRan.begin() + 4, callerRan.end(), std::greater<int64_t>()))
+      << "the others' chunks from the far end";
+  EXPECT_EQ(callerRan[4], 7);
 }
 
 TEST(ThreadPoolTest, NestedCallsRunInline) {
