@@ -481,11 +481,11 @@ void runItemRange(void *ctx, int64_t begin, int64_t end) {
     runItem(*static_cast<const Plan *>(ctx), item);
 }
 
+/// All items, in parts claimed as the threads come free (items never repeat each other's
+/// work: a thread's V serves all of its channel parts of a block).
 void runItems(const kiln_rt *rt, Plan &plan) {
   if (plan.threads > 1 && plan.items() > 1)
     parallelForBalanced(rt, plan.items(), 1, runItemRange, &plan);
-  else if (plan.threads > 1 && plan.items() > 1)
-    rt->parallel_for(rt, plan.threads, 1, runShare, &plan);
   else
     for (int64_t item = 0; item < plan.items(); ++item)
       runItem(plan, item);
