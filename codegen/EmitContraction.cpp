@@ -201,14 +201,17 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
                      return coords;
                    });
   const StridedAccess &xs = stage.anchorOperands[0], &ws = stage.anchorOperands[1];
-  // Weights only this convolution reads, of a layer the runtime computes with Winograd, are
-  // transformed once at load rather than on every call (ResNet-50's 3x3 256-channel layers
-  // spent ~0.25 ms of ~1.5 on it at one thread).
+  // The arguments as the generated call sets them (pointers aside), also what the runtime's
+  // Winograd gate reads.
   kiln_conv2d_args shape{};
   shape.n = x[0], shape.c = x[1], shape.h = oneD ? 1 : x[2], shape.w = x.back();
   shape.k = w[0], shape.r = oneD ? 1 : w[2], shape.s = w.back(), shape.oh = oneD ? 1 : y[2], shape.ow = ow;
   shape.stride_h = oneD ? 1 : strides[0], shape.stride_w = strides.back();
+  shape.pad_top = oneD ? 0 : pads[0], shape.pad_left = pads[spatial - 1];
   shape.dilation_h = oneD ? 1 : dilations[0], shape.dilation_w = dilations.back(), shape.groups = groups;
+  // Weights only this convolution reads, of a layer the runtime computes with Winograd, are
+  // transformed once at load rather than on every call (ResNet-50's 3x3 256-channel layers
+  // spent ~0.25 ms of ~1.5 on it at one thread).
   const KernelBuffer &weightBuffer = e.plan().buffers.at(static_cast<size_t>(ws.buffer));
   // The transform reads the buffer as plain w[k][c][3][3]: the convolution must read it so.
   const std::vector<int64_t> plainStrides{w[1] * 9, 9, 3, 1};
@@ -219,13 +222,13 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   if (winogradWeights)
     out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_WINOGRAD, w[0], w[1], 0, 0});
   std::string text = "{\n  kiln_conv2d_args g;\n  memset(&g, 0, sizeof g);\n";
-  text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", x[0], x[1], oneD ? 1 : x[2], x.back());
-  text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", w[0], oneD ? 1 : w[2], w.back(),
-                      oneD ? 1 : y[2], ow);
-  text += fmt::format("  g.stride_h = {}; g.stride_w = {}; g.pad_top = {}; g.pad_left = {};\n",
-                      oneD ? 1 : strides[0], strides.back(), oneD ? 0 : pads[0], pads[spatial - 1]);
-  text += fmt::format("  g.dilation_h = {}; g.dilation_w = {}; g.groups = {};\n", oneD ? 1 : dilations[0],
-                      dilations.back(), groups);
+  text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", shape.n, shape.c, shape.h, shape.w);
+  text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", shape.k, shape.r, shape.s, shape.oh,
+                      shape.ow);
+  text += fmt::format("  g.stride_h = {}; g.stride_w = {}; g.pad_top = {}; g.pad_left = {};\n", shape.stride_h,
+                      shape.stride_w, shape.pad_top, shape.pad_left);
+  text += fmt::format("  g.dilation_h = {}; g.dilation_w = {}; g.groups = {};\n", shape.dilation_h,
+                      shape.dilation_w, shape.groups);
   text += fmt::format("  g.x = (const float *){} + {};\n", e.kernelAddress(xs.buffer), xs.offset);
   text += fmt::format("  g.weights = (const float *){} + {};\n", e.kernelAddress(ws.buffer), ws.offset);
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
