@@ -26,10 +26,9 @@ bool validConv(const kiln_conv2d_args &a) {
   if (a.stride_h < 1 || a.stride_w < 1 || a.dilation_h < 1 || a.dilation_w < 1 || a.pad_top < 0 ||
       a.pad_left < 0 || a.groups < 1 || a.c % a.groups != 0 || a.k % a.groups != 0)
     return false;
-  // Winograd's transformed weights exist only for 3x3, stride-1, undilated, one-group layers.
+  // Winograd's transformed weights exist only for the convolutions Winograd computes.
   if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
-      (a.weights_layout != KILN_CONV_WEIGHTS_WINOGRAD || a.r != 3 || a.s != 3 || a.stride_h != 1 ||
-       a.stride_w != 1 || a.dilation_h != 1 || a.dilation_w != 1 || a.groups != 1))
+      (a.weights_layout != KILN_CONV_WEIGHTS_WINOGRAD || !winogradShape(a)))
     return false;
   return a.x && a.weights && a.y;
 }

@@ -32,8 +32,12 @@ void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const Padded
 
 // Winograd F(2x2, 3x3) (Conv2dWinograd.cpp).
 
-/// Whether conv2d runs these (valid) arguments with winogradConv: 3x3, stride 1, dilation 1,
-/// one group, and enough channels and pixels for the transforms to pay.
+/// Whether the convolution is one Winograd F(2x2, 3x3) computes at all: 3x3, stride 1,
+/// dilation 1, one group. Only such convolutions may come with transformed weights.
+bool winogradShape(const kiln_conv2d_args &args);
+
+/// Whether conv2d runs these (valid) arguments with winogradConv: winogradShape, and enough
+/// channels and pixels for the transforms to pay.
 bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &args);
 
 /// 3x3 stride-1 convolution by Winograd F(2x2, 3x3), parallel over (image, tile-row block) on

@@ -493,10 +493,14 @@ void runItems(const kiln_rt *rt, Plan &plan) {
 
 } // namespace
 
+bool winogradShape(const kiln_conv2d_args &a) {
+  return a.r == 3 && a.s == 3 && a.stride_h == 1 && a.stride_w == 1 && a.dilation_h == 1 && a.dilation_w == 1 &&
+         a.groups == 1;
+}
+
 bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &a) {
   (void)rt; // the measured gains do not yet justify a gate per thread count
-  if (a.r != 3 || a.s != 3 || a.stride_h != 1 || a.stride_w != 1 || a.dilation_h != 1 || a.dilation_w != 1 ||
-      a.groups != 1)
+  if (!winogradShape(a))
     return false;
   if (a.c < kMinChannels || a.k < kMinChannels || a.oh < kMinSide || a.ow < kMinSide)
     return false;
