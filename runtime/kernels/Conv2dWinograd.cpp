@@ -35,7 +35,6 @@
 // floats, memory-bound). The gate below was measured with that per-call transform, which is
 // what keeps deep layers at batch 1 off; with U stored, 512 x 512 at 7 x 7 was still no faster.
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -111,7 +110,7 @@ struct Plan {
   int64_t kParts;                 // output channels split over this many items of a block
   int64_t stripWidth, stripRows;  // per channel, for the largest block
   int threads;
-  uint64_t call = 0;              // this call's number: a thread's V serves all its parts of a block
+  uint64_t call = 0;              // nextCallNumber(): a thread's V serves all its parts of a block
 
   /// The first output channel of channel part `part` (rounded down to whole 6-row GEMM tiles).
   int64_t channelBoundary(int64_t part) const {
@@ -406,7 +405,7 @@ void runItem(const Plan &p, int64_t item) {
   // V: channel by channel, through the strip (in L1); once per call and block on a thread.
   thread_local uint64_t transformedCall = 0;
   thread_local int64_t transformedBlock = -1;
-  if (p.call == 0 || transformedCall != p.call || transformedBlock != block) {
+  if (transformedCall != p.call || transformedBlock != block) {
     for (int64_t c = 0; c < a.c; ++c)
       for (int64_t i = 0; i < images; ++i) {
         fillStrip(p, a.x + ((image0 + i) * a.c + c) * a.h * a.w, tr0, tr1, strip);
@@ -516,8 +515,7 @@ bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &a) {
 void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
   const int threads = threadsOf(rt);
   Plan plan = makePlan(a, threads);
-  static std::atomic<uint64_t> calls{0};
-  plan.call = ++calls;
+  plan.call = nextCallNumber();
   if (a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD) { // U transformed at load
     plan.u = a.weights;
     runItems(rt, plan);

@@ -232,6 +232,11 @@ int threadsOf(const kiln_rt *rt) {
   return rt->num_threads;
 }
 
+uint64_t nextCallNumber() {
+  static std::atomic<uint64_t> calls{0};
+  return ++calls;
+}
+
 void parallelForBalanced(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
   (rt->parallel_for_balanced ? rt->parallel_for_balanced : rt->parallel_for)(rt, n, grain, fn, ctx);
 }
@@ -333,24 +338,23 @@ struct SharedPacking {
 struct ShareContext {
   const Split *split;
   const float *packedB;
-  /// Each thread packs product 0's B whole for itself, once per call, before its first part:
-  /// row parts of a dense B then read it where a thread already has it, whichever parts it
-  /// runs, instead of each packing all of B again.
-  bool ownPackedB = false;
-  uint64_t call = 0;
+  /// When not 0 (the call's nextCallNumber), each thread packs product 0's B whole for itself,
+  /// once per call, before its first part: row parts of a dense B then read it where a thread
+  /// already has it, whichever parts it runs, instead of each packing all of B again.
+  uint64_t ownPackedBCall = 0;
 };
 
 void runShares(void *ctx, int64_t begin, int64_t end) {
   const ShareContext &context = *static_cast<const ShareContext *>(ctx);
   const Split &split = *context.split;
   const float *packedB = context.packedB;
-  if (context.ownPackedB) {
+  if (context.ownPackedBCall) {
     thread_local uint64_t packedFor = 0;
     float *own = scratch(Scratch::SharedB, SharedPacking::floats(*split.set));
-    if (packedFor != context.call) {
+    if (packedFor != context.ownPackedBCall) {
       SharedPacking packing(*split.set, own);
       SharedPacking::run(&packing, 0, packing.units());
-      packedFor = context.call;
+      packedFor = context.ownPackedBCall;
     }
     packedB = own;
   }
@@ -384,14 +388,12 @@ void runProducts(const kiln_rt *rt, const ProductSet &set) {
     rt->parallel_for(rt, packing.units(), 1, SharedPacking::run, &packing);
     context.packedB = shared;
   } else if (wholeB && set.canPackB()) {
-    static std::atomic<uint64_t> calls{0};
-    context.ownPackedB = true;
-    context.call = ++calls;
+    context.ownPackedBCall = nextCallNumber();
   }
   // Parts finer than one per thread, claimed as the threads come free, where cutting finer
   // repeats no work: column parts pack only their own columns of B, and row parts read a B
   // packed once, for all threads or by each thread for itself.
-  if (!set.swap && (!split.alongRows || context.packedB || context.ownPackedB)) {
+  if (!set.swap && (!split.alongRows || context.packedB || context.ownPackedBCall)) {
     split.parts = std::min<int64_t>(split.total, int64_t{threads} * kPartsPerThread);
     parallelForBalanced(rt, split.parts, 1, runShares, &context);
     return;

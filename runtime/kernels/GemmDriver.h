@@ -80,6 +80,11 @@ void runProducts(const kiln_rt *rt, const ProductSet &set);
 /// The number of threads a kernel may use on rt (1 when rt has no pool).
 int threadsOf(const kiln_rt *rt);
 
+/// A number no earlier call got (never 0): what per-thread work done once per kernel call (a
+/// B packed whole, a Winograd input transform) is keyed on, whichever of the call's parts a
+/// thread runs.
+uint64_t nextCallNumber();
+
 /// rt's parallel_for_balanced, or its parallel_for when it has none.
 void parallelForBalanced(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx);
 
