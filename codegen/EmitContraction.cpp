@@ -215,12 +215,13 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const KernelBuffer &weightBuffer = e.plan().buffers.at(static_cast<size_t>(ws.buffer));
   // The transform reads the buffer as plain w[k][c][3][3]: the convolution must read it so.
   const std::vector<int64_t> plainStrides{w[1] * 9, 9, 3, 1};
+  const int winogradTile = runtime::kernels::convWinogradTile(shape);
   const bool winogradWeights = !oneD && ws.offset == 0 && ws.strides == plainStrides &&
                                e.isSoleWeightOperand(ws.buffer) && weightReadOnlyBy(conv) &&
-                               weightBuffer.type.numElements() == w[0] * w[1] * 9 &&
-                               runtime::kernels::convUsesWinograd(shape);
+                               weightBuffer.type.numElements() == w[0] * w[1] * 9 && winogradTile != 0;
   if (winogradWeights)
-    out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_WINOGRAD, w[0], w[1], 0, 0});
+    out.packedOperands.push_back(
+        {weightBuffer.index, winogradTile == 4 ? KILN_PACK_CONV_WINOGRAD_F4 : KILN_PACK_CONV_WINOGRAD_F2, w[0], w[1], 0, 0});
   std::string text = "{\n  kiln_conv2d_args g;\n  memset(&g, 0, sizeof g);\n";
   text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", shape.n, shape.c, shape.h, shape.w);
   text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", shape.k, shape.r, shape.s, shape.oh,
@@ -233,7 +234,7 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.weights = (const float *){} + {};\n", e.kernelAddress(ws.buffer), ws.offset);
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
   if (winogradWeights)
-    text += "  g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD;\n";
+    text += fmt::format("  g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F{};\n", winogradTile);
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n  rt->conv2d(rt, &g);\n}}",
                       epilogue);
   out.body.push_back(text);

@@ -79,8 +79,8 @@ struct Unit {
 
 /// An operand a kernel reads repacked (kiln_weight_packing): for KILN_PACK_GEMM_B_PANELS, in
 /// gemm's prepacked B layout, runtime::kernels::packGemmB(data, k, n, strideK, strideN); for
-/// KILN_PACK_CONV_WINOGRAD, as conv2d's transformed weights of a k x n x 3 x 3 convolution,
-/// runtime::kernels::packWinogradWeights(data, k, n).
+/// KILN_PACK_CONV_WINOGRAD_F2 and _F4, as conv2d's transformed weights of a k x n x 3 x 3
+/// convolution, runtime::kernels::packWinogradWeights(data, k, n, 2 or 4).
 struct PackedWeight {
   int operand = 0;
   int32_t kind = 0; // kiln_weight_packing_kind

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 4
+#define KILN_ABI_VERSION 5
 
 typedef struct kiln_rt kiln_rt;
 
@@ -65,11 +65,14 @@ typedef struct kiln_gemm_args {
 enum kiln_conv_weights_layout {
   /// w[k][c/groups][r][s]
   KILN_CONV_WEIGHTS_PLAIN = 0,
-  /// The Winograd transform of a 3x3, stride-1, undilated, one-group convolution's weights, as
-  /// the runtime's conv2d reads them: the weights of convolutions that conv2d computes with
-  /// Winograd (kiln::runtime::kernels::convUsesWinograd) and that only one kernel reads are
-  /// transformed so once, at load (kiln_weight_packing), instead of on every call.
-  KILN_CONV_WEIGHTS_WINOGRAD = 1
+  /// The Winograd F(2x2, 3x3) transform of a 3x3, stride-1, undilated, one-group
+  /// convolution's weights, as the runtime's conv2d reads them: the weights of convolutions
+  /// that conv2d computes with Winograd (kiln::runtime::kernels::convWinogradTile) and that
+  /// only one kernel reads are transformed so once, at load (kiln_weight_packing), instead of
+  /// on every call.
+  KILN_CONV_WEIGHTS_WINOGRAD_F2 = 1,
+  /// The same for Winograd F(4x4, 3x3).
+  KILN_CONV_WEIGHTS_WINOGRAD_F4 = 2
 };
 
 /// 2-D convolution, NCHW input x[n][c][h][w], weights w[k][c/groups][r][s], output
@@ -162,9 +165,11 @@ enum kiln_weight_packing_kind {
   /// gemm's prepacked B (KILN_GEMM_B_PANELS):
   /// packed[(j/64)*64*k + i*64 + j%64] = plain[i*stride_k + j*stride_n], n a multiple of 64.
   KILN_PACK_GEMM_B_PANELS = 0,
-  /// conv2d's KILN_CONV_WEIGHTS_WINOGRAD, from plain weights w[k][n][3][3] (k output channels,
-  /// n input channels; the strides are unused).
-  KILN_PACK_CONV_WINOGRAD = 1
+  /// conv2d's KILN_CONV_WEIGHTS_WINOGRAD_F2, from plain weights w[k][n][3][3] (k output
+  /// channels, n input channels; the strides are unused).
+  KILN_PACK_CONV_WINOGRAD_F2 = 1,
+  /// conv2d's KILN_CONV_WEIGHTS_WINOGRAD_F4, likewise.
+  KILN_PACK_CONV_WINOGRAD_F4 = 2
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

@@ -5,6 +5,10 @@
 //   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
 //       ResNet-50's common convolutions and two depthwise ones, batch 1 (--only: those whose
 //       name contains TEXT, e.g. "3x3/2", so that a profiler sees one layer)
+//   kiln-gemm-bench --winograd [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
+//       the 3x3 stride-1 layers of ResNet-18/50 (batch 1 and 8) and VGG16 by Winograd F(2x2, 3x3)
+//       and F(4x4, 3x3), weights transformed ahead as compiled models have them, and which of
+//       the two conv2d's gate picks (the data behind the gate's table in Conv2dWinograd.cpp)
 //
 // Each figure is the median of R timed runs (default: as many as fit in ~0.6 s, at least 5)
 // after one warm-up run. --cold evicts the caches before each run. --cpu-time times the
@@ -117,8 +121,40 @@ void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64
               flops / seconds * 1e-9);
 }
 
+/// One 3x3 stride-1 pad-1 layer by each Winograd variant, its weights transformed ahead.
+void benchWinograd(const kiln_rt &rt, int64_t n, int64_t c, int64_t hw, int64_t k, int reps) {
+  char name[64];
+  std::snprintf(name, sizeof name, "3x3 %lld->%lld %lldx%lld b%lld", static_cast<long long>(c),
+                static_cast<long long>(k), static_cast<long long>(hw), static_cast<long long>(hw),
+                static_cast<long long>(n));
+  if (std::string(name).find(onlyLayers) == std::string::npos)
+    return;
+  kiln_conv2d_args args{};
+  args.n = n, args.c = c, args.h = args.w = hw, args.k = k, args.r = args.s = 3, args.oh = args.ow = hw;
+  args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = 1, args.dilation_h = args.dilation_w = 1;
+  args.groups = 1;
+  std::vector<float> x = randomVector(static_cast<size_t>(n * c * hw * hw), 1);
+  std::vector<float> w = randomVector(static_cast<size_t>(k * c * 9), 2);
+  std::vector<float> y(static_cast<size_t>(n * k * hw * hw));
+  args.x = x.data(), args.y = y.data();
+  const double flops = 2.0 * static_cast<double>(n * k * c * 9 * hw * hw);
+  std::printf("winograd %-26s threads %d", name, rt.num_threads);
+  double seconds[2] = {};
+  for (int tile : {2, 4}) {
+    std::vector<float> u(static_cast<size_t>(kiln::runtime::kernels::winogradWeightFloats(k, c, tile)));
+    kiln::runtime::kernels::packWinogradWeights(w.data(), k, c, tile, u.data());
+    args.weights = u.data();
+    args.weights_layout = tile == 4 ? KILN_CONV_WEIGHTS_WINOGRAD_F4 : KILN_CONV_WEIGHTS_WINOGRAD_F2;
+    seconds[tile / 4] = medianSeconds([&] { kiln::runtime::kernels::conv2d(&rt, &args); }, reps);
+    std::printf("  F%d %7.3f ms %6.1f GFLOP/s", tile, seconds[tile / 4] * 1e3, flops / seconds[tile / 4] * 1e-9);
+  }
+  args.weights = w.data(), args.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
+  std::printf("  F2/F4 %.2f  gate F%d\n", seconds[0] / seconds[1], kiln::runtime::kernels::convWinogradTile(args));
+}
+
 int usage() {
-  std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--conv [--only TEXT]] [SIZES...]\n");
+  std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--conv | --winograd "
+                       "[--only TEXT]] [SIZES...]\n");
   return 2;
 }
 
@@ -126,7 +162,7 @@ int usage() {
 
 int main(int argc, char **argv) {
   int threads = 1, reps = 0;
-  bool conv = false;
+  bool conv = false, winograd = false;
   std::vector<int64_t> sizes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -139,6 +175,8 @@ int main(int argc, char **argv) {
       onlyLayers = argv[++i];
     } else if (arg == "--conv") {
       conv = true;
+    } else if (arg == "--winograd") {
+      winograd = true;
     } else if (arg == "--cold") {
       coldCaches = true;
     } else if (arg == "--cpu-time") {
@@ -161,6 +199,20 @@ int main(int argc, char **argv) {
   kiln::runtime::ThreadPool pool(threads);
   const kiln_rt rt = kiln::runtime::makeKernelRuntime(pool);
 
+  if (winograd) {
+    for (int64_t n : {1, 8}) { // ResNet-18/50 stages 1-4
+      benchWinograd(rt, n, 64, 56, 64, reps);
+      benchWinograd(rt, n, 128, 28, 128, reps);
+      benchWinograd(rt, n, 256, 14, 256, reps);
+      benchWinograd(rt, n, 512, 7, 512, reps);
+    }
+    benchWinograd(rt, 1, 64, 224, 64, reps); // VGG16
+    benchWinograd(rt, 1, 128, 112, 128, reps);
+    benchWinograd(rt, 1, 256, 56, 256, reps);
+    benchWinograd(rt, 1, 512, 28, 512, reps);
+    benchWinograd(rt, 1, 512, 14, 512, reps);
+    return 0;
+  }
   if (conv) {
     benchConv(rt, "3x3 64->64 56x56", 64, 56, 64, 3, 1, reps);
     benchConv(rt, "1x1 256->64 56x56", 256, 56, 64, 1, 1, reps);

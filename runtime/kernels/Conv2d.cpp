@@ -7,7 +7,8 @@
 // from the input, and the padding is written out once per call (padInput) so that the packer
 // is a plain strided copy per output-row segment. 1x1 stride-1 unpadded convolutions read the
 // input as the B matrix itself; one input channel per group goes to the direct depthwise loop;
-// 3x3 stride-1 convolutions with enough channels and pixels go to Winograd F(2x2, 3x3).
+// 3x3 stride-1 convolutions with enough channels and pixels go to Winograd (F(2x2, 3x3) or
+// F(4x4, 3x3)).
 #include <algorithm>
 
 #include "runtime/kernels/Conv2dCommon.h"
@@ -27,8 +28,7 @@ bool validConv(const kiln_conv2d_args &a) {
       a.pad_left < 0 || a.groups < 1 || a.c % a.groups != 0 || a.k % a.groups != 0)
     return false;
   // Winograd's transformed weights exist only for the convolutions Winograd computes.
-  if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
-      (a.weights_layout != KILN_CONV_WEIGHTS_WINOGRAD || !winogradShape(a)))
+  if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN && (!winogradTileOfLayout(a.weights_layout) || !winogradShape(a)))
     return false;
   return a.x && a.weights && a.y;
 }
@@ -301,8 +301,9 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
     return;
   }
   // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.cpp
-  if (a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD || detail::useWinograd(rt, a)) {
-    detail::winogradConv(rt, a);
+  const int stored = detail::winogradTileOfLayout(a.weights_layout);
+  if (const int tile = stored ? stored : detail::winogradTile(a)) {
+    detail::winogradConv(rt, a, tile);
     return;
   }
   const PaddedInput padded = detail::padInput(rt, a);

@@ -30,18 +30,22 @@ PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
 /// channels run together); the epilogue sees each finished plane.
 void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
 
-// Winograd F(2x2, 3x3) (Conv2dWinograd.cpp).
+// Winograd F(M x M, 3x3), M = 2 or 4 (Conv2dWinograd.cpp).
 
-/// Whether the convolution is one Winograd F(2x2, 3x3) computes at all: 3x3, stride 1,
-/// dilation 1, one group. Only such convolutions may come with transformed weights.
+/// Whether the convolution is one Winograd computes at all: 3x3, stride 1, dilation 1, one
+/// group. Only such convolutions may come with transformed weights.
 bool winogradShape(const kiln_conv2d_args &args);
 
-/// Whether conv2d runs these (valid) arguments with winogradConv: winogradShape, and enough
-/// channels and pixels for the transforms to pay.
-bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &args);
+/// The M of the Winograd variant conv2d runs these (valid) arguments with, or 0 for none:
+/// winogradShape, and enough channels and pixels for the transforms to pay.
+int winogradTile(const kiln_conv2d_args &args);
 
-/// 3x3 stride-1 convolution by Winograd F(2x2, 3x3), parallel over (image, tile-row block) on
-/// rt; uses the calling thread's Scratch::Conv for the transformed weights.
-void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &args);
+/// The M of weights in this kiln_conv_weights_layout, 0 for plain weights (or no layout).
+int winogradTileOfLayout(int32_t weightsLayout);
+
+/// 3x3 stride-1 convolution by Winograd F(tile x tile, 3x3), parallel over (image, tile-row
+/// block) on rt; uses the calling thread's Scratch::Conv for the transformed weights unless
+/// they come transformed for this tile (weights_layout).
+void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &args, int tile);
 
 } // namespace kiln::runtime::kernels::detail

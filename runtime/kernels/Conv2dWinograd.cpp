@@ -1,32 +1,41 @@
-// Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (Lavin & Gray, arXiv 1509.09308): each
-// 2 x 2 output tile comes from a 4 x 4 input tile with 16 multiplies per (input, output channel)
-// instead of 36, and the channel sums become 16 GEMMs, one per point xi of the 4 x 4 tile:
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 stride-1 convolutions (Lavin & Gray, arXiv
+// 1509.09308): each M x M output tile comes from an alpha x alpha input tile (alpha = M + 2)
+// with alpha^2 multiplies per (input, output channel) instead of 9 M^2 (16 for 36, or 36 for
+// 144), and the channel sums become alpha^2 GEMMs, one per point xi of the transformed tile:
 //   U_xi (K x C) = (G g G^T)_xi          transformed weights, at load or per call
 //   V_xi (C x T) = (B^T d B)_xi          transformed input tiles
 //   M_xi (K x T) = U_xi * V_xi           the blocked driver, U read in place
 //   y tile       = A^T M A               the output transform
-// with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
-// A^T = [1 1 1 0; 0 1 -1 -1]. F(2,3) is as accurate as direct summation (shared/notes/
-// cpu-kernels.md, section 3: max error / max |y| 4.3e-7 at C = 256 against 1.2-1.9e-6 for a
-// sequential fp32 sum; measured here on ResNet/VGG layers with |N(0,1)| inputs and N(0,1)/
-// sqrt(9C) weights against a double reference: 3.1e-7 (C = 64), 4.8e-7 (256), 6.5-7.7e-7 (512),
-// GEMM path 4.5-6.0e-7). F(4,3) (2-4x the error of direct per the notes) is not implemented.
+// with, for F(2,3), B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5;
+// .5 -.5 .5; 0 0 1], A^T = [1 1 1 0; 0 1 -1 -1], and F(4,3)'s matrices at Rules<4> below. The
+// two variants share everything but the 1-D rules (Rules<M>) and how 16 tiles' values are
+// gathered from and scattered to image rows (tileRowElements, storeTileRow).
+//
+// Accuracy, measured here on ResNet/VGG layers with |N(0,1)| inputs and N(0,1)/sqrt(9C) weights
+// against a double reference, max error / max |y|: F(2,3) 3.2-3.4e-7 (C = 64), 4.4-5.8e-7
+// (128), 5.8-6.8e-7 (256), 6.5-8.1e-7 (512), GEMM path 4.5-6.0e-7, so as accurate as direct
+// summation (shared/notes/cpu-kernels.md, section 3); F(4,3) 3.2-3.8e-6 (64), 4.1-6.4e-6 (128),
+// 6.3-9.3e-6 (256), 1.3e-5 (512), about ten times F(2,3)'s. The gate keeps F(4,3) to at most
+// 256 channels; the seed models still match their float64 results within half the tolerance
+// (ResNet-50 at rtol 5e-5, atol 5e-6: max abs error 2.67e-5, against 1.91e-5 with F(2,3) alone).
 //
 // Work items are blocks of tiles: a range of tile rows of one image, or several whole small
-// images, with at least kMinBlockTiles tiles (each block streams all of U, which for deep
-// layers is far larger than V and M) and otherwise as many as keep V (16 x C x T) and
-// M (16 x K x T) in L2. Items are split evenly over the threads; with fewer blocks than two
-// per thread, the threads instead share every block, each computing a part of the output
+// images, with at least minBlockPixels of output (each block streams all of U, which for deep
+// layers is far larger than V and M) and otherwise as many as keep V (alpha^2 x C x T) and
+// M (alpha^2 x K x T) in L2. Items are split evenly over the threads; with fewer blocks than
+// two per thread, the threads instead share every block, each computing a part of the output
 // channels (and reading only its part of U). Inside an item everything runs on one thread:
 // the input transform reads a zero-padded strip of the block's input rows (one channel at a
-// time, so the strip lives in L1), which handles any padding and the partial tiles at odd
-// OH/OW; the 16 GEMMs run through the blocked driver; the output transform writes only valid
-// output pixels, and the epilogue then sees each image of the block in chunks of 16 channels
-// over the block's contiguous output pixels, each element once, after it is final.
+// time, so the strip lives in L1), which handles any padding and the partial tiles at the
+// bottom and right; the alpha^2 GEMMs run through the blocked driver; the output transform
+// writes only valid output pixels, and the epilogue then sees each image of the block in
+// chunks of 16 channels over the block's contiguous output pixels, each element once, after it
+// is final.
 //
 // U comes transformed when the model's weights are constant and this kernel alone reads them:
-// the runtime transforms them once, at load (KILN_CONV_WEIGHTS_WINOGRAD, packWinogradWeights).
-// ResNet-50's Winograd layers at one thread (Zen 4): 17.6-21.5 ms -> 15.4-17.0; at two threads
+// the runtime transforms them once, at load (KILN_CONV_WEIGHTS_WINOGRAD_F2/_F4,
+// packWinogradWeights).
+// ResNet-50's (then F(2,3)) Winograd layers at one thread (Zen 4): 17.6-21.5 ms -> 15.4-17.0; at two threads
 // no change (each thread then streams its part of the stored U, 16/9 the size of the weights,
 // from memory, about as long as transforming that part took). Otherwise (training, where the
 // weights change) U is recomputed on every call into the calling thread's Scratch::Conv, in
@@ -47,14 +56,19 @@ namespace kiln::runtime::kernels::detail {
 
 namespace {
 
-constexpr int64_t kPoints = 16;      // 4 x 4 transformed tile
+/// Points of F(M x M, 3x3): its (M + 2) x (M + 2) transformed tile.
+constexpr int64_t pointsOf(int tile) { return (tile + 2) * (tile + 2); }
 constexpr int64_t kGroup = 16;       // tiles (or channels) per vectorised transform step
 constexpr int64_t kEpilogueRows = 16; // output channels per epilogue call
 // Bytes of V and M per work item: half of Zen 5's 1 MiB L2 leaves room for the driver's packed
 // panels and the weights streaming through.
 constexpr int64_t kBlockBytes = int64_t{640} << 10;
-constexpr int64_t kMinBlockTiles = 128;
-// The gate (useWinograd), from timings of single layers against the GEMM path (speedup = GEMM
+// Output pixels per block, at least: 128 tiles of F(2,3); 128 of F(4,3), whose GEMMs ran
+// faster on more tiles (wider B) than on V and M that fit L2 (kiln-gemm-bench --winograd,
+// F(4,3) at 1 thread: 64 -> 64 at 56x56 0.82-0.91 ms with 512 pixels, 0.78-0.81 with 2048;
+// 128 -> 128 at 28x28, 0.93-1.17 -> 0.74-0.78; 256 -> 256 at 56x56, 14.3 -> 11.7-12.9).
+int64_t minBlockPixels(int tile) { return tile == 4 ? 2048 : 512; }
+// The gate (winogradTile), first for Winograd at all, from timings of single layers against the GEMM path (speedup = GEMM
 // time / Winograd time on one core, 3x3 pad 1, batch 1 unless noted; ranges over runs on the
 // shared machine; "2t" = on two threads):
 //   C=K  image   tiles  speedup            C=K  image     tiles  speedup
@@ -72,7 +86,24 @@ constexpr int64_t kMinBlockTiles = 128;
 constexpr int64_t kMinChannels = 16, kMinSide = 6, kMinTiles = 40;
 constexpr int64_t kMinMacs = int64_t{1} << 22;
 constexpr int64_t kTilesPerWeightRatio = 2048;
-// U is 16 x K x C floats in scratch: at most 64 MiB (1024 x 1024 channels).
+// Then F(4,3) over F(2,3), both with U stored (kiln-gemm-bench --winograd; F(2,3) time /
+// F(4,3) time, ranges over runs on Zen 4, blocks as above):
+//   C=K  image    1 thread   2 threads    C=K  image        1 thread   2 threads
+//    64  56x56    1.5-1.75   1.5-1.6      64  224x224       1.3-1.45   1.35-1.5
+//   128  28x28    1.5-1.6    1.35-1.5    128  112x112       1.3-1.6    1.5-1.6
+//   256  14x14    0.75-1.0   0.85-0.9    256  56x56         1.4-1.55   1.55-1.65
+//    64  56x56 b8 1.37                   512  28x28         1.1-1.45   1.4-1.5
+//   128  28x28 b8 1.14                   512  14x14         0.92 (Winograd off)
+//   256  14x14 b8 0.91                   512  7x7 b8        1.23
+// F(4,3) loses where its 4 x 4 tiles overhang the image (14 x 14 computed as 16 x 16: 0.73 of
+// F(2,3)'s points rather than 0.56), so it needs a side that 4 divides or nearly (a point
+// count at most 0.6 of F(2,3)'s) and enough tiles to fill two vectors. Its U is 36 x K x C,
+// 2.25 times F(2,3)'s: 37.7 MB for 512 x 512, which training transforms on every call and
+// every block streams; up to 256 x 256 (9.4 MB) only.
+constexpr int64_t kMinTilesF4 = 32;
+constexpr int64_t kMaxWeightsF4 = int64_t{1} << 16;
+// U is 16 x K x C floats in scratch: at most 64 MiB (1024 x 1024 channels); F(4,3)'s 36 x K x C
+// at most 9.4 MB (kMaxWeightsF4).
 constexpr int64_t kMaxWeights = int64_t{1} << 20;
 // Threads that all read the whole of U each transform their own copy up to this size (U of a
 // 64 x 64 layer: 256 KiB); larger U is transformed once, split over the threads.
@@ -102,7 +133,9 @@ int64_t uPlaneOf(int64_t k, int64_t c) { return roundUp(k * c, 16) + 64; }
 /// rows of one image or, for small images, several whole images.
 struct Plan {
   const kiln_conv2d_args &a;
-  const float *u;                 // 16 planes of K x C, uPlane floats apart
+  int tile;                       // M of F(M x M, 3x3): 2 or 4
+  int64_t points;                 // (M + 2)^2
+  const float *u;                 // `points` planes of K x C, uPlane floats apart
   int64_t uPlane;
   int64_t tileRows, tileCols;     // TH, TW
   int64_t groupCols;              // TW rounded up to kGroup
@@ -123,14 +156,15 @@ struct Plan {
   int64_t maxTiles() const { return imagesPerBlock * maxBlockRows * tileCols; }
 };
 
-Plan makePlan(const kiln_conv2d_args &a, int threads) {
-  Plan p{a, nullptr, uPlaneOf(a.k, a.c), ceilDiv(a.oh, 2), ceilDiv(a.ow, 2), 0, 1, 1, 1, 1, 0, 0, threads};
+Plan makePlan(const kiln_conv2d_args &a, int threads, int tile) {
+  Plan p{a,       tile, pointsOf(tile), nullptr, uPlaneOf(a.k, a.c), ceilDiv(a.oh, tile), ceilDiv(a.ow, tile), 0, 1, 1,
+         1,       1,    0,              0,       threads};
   p.groupCols = roundUp(p.tileCols, kGroup);
-  // Tiles per block: what keeps V and M in L2, but at least kMinBlockTiles, since every block
-  // streams all of U, which for deep layers is far larger than V and M.
-  const int64_t bytesPerTile = kPoints * (a.c + a.k) * int64_t{sizeof(float)};
+  // Tiles per block: what keeps V and M in L2, but at least minBlockPixels of output, since
+  // every block streams all of U, which for deep layers is far larger than V and M.
+  const int64_t bytesPerTile = p.points * (a.c + a.k) * int64_t{sizeof(float)};
   const int64_t rowsByCache = std::max<int64_t>(1, kBlockBytes / (bytesPerTile * p.tileCols));
-  const int64_t target = std::max(rowsByCache * p.tileCols, kMinBlockTiles);
+  const int64_t target = std::max(rowsByCache * p.tileCols, minBlockPixels(tile) / (tile * tile));
   const int64_t imageTiles = p.tileRows * p.tileCols;
   if (target >= 2 * imageTiles) {
     p.imagesPerBlock = std::min(a.n, target / imageTiles);
@@ -138,15 +172,14 @@ Plan makePlan(const kiln_conv2d_args &a, int threads) {
     p.blocksPerImage = ceilDiv(p.tileRows, ceilDiv(target, p.tileCols));
   }
   const int64_t blocks = p.blocks();
-  const int64_t splitBelow =
-      a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD ? kSplitChannelsBelowWithStoredU : kSplitChannelsBelow;
+  const bool storedU = winogradTileOfLayout(a.weights_layout) == tile;
+  const int64_t splitBelow = storedU ? kSplitChannelsBelowWithStoredU : kSplitChannelsBelow;
   if (threads > 1 && blocks < splitBelow * threads && a.k >= 2 * kEpilogueRows * threads) {
     // Few blocks of a deep layer: the threads share each block, each computing a part of the
     // output channels (and reading only its part of U); the input transform is repeated. With
     // U stored, in finer parts (each thread transforms a block's input once however many of
     // its parts it runs) that a thread come free takes over from a slower one.
-    const bool finer = a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD &&
-                       a.k >= 2 * kEpilogueRows * threads * kFinerChannelParts;
+    const bool finer = storedU && a.k >= 2 * kEpilogueRows * threads * kFinerChannelParts;
     p.kParts = finer ? threads * kFinerChannelParts : threads;
   } else if (threads > 1 && blocks < 8 * threads && blocks % threads != 0) {
     // Few items: make their count a multiple of the threads so that no thread idles.
@@ -161,96 +194,148 @@ Plan makePlan(const kiln_conv2d_args &a, int threads) {
     }
   }
   p.maxBlockRows = ceilDiv(p.tileRows, p.blocksPerImage);
-  // Columns 2*tc .. 2*tc + 33 of the strip are read for the group of tiles starting at tc.
-  p.stripWidth = 2 * p.groupCols + kGroup;
-  p.stripRows = 2 * p.maxBlockRows + 2;
+  // Columns M*tc .. M*tc + 16*M + 15 of the strip are read for the group of tiles from tc on
+  // (tileRowElements).
+  p.stripWidth = tile * p.groupCols + kGroup;
+  p.stripRows = tile * p.maxBlockRows + 2;
   return p;
 }
 
 // ---------------------------------------------------------------------------------------------
+// The transforms of the two variants, F(2x2, 3x3) and F(4x4, 3x3), as 1-D rules applied along
+// rows and then columns (each matrix is applied to vectors of 16 tiles or 16 channels, or to
+// plain floats on the portable path). T is float or __m512, whose GCC vector arithmetic takes
+// float operands.
+
+/// G (alpha x 3) applied to three values.
+template <int M> struct Rules;
+
+template <> struct Rules<2> {
+  template <typename T> static void g(T v0, T v1, T v2, T out[4]) {
+    const T sum = (v0 + v2) * 0.5f, odd = v1 * 0.5f;
+    out[0] = v0;
+    out[1] = sum + odd;
+    out[2] = sum - odd;
+    out[3] = v2;
+  }
+  /// B^T (alpha x alpha) applied to an input row.
+  template <typename T> static void bt(const T d[4], T out[4]) {
+    out[0] = d[0] - d[2];
+    out[1] = d[1] + d[2];
+    out[2] = d[2] - d[1];
+    out[3] = d[1] - d[3];
+  }
+  /// A^T (M x alpha) applied to a row of M.
+  template <typename T> static void at(const T m[4], T out[2]) {
+    const T mid = m[1] + m[2];
+    out[0] = m[0] + mid;
+    out[1] = m[1] - m[2] - m[3];
+  }
+};
+
+// F(4x4, 3x3) at the points 0, 1, -1, 2, -2 and infinity (Lavin & Gray, section 4.2):
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+//   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+template <> struct Rules<4> {
+  template <typename T> static void g(T v0, T v1, T v2, T out[6]) {
+    const T outer = v0 + v2, far = v0 * (1.0f / 24) + v2 * (1.0f / 6), odd = v1 * (1.0f / 12);
+    out[0] = v0 * 0.25f;
+    out[1] = (outer + v1) * (-1.0f / 6);
+    out[2] = (outer - v1) * (-1.0f / 6);
+    out[3] = far + odd;
+    out[4] = far - odd;
+    out[5] = v2;
+  }
+  template <typename T> static void bt(const T d[6], T out[6]) {
+    const T d34 = d[3] + d[4], d12 = d[1] + d[2], d4m3 = d[4] - d[3], d1m2 = d[1] - d[2];
+    const T d4m2 = d[4] - d[2], d3m1 = (d[3] - d[1]) * 2.0f;
+    out[0] = d[0] * 4.0f - d[2] * 5.0f + d[4];
+    out[1] = d34 - d12 * 4.0f;
+    out[2] = d4m3 + d1m2 * 4.0f;
+    out[3] = d4m2 + d3m1;
+    out[4] = d4m2 - d3m1;
+    out[5] = d[1] * 4.0f - d[3] * 5.0f + d[5];
+  }
+  template <typename T> static void at(const T m[6], T out[4]) {
+    const T sum12 = m[1] + m[2], diff12 = m[1] - m[2], sum34 = m[3] + m[4], diff34 = m[3] - m[4];
+    out[0] = m[0] + sum12 + sum34;
+    out[1] = diff12 + diff34 * 2.0f;
+    out[2] = sum12 + sum34 * 4.0f;
+    out[3] = diff12 + diff34 * 8.0f + m[5];
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
 // Weight transform: U_xi[k][c] = (G g G^T)_xi for g = w[k][c] (3 x 3).
 
-/// Rows of G applied to three values: (v0, (v0+v1+v2)/2, (v0-v1+v2)/2, v2).
-template <typename T> inline void applyG(T v0, T v1, T v2, T out[4], T half) {
-  const T sum = (v0 + v2) * half, odd = v1 * half;
-  out[0] = v0;
-  out[1] = sum + odd;
-  out[2] = sum - odd;
-  out[3] = v2;
+/// (G g G^T) of one 3 x 3 kernel g (taps g[3r + s]) into u[xi], xi = alpha*i + j.
+template <int M, typename T> void transformKernel(const T g[9], T u[(M + 2) * (M + 2)]) {
+  constexpr int alpha = M + 2;
+  T rows[alpha][3]; // G g
+  for (int s = 0; s < 3; ++s) {
+    T col[alpha];
+    Rules<M>::g(g[s], g[3 + s], g[6 + s], col);
+    for (int i = 0; i < alpha; ++i)
+      rows[i][s] = col[i];
+  }
+  for (int i = 0; i < alpha; ++i)
+    Rules<M>::g(rows[i][0], rows[i][1], rows[i][2], u + alpha * i);
 }
 
 /// Rows [k0, k1) of U from the plain weights w[K][C][3][3].
+template <int M>
 void transformWeights(const float *weights, int64_t channels, float *u, int64_t plane, int64_t k0, int64_t k1) {
+  constexpr int points = (M + 2) * (M + 2);
   for (int64_t k = k0; k < k1; ++k) {
     const float *wk = weights + k * channels * 9;
     int64_t c = 0;
 #ifdef __AVX512F__
     const __m512i lanes9 = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               _mm512_set1_epi32(9));
-    const __m512 half = _mm512_set1_ps(0.5f);
     for (; c < channels; c += kGroup) {
       const __mmask16 mask = firstLanes(channels - c);
       // Gathers do not train the hardware prefetcher: fetch the weights 4 groups ahead.
       for (int line = 0; line < 9 && c + 5 * kGroup <= channels; ++line)
         _mm_prefetch(reinterpret_cast<const char *>(wk + (c + 4 * kGroup) * 9 + 16 * line), _MM_HINT_T0);
-      __m512 g[9];
+      __m512 g[9], out[points];
       for (int t = 0; t < 9; ++t)
         g[t] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, lanes9, wk + c * 9 + t, 4);
-      __m512 rows[4][3]; // G g: 4 x 3
-      for (int s = 0; s < 3; ++s) {
-        __m512 col[4];
-        applyG(g[s], g[3 + s], g[6 + s], col, half);
-        for (int i = 0; i < 4; ++i)
-          rows[i][s] = col[i];
-      }
-      for (int i = 0; i < 4; ++i) {
-        __m512 out[4];
-        applyG(rows[i][0], rows[i][1], rows[i][2], out, half);
-        for (int j = 0; j < 4; ++j)
-          _mm512_mask_storeu_ps(u + (4 * i + j) * plane + k * channels + c, mask, out[j]);
-      }
+      transformKernel<M>(g, out);
+      for (int xi = 0; xi < points; ++xi)
+        _mm512_mask_storeu_ps(u + xi * plane + k * channels + c, mask, out[xi]);
     }
 #endif
     for (; c < channels; ++c) {
-      const float *g = wk + c * 9;
-      float rows[4][3];
-      for (int s = 0; s < 3; ++s) {
-        float col[4];
-        applyG(g[s], g[3 + s], g[6 + s], col, 0.5f);
-        for (int i = 0; i < 4; ++i)
-          rows[i][s] = col[i];
-      }
-      for (int i = 0; i < 4; ++i) {
-        float out[4];
-        applyG(rows[i][0], rows[i][1], rows[i][2], out, 0.5f);
-        for (int j = 0; j < 4; ++j)
-          u[(4 * i + j) * plane + k * channels + c] = out[j];
-      }
+      float out[points];
+      transformKernel<M>(wk + c * 9, out);
+      for (int xi = 0; xi < points; ++xi)
+        u[xi * plane + k * channels + c] = out[xi];
     }
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Input transform: V_xi[c][t] = (B^T d B)_xi for the 4 x 4 input tile d of tile t.
-
-/// Rows of B^T applied to four values.
-template <typename T> inline void applyBt(const T d[4], T out[4]) {
-  out[0] = d[0] - d[2];
-  out[1] = d[1] + d[2];
-  out[2] = d[2] - d[1];
-  out[3] = d[1] - d[3];
+void transformWeights(int tile, const float *weights, int64_t channels, float *u, int64_t plane, int64_t k0,
+                      int64_t k1) {
+  if (tile == 4)
+    transformWeights<4>(weights, channels, u, plane, k0, k1);
+  else
+    transformWeights<2>(weights, channels, u, plane, k0, k1);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Input transform: V_xi[c][t] = (B^T d B)_xi for the alpha x alpha input tile d of tile t.
+
 /// Copies the input rows of tile rows [tr0, tr1) of channel `channel` into the strip,
-/// zero outside the input: strip (i, j) = x[2*tr0 + i - pad_top][j - pad_left].
+/// zero outside the input: strip (i, j) = x[M*tr0 + i - pad_top][j - pad_left].
 void fillStrip(const Plan &p, const float *channel, int64_t tr0, int64_t tr1, float *strip) {
   const kiln_conv2d_args &a = p.a;
-  const int64_t rows = 2 * (tr1 - tr0) + 2, width = p.stripWidth;
+  const int64_t rows = p.tile * (tr1 - tr0) + 2, width = p.stripWidth;
   const int64_t copyCols = std::clamp<int64_t>(std::min(a.w, width - a.pad_left), 0, a.w);
   const int64_t lead = std::min(a.pad_left, width);
   for (int64_t i = 0; i < rows; ++i) {
     float *out = strip + i * width;
-    const int64_t row = 2 * tr0 + i - a.pad_top;
+    const int64_t row = p.tile * tr0 + i - a.pad_top;
     if (row < 0 || row >= a.h || copyCols == 0) {
       std::fill(out, out + width, 0.0f);
       continue;
@@ -261,50 +346,82 @@ void fillStrip(const Plan &p, const float *channel, int64_t tr0, int64_t tr1, fl
   }
 }
 
+#ifdef __AVX512F__
+/// Input rows of 16 tiles from a strip row: d[j] holds element j of each tile's row, lane t
+/// for tile t, the tiles starting at row[0] and M floats apart (row[16*M + 1] is the last read).
+template <int M> void tileRowElements(const float *row, __m512 d[M + 2]);
+
+template <> void tileRowElements<2>(const float *row, __m512 d[4]) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 lo = _mm512_loadu_ps(row), hi = _mm512_loadu_ps(row + 16);
+  const __m512 lo2 = _mm512_loadu_ps(row + 2), hi2 = _mm512_loadu_ps(row + 18);
+  d[0] = _mm512_permutex2var_ps(lo, even, hi);
+  d[1] = _mm512_permutex2var_ps(lo, odd, hi);
+  d[2] = _mm512_permutex2var_ps(lo2, even, hi2);
+  d[3] = _mm512_permutex2var_ps(lo2, odd, hi2);
+}
+
+template <> void tileRowElements<4>(const float *row, __m512 d[6]) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  // The next tile's first two elements: lanes 1..15 of d[0] (d[1]), then the 17th tile's.
+  const __m512i next0 = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+  const __m512i next1 = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17);
+  const __m512 q0 = _mm512_loadu_ps(row), q1 = _mm512_loadu_ps(row + 16);
+  const __m512 q2 = _mm512_loadu_ps(row + 32), q3 = _mm512_loadu_ps(row + 48);
+  const __m512 after = _mm512_loadu_ps(row + 64);
+  // Elements 0 and 2, and 1 and 3, of tiles 0-7 and of tiles 8-15, then each one apart.
+  const __m512 even0 = _mm512_permutex2var_ps(q0, even, q1), odd0 = _mm512_permutex2var_ps(q0, odd, q1);
+  const __m512 even1 = _mm512_permutex2var_ps(q2, even, q3), odd1 = _mm512_permutex2var_ps(q2, odd, q3);
+  d[0] = _mm512_permutex2var_ps(even0, even, even1);
+  d[2] = _mm512_permutex2var_ps(even0, odd, even1);
+  d[1] = _mm512_permutex2var_ps(odd0, even, odd1);
+  d[3] = _mm512_permutex2var_ps(odd0, odd, odd1);
+  d[4] = _mm512_permutex2var_ps(d[0], next0, after);
+  d[5] = _mm512_permutex2var_ps(d[1], next1, after);
+}
+#endif
+
 /// Transforms the tiles of tile rows [tr0, tr1) of one channel from its strip into
 /// v[xi*vPlane + t] (t = (tr - tr0)*TW + tc).
-void transformInput(const Plan &p, const float *strip, int64_t tr0, int64_t tr1, float *v,
-                    int64_t vPlane) {
+template <int M>
+void transformInput(const Plan &p, const float *strip, int64_t tr0, int64_t tr1, float *v, int64_t vPlane) {
+  constexpr int alpha = M + 2;
   const int64_t width = p.stripWidth, tw = p.tileCols;
   for (int64_t tr = tr0; tr < tr1; ++tr) {
-    const float *top = strip + 2 * (tr - tr0) * width;
+    const float *top = strip + M * (tr - tr0) * width;
     float *out = v + (tr - tr0) * tw;
 #ifdef __AVX512F__
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int64_t tc = 0; tc < tw; tc += kGroup) {
       const __mmask16 mask = firstLanes(tw - tc);
-      __m512 t[4][4]; // B^T applied along each row: t[i][j]
-      for (int i = 0; i < 4; ++i) {
-        const float *row = top + i * width + 2 * tc;
-        const __m512 lo = _mm512_loadu_ps(row), hi = _mm512_loadu_ps(row + 16);
-        const __m512 lo2 = _mm512_loadu_ps(row + 2), hi2 = _mm512_loadu_ps(row + 18);
-        const __m512 d[4] = {_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi),
-                             _mm512_permutex2var_ps(lo2, even, hi2), _mm512_permutex2var_ps(lo2, odd, hi2)};
-        applyBt(d, t[i]);
+      __m512 t[alpha][alpha]; // B^T applied along each row: t[i][j]
+      for (int i = 0; i < alpha; ++i) {
+        __m512 d[alpha];
+        tileRowElements<M>(top + i * width + M * tc, d);
+        Rules<M>::bt(d, t[i]);
       }
-      for (int j = 0; j < 4; ++j) {
-        const __m512 col[4] = {t[0][j], t[1][j], t[2][j], t[3][j]};
-        __m512 res[4];
-        applyBt(col, res);
-        for (int i = 0; i < 4; ++i)
-          _mm512_mask_storeu_ps(out + (4 * i + j) * vPlane + tc, mask, res[i]);
+      for (int j = 0; j < alpha; ++j) {
+        __m512 col[alpha], res[alpha];
+        for (int i = 0; i < alpha; ++i)
+          col[i] = t[i][j];
+        Rules<M>::bt(col, res);
+        for (int i = 0; i < alpha; ++i)
+          _mm512_mask_storeu_ps(out + (alpha * i + j) * vPlane + tc, mask, res[i]);
       }
     }
 #else
     for (int64_t tc = 0; tc < tw; ++tc) {
-      float t[4][4];
-      for (int i = 0; i < 4; ++i) {
-        const float *row = top + i * width + 2 * tc;
-        const float d[4] = {row[0], row[1], row[2], row[3]};
-        applyBt(d, t[i]);
-      }
-      for (int j = 0; j < 4; ++j) {
-        const float col[4] = {t[0][j], t[1][j], t[2][j], t[3][j]};
-        float res[4];
-        applyBt(col, res);
-        for (int i = 0; i < 4; ++i)
-          out[(4 * i + j) * vPlane + tc] = res[i];
+      float t[alpha][alpha];
+      for (int i = 0; i < alpha; ++i)
+        Rules<M>::bt(top + i * width + M * tc, t[i]);
+      for (int j = 0; j < alpha; ++j) {
+        float col[alpha], res[alpha];
+        for (int i = 0; i < alpha; ++i)
+          col[i] = t[i][j];
+        Rules<M>::bt(col, res);
+        for (int i = 0; i < alpha; ++i)
+          out[(alpha * i + j) * vPlane + tc] = res[i];
       }
     }
 #endif
@@ -312,68 +429,82 @@ void transformInput(const Plan &p, const float *strip, int64_t tr0, int64_t tr1,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Output transform: the 2 x 2 tile A^T M A, written only where the output exists.
+// Output transform: the M x M tile A^T M A, written only where the output exists.
 
-/// Rows of A^T applied to four values.
-template <typename T> inline void applyAt(const T m[4], T out[2]) {
-  const T mid = m[1] + m[2];
-  out[0] = m[0] + mid;
-  out[1] = m[1] - m[2] - m[3];
+#ifdef __AVX512F__
+/// Stores one output row of 16 tiles, y[b] holding column b of each tile (lane t for tile t),
+/// as the 16*M consecutive floats from out on, the first `valid` of them only.
+template <int M> void storeTileRow(float *out, const __m512 y[M], int64_t valid);
+
+template <> void storeTileRow<2>(float *out, const __m512 y[2], int64_t valid) {
+  const __m512i lowHalf = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i highHalf = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  _mm512_mask_storeu_ps(out, firstLanes(valid), _mm512_permutex2var_ps(y[0], lowHalf, y[1]));
+  _mm512_mask_storeu_ps(out + 16, firstLanes(valid - 16), _mm512_permutex2var_ps(y[0], highHalf, y[1]));
 }
 
+template <> void storeTileRow<4>(float *out, const __m512 y[4], int64_t valid) {
+  const __m512i lowHalf = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i highHalf = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  // Pairs (y0, y1) and (y2, y3) of tiles 0-7 and 8-15, then pairs of pairs: tiles 4q..4q+3.
+  const __m512i lowPairs = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+  const __m512i highPairs = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+  const __m512 first0 = _mm512_permutex2var_ps(y[0], lowHalf, y[1]), first1 = _mm512_permutex2var_ps(y[0], highHalf, y[1]);
+  const __m512 second0 = _mm512_permutex2var_ps(y[2], lowHalf, y[3]), second1 = _mm512_permutex2var_ps(y[2], highHalf, y[3]);
+  _mm512_mask_storeu_ps(out, firstLanes(valid), _mm512_permutex2var_ps(first0, lowPairs, second0));
+  _mm512_mask_storeu_ps(out + 16, firstLanes(valid - 16), _mm512_permutex2var_ps(first0, highPairs, second0));
+  _mm512_mask_storeu_ps(out + 32, firstLanes(valid - 32), _mm512_permutex2var_ps(first1, lowPairs, second1));
+  _mm512_mask_storeu_ps(out + 48, firstLanes(valid - 48), _mm512_permutex2var_ps(first1, highPairs, second1));
+}
+#endif
+
 /// Output channel k of tile rows [tr0, tr1) from m[xi*mPlane + t] into its output plane.
-void transformOutput(const Plan &p, const float *m, int64_t mPlane, int64_t tr0, int64_t tr1,
-                     float *plane) {
+template <int M>
+void transformOutput(const Plan &p, const float *m, int64_t mPlane, int64_t tr0, int64_t tr1, float *plane) {
+  constexpr int alpha = M + 2;
   const kiln_conv2d_args &a = p.a;
   const int64_t tw = p.tileCols;
   for (int64_t tr = tr0; tr < tr1; ++tr) {
     const float *in = m + (tr - tr0) * tw;
-    const int64_t oh = 2 * tr;
-    const bool secondRow = oh + 1 < a.oh;
+    const int64_t oh = M * tr, rows = std::min<int64_t>(M, a.oh - oh);
 #ifdef __AVX512F__
-    const __m512i lowHalf = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i highHalf = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
     for (int64_t tc = 0; tc < tw; tc += kGroup) {
       const __mmask16 mask = firstLanes(tw - tc);
-      __m512 s[4][2]; // A^T applied along each row of M: s[i][b]
-      for (int i = 0; i < 4; ++i) {
-        __m512 row[4];
-        for (int j = 0; j < 4; ++j)
-          row[j] = _mm512_maskz_loadu_ps(mask, in + (4 * i + j) * mPlane + tc);
-        applyAt(row, s[i]);
+      __m512 s[alpha][M]; // A^T applied along each row of M: s[i][b]
+      for (int i = 0; i < alpha; ++i) {
+        __m512 row[alpha];
+        for (int j = 0; j < alpha; ++j)
+          row[j] = _mm512_maskz_loadu_ps(mask, in + (alpha * i + j) * mPlane + tc);
+        Rules<M>::at(row, s[i]);
       }
-      const int64_t valid = a.ow - 2 * tc; // output columns from 2*tc on
-      const __mmask16 lowMask = firstLanes(valid), highMask = firstLanes(valid - 16);
-      for (int b = 0; b < 2 && (b == 0 || secondRow); ++b) {
-        // y[b][0] and y[b][1]: output row oh + b, columns 2*(tc + lane) and 2*(tc + lane) + 1.
-        const __m512 col0[4] = {s[0][0], s[1][0], s[2][0], s[3][0]};
-        const __m512 col1[4] = {s[0][1], s[1][1], s[2][1], s[3][1]};
-        __m512 y0[2], y1[2];
-        applyAt(col0, y0);
-        applyAt(col1, y1);
-        float *out = plane + (oh + b) * a.ow + 2 * tc;
-        _mm512_mask_storeu_ps(out, lowMask, _mm512_permutex2var_ps(y0[b], lowHalf, y1[b]));
-        _mm512_mask_storeu_ps(out + 16, highMask, _mm512_permutex2var_ps(y0[b], highHalf, y1[b]));
+      __m512 y[M][M]; // y[r][b]: output row oh + r, column M*(tc + lane) + b
+      for (int b = 0; b < M; ++b) {
+        __m512 col[alpha], res[M];
+        for (int i = 0; i < alpha; ++i)
+          col[i] = s[i][b];
+        Rules<M>::at(col, res);
+        for (int r = 0; r < M; ++r)
+          y[r][b] = res[r];
       }
+      for (int64_t r = 0; r < rows; ++r)
+        storeTileRow<M>(plane + (oh + r) * a.ow + M * tc, y[r], a.ow - M * tc);
     }
 #else
     for (int64_t tc = 0; tc < tw; ++tc) {
-      float s[4][2];
-      for (int i = 0; i < 4; ++i) {
-        const float row[4] = {in[(4 * i) * mPlane + tc], in[(4 * i + 1) * mPlane + tc],
-                              in[(4 * i + 2) * mPlane + tc], in[(4 * i + 3) * mPlane + tc]};
-        applyAt(row, s[i]);
+      float s[alpha][M];
+      for (int i = 0; i < alpha; ++i) {
+        float row[alpha];
+        for (int j = 0; j < alpha; ++j)
+          row[j] = in[(alpha * i + j) * mPlane + tc];
+        Rules<M>::at(row, s[i]);
       }
-      const float col0[4] = {s[0][0], s[1][0], s[2][0], s[3][0]};
-      const float col1[4] = {s[0][1], s[1][1], s[2][1], s[3][1]};
-      float y0[2], y1[2];
-      applyAt(col0, y0);
-      applyAt(col1, y1);
-      for (int b = 0; b < 2 && (b == 0 || secondRow); ++b) {
-        float *out = plane + (oh + b) * a.ow + 2 * tc;
-        out[0] = y0[b];
-        if (2 * tc + 1 < a.ow)
-          out[1] = y1[b];
+      for (int b = 0; b < M && M * tc + b < a.ow; ++b) {
+        float col[alpha], res[M];
+        for (int i = 0; i < alpha; ++i)
+          col[i] = s[i][b];
+        Rules<M>::at(col, res);
+        for (int64_t r = 0; r < rows; ++r)
+          plane[(oh + r) * a.ow + M * tc + b] = res[r];
       }
     }
 #endif
@@ -398,9 +529,9 @@ void runItem(const Plan &p, int64_t item) {
   const int64_t vPlane = a.c * tiles, mPlane = a.k * tiles;
   const int64_t maxTiles = p.maxTiles();
   const int64_t stripFloats = p.stripRows * p.stripWidth;
-  float *v = itemScratch(static_cast<size_t>(kPoints * (a.c + a.k) * maxTiles + stripFloats + 32));
-  float *m = v + kPoints * a.c * maxTiles;
-  float *strip = m + kPoints * a.k * maxTiles;
+  float *v = itemScratch(static_cast<size_t>(p.points * (a.c + a.k) * maxTiles + stripFloats + 32));
+  float *m = v + p.points * a.c * maxTiles;
+  float *strip = m + p.points * a.k * maxTiles;
 
   // V: channel by channel, through the strip (in L1); once per call and block on a thread.
   thread_local uint64_t transformedCall = 0;
@@ -409,13 +540,16 @@ void runItem(const Plan &p, int64_t item) {
     for (int64_t c = 0; c < a.c; ++c)
       for (int64_t i = 0; i < images; ++i) {
         fillStrip(p, a.x + ((image0 + i) * a.c + c) * a.h * a.w, tr0, tr1, strip);
-        transformInput(p, strip, tr0, tr1, v + c * tiles + i * imageTiles, vPlane);
+        if (p.tile == 4)
+          transformInput<4>(p, strip, tr0, tr1, v + c * tiles + i * imageTiles, vPlane);
+        else
+          transformInput<2>(p, strip, tr0, tr1, v + c * tiles + i * imageTiles, vPlane);
       }
     transformedCall = p.call, transformedBlock = block;
   }
 
   // M_xi = U_xi * V_xi: U_xi is K x C row-major (read in place), V_xi is C x T.
-  for (int64_t xi = 0; xi < kPoints; ++xi) {
+  for (int64_t xi = 0; xi < p.points; ++xi) {
     const DenseSource weights(p.u + xi * p.uPlane, 1, a.c);
     const DenseSource tilesSource(v + xi * vPlane, tiles, 1);
     Product product;
@@ -431,14 +565,18 @@ void runItem(const Plan &p, int64_t item) {
 
   // y, then the epilogue on each chunk of channels while it is in cache.
   const int64_t pixels = a.oh * a.ow;
-  const int64_t col0 = 2 * tr0 * a.ow, col1 = std::min(2 * tr1, a.oh) * a.ow;
+  const int64_t col0 = p.tile * tr0 * a.ow, col1 = std::min(p.tile * tr1, a.oh) * a.ow;
   for (int64_t i = 0; i < images; ++i) {
     const int64_t image = image0 + i;
     float *imageY = a.y + image * a.k * pixels;
     for (int64_t k0 = kLo; k0 < kHi; k0 += kEpilogueRows) {
       const int64_t rows = std::min(kEpilogueRows, kHi - k0);
-      for (int64_t k = k0; k < k0 + rows; ++k)
-        transformOutput(p, m + k * tiles + i * imageTiles, mPlane, tr0, tr1, imageY + k * pixels);
+      for (int64_t k = k0; k < k0 + rows; ++k) {
+        if (p.tile == 4)
+          transformOutput<4>(p, m + k * tiles + i * imageTiles, mPlane, tr0, tr1, imageY + k * pixels);
+        else
+          transformOutput<2>(p, m + k * tiles + i * imageTiles, mPlane, tr0, tr1, imageY + k * pixels);
+      }
       if (a.epilogue)
         a.epilogue(a.epilogue_ctx, imageY + k0 * pixels + col0, pixels, image, k0, col0, rows, col1 - col0);
     }
@@ -456,8 +594,8 @@ void runShare(void *ctx, int64_t begin, int64_t end) {
 /// Scratch::Conv (free on this path: no padded input is built) before its items.
 void runShareWithOwnWeights(void *ctx, int64_t begin, int64_t end) {
   Plan own = *static_cast<const Plan *>(ctx);
-  float *u = scratch(Scratch::Conv, static_cast<size_t>(kPoints * own.uPlane));
-  transformWeights(own.a.weights, own.a.c, u, own.uPlane, 0, own.a.k);
+  float *u = scratch(Scratch::Conv, static_cast<size_t>(own.points * own.uPlane));
+  transformWeights(own.tile, own.a.weights, own.a.c, u, own.uPlane, 0, own.a.k);
   own.u = u;
   runShare(&own, begin, end);
 }
@@ -471,7 +609,7 @@ void transformWeightsShare(void *ctx, int64_t begin, int64_t end) {
   const SharedTransform &t = *static_cast<const SharedTransform *>(ctx);
   const kiln_conv2d_args &a = t.plan.a;
   for (int64_t part = begin; part < end; ++part)
-    transformWeights(a.weights, a.c, t.u, t.plan.uPlane, part * a.k / t.plan.threads,
+    transformWeights(t.plan.tile, a.weights, a.c, t.u, t.plan.uPlane, part * a.k / t.plan.threads,
                      (part + 1) * a.k / t.plan.threads);
 }
 
@@ -497,31 +635,46 @@ bool winogradShape(const kiln_conv2d_args &a) {
          a.groups == 1;
 }
 
-bool useWinograd(const kiln_rt *rt, const kiln_conv2d_args &a) {
-  (void)rt; // the measured gains do not yet justify a gate per thread count
+int winogradTile(const kiln_conv2d_args &a) {
   if (!winogradShape(a))
-    return false;
+    return 0;
   if (a.c < kMinChannels || a.k < kMinChannels || a.oh < kMinSide || a.ow < kMinSide)
-    return false;
+    return 0;
   // Every call transforms all the weights (16 x K x C floats written, 9 x K x C read) and every
   // block streams U again: with few tiles per call, deep layers lose (see the table above).
   const int64_t tiles = a.n * ceilDiv(a.oh, 2) * ceilDiv(a.ow, 2);
   const double macs = static_cast<double>(a.n) * static_cast<double>(a.k * a.c) * 9.0 * static_cast<double>(a.oh * a.ow);
   if (tiles < kMinTiles || macs < static_cast<double>(kMinMacs) || a.k * a.c > kMaxWeights)
-    return false;
-  return tiles * kTilesPerWeightRatio >= a.k * a.c;
+    return 0;
+  if (tiles * kTilesPerWeightRatio < a.k * a.c)
+    return 0;
+  // F(4,3) where its tiles fit the image and its U stays moderate (see the second table).
+  const int64_t tiles4 = a.n * ceilDiv(a.oh, 4) * ceilDiv(a.ow, 4);
+  const bool fits = 5 * pointsOf(4) * tiles4 <= 3 * pointsOf(2) * tiles;
+  return fits && tiles4 >= kMinTilesF4 && a.k * a.c <= kMaxWeightsF4 ? 4 : 2;
 }
 
-void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
+int winogradTileOfLayout(int32_t weightsLayout) {
+  switch (weightsLayout) {
+  case KILN_CONV_WEIGHTS_WINOGRAD_F2:
+    return 2;
+  case KILN_CONV_WEIGHTS_WINOGRAD_F4:
+    return 4;
+  default:
+    return 0;
+  }
+}
+
+void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a, int tile) {
   const int threads = threadsOf(rt);
-  Plan plan = makePlan(a, threads);
+  Plan plan = makePlan(a, threads, tile);
   plan.call = nextCallNumber();
-  if (a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD) { // U transformed at load
+  if (winogradTileOfLayout(a.weights_layout) == tile) { // U transformed at load
     plan.u = a.weights;
     runItems(rt, plan);
     return;
   }
-  if (threads > 1 && plan.items() > 1 && plan.kParts == 1 && kPoints * a.k * a.c <= kOwnWeightsMaxFloats) {
+  if (threads > 1 && plan.items() > 1 && plan.kParts == 1 && plan.points * a.k * a.c <= kOwnWeightsMaxFloats) {
     // Every thread reads all of U. Shared, half of it would be read from the other core, which
     // costs more than transforming small weights twice when the cores are on different L3s.
     rt->parallel_for(rt, threads, 1, runShareWithOwnWeights, &plan);
@@ -529,12 +682,12 @@ void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
   }
   // U is shared by all threads, so it lives in the calling thread's scratch (the padded
   // input, the other user of Scratch::Conv, is not built on this path).
-  float *u = scratch(Scratch::Conv, static_cast<size_t>(kPoints * plan.uPlane));
+  float *u = scratch(Scratch::Conv, static_cast<size_t>(plan.points * plan.uPlane));
   SharedTransform transform{plan, u};
   if (threads > 1 && a.k >= threads)
     rt->parallel_for(rt, threads, 1, transformWeightsShare, &transform);
   else
-    transformWeights(a.weights, a.c, u, plan.uPlane, 0, a.k);
+    transformWeights(tile, a.weights, a.c, u, plan.uPlane, 0, a.k);
   plan.u = u;
   runItems(rt, plan);
 }
@@ -543,15 +696,15 @@ void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
 
 namespace kiln::runtime::kernels {
 
-bool convUsesWinograd(const kiln_conv2d_args &args) { return detail::useWinograd(nullptr, args); }
+int convWinogradTile(const kiln_conv2d_args &args) { return detail::winogradTile(args); }
 
-int64_t winogradWeightFloats(int64_t k, int64_t c) { return detail::kPoints * detail::uPlaneOf(k, c); }
+int64_t winogradWeightFloats(int64_t k, int64_t c, int tile) { return detail::pointsOf(tile) * detail::uPlaneOf(k, c); }
 
-void packWinogradWeights(const float *weights, int64_t k, int64_t c, float *dst) {
+void packWinogradWeights(const float *weights, int64_t k, int64_t c, int tile, float *dst) {
   const int64_t plane = detail::uPlaneOf(k, c);
   // The padding between planes is never read; zero it so that the packed weight is all defined.
-  std::fill(dst, dst + detail::kPoints * plane, 0.0f);
-  detail::transformWeights(weights, c, dst, plane, 0, k);
+  std::fill(dst, dst + detail::pointsOf(tile) * plane, 0.0f);
+  detail::transformWeights(tile, weights, c, dst, plane, 0, k);
 }
 
 } // namespace kiln::runtime::kernels

@@ -30,16 +30,18 @@ inline constexpr int64_t kGemmBPanelWidth = 64;
 /// (kiln_weight_packing).
 void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst);
 
-/// Whether conv2d computes a convolution of these shapes (pointers aside) with Winograd
-/// F(2x2, 3x3). Codegen then has its weights transformed at load (KILN_CONV_WEIGHTS_WINOGRAD)
-/// when only that kernel reads them.
-bool convUsesWinograd(const kiln_conv2d_args &args);
+/// The M of the Winograd F(M x M, 3x3) that conv2d computes a convolution of these shapes
+/// (pointers aside) with: 2 or 4, or 0 when it does not use Winograd. Codegen then has its
+/// weights transformed at load (KILN_CONV_WEIGHTS_WINOGRAD_F2 or _F4) when only that kernel
+/// reads them.
+int convWinogradTile(const kiln_conv2d_args &args);
 
-/// Floats of the KILN_CONV_WEIGHTS_WINOGRAD layout of k x c x 3 x 3 weights.
-int64_t winogradWeightFloats(int64_t k, int64_t c);
+/// Floats of the transformed layout (M = tile: KILN_CONV_WEIGHTS_WINOGRAD_F2 or _F4) of
+/// k x c x 3 x 3 weights.
+int64_t winogradWeightFloats(int64_t k, int64_t c, int tile);
 
-/// Writes plain weights w[k][c][3][3] in the KILN_CONV_WEIGHTS_WINOGRAD layout to dst
-/// (winogradWeightFloats(k, c) floats): what conv2d would otherwise compute on every call.
-void packWinogradWeights(const float *weights, int64_t k, int64_t c, float *dst);
+/// Writes plain weights w[k][c][3][3] in the transformed layout of F(tile x tile, 3x3) to dst
+/// (winogradWeightFloats(k, c, tile) floats): what conv2d would otherwise compute on every call.
+void packWinogradWeights(const float *weights, int64_t k, int64_t c, int tile, float *dst);
 
 } // namespace kiln::runtime::kernels

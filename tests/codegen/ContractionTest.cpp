@@ -126,20 +126,23 @@ TEST(CodegenContraction, ConvBiasReluAndResidual) {
 
 TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
   // A 3x3 stride-1 convolution that conv2d computes with Winograd, whose weights (a parameter or
-  // a constant) no other kernel reads, gets them transformed once at load. Weights two
-  // convolutions read, a strided layer's and a layer below the Winograd gate's stay plain.
+  // a constant) no other kernel reads, gets them transformed once at load, for the variant the
+  // runtime's gate picks: F(4,3) at 24 x 24, F(2,3) at 14 x 14. Weights two convolutions read,
+  // a strided layer's and a layer below the Winograd gate's stay plain.
   GraphBuilder gb("winograd_weights");
   Var x = gb.input("x", DType::F32, {1, 32, 24, 24});
+  Var x14 = gb.input("x14", DType::F32, {1, 64, 14, 14});
   Var w1 = gb.param("w1", convWeights({32, 32, 3, 3}, 51));
-  Var w2 = gb.constant(convWeights({40, 32, 3, 3}, 52));
+  Var w2 = gb.constant(convWeights({64, 64, 3, 3}, 52));
   Var shared = gb.param("shared", convWeights({32, 32, 3, 3}, 53));
   Var strided = gb.param("strided", convWeights({32, 32, 3, 3}, 54));
   Var small = gb.param("small", convWeights({8, 32, 3, 3}, 55));
   Var a = frontend::relu(frontend::conv2d(x, w1, gb.param("b1", weights({32}, 56)), {1}, {1}));
-  auto graph = gb.finish({a, frontend::conv2d(a, w2, Var(), {1}, {1}), frontend::conv2d(x, shared, Var(), {1}, {1}),
+  auto graph = gb.finish({a, frontend::conv2d(x14, w2, Var(), {1}, {1}), frontend::conv2d(x, shared, Var(), {1}, {1}),
                           frontend::conv2d(a * 0.5, shared, Var(), {1}, {1}),
                           frontend::conv2d(x, strided, Var(), {2}, {1}), frontend::conv2d(x, small, Var(), {1}, {1})});
-  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD;"), 2);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F4;"), 1);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F2;"), 1);
   EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[2]"), 1);
   expectMatchesReference(*graph, randomInputs(*graph, 57));
   expectMatchesReference(*graph, randomInputs(*graph, 58), withThreads(2));

@@ -1,15 +1,18 @@
-// The Winograd F(2x2, 3x3) path of kiln::runtime::kernels::conv2d (Conv2dWinograd.cpp), reached
-// through the public conv2d where the shape passes its gate (so that the dispatch is exercised
-// too) and called directly for small shapes, against a direct double-precision loop written here. Shapes cover even and odd output sizes (partial tiles at
-// the bottom and right), pads 0, 1 and 2 on each side independently, batch 1 and 3, channel
-// counts that are not multiples of 16, blocks of tile rows, and 1 and 2 threads. Weights
-// transformed ahead (KILN_CONV_WEIGHTS_WINOGRAD, packWinogradWeights: what the runtime does at
-// load) must give the very same output as weights transformed by the call.
+// The Winograd paths of kiln::runtime::kernels::conv2d (Conv2dWinograd.cpp), F(2x2, 3x3) and
+// F(4x4, 3x3), reached through the public conv2d where the shape passes its gate for that
+// variant (so that the dispatch is exercised too) and called directly otherwise, against a
+// direct double-precision loop written here. Shapes cover output sizes of every remainder
+// modulo 2 and 4 (partial tiles at the bottom and right), pads 0, 1 and 2 on each side
+// independently, batch 1 and 3, channel counts that are not multiples of 16, rows of more than
+// 16 tiles, blocks of tile rows, and 1 to 3 threads, for both variants. Weights transformed
+// ahead (KILN_CONV_WEIGHTS_WINOGRAD_F2/_F4, packWinogradWeights: what the runtime does at load)
+// must give the very same output as weights transformed by the call.
 //
-// Tolerance: F(2,3) is about as accurate as a direct fp32 sum (shared/notes/cpu-kernels.md,
-// section 3: max error ~3-8e-7 of max |y| for C = 64..512), so every element must be within
-// 1e-5 * max |y| of the reference. The epilogue adds a value that depends on (image, row, col)
-// and counts its calls, which must be exactly one per element.
+// Tolerance: every element must be within 1e-5 * max |y| of the reference. F(2,3) is about as
+// accurate as a direct fp32 sum, F(4,3) 2-4 times less (shared/notes/cpu-kernels.md, section
+// 3: max error / max |y| ~3-8e-7 and 2.3e-6 (C = 64) to 9e-6 (C = 512)); the cases here have
+// C <= 80. The epilogue adds a value that depends on (image, row, col) and counts its calls,
+// which must be exactly one per element.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,8 +33,9 @@ struct WinogradCase {
   int64_t n, c, h, w, k;
   int64_t padTop = 1, padLeft = 1, padBottom = 1, padRight = 1;
   int threads = 1;
-  bool mustDispatch = false; // the shape must pass conv2d's gate
+  bool mustDispatch = false; // the shape must pass conv2d's gate (for either variant)
   bool packedWeights = false; // hand conv2d the weights transformed ahead
+  int tile = 2;               // F(tile x tile, 3x3)
 };
 
 /// Adds offset(image, row, col) to each element it sees and counts its calls.
@@ -54,7 +58,7 @@ struct CountingEpilogue {
 
 void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
   const int64_t oh = tc.h + tc.padTop + tc.padBottom - 2, ow = tc.w + tc.padLeft + tc.padRight - 2;
-  SCOPED_TRACE(testing::Message() << "n=" << tc.n << " c=" << tc.c << " " << tc.h << "x" << tc.w << " k=" << tc.k
+  SCOPED_TRACE(testing::Message() << "F(" << tc.tile << "," << 3 << ") n=" << tc.n << " c=" << tc.c << " " << tc.h << "x" << tc.w << " k=" << tc.k
                                   << " pads " << tc.padTop << "," << tc.padLeft << "," << tc.padBottom << ","
                                   << tc.padRight << " threads " << tc.threads << " output " << oh << "x" << ow);
   std::mt19937 rng(seed);
@@ -79,27 +83,29 @@ void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
   args.epilogue = CountingEpilogue::apply;
   args.epilogue_ctx = &epilogue;
   kiln_rt rt = makeRuntime(tc.threads);
-  // Shapes the gate sends to Winograd go through conv2d; smaller ones (partial tiles, odd pads
+  // Shapes the gate sends to this variant go through conv2d; others (partial tiles, odd pads
   // at sizes whose reference loop is quick) call the Winograd path directly.
-  const bool dispatched = kiln::runtime::kernels::detail::useWinograd(&rt, args);
-  EXPECT_EQ(kiln::runtime::kernels::convUsesWinograd(args), dispatched);
+  const int gateTile = kiln::runtime::kernels::detail::winogradTile(args);
+  EXPECT_EQ(kiln::runtime::kernels::convWinogradTile(args), gateTile);
+  const bool dispatched = gateTile == tc.tile;
   if (tc.mustDispatch) {
-    ASSERT_TRUE(dispatched) << "the case misses the Winograd path";
+    ASSERT_NE(gateTile, 0) << "the case misses the Winograd path";
   }
   auto runPlain = [&](kiln_conv2d_args plain) {
     if (dispatched)
       kiln::runtime::kernels::conv2d(&rt, &plain);
     else
-      kiln::runtime::kernels::detail::winogradConv(&rt, plain);
+      kiln::runtime::kernels::detail::winogradConv(&rt, plain, tc.tile);
   };
   if (tc.packedWeights) {
-    // conv2d takes transformed weights to its Winograd path whatever its gate says, and must
-    // produce what the per-call transform produces, bit for bit.
-    std::vector<float> transformed(static_cast<size_t>(kiln::runtime::kernels::winogradWeightFloats(tc.k, tc.c)));
-    kiln::runtime::kernels::packWinogradWeights(w.data(), tc.k, tc.c, transformed.data());
+    // conv2d takes transformed weights to their Winograd variant whatever its gate says, and
+    // must produce what the per-call transform produces, bit for bit.
+    std::vector<float> transformed(
+        static_cast<size_t>(kiln::runtime::kernels::winogradWeightFloats(tc.k, tc.c, tc.tile)));
+    kiln::runtime::kernels::packWinogradWeights(w.data(), tc.k, tc.c, tc.tile, transformed.data());
     kiln_conv2d_args packed = args;
     packed.weights = transformed.data();
-    packed.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD;
+    packed.weights_layout = tc.tile == 4 ? KILN_CONV_WEIGHTS_WINOGRAD_F4 : KILN_CONV_WEIGHTS_WINOGRAD_F2;
     kiln::runtime::kernels::conv2d(&rt, &packed);
     std::vector<float> plainY(y.size(), 12345.0f);
     std::vector<int> plainCalls(y.size(), 0);
@@ -152,61 +158,71 @@ void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
   EXPECT_EQ(failures, 0) << "max error " << worst << " against max |y| " << largest;
 }
 
+/// The case with each variant (one of them through conv2d's dispatch when the gate passes it).
+void checkBothTiles(WinogradCase tc, uint32_t seed = 1) {
+  for (int tile : {2, 4}) {
+    tc.tile = tile;
+    checkWinograd(tc, seed);
+  }
+}
+
 TEST(Conv2dWinograd, EvenAndOddOutputSizes) {
-  checkWinograd({1, 16, 8, 8, 16});   // 8 x 8: whole tiles
-  checkWinograd({1, 17, 9, 9, 19});   // 9 x 9: a partial tile row and column
-  checkWinograd({1, 24, 8, 11, 20});  // even rows, odd columns
-  checkWinograd({1, 20, 13, 6, 33});  // odd rows, even columns
+  checkBothTiles({1, 16, 8, 8, 16});   // 8 x 8: whole tiles
+  checkBothTiles({1, 17, 9, 9, 19});   // 9 x 9: a partial tile row and column
+  checkBothTiles({1, 24, 8, 11, 20});  // even rows, odd columns
+  checkBothTiles({1, 20, 13, 6, 33});  // odd rows, even columns
 }
 
 TEST(Conv2dWinograd, PadsZeroOneAndTwo) {
-  checkWinograd({1, 18, 10, 10, 17, 0, 0, 0, 0}); // 8 x 8, no padding
-  checkWinograd({1, 18, 9, 10, 17, 2, 2, 2, 2});  // 11 x 12
-  checkWinograd({1, 18, 9, 10, 17, 0, 2, 1, 0});  // asymmetric
-  checkWinograd({1, 18, 8, 7, 17, 2, 0, 0, 1});   // asymmetric, odd output
+  checkBothTiles({1, 18, 10, 10, 17, 0, 0, 0, 0}); // 8 x 8, no padding
+  checkBothTiles({1, 18, 9, 10, 17, 2, 2, 2, 2});  // 11 x 12
+  checkBothTiles({1, 18, 9, 10, 17, 0, 2, 1, 0});  // asymmetric
+  checkBothTiles({1, 18, 8, 7, 17, 2, 0, 0, 1});   // asymmetric, odd output
 }
 
 TEST(Conv2dWinograd, ImagesAndThreads) {
-  checkWinograd({3, 21, 11, 12, 18, 1, 1, 1, 1, 1});
-  checkWinograd({3, 21, 11, 12, 18, 1, 2, 0, 1, 2});
-  checkWinograd({1, 40, 15, 15, 24, 1, 1, 1, 1, 2});
+  checkBothTiles({3, 21, 11, 12, 18, 1, 1, 1, 1, 1});
+  checkBothTiles({3, 21, 11, 12, 18, 1, 2, 0, 1, 2});
+  checkBothTiles({1, 40, 15, 15, 24, 1, 1, 1, 1, 2});
 }
 
 TEST(Conv2dWinograd, RowsWiderThanOneVectorOfTiles) {
-  // 37 columns of output: 19 tiles per row, so two groups of 16 with a masked tail.
-  checkWinograd({1, 16, 37, 37, 16, 1, 1, 1, 1, 1});
-  checkWinograd({2, 16, 36, 37, 17, 1, 0, 2, 1, 2});
+  // 37 columns of output: 19 tiles of F(2,3) per row, so two groups of 16 with a masked tail;
+  // 70 columns: 18 tiles of F(4,3), the last group of two a partial tile.
+  checkBothTiles({1, 16, 37, 37, 16, 1, 1, 1, 1, 1});
+  checkBothTiles({2, 16, 36, 37, 17, 1, 0, 2, 1, 2});
+  checkBothTiles({1, 16, 12, 70, 16, 1, 1, 1, 1, 2});
 }
 
 TEST(Conv2dWinograd, BlocksOfTileRowsAndChannelParts) {
   // Several tile-row blocks per image (V and M sized for L2), one and two threads.
-  checkWinograd({1, 48, 66, 34, 40, 1, 1, 1, 1, 1});
-  checkWinograd({1, 48, 65, 35, 40, 1, 1, 1, 1, 2});
+  checkBothTiles({1, 48, 66, 34, 40, 1, 1, 1, 1, 1});
+  checkBothTiles({1, 48, 65, 35, 40, 1, 1, 1, 1, 2});
   // One block and two threads: each thread computes a part of the output channels.
-  checkWinograd({1, 64, 14, 14, 72, 1, 1, 1, 1, 2});
+  checkBothTiles({1, 64, 14, 14, 72, 1, 1, 1, 1, 2});
   // Whole blocks per thread: small weights are transformed by each thread into its own U
   // (above), large ones (80 x 72) once, split over the threads, and shared.
-  checkWinograd({2, 80, 30, 30, 72, 1, 1, 1, 1, 2});
+  checkBothTiles({2, 80, 30, 30, 72, 1, 1, 1, 1, 2});
 }
 
 TEST(Conv2dWinograd, WeightsTransformedAhead) {
   WinogradCase below{1, 17, 9, 9, 19}; // below the gate: conv2d goes by the layout alone
   below.packedWeights = true;
-  checkWinograd(below);
+  checkBothTiles(below);
   // One block, two and three threads: each computes a part of the output channels.
   WinogradCase parts{1, 64, 14, 14, 72, 1, 1, 1, 1, 2, true, true};
-  checkWinograd(parts);
+  checkBothTiles(parts);
   parts.threads = 3;
-  checkWinograd(parts);
+  checkBothTiles(parts);
   // Whole blocks per thread, with weights small enough that a per-call transform gives each
   // thread its own U, and large ones that it shares.
-  checkWinograd({2, 16, 30, 30, 16, 1, 1, 1, 1, 2, false, true});
-  checkWinograd({2, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
+  checkBothTiles({2, 16, 30, 30, 16, 1, 1, 1, 1, 2, false, true});
+  checkBothTiles({2, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
   // Two blocks on two threads: with U transformed per call the threads split the channels,
   // with U stored each takes a block.
-  checkWinograd({1, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
+  checkBothTiles({1, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
   // Batch 3, odd output, asymmetric pads, channels not multiples of 16.
-  checkWinograd({3, 33, 13, 12, 35, 2, 1, 2, 0, 2, true, true});
+  checkBothTiles({3, 33, 13, 12, 35, 2, 1, 2, 0, 2, true, true});
 }
 
 TEST(Conv2dWinograd, TransformedWeightsOnlyForWinogradShapes) {
@@ -216,14 +232,14 @@ TEST(Conv2dWinograd, TransformedWeightsOnlyForWinogradShapes) {
   args.stride_h = args.stride_w = 1, args.dilation_h = args.dilation_w = 1, args.groups = 1;
   std::vector<float> x(16 * 64, 1.0f), w(16 * 16 * 9, 1.0f), y(16 * 64, 7.0f);
   args.x = x.data(), args.weights = w.data(), args.y = y.data();
-  args.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD;
+  args.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F2;
   kiln_rt rt = makeRuntime(1);
   kiln::runtime::kernels::conv2d(&rt, &args);
   EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), static_cast<long>(y.size())) << "a 1x1 convolution";
   args.r = args.s = 3, args.pad_top = args.pad_left = 1, args.stride_w = 2, args.ow = 4;
   kiln::runtime::kernels::conv2d(&rt, &args);
   EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), static_cast<long>(y.size())) << "stride 2";
-  args.stride_w = 1, args.ow = 8, args.weights_layout = 2;
+  args.stride_w = 1, args.ow = 8, args.weights_layout = 3;
   kiln::runtime::kernels::conv2d(&rt, &args);
   EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), static_cast<long>(y.size())) << "an unknown layout";
   args.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
@@ -232,10 +248,11 @@ TEST(Conv2dWinograd, TransformedWeightsOnlyForWinogradShapes) {
 }
 
 TEST(Conv2dWinograd, ConvolutionsThatPassTheGate) {
-  checkWinograd({1, 64, 14, 14, 64, 1, 1, 1, 1, 1, true});   // ResNet stage 3 shape, fewer channels
-  checkWinograd({1, 48, 19, 21, 56, 0, 2, 1, 1, 2, true});   // odd output, asymmetric pads
-  checkWinograd({3, 40, 13, 12, 44, 2, 1, 2, 0, 2, true});   // batch 3, pads 2
-  checkWinograd({2, 33, 27, 26, 35, 1, 1, 0, 0, 1, true});   // channels not multiples of 16
+  // The gate picks F(2,3) for the first two and the last, F(4,3) for the third (GatePicksTheVariant).
+  checkBothTiles({1, 64, 14, 14, 64, 1, 1, 1, 1, 1, true});   // ResNet stage 3 shape, fewer channels
+  checkBothTiles({1, 48, 19, 21, 56, 0, 2, 1, 1, 2, true});   // odd output, asymmetric pads
+  checkBothTiles({3, 40, 13, 12, 44, 2, 1, 2, 0, 2, true});   // batch 3, pads 2
+  checkBothTiles({2, 33, 27, 26, 35, 1, 1, 0, 0, 1, true});   // channels not multiples of 16
 }
 
 TEST(Conv2dWinograd, RandomShapes) {
@@ -247,7 +264,7 @@ TEST(Conv2dWinograd, RandomShapes) {
     tc.threads = trial % 2 == 0 ? 1 : 2;
     if (tc.h + tc.padTop + tc.padBottom - 2 < 6 || tc.w + tc.padLeft + tc.padRight - 2 < 6)
       continue;
-    checkWinograd(tc, static_cast<uint32_t>(trial + 100));
+    checkBothTiles(tc, static_cast<uint32_t>(trial + 100));
   }
 }
 
@@ -257,7 +274,9 @@ TEST(Conv2dWinograd, GateKeepsOtherConvolutionsOnTheirPath) {
   args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = 1, args.dilation_h = args.dilation_w = 1;
   args.groups = 1;
   kiln_rt rt = makeRuntime(1);
-  using kiln::runtime::kernels::detail::useWinograd;
+  auto useWinograd = [](const kiln_rt *, const kiln_conv2d_args &a) {
+    return kiln::runtime::kernels::detail::winogradTile(a) != 0;
+  };
   EXPECT_TRUE(useWinograd(&rt, args));
   kiln_conv2d_args other = args;
   other.stride_h = 2, other.oh = 8;
@@ -280,6 +299,35 @@ TEST(Conv2dWinograd, GateKeepsOtherConvolutionsOnTheirPath) {
   EXPECT_FALSE(useWinograd(&rt, other));
   other.n = 8;
   EXPECT_TRUE(useWinograd(&rt, other));
+}
+
+TEST(Conv2dWinograd, GatePicksTheVariant) {
+  auto tileOf = [](int64_t n, int64_t c, int64_t side, int64_t k, int64_t pads = 1) {
+    kiln_conv2d_args args{};
+    args.n = n, args.c = c, args.h = args.w = side, args.k = k, args.r = args.s = 3;
+    args.oh = args.ow = side + 2 * pads - 2;
+    args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = pads, args.dilation_h = args.dilation_w = 1;
+    args.groups = 1;
+    return kiln::runtime::kernels::detail::winogradTile(args);
+  };
+  // ResNet stages 1-2 and VGG16: F(4,3), whose tiles fit the image.
+  EXPECT_EQ(tileOf(1, 64, 56, 64), 4);
+  EXPECT_EQ(tileOf(1, 128, 28, 128), 4);
+  EXPECT_EQ(tileOf(8, 128, 28, 128), 4);
+  EXPECT_EQ(tileOf(1, 256, 56, 256), 4);
+  EXPECT_EQ(tileOf(1, 64, 224, 64), 4);
+  // 14 x 14 computed as 16 x 16 (0.73 of F(2,3)'s points): F(2,3), at batch 1 and 8.
+  EXPECT_EQ(tileOf(1, 256, 14, 256), 2);
+  EXPECT_EQ(tileOf(8, 256, 14, 256), 2);
+  // An output side 4 divides, but too few tiles (16) to fill two vectors.
+  EXPECT_EQ(tileOf(1, 64, 16, 64), 2);
+  // 512 x 512 weights: U of F(4,3) would be 37.7 MB.
+  EXPECT_EQ(tileOf(1, 512, 28, 512), 2);
+  EXPECT_EQ(tileOf(8, 512, 7, 512), 2);
+  EXPECT_EQ(tileOf(1, 256, 28, 256), 4);
+  // Below the gate for Winograd at all.
+  EXPECT_EQ(tileOf(1, 512, 7, 512), 0);
+  EXPECT_EQ(tileOf(1, 3, 224, 64), 0);
 }
 
 } // namespace

@@ -392,16 +392,18 @@ TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
   auto loadTwoRows = [&] { Executable::fromDescription(model.desc, {Tensor(DType::F32, {128})}, {}, "tiny"); };
   EXPECT_EQ(errorOf(loadTwoRows), "tiny: weight packing 0 (2 x 64, strides 0, 2) does not fit weight 'w' (f32[128])");
   // A convolution's Winograd transform reads exactly a k x n x 3 x 3 weight.
-  model.packing = {0, KILN_PACK_CONV_WINOGRAD, 2, 64, 0, 0};
+  model.packing = {0, KILN_PACK_CONV_WINOGRAD_F2, 2, 64, 0, 0};
   EXPECT_EQ(errorOf(loadTwoRows),
-            "tiny: weight packing 0 (Winograd, 2 x 64 x 3 x 3) does not fit weight 'w' (f32[128])");
+            "tiny: weight packing 0 (Winograd F(2x2, 3x3), 2 x 64 x 3 x 3) does not fit weight 'w' (f32[128])");
   int64_t convShape[4] = {2, 64, 3, 3};
   model.weight.rank = 4, model.weight.shape = convShape;
   auto loadConv = [&] { Executable::fromDescription(model.desc, {Tensor(DType::F32, {2, 64, 3, 3})}, {}, "tiny"); };
   EXPECT_EQ(errorOf(loadConv), "");
+  model.packing.kind = KILN_PACK_CONV_WINOGRAD_F4;
+  EXPECT_EQ(errorOf(loadConv), "");
   model.packing.n = 32;
-  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (Winograd, 2 x 32 x 3 x 3) does not fit weight 'w' "
-                               "(f32[2,64,3,3])");
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (Winograd F(4x4, 3x3), 2 x 32 x 3 x 3) does not fit "
+                               "weight 'w' (f32[2,64,3,3])");
   model.packing.kind = 7;
   EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 has unknown kind 7");
 }
