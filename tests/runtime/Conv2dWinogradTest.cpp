@@ -76,7 +76,11 @@ void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
   args.k = tc.k, args.r = 3, args.s = 3, args.oh = oh, args.ow = ow;
   args.stride_h = args.stride_w = 1, args.pad_top = tc.padTop, args.pad_left = tc.padLeft;
   args.dilation_h = args.dilation_w = 1, args.groups = 1;
-  std::vector<float> y(tc.n * tc.k * oh * ow, 12345.0f);
+  // Past the output: a guard that no store may touch.
+  constexpr size_t kGuard = 64;
+  constexpr float kGuardValue = -777.0f;
+  std::vector<float> y(tc.n * tc.k * oh * ow + kGuard, 12345.0f);
+  std::fill(y.end() - kGuard, y.end(), kGuardValue);
   std::vector<int> calls(y.size(), 0);
   CountingEpilogue epilogue{&calls, tc.k, oh * ow};
   args.x = x.data(), args.weights = w.data(), args.y = y.data();
@@ -108,6 +112,7 @@ void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
     packed.weights_layout = tc.tile == 4 ? KILN_CONV_WEIGHTS_WINOGRAD_F4 : KILN_CONV_WEIGHTS_WINOGRAD_F2;
     kiln::runtime::kernels::conv2d(&rt, &packed);
     std::vector<float> plainY(y.size(), 12345.0f);
+    std::fill(plainY.end() - kGuard, plainY.end(), kGuardValue);
     std::vector<int> plainCalls(y.size(), 0);
     CountingEpilogue plainEpilogue{&plainCalls, tc.k, oh * ow};
     kiln_conv2d_args plain = args;
@@ -156,6 +161,7 @@ void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
                         << "][" << p % ow << "]";
       }
   EXPECT_EQ(failures, 0) << "max error " << worst << " against max |y| " << largest;
+  EXPECT_EQ(std::count(y.end() - kGuard, y.end(), kGuardValue), static_cast<long>(kGuard)) << "a store past the output";
 }
 
 /// The case with each variant (one of them through conv2d's dispatch when the gate passes it).
@@ -188,10 +194,12 @@ TEST(Conv2dWinograd, ImagesAndThreads) {
 
 TEST(Conv2dWinograd, RowsWiderThanOneVectorOfTiles) {
   // 37 columns of output: 19 tiles of F(2,3) per row, so two groups of 16 with a masked tail;
-  // 70 columns: 18 tiles of F(4,3), the last group of two a partial tile.
+  // 70 columns: 18 tiles of F(4,3), the last group of two a partial tile; 57 columns: 15 tiles
+  // of F(4,3) whose last row store (columns 48-63) is partial, at the end of the output.
   checkBothTiles({1, 16, 37, 37, 16, 1, 1, 1, 1, 1});
   checkBothTiles({2, 16, 36, 37, 17, 1, 0, 2, 1, 2});
   checkBothTiles({1, 16, 12, 70, 16, 1, 1, 1, 1, 2});
+  checkBothTiles({1, 16, 9, 57, 16, 1, 1, 1, 1, 1});
 }
 
 TEST(Conv2dWinograd, BlocksOfTileRowsAndChannelParts) {
