@@ -157,8 +157,8 @@ struct Plan {
 };
 
 Plan makePlan(const kiln_conv2d_args &a, int threads, int tile) {
-  Plan p{a,       tile, pointsOf(tile), nullptr, uPlaneOf(a.k, a.c), ceilDiv(a.oh, tile), ceilDiv(a.ow, tile), 0, 1, 1,
-         1,       1,    0,              0,       threads};
+  Plan p{a, tile, pointsOf(tile), nullptr, uPlaneOf(a.k, a.c), ceilDiv(a.oh, tile), ceilDiv(a.ow, tile),
+         0, 1, 1, 1, 1, 0, 0, threads};
   p.groupCols = roundUp(p.tileCols, kGroup);
   // Tiles per block: what keeps V and M in L2, but at least minBlockPixels of output, since
   // every block streams all of U, which for deep layers is far larger than V and M.
@@ -207,7 +207,8 @@ Plan makePlan(const kiln_conv2d_args &a, int threads, int tile) {
 // plain floats on the portable path). T is float or __m512, whose GCC vector arithmetic takes
 // float operands.
 
-/// G (alpha x 3) applied to three values.
+/// The 1-D rules of F(M x M, 3x3), alpha = M + 2: g applies G (alpha x 3) to three weights,
+/// bt B^T (alpha x alpha) to alpha input values, at A^T (M x alpha) to alpha values of M.
 template <int M> struct Rules;
 
 template <> struct Rules<2> {
@@ -218,14 +219,12 @@ template <> struct Rules<2> {
     out[2] = sum - odd;
     out[3] = v2;
   }
-  /// B^T (alpha x alpha) applied to an input row.
   template <typename T> static void bt(const T d[4], T out[4]) {
     out[0] = d[0] - d[2];
     out[1] = d[1] + d[2];
     out[2] = d[2] - d[1];
     out[3] = d[1] - d[3];
   }
-  /// A^T (M x alpha) applied to a row of M.
   template <typename T> static void at(const T m[4], T out[2]) {
     const T mid = m[1] + m[2];
     out[0] = m[0] + mid;
