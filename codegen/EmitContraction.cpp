@@ -42,6 +42,9 @@ std::string emitEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, int6
   Index col = e.declareIndex("col0 + q1", cols, "t");
   std::vector<Index> coords = coordsOf(e.arena(), batch, row, col);
   e.setOverride(anchor, coords, e.declare(DType::F32, "trow[q1]", e.depth()));
+  // A convolution that accumulated into the residual r: X + r is the tile's X.
+  if (const passes::AccumulatedAdd &sum = e.accumulatedAdd(); sum.add && stage.anchor->op() == OpKind::Conv)
+    e.setOverride(sum.add->output(), coords, e.value(sum.rest, coords));
   std::string tileValue;
   for (const Store &store : stage.stores) {
     if (store.value == anchor && store.buffer == stage.tileBuffer)
@@ -235,6 +238,14 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
   if (winogradWeights)
     text += fmt::format("  g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F{};\n", winogradTile);
+  if (e.accumulatedAdd().add) {
+    // The output was planned over the residual (passes/AccumulatedOperand.h): conv2d adds onto
+    // it, which only the tile being the kernel's result and a pointwise convolution allow.
+    if (e.plan().buffers.at(static_cast<size_t>(stage.tileBuffer)).kind != KernelBuffer::Kind::Result ||
+        !runtime::kernels::convCanAccumulate(shape))
+      fail("codegen: internal error: a convolution planned to accumulate into its residual cannot");
+    text += "  g.accumulate = 1;\n";
+  }
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n  rt->conv2d(rt, &g);\n}}",
                       epilogue);
   out.body.push_back(text);

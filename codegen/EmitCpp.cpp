@@ -20,6 +20,7 @@
 #include "ir/Error.h"
 #include "ir/KernelOutline.h"
 #include "ir/Printer.h"
+#include "passes/AccumulatedOperand.h"
 
 #ifndef KILN_SOURCE_DIR
 #error "kiln_codegen needs KILN_SOURCE_DIR (set in the top-level CMakeLists.txt) to embed runtime/KernelAbi.h"
@@ -102,6 +103,8 @@ public:
       }
       for (const ir::Value *output : node->outputs())
         refs.push_back(refFor(output));
+      if (node->op() == OpKind::Kernel)
+        unit.accumulatedOperand = accumulatedOperandInPlan(*node);
       addLaunch(unit, describeNode(*node), refs, node);
     }
     for (size_t j = 0; j < graph_.outputs().size(); ++j) {
@@ -163,6 +166,16 @@ private:
       if (weight == index->second)
         return false;
     return true;
+  }
+
+  /// The operand the plan lets `kernel` accumulate into (its result placed over it), or -1.
+  int accumulatedOperandInPlan(const ir::Node &kernel) const {
+    const int operand = passes::accumulatedOperand(kernel);
+    for (const passes::BufferReuse &reuse : plan_.reuses)
+      if (operand >= 0 && reuse.output == kernel.output() && reuse.operand == kernel.input(operand) &&
+          reuse.kind == passes::ReuseKind::InPlace)
+        return operand;
+    return -1;
   }
 
   bool isAliasedView(const ir::Node &node) const {

@@ -22,6 +22,8 @@ KernelText emitStages(const KernelPlan &plan, const Unit &unit, const std::strin
     operands += buffer.kind == KernelBuffer::Kind::Operand;
   KernelEmitter emitter(plan, prefix, restrictPointers, operands);
   emitter.setSoleWeightOperands(unit.soleWeightOperands);
+  if (unit.accumulatedOperand >= 0)
+    emitter.setAccumulatedAdd(passes::accumulatedAdd(*unit.body, unit.accumulatedOperand));
   KernelText text;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     int stage = static_cast<int>(s);

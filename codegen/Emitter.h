@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "codegen/LoopNest.h"
+#include "passes/AccumulatedOperand.h"
 
 namespace kiln::codegen {
 
@@ -47,6 +48,11 @@ public:
   /// (Unit::soleWeightOperands), so that its layout is the kernel's to choose.
   bool isSoleWeightOperand(int buffer) const;
   void setSoleWeightOperands(std::vector<bool> flags) { soleWeightOperands_ = std::move(flags); }
+  /// The `X + r` of a unit whose convolution accumulates into r's buffer (Unit::
+  /// accumulatedOperand): its conv stage has conv2d add into the output, and its epilogue takes
+  /// the node's value as X's, the tile already holding r. Empty (add == nullptr) otherwise.
+  const passes::AccumulatedAdd &accumulatedAdd() const { return accumulatedAdd_; }
+  void setAccumulatedAdd(passes::AccumulatedAdd add) { accumulatedAdd_ = add; }
   std::string contextType() const { return prefix_ + "_ctx"; }
 
   /// Starts a function body for stage `stage` whose context pointer is `c`; resets the
@@ -127,6 +133,7 @@ private:
   bool restrict_;
   int numOperandBuffers_;
   std::vector<bool> soleWeightOperands_;
+  passes::AccumulatedAdd accumulatedAdd_;
   int stage_ = 0;
   int counter_ = 0;
   IndexArena arena_;

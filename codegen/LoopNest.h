@@ -75,6 +75,9 @@ struct Unit {
   /// reads, which the runtime may therefore store in another layout (a matmul's B as prepacked
   /// panels). Set by the model emitter, which sees the whole graph; empty means none.
   std::vector<bool> soleWeightOperands;
+  /// The body input (operand) whose buffer the memory plan gave this unit's result, for the
+  /// unit's convolution to accumulate into (passes/AccumulatedOperand.h); -1 for none.
+  int accumulatedOperand = -1;
 };
 
 /// An operand a kernel reads repacked (kiln_weight_packing): for KILN_PACK_GEMM_B_PANELS, in

@@ -2,7 +2,8 @@
 //   1. liveness (passes/Liveness.h): an interval of steps per intermediate;
 //   2. buffers: walking the intermediates in order of definition, an output joins the buffer
 //      of its producer's first operand when the op may write over it (kInPlace, or a view
-//      when PlanOptions::aliasViews) and that operand dies at this node with the same byte
+//      when PlanOptions::aliasViews), or of the operand a kernel accumulates into
+//      (passes/AccumulatedOperand.h), and that operand dies at this node with the same byte
 //      size; the buffer's interval becomes the union. Since the operand is dead after this
 //      step, a buffer never holds two live values, and merging never raises the lower bound
 //      (at that step both were live);
@@ -25,6 +26,7 @@
 
 #include "ir/Error.h"
 #include "ir/Printer.h"
+#include "passes/AccumulatedOperand.h"
 #include "passes/Liveness.h"
 
 namespace kiln::passes {
@@ -51,16 +53,20 @@ bool isViewOp(ir::OpKind op) {
          op == ir::OpKind::Flatten;
 }
 
-/// How `value` may take over its producer's first operand's buffer under `options`, if at all
-/// (the operand must still be checked to die there with the same size).
-std::optional<ReuseKind> reuseKindFor(const ir::Value *value, const PlanOptions &options) {
+/// The operand whose buffer `value` may take over under `options` (its producer's first
+/// operand, or the one a kernel accumulates into), and how; nullopt when none. The operand
+/// must still be checked to die there with the same size.
+std::optional<std::pair<const ir::Value *, ReuseKind>> reuseFor(const ir::Value *value, const PlanOptions &options) {
   const ir::Node *producer = value->producer();
   if (producer == nullptr || producer->numOutputs() != 1 || producer->numInputs() == 0)
     return std::nullopt;
   if (options.inPlace && (ir::opTraits(producer->op()).flags & ir::kInPlace))
-    return ReuseKind::InPlace;
+    return std::make_pair(producer->input(0), ReuseKind::InPlace);
   if (options.aliasViews && isViewOp(producer->op()))
-    return ReuseKind::View;
+    return std::make_pair(producer->input(0), ReuseKind::View);
+  if (options.inPlace && producer->op() == ir::OpKind::Kernel)
+    if (const int operand = accumulatedOperand(*producer); operand >= 0)
+      return std::make_pair(producer->input(operand), ReuseKind::InPlace);
   return std::nullopt;
 }
 
@@ -72,8 +78,8 @@ void mergeReuses(const Liveness &liveness, const PlanOptions &options, std::vect
   for (size_t i = 0; i < intervals.size(); ++i) {
     const LiveInterval &interval = intervals[i];
     const ir::Value *value = interval.value;
-    if (std::optional<ReuseKind> kind = reuseKindFor(value, options)) {
-      const ir::Value *operand = value->producer()->input(0);
+    if (const auto reuse = reuseFor(value, options)) {
+      const auto [operand, kind] = *reuse;
       const LiveInterval *operandInterval = liveness.find(operand);
       if (operandInterval && operandInterval->lastUse == interval.def &&
           valueBytes(operand) == valueBytes(value)) {
@@ -83,7 +89,7 @@ void mergeReuses(const Liveness &liveness, const PlanOptions &options, std::vect
         buffers[buffer].values.push_back(value);
         buffers[buffer].lastUse = std::max(buffers[buffer].lastUse, interval.lastUse);
         bufferOf[i] = buffer;
-        reuses.push_back({value, operand, *kind});
+        reuses.push_back({value, operand, kind});
         continue;
       }
     }
@@ -201,11 +207,14 @@ checkReuses(const MemoryPlan &plan, const Liveness &liveness,
       fail("memory plan: reuse of {} by {} names a value that is not an intermediate", name(reuse.operand),
            name(reuse.output));
     const ir::Node *producer = reuse.output->producer();
-    if (producer->numInputs() == 0 || producer->input(0) != reuse.operand)
+    const int accumulated = producer->op() == ir::OpKind::Kernel ? accumulatedOperand(*producer) : -1;
+    const bool intoAccumulated = accumulated >= 0 && producer->input(accumulated) == reuse.operand;
+    if (!intoAccumulated && (producer->numInputs() == 0 || producer->input(0) != reuse.operand))
       fail("memory plan: {} reuses {}, which is not the first operand of its {}", name(reuse.output),
            name(reuse.operand), producer->opName());
-    bool opAllows = reuse.kind == ReuseKind::InPlace ? (ir::opTraits(producer->op()).flags & ir::kInPlace) != 0
-                                                     : isViewOp(producer->op());
+    bool opAllows = reuse.kind == ReuseKind::InPlace
+                        ? intoAccumulated || (ir::opTraits(producer->op()).flags & ir::kInPlace) != 0
+                        : isViewOp(producer->op());
     if (!opAllows)
       fail("memory plan: {} cannot reuse {}: {} does not work {}", name(reuse.output), name(reuse.operand),
            producer->opName(), reuse.kind == ReuseKind::InPlace ? "in place" : "as a view");

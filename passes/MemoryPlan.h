@@ -19,7 +19,8 @@ namespace kiln::passes {
 
 struct PlanOptions {
   /// An op with the kInPlace flag (ir/Ops.def) writes its output over its first operand when
-  /// that operand is an intermediate of the same byte size whose last use is this op.
+  /// that operand is an intermediate of the same byte size whose last use is this op; so does
+  /// a kernel over the operand it accumulates into (passes/AccumulatedOperand.h).
   bool inPlace = true;
   /// reshape, squeeze, unsqueeze and flatten alias their input under the same condition, so
   /// that they cost no copy and no bytes. On by default; codegen must then emit these views
@@ -74,9 +75,9 @@ MemoryPlan planMemory(const ir::Graph &graph, const PlanOptions &options = {});
 
 /// Checks `plan` against `graph` independently of how it was made: every intermediate and
 /// nothing else placed, offsets aligned and inside the arena, every listed reuse legal (the
-/// operand is the producer's first operand, dies there, has the output's byte size and the
-/// same offset), and no two values live at one step sharing a byte unless they form a listed
-/// reuse. Throws kiln::Error naming the values at fault.
+/// operand is the producer's first operand or the one its kernel accumulates into, dies there,
+/// has the output's byte size and the same offset), and no two values live at one step sharing
+/// a byte unless they form a listed reuse. Throws kiln::Error naming the values at fault.
 void verifyPlan(const ir::Graph &graph, const MemoryPlan &plan);
 
 /// A summary line, then one line per buffer: its values by printed name (with how each took

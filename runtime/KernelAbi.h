@@ -88,6 +88,10 @@ typedef struct kiln_conv2d_args {
   kiln_epilogue_fn epilogue; /* may be NULL */
   void *epilogue_ctx;
   int32_t weights_layout; /* kiln_conv_weights_layout */
+  /* Nonzero: y holds an addend on entry, and the convolution is added to it before the
+     epilogue sees it (a residual the output was planned over). Pointwise convolutions only
+     (1x1 kernel, strides 1, pads 0); conv2d leaves y alone for any other. */
+  int32_t accumulate;
 } kiln_conv2d_args;
 
 /// 2-D max or average pooling over NCHW f32 (pads count as -inf for max; for average they

@@ -21,6 +21,11 @@ namespace kiln::runtime::kernels {
 
 namespace detail {
 
+bool pointwiseConv(const kiln_conv2d_args &a) {
+  return a.r == 1 && a.s == 1 && a.stride_h == 1 && a.stride_w == 1 && a.pad_top == 0 && a.pad_left == 0 &&
+         a.oh == a.h && a.ow == a.w;
+}
+
 bool validConv(const kiln_conv2d_args &a) {
   if (a.n < 0 || a.c < 0 || a.h < 1 || a.w < 1 || a.k < 0 || a.r < 1 || a.s < 1 || a.oh < 0 || a.ow < 0)
     return false;
@@ -29,6 +34,9 @@ bool validConv(const kiln_conv2d_args &a) {
     return false;
   // Winograd's transformed weights exist only for the convolutions Winograd computes.
   if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN && (!winogradTileOfLayout(a.weights_layout) || !winogradShape(a)))
+    return false;
+  // Only the pointwise path (a GEMM whose first K block may add to C) accumulates into y.
+  if (a.accumulate && !pointwiseConv(a))
     return false;
   return a.x && a.weights && a.y;
 }
@@ -267,6 +275,7 @@ public:
                   product.rowOffset = group * m;
                   product.swap = swap;
                   product.packedB = packedB;
+                  product.accumulate = a_.accumulate != 0;
                   detail::computeRegion(product, row0, row1, col0, col1);
                 });
   }
@@ -289,14 +298,14 @@ private:
 
 } // namespace
 
+bool convCanAccumulate(const kiln_conv2d_args &args) { return detail::pointwiseConv(args); }
+
 void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   if (!args || !detail::validConv(*args) || args->n == 0 || args->k == 0 || args->oh == 0 || args->ow == 0)
     return;
   const kiln_conv2d_args &a = *args;
   const int64_t groupChannels = a.c / a.groups, groupOutputs = a.k / a.groups;
-  const bool pointwise = a.r == 1 && a.s == 1 && a.stride_h == 1 && a.stride_w == 1 && a.pad_top == 0 &&
-                         a.pad_left == 0 && a.oh == a.h && a.ow == a.w;
-  if (pointwise) {
+  if (detail::pointwiseConv(a)) {
     detail::runProducts(rt, ConvProducts(a, PaddedInput{}, true));
     return;
   }

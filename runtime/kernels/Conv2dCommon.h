@@ -8,9 +8,13 @@
 namespace kiln::runtime::kernels::detail {
 
 /// Whether the arguments describe a convolution the kernels can run: positive sizes, strides
-/// and dilations, non-negative pads, groups dividing both channel counts. conv2d leaves y
-/// untouched otherwise (the ABI has no error channel; the compiler never emits such a call).
+/// and dilations, non-negative pads, groups dividing both channel counts, a weights layout and
+/// accumulation the shape allows. conv2d leaves y untouched otherwise (the ABI has no error
+/// channel; the compiler never emits such a call).
 bool validConv(const kiln_conv2d_args &args);
+
+/// A 1x1 kernel, strides 1, no padding: the input's pixels are the GEMM's B as they lie.
+bool pointwiseConv(const kiln_conv2d_args &args);
 
 /// The input with its zero padding written out, so that packers and direct loops read every
 /// window position without bounds checks: channel c of image n starts at

@@ -74,14 +74,14 @@ struct Oriented {
   }
 };
 
-/// K == 0: C is all zeros; the epilogue still runs once per element.
+/// K == 0: C is all zeros (or the addend it holds); the epilogue still runs once per element.
 void zeroRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, int64_t col1) {
   const Product &p = o.product;
   for (int64_t i = row0; i < row1; i += kMaxRows) {
     const int64_t rows = std::min<int64_t>(kMaxRows, row1 - i);
     for (int64_t j = col0; j < col1; j += kNc) {
       const int64_t cols = std::min(kNc, col1 - j);
-      for (int64_t ii = i; ii < i + rows; ++ii)
+      for (int64_t ii = i; ii < i + rows && !p.accumulate; ++ii)
         for (int64_t jj = j; jj < j + cols; ++jj)
           (o.transposed ? p.c[jj * p.ldc + ii] : p.c[ii * p.ldc + jj]) = 0.0f;
       o.finishTile(i, rows, j, cols);
@@ -122,7 +122,7 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
     for (int64_t pc = 0; pc < p.k; pc += kcMax) {
       const int64_t kc = std::min(kcMax, p.k - pc);
       const bool lastK = pc + kc == p.k;
-      const int flags = storeFlags | (pc > 0 ? kAccumulate : 0);
+      const int flags = storeFlags | (pc > 0 || p.accumulate ? kAccumulate : 0);
       // Panels the source already holds (prepacked weights) are read where they lie.
       int64_t panelStride = 0;
       const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);

@@ -23,6 +23,8 @@ struct Product {
   int64_t batch = 0, rowOffset = 0;
   /// Compute C^T = B^T A^T (chooseSwap), invisible to the caller but for speed.
   bool swap = false;
+  /// C holds an addend: the product is added to it (the first K block accumulates too).
+  bool accumulate = false;
   /// When not null, all of B already packed by runProducts (never with swap): the K block
   /// that starts at row pc holds its panels from packedB + pc * N64, N64 being N rounded up
   /// to 64, laid out as PanelSource::packPanels writes them. The driver reads them instead of

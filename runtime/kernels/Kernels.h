@@ -36,6 +36,10 @@ void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t 
 /// reads them.
 int convWinogradTile(const kiln_conv2d_args &args);
 
+/// Whether conv2d can add a convolution of these shapes into y (kiln_conv2d_args::accumulate):
+/// a pointwise one (1x1 kernel, strides 1, no padding).
+bool convCanAccumulate(const kiln_conv2d_args &args);
+
 /// Floats of the transformed layout (M = tile: KILN_CONV_WEIGHTS_WINOGRAD_F2 or _F4) of
 /// k x c x 3 x 3 weights.
 int64_t winogradWeightFloats(int64_t k, int64_t c, int tile);

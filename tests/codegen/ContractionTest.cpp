@@ -124,6 +124,31 @@ TEST(CodegenContraction, ConvBiasReluAndResidual) {
   expectMatchesReference(*graph, randomInputs(*graph, 39));
 }
 
+TEST(CodegenContraction, PointwiseConvAccumulatesIntoADyingResidual) {
+  // A bottleneck as ResNet has it: s feeds the block's first layer and its residual add,
+  // relu(conv1x1(h) + b + s), where s dies. The result gets s's buffer and conv2d adds onto it
+  // (passes/AccumulatedOperand.h). The second block's residual t is still read afterwards, so
+  // its result gets a buffer of its own.
+  GraphBuilder gb("residual_accumulate");
+  Var x = gb.input("x", DType::F32, {2, 16, 7, 9});
+  Var w1 = gb.param("w1", convWeights({24, 32, 1, 1}, 63));
+  Var b1 = gb.param("b1", weights({24}, 64));
+  Var w2 = gb.param("w2", convWeights({32, 24, 1, 1}, 65));
+  Var b2 = gb.param("b2", weights({32}, 66));
+  auto bottleneck = [&](Var in) {
+    Var h = frontend::relu(frontend::conv2d(in, w1, b1));
+    return frontend::relu(frontend::conv2d(h, w2, b2) + in);
+  };
+  Var s = frontend::relu(frontend::conv2d(x, gb.param("ws", convWeights({32, 16, 3, 3}, 61)),
+                                          gb.param("bs", weights({32}, 62)), {1}, {1}));
+  Var t = frontend::relu(frontend::conv2d(x, gb.param("wt", convWeights({32, 16, 3, 3}, 67)), Var(), {1}, {1}));
+  Var w3 = gb.param("w3", convWeights({32, 32, 1, 1}, 70));
+  auto graph = gb.finish({frontend::conv2d(bottleneck(s), w3), frontend::conv2d(bottleneck(t), w3) + t});
+  EXPECT_EQ(countInSource(*graph, "g.accumulate = 1;"), 1);
+  expectMatchesReference(*graph, randomInputs(*graph, 68));
+  expectMatchesReference(*graph, randomInputs(*graph, 69), withThreads(2));
+}
+
 TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
   // A 3x3 stride-1 convolution that conv2d computes with Winograd, whose weights (a parameter or
   // a constant) no other kernel reads, gets them transformed once at load, for the variant the

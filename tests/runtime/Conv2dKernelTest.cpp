@@ -5,7 +5,8 @@
 // (GemmKernelTest.cpp) an element must satisfy
 //   |y - ref| <= 2e-6 * sqrt(K) * sum |x * w| (+1e-30),
 // below a relative 1e-4 for K up to 2500. The epilogue adds a bias per output channel, applies
-// ReLU and counts its calls per element, which must be exactly one.
+// ReLU and counts its calls per element, which must be exactly one. With accumulate, y starts
+// as a random addend (a residual) that the convolution adds onto before the epilogue.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@ struct ConvCase {
   int64_t stride = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0, dilation = 1, groups = 1;
   int threads = 1;
   int64_t strideW = 0, dilationW = 0; // 0: same as the height's
+  bool accumulate = false;
 };
 
 struct BiasReluEpilogue {
@@ -58,7 +60,9 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int64_t cg = tc.c / tc.groups, kg = tc.k / tc.groups;
-  std::vector<float> x(tc.n * tc.c * tc.h * tc.w), w(tc.k * cg * tc.r * tc.s), bias(tc.k);
+  // At least one element each, so that no channels (K = 0) still passes valid pointers.
+  std::vector<float> x(std::max<int64_t>(1, tc.n * tc.c * tc.h * tc.w)), w(std::max<int64_t>(1, tc.k * cg * tc.r * tc.s)),
+      bias(tc.k);
   for (float &v : x)
     v = dist(rng);
   for (float &v : w)
@@ -66,6 +70,10 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   for (float &v : bias)
     v = dist(rng);
   std::vector<float> y(tc.n * tc.k * oh * ow, 12345.0f);
+  if (tc.accumulate)
+    for (float &v : y)
+      v = dist(rng);
+  const std::vector<float> addend = y;
   std::vector<int> calls(y.size(), 0);
   BiasReluEpilogue epi{&bias, &calls, tc.k, oh * ow};
 
@@ -77,6 +85,7 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   args.x = x.data(), args.weights = w.data(), args.y = y.data();
   args.epilogue = BiasReluEpilogue::apply;
   args.epilogue_ctx = &epi;
+  args.accumulate = tc.accumulate;
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::conv2d(&rt, &args);
 
@@ -100,9 +109,12 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
                 sum += product;
                 magnitude += std::fabs(product);
               }
-          const double expected = std::max(0.0, sum + bias[oc]);
           const size_t at = static_cast<size_t>(((img * tc.k + oc) * oh + i) * ow + j);
-          const double tolerance = 2e-6 * std::sqrt(double(std::max<int64_t>(depth, 1))) * (magnitude + std::fabs(bias[oc])) + 1e-30;
+          const double start = tc.accumulate ? double(addend[at]) : 0.0;
+          const double expected = std::max(0.0, start + sum + bias[oc]);
+          const double tolerance =
+              2e-6 * std::sqrt(double(std::max<int64_t>(depth, 1))) * (magnitude + std::fabs(bias[oc]) + std::fabs(start)) +
+              1e-30;
           if (!(std::fabs(y[at] - expected) <= tolerance) && failures++ < 5)
             ADD_FAILURE() << "y[" << img << "][" << oc << "][" << i << "][" << j << "] = " << y[at] << ", expected "
                           << expected;
@@ -232,6 +244,50 @@ TEST(Conv2dKernel, RandomGeometries) {
       continue;
     checkConv(tc, static_cast<uint32_t>(trial));
   }
+}
+
+TEST(Conv2dKernel, PointwiseAccumulatesIntoTheOutput) {
+  ConvCase tc{1, 16, 7, 9, 24, 1, 1};
+  tc.accumulate = true;
+  checkConv(tc);
+  // Two K blocks (600 channels), so the first must add to the addend too.
+  tc = {1, 600, 5, 6, 20, 1, 1}, tc.accumulate = true;
+  checkConv(tc);
+  // 7x7 pixels: 49 = 3 vectors + 1 column of dot products; and many output channels, which
+  // the driver computes as C^T.
+  tc = {1, 64, 7, 7, 40, 1, 1}, tc.accumulate = true;
+  checkConv(tc);
+  tc = {1, 32, 2, 2, 256, 1, 1}, tc.accumulate = true;
+  checkConv(tc);
+  // Batch 2, groups, two threads.
+  tc = {2, 256, 6, 6, 64, 1, 1, 1, 0, 0, 0, 0, 1, 2, 2}, tc.accumulate = true;
+  checkConv(tc);
+  // No input channels (K = 0): the convolution is 0, y keeps the addend.
+  tc = {1, 0, 3, 5, 8, 1, 1}, tc.accumulate = true;
+  checkConv(tc);
+}
+
+TEST(Conv2dKernel, AccumulateOnlyForPointwiseConvolutions) {
+  // conv2d adds into y only on its pointwise path; for anything else the arguments are
+  // invalid and y stays as it was.
+  std::vector<float> x(2 * 36, 1.0f), w(4 * 2 * 9, 1.0f), y(4 * 36, 7.0f);
+  kiln_conv2d_args args{};
+  args.n = 1, args.c = 2, args.h = 6, args.w = 6, args.k = 4, args.r = 3, args.s = 3, args.oh = 6, args.ow = 6;
+  args.stride_h = args.stride_w = args.dilation_h = args.dilation_w = 1, args.pad_top = args.pad_left = 1;
+  args.groups = 1, args.accumulate = 1;
+  args.x = x.data(), args.weights = w.data(), args.y = y.data();
+  kiln_rt rt = makeRuntime(1);
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  EXPECT_EQ(y, std::vector<float>(4 * 36, 7.0f)) << "3x3";
+  EXPECT_FALSE(kiln::runtime::kernels::convCanAccumulate(args));
+  args.r = args.s = 1, args.pad_top = args.pad_left = 0, args.stride_w = 2, args.ow = 3;
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  EXPECT_EQ(y, std::vector<float>(4 * 36, 7.0f)) << "1x1 stride 2";
+  EXPECT_FALSE(kiln::runtime::kernels::convCanAccumulate(args));
+  args.stride_w = 1, args.ow = 6;
+  EXPECT_TRUE(kiln::runtime::kernels::convCanAccumulate(args));
+  kiln::runtime::kernels::conv2d(&rt, &args);
+  EXPECT_EQ(y, std::vector<float>(4 * 36, 9.0f)) << "1x1: 7 plus two channels of 1 x 1";
 }
 
 TEST(Conv2dKernel, InvalidArgumentsLeaveTheOutputAlone) {
