@@ -14,9 +14,11 @@ bool pointwiseConv(const ir::Node &conv) {
   if (conv.op() != OpKind::Conv || conv.output()->dtype() != DType::F32)
     return false;
   const Shape &weights = conv.input(1)->shape();
-  const bool ones = std::all_of(weights.begin() + 2, weights.end(), [](int64_t extent) { return extent == 1; });
+  if (weights.size() < 3)
+    return false;
   const std::vector<int64_t> &strides = conv.attrInts("strides"), &pads = conv.attrInts("pads");
-  return weights.size() >= 3 && ones && std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; }) &&
+  return std::all_of(weights.begin() + 2, weights.end(), [](int64_t extent) { return extent == 1; }) &&
+         std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; }) &&
          std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
 }
 
