@@ -171,8 +171,10 @@ private:
   /// The operand the plan lets `kernel` accumulate into (its result placed over it), or -1.
   int accumulatedOperandInPlan(const ir::Node &kernel) const {
     const int operand = passes::accumulatedOperand(kernel);
+    if (operand < 0)
+      return -1;
     for (const passes::BufferReuse &reuse : plan_.reuses)
-      if (operand >= 0 && reuse.output == kernel.output() && reuse.operand == kernel.input(operand) &&
+      if (reuse.output == kernel.output() && reuse.operand == kernel.input(operand) &&
           reuse.kind == passes::ReuseKind::InPlace)
         return operand;
     return -1;

@@ -41,23 +41,31 @@ bool convPlusOther(const ir::Value *x) {
   return false;
 }
 
-/// The kernel's `X + r` node, r being body input `operand`, or nullptr.
-const ir::Node *residualAdd(const ir::Graph &body, int operand) {
-  if (operand < 0 || static_cast<size_t>(operand) >= body.inputs().size() || body.outputs().size() != 1)
-    return nullptr;
-  const ir::Value *r = body.inputs()[static_cast<size_t>(operand)];
+/// The body's `X + r` node and r's body-input index, or {nullptr, -1}: the result (or the
+/// relu it goes through) is one add, and one side of it is the body input r.
+struct ResidualAdd {
+  const ir::Node *add = nullptr;
+  int operand = -1;
+};
+
+ResidualAdd residualAdd(const ir::Graph &body) {
+  if (body.outputs().size() != 1)
+    return {};
   const ir::Value *result = body.outputs()[0];
-  if (r->uses().size() != 1 || r->type() != result->type() || body.isOutput(r))
-    return nullptr;
   const ir::Node *add = result->producer();
   if (add && add->op() == OpKind::Relu)
     add = add->input(0)->uses().size() == 1 ? add->input(0)->producer() : nullptr;
   if (!add || add->op() != OpKind::Add || add->output()->type() != result->type())
-    return nullptr;
-  for (int side = 0; side < 2; ++side)
-    if (add->input(side) == r && add->input(1 - side)->type() == r->type() && convPlusOther(add->input(1 - side)))
-      return add;
-  return nullptr;
+    return {};
+  const std::vector<ir::Value *> &inputs = body.inputs();
+  for (int side = 0; side < 2; ++side) {
+    const ir::Value *r = add->input(side);
+    const auto at = std::find(inputs.begin(), inputs.end(), r);
+    if (at != inputs.end() && r->uses().size() == 1 && r->type() == result->type() && !body.isOutput(r) &&
+        add->input(1 - side)->type() == r->type() && convPlusOther(add->input(1 - side)))
+      return {add, static_cast<int>(at - inputs.begin())};
+  }
+  return {};
 }
 
 } // namespace
@@ -78,18 +86,15 @@ int accumulatedOperand(const ir::Node &kernel) {
   }
   if (anchors != 1)
     return -1;
-  for (int operand = 0; operand < static_cast<int>(body->inputs().size()); ++operand)
-    if (residualAdd(*body, operand))
-      return operand;
-  return -1;
+  return residualAdd(*body).operand;
 }
 
 AccumulatedAdd accumulatedAdd(const ir::Graph &body, int operand) {
-  const ir::Node *add = residualAdd(body, operand);
-  if (!add)
+  const ResidualAdd match = residualAdd(body);
+  if (!match.add || match.operand != operand)
     return {};
   const ir::Value *r = body.inputs()[static_cast<size_t>(operand)];
-  return {add, add->input(0) == r ? add->input(1) : add->input(0)};
+  return {match.add, match.add->input(0) == r ? match.add->input(1) : match.add->input(0)};
 }
 
 } // namespace kiln::passes
