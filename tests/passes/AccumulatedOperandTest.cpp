@@ -77,6 +77,25 @@ TEST(AccumulatedOperand, OtherBodiesDoNot) {
   EXPECT_EQ(accumulatedOperand(*kernelOf(*residualGraph(conv3, "f32[16,8,3,3]"))), -1) << "a 3x3 convolution";
 }
 
+TEST(AccumulatedOperand, NotWhenTheConvolutionBroadcastsOverTheResidual) {
+  // conv(x) is 1x1 pixels, broadcast over r's 4x4: r cannot be its accumulator.
+  auto graph = test::parseKir(R"(
+graph @g(%x: f32[1,8,1,1], %s: f32[1,16,4,4]) -> (f32[1,16,4,4]) {
+  %w = param "w" : f32[16,8,1,1]
+  %r = exp(%s) : f32[1,16,4,4]
+  %k = kernel(%x, %w, %r) {rule = "contraction+epilogue"} : f32[1,16,4,4] {
+    ^(%x: f32[1,8,1,1], %w: f32[16,8,1,1], %r: f32[1,16,4,4]):
+    %c = conv(%x, %w) {dilations = [1, 1], pads = [0, 0, 0, 0], strides = [1, 1]} : f32[1,16,1,1]
+    %y = add(%c, %r) : f32[1,16,4,4]
+    return %y
+  }
+  %out = neg(%k) : f32[1,16,4,4]
+  return %out
+}
+)");
+  EXPECT_EQ(accumulatedOperand(*kernelOf(*graph)), -1);
+}
+
 TEST(AccumulatedOperand, PlanPutsTheResultOverADyingResidual) {
   const std::string tail = "    %a = add(%c, %b) : f32[1,16,4,4]\n    %s2 = add(%a, %r) : f32[1,16,4,4]\n"
                            "    %y = relu(%s2) : f32[1,16,4,4]\n    return %y";
