@@ -99,18 +99,24 @@ void benchGemm(const kiln_rt &rt, int64_t size, int reps) {
               rt.num_threads, seconds * 1e3, 2.0 * size * size * size / seconds * 1e-9);
 }
 
-void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64_t k, int64_t r,
-               int64_t stride, int reps, int64_t groups = 1) {
-  if (std::string(name).find(onlyLayers) == std::string::npos)
-    return;
+/// A square r x r convolution of n images, padded r/2 on every side (pointers unset).
+kiln_conv2d_args convShape(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t r, int64_t stride, int64_t groups) {
   kiln_conv2d_args args{};
-  args.n = 1, args.c = c, args.h = args.w = hw;
+  args.n = n, args.c = c, args.h = args.w = hw;
   args.k = k, args.r = args.s = r;
   args.stride_h = args.stride_w = stride;
   args.pad_top = args.pad_left = r / 2;
   args.dilation_h = args.dilation_w = 1;
   args.groups = groups;
   args.oh = args.ow = (hw + 2 * (r / 2) - r) / stride + 1;
+  return args;
+}
+
+void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64_t k, int64_t r,
+               int64_t stride, int reps, int64_t groups = 1) {
+  if (std::string(name).find(onlyLayers) == std::string::npos)
+    return;
+  kiln_conv2d_args args = convShape(1, c, hw, k, r, stride, groups);
   std::vector<float> x = randomVector(static_cast<size_t>(c * hw * hw), 1);
   std::vector<float> w = randomVector(static_cast<size_t>(k * (c / groups) * r * r), 2);
   std::vector<float> y(static_cast<size_t>(k * args.oh * args.ow));
@@ -129,10 +135,7 @@ void benchWinograd(const kiln_rt &rt, int64_t n, int64_t c, int64_t hw, int64_t 
                 static_cast<long long>(n));
   if (std::string(name).find(onlyLayers) == std::string::npos)
     return;
-  kiln_conv2d_args args{};
-  args.n = n, args.c = c, args.h = args.w = hw, args.k = k, args.r = args.s = 3, args.oh = args.ow = hw;
-  args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = 1, args.dilation_h = args.dilation_w = 1;
-  args.groups = 1;
+  kiln_conv2d_args args = convShape(n, c, hw, k, 3, 1, 1);
   std::vector<float> x = randomVector(static_cast<size_t>(n * c * hw * hw), 1);
   std::vector<float> w = randomVector(static_cast<size_t>(k * c * 9), 2);
   std::vector<float> y(static_cast<size_t>(n * k * hw * hw));
