@@ -23,8 +23,8 @@
 // images, with at least minBlockPixels of output (each block streams all of U, which for deep
 // layers is far larger than V and M) and otherwise as many as keep V (alpha^2 x C x T) and
 // M (alpha^2 x K x T) in L2. Items are split evenly over the threads; with fewer blocks than
-// two per thread, the threads instead share every block, each computing a part of the output
-// channels (and reading only its part of U). Inside an item everything runs on one thread:
+// threads (than two per thread when U is transformed per call), the threads instead share
+// every block phase by phase (runPhased). Inside an item everything runs on one thread:
 // the input transform reads a zero-padded strip of the block's input rows (one channel at a
 // time, so the strip lives in L1), which handles any padding and the partial tiles at the
 // bottom and right; the alpha^2 GEMMs run through the blocked driver; the output transform
@@ -108,14 +108,13 @@ constexpr int64_t kMaxWeights = int64_t{1} << 20;
 // Threads that all read the whole of U each transform their own copy up to this size (U of a
 // 64 x 64 layer: 256 KiB); larger U is transformed once, split over the threads.
 constexpr int64_t kOwnWeightsMaxFloats = int64_t{1} << 16;
-// With fewer (image, block) items than this per thread, the threads split output channels:
-// each then transforms and reads only its part of U, at the cost of repeating the input
-// transform. With U stored at load there is no transform to share, and whole blocks per thread
+// With fewer blocks than this per thread, the call runs in phases (runPhased) instead of block
+// by block. With U stored at load there is no transform to share, and whole blocks per thread
 // won as soon as there is one each: ResNet-50's 3x3 128-channel 28x28 layers (2 blocks) at 2
 // threads, 0.75-0.95 -> 0.68-0.79 ms (6 interleaved runs on Zen 4).
-constexpr int64_t kSplitChannelsBelow = 2, kSplitChannelsBelowWithStoredU = 1;
-// Channel parts per thread when the threads share a block and U is stored.
-constexpr int64_t kFinerChannelParts = 4;
+constexpr int64_t kPhasedBelow = 2, kPhasedBelowWithStoredU = 1;
+// Input channels per unit of the phased input transform.
+constexpr int64_t kPhasedChannels = 16;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
@@ -140,25 +139,21 @@ struct Plan {
   int64_t tileRows, tileCols;     // TH, TW
   int64_t groupCols;              // TW rounded up to kGroup
   int64_t imagesPerBlock, blocksPerImage, maxBlockRows;
-  int64_t kParts;                 // output channels split over this many items of a block
+  bool phased;                    // all blocks phase by phase (runPhased), not block by block
   int64_t stripWidth, stripRows;  // per channel, for the largest block
   int threads;
-  uint64_t call = 0;              // nextCallNumber(): a thread's V serves all its parts of a block
-
-  /// The first output channel of channel part `part` (rounded down to whole 6-row GEMM tiles).
-  int64_t channelBoundary(int64_t part) const {
-    return part >= kParts ? a.k : part * a.k / kParts / kMaxRows * kMaxRows;
-  }
 
   int64_t blocks() const { return ceilDiv(a.n, imagesPerBlock) * blocksPerImage; }
-  int64_t items() const { return blocks() * kParts; }
   int64_t firstRow(int64_t block) const { return block * tileRows / blocksPerImage; }
   int64_t maxTiles() const { return imagesPerBlock * maxBlockRows * tileCols; }
+  /// Floats of V, then M, of the largest block.
+  int64_t blockFloats() const { return points * (a.c + a.k) * maxTiles(); }
+  int64_t stripFloats() const { return stripRows * stripWidth; }
 };
 
 Plan makePlan(const kiln_conv2d_args &a, int threads, int tile) {
   Plan p{a, tile, pointsOf(tile), nullptr, uPlaneOf(a.k, a.c), ceilDiv(a.oh, tile), ceilDiv(a.ow, tile),
-         0, 1, 1, 1, 1, 0, 0, threads};
+         0, 1, 1, 1, false, 0, 0, threads};
   p.groupCols = roundUp(p.tileCols, kGroup);
   // Tiles per block: what keeps V and M in L2, but at least minBlockPixels of output, since
   // every block streams all of U, which for deep layers is far larger than V and M.
@@ -173,14 +168,10 @@ Plan makePlan(const kiln_conv2d_args &a, int threads, int tile) {
   }
   const int64_t blocks = p.blocks();
   const bool storedU = winogradTileOfLayout(a.weights_layout) == tile;
-  const int64_t splitBelow = storedU ? kSplitChannelsBelowWithStoredU : kSplitChannelsBelow;
-  if (threads > 1 && blocks < splitBelow * threads && a.k >= 2 * kEpilogueRows * threads) {
-    // Few blocks of a deep layer: the threads share each block, each computing a part of the
-    // output channels (and reading only its part of U); the input transform is repeated. With
-    // U stored, in finer parts (each thread transforms a block's input once however many of
-    // its parts it runs) that a thread come free takes over from a slower one.
-    const bool finer = storedU && a.k >= 2 * kEpilogueRows * threads * kFinerChannelParts;
-    p.kParts = finer ? threads * kFinerChannelParts : threads;
+  const int64_t phasedBelow = storedU ? kPhasedBelowWithStoredU : kPhasedBelow;
+  if (threads > 1 && blocks < phasedBelow * threads && a.k >= 2 * kEpilogueRows * threads) {
+    // Few blocks of a deep layer: the threads share every block, phase by phase.
+    p.phased = true;
   } else if (threads > 1 && blocks < 8 * threads && blocks % threads != 0) {
     // Few items: make their count a multiple of the threads so that no thread idles.
     if (p.imagesPerBlock > 1) {
@@ -511,81 +502,105 @@ void transformOutput(const Plan &p, const float *m, int64_t mPlane, int64_t tr0,
 }
 
 // ---------------------------------------------------------------------------------------------
-// One work item: image n, tile rows [tr0, tr1).
+// The three steps of a block: input transform, GEMMs, output transform.
 
-void runItem(const Plan &p, int64_t item) {
-  const kiln_conv2d_args &a = p.a;
-  // Channel parts outermost: with one part per thread, each thread reads only its part of U.
-  const int64_t kPart = item / p.blocks(), block = item % p.blocks();
-  const int64_t image0 = block / p.blocksPerImage * p.imagesPerBlock;
-  const int64_t images = std::min(p.imagesPerBlock, a.n - image0);
-  const int64_t tr0 = p.firstRow(block % p.blocksPerImage), tr1 = p.firstRow(block % p.blocksPerImage + 1);
-  const int64_t kLo = p.channelBoundary(kPart), kHi = p.channelBoundary(kPart + 1);
-  if (tr0 >= tr1 || kLo >= kHi || images <= 0)
-    return;
-  // Tile t of image image0 + i is column i*imageTiles + t of V and M.
-  const int64_t imageTiles = (tr1 - tr0) * p.tileCols, tiles = images * imageTiles;
-  const int64_t vPlane = a.c * tiles, mPlane = a.k * tiles;
-  const int64_t maxTiles = p.maxTiles();
-  const int64_t stripFloats = p.stripRows * p.stripWidth;
-  float *v = itemScratch(static_cast<size_t>(p.points * (a.c + a.k) * maxTiles + stripFloats + 32));
-  float *m = v + p.points * a.c * maxTiles;
-  float *strip = m + p.points * a.k * maxTiles;
+/// Block `block` of a plan: images [image0, image0 + images) and tile rows [tr0, tr1) of each.
+/// Tile t of image image0 + i is column i*imageTiles + t of its V and M.
+struct Block {
+  int64_t image0, images, tr0, tr1, imageTiles, tiles;
 
-  // V: channel by channel, through the strip (in L1); once per call and block on a thread.
-  thread_local uint64_t transformedCall = 0;
-  thread_local int64_t transformedBlock = -1;
-  if (transformedCall != p.call || transformedBlock != block) {
-    for (int64_t c = 0; c < a.c; ++c)
-      for (int64_t i = 0; i < images; ++i) {
-        fillStrip(p, a.x + ((image0 + i) * a.c + c) * a.h * a.w, tr0, tr1, strip);
-        if (p.tile == 4)
-          transformInput<4>(p, strip, tr0, tr1, v + c * tiles + i * imageTiles, vPlane);
-        else
-          transformInput<2>(p, strip, tr0, tr1, v + c * tiles + i * imageTiles, vPlane);
-      }
-    transformedCall = p.call, transformedBlock = block;
+  Block(const Plan &p, int64_t block) {
+    image0 = block / p.blocksPerImage * p.imagesPerBlock;
+    images = std::min(p.imagesPerBlock, p.a.n - image0);
+    tr0 = p.firstRow(block % p.blocksPerImage);
+    tr1 = p.firstRow(block % p.blocksPerImage + 1);
+    imageTiles = (tr1 - tr0) * p.tileCols;
+    tiles = images * imageTiles;
   }
+  bool empty() const { return tr0 >= tr1 || images <= 0; }
+};
 
-  // M_xi = U_xi * V_xi: U_xi is K x C row-major (read in place), V_xi is C x T.
-  for (int64_t xi = 0; xi < p.points; ++xi) {
+/// V of input channels [c0, c1) of a block (V_xi is C x T, planes C*T apart), one channel at a
+/// time through the strip, which stays in L1.
+void transformBlockInput(const Plan &p, const Block &b, int64_t c0, int64_t c1, float *v, float *strip) {
+  const kiln_conv2d_args &a = p.a;
+  const int64_t vPlane = a.c * b.tiles;
+  for (int64_t c = c0; c < c1; ++c)
+    for (int64_t i = 0; i < b.images; ++i) {
+      fillStrip(p, a.x + ((b.image0 + i) * a.c + c) * a.h * a.w, b.tr0, b.tr1, strip);
+      float *out = v + c * b.tiles + i * b.imageTiles;
+      if (p.tile == 4)
+        transformInput<4>(p, strip, b.tr0, b.tr1, out, vPlane);
+      else
+        transformInput<2>(p, strip, b.tr0, b.tr1, out, vPlane);
+    }
+}
+
+/// M_xi = U_xi * V_xi for points [xi0, xi1), rows [k0, k1): U_xi is K x C row-major (read in
+/// place), V_xi is C x T, M_xi is K x T.
+void multiplyBlock(const Plan &p, const Block &b, int64_t xi0, int64_t xi1, int64_t k0, int64_t k1, const float *v,
+                   float *m) {
+  const kiln_conv2d_args &a = p.a;
+  const int64_t vPlane = a.c * b.tiles, mPlane = a.k * b.tiles;
+  for (int64_t xi = xi0; xi < xi1; ++xi) {
     const DenseSource weights(p.u + xi * p.uPlane, 1, a.c);
-    const DenseSource tilesSource(v + xi * vPlane, tiles, 1);
+    const DenseSource tilesSource(v + xi * vPlane, b.tiles, 1);
     Product product;
     product.m = a.k;
-    product.n = tiles;
+    product.n = b.tiles;
     product.k = a.c;
     product.a = &weights;
     product.b = &tilesSource;
     product.c = m + xi * mPlane;
-    product.ldc = tiles;
-    computeRegion(product, kLo, kHi, 0, tiles);
+    product.ldc = b.tiles;
+    computeRegion(product, k0, k1, 0, b.tiles);
   }
+}
 
-  // y, then the epilogue on each chunk of channels while it is in cache.
-  const int64_t pixels = a.oh * a.ow;
-  const int64_t col0 = p.tile * tr0 * a.ow, col1 = std::min(p.tile * tr1, a.oh) * a.ow;
-  for (int64_t i = 0; i < images; ++i) {
-    const int64_t image = image0 + i;
+/// Output channels [k0, k1) of a block from M, and the epilogue on each chunk of kEpilogueRows
+/// of them right after it is written, while it is in cache.
+void transformBlockOutput(const Plan &p, const Block &b, int64_t k0, int64_t k1, const float *m) {
+  const kiln_conv2d_args &a = p.a;
+  const int64_t mPlane = a.k * b.tiles, pixels = a.oh * a.ow;
+  const int64_t col0 = p.tile * b.tr0 * a.ow, col1 = std::min(p.tile * b.tr1, a.oh) * a.ow;
+  for (int64_t i = 0; i < b.images; ++i) {
+    const int64_t image = b.image0 + i;
     float *imageY = a.y + image * a.k * pixels;
-    for (int64_t k0 = kLo; k0 < kHi; k0 += kEpilogueRows) {
-      const int64_t rows = std::min(kEpilogueRows, kHi - k0);
-      for (int64_t k = k0; k < k0 + rows; ++k) {
+    for (int64_t chunk = k0; chunk < k1; chunk += kEpilogueRows) {
+      const int64_t rows = std::min(kEpilogueRows, k1 - chunk);
+      for (int64_t k = chunk; k < chunk + rows; ++k) {
+        const float *in = m + k * b.tiles + i * b.imageTiles;
         if (p.tile == 4)
-          transformOutput<4>(p, m + k * tiles + i * imageTiles, mPlane, tr0, tr1, imageY + k * pixels);
+          transformOutput<4>(p, in, mPlane, b.tr0, b.tr1, imageY + k * pixels);
         else
-          transformOutput<2>(p, m + k * tiles + i * imageTiles, mPlane, tr0, tr1, imageY + k * pixels);
+          transformOutput<2>(p, in, mPlane, b.tr0, b.tr1, imageY + k * pixels);
       }
       if (a.epilogue)
-        a.epilogue(a.epilogue_ctx, imageY + k0 * pixels + col0, pixels, image, k0, col0, rows, col1 - col0);
+        a.epilogue(a.epilogue_ctx, imageY + chunk * pixels + col0, pixels, image, chunk, col0, rows, col1 - col0);
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block by block: each block one work item, all three steps on one thread.
+
+void runItem(const Plan &p, int64_t block) {
+  const Block b(p, block);
+  if (b.empty())
+    return;
+  const int64_t maxTiles = p.maxTiles();
+  float *v = itemScratch(static_cast<size_t>(p.blockFloats() + p.stripFloats() + 32));
+  float *m = v + p.points * p.a.c * maxTiles;
+  float *strip = m + p.points * p.a.k * maxTiles;
+  transformBlockInput(p, b, 0, p.a.c, v, strip);
+  multiplyBlock(p, b, 0, p.points, 0, p.a.k, v, m);
+  transformBlockOutput(p, b, 0, p.a.k, m);
 }
 
 void runShare(void *ctx, int64_t begin, int64_t end) {
   const Plan &p = *static_cast<const Plan *>(ctx);
   for (int64_t part = begin; part < end; ++part)
-    for (int64_t item = part * p.items() / p.threads; item < (part + 1) * p.items() / p.threads; ++item)
+    for (int64_t item = part * p.blocks() / p.threads; item < (part + 1) * p.blocks() / p.threads; ++item)
       runItem(p, item);
 }
 
@@ -617,13 +632,68 @@ void runItemRange(void *ctx, int64_t begin, int64_t end) {
     runItem(*static_cast<const Plan *>(ctx), item);
 }
 
-/// All items, in parts claimed as the threads come free (items never repeat each other's
-/// work: a thread's V serves all of its channel parts of a block).
+// ---------------------------------------------------------------------------------------------
+// Phase by phase: with fewer blocks than threads, every thread takes part in every block. The
+// input transforms of all blocks, split by input channels, then the GEMMs, split by point xi
+// (each thread reads only its planes of U and packs each V_xi once), then the output
+// transforms and epilogues, split by output channels; V and M of every block are shared. So no
+// step is repeated, at the price of two more waits for the slowest thread and of each thread
+// reading V and M that another wrote. (Splitting each block's output channels over the threads
+// instead repeated its input transform on every thread and packed each V_xi once per part:
+// ResNet-50's 3x3 256-channel 14x14 layer at 2 threads ran at 1.3 times its 1-thread speed.)
+
+struct Phased {
+  const Plan &plan;
+  float *shared; // V, then M, of each block, plan.blockFloats() apart
+
+  float *v(int64_t block) const { return shared + block * plan.blockFloats(); }
+  float *m(int64_t block) const { return v(block) + plan.points * plan.a.c * plan.maxTiles(); }
+  int64_t channelUnits() const { return ceilDiv(plan.a.c, kPhasedChannels); }
+  int64_t outputUnits() const { return ceilDiv(plan.a.k, kEpilogueRows); }
+};
+
+void phasedInput(void *ctx, int64_t begin, int64_t end) {
+  const Phased &ph = *static_cast<const Phased *>(ctx);
+  float *strip = itemScratch(static_cast<size_t>(ph.plan.stripFloats() + 32));
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t block = unit / ph.channelUnits(), c0 = unit % ph.channelUnits() * kPhasedChannels;
+    transformBlockInput(ph.plan, Block(ph.plan, block), c0, std::min(ph.plan.a.c, c0 + kPhasedChannels),
+                        ph.v(block), strip);
+  }
+}
+
+void phasedMultiply(void *ctx, int64_t begin, int64_t end) {
+  const Phased &ph = *static_cast<const Phased *>(ctx);
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t block = unit / ph.plan.points, xi = unit % ph.plan.points;
+    multiplyBlock(ph.plan, Block(ph.plan, block), xi, xi + 1, 0, ph.plan.a.k, ph.v(block), ph.m(block));
+  }
+}
+
+void phasedOutput(void *ctx, int64_t begin, int64_t end) {
+  const Phased &ph = *static_cast<const Phased *>(ctx);
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t block = unit / ph.outputUnits(), k0 = unit % ph.outputUnits() * kEpilogueRows;
+    transformBlockOutput(ph.plan, Block(ph.plan, block), k0, std::min(ph.plan.a.k, k0 + kEpilogueRows), ph.m(block));
+  }
+}
+
+void runPhased(const kiln_rt *rt, const Plan &plan) {
+  // In the calling thread's scratch: the workers use it only until this call returns.
+  Phased ph{plan, scratch(Scratch::WinogradShared, static_cast<size_t>(plan.blocks() * plan.blockFloats()))};
+  parallelForBalanced(rt, plan.blocks() * ph.channelUnits(), 1, phasedInput, &ph);
+  parallelForBalanced(rt, plan.blocks() * plan.points, 1, phasedMultiply, &ph);
+  parallelForBalanced(rt, plan.blocks() * ph.outputUnits(), 1, phasedOutput, &ph);
+}
+
+/// All blocks: phase by phase, or as items claimed as the threads come free.
 void runItems(const kiln_rt *rt, Plan &plan) {
-  if (plan.threads > 1 && plan.items() > 1)
-    parallelForBalanced(rt, plan.items(), 1, runItemRange, &plan);
+  if (plan.phased)
+    runPhased(rt, plan);
+  else if (plan.threads > 1 && plan.blocks() > 1)
+    parallelForBalanced(rt, plan.blocks(), 1, runItemRange, &plan);
   else
-    for (int64_t item = 0; item < plan.items(); ++item)
+    for (int64_t item = 0; item < plan.blocks(); ++item)
       runItem(plan, item);
 }
 
@@ -667,13 +737,12 @@ int winogradTileOfLayout(int32_t weightsLayout) {
 void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a, int tile) {
   const int threads = threadsOf(rt);
   Plan plan = makePlan(a, threads, tile);
-  plan.call = nextCallNumber();
   if (winogradTileOfLayout(a.weights_layout) == tile) { // U transformed at load
     plan.u = a.weights;
     runItems(rt, plan);
     return;
   }
-  if (threads > 1 && plan.items() > 1 && plan.kParts == 1 && plan.points * a.k * a.c <= kOwnWeightsMaxFloats) {
+  if (threads > 1 && plan.blocks() > 1 && !plan.phased && plan.points * a.k * a.c <= kOwnWeightsMaxFloats) {
     // Every thread reads all of U. Shared, half of it would be read from the other core, which
     // costs more than transforming small weights twice when the cores are on different L3s.
     rt->parallel_for(rt, threads, 1, runShareWithOwnWeights, &plan);

@@ -202,12 +202,14 @@ TEST(Conv2dWinograd, RowsWiderThanOneVectorOfTiles) {
   checkBothTiles({1, 16, 9, 57, 16, 1, 1, 1, 1, 1});
 }
 
-TEST(Conv2dWinograd, BlocksOfTileRowsAndChannelParts) {
+TEST(Conv2dWinograd, BlocksOfTileRowsAndPhases) {
   // Several tile-row blocks per image (V and M sized for L2), one and two threads.
   checkBothTiles({1, 48, 66, 34, 40, 1, 1, 1, 1, 1});
   checkBothTiles({1, 48, 65, 35, 40, 1, 1, 1, 1, 2});
-  // One block and two threads: each thread computes a part of the output channels.
+  // One block and two threads: the threads share it phase by phase (input channels, points,
+  // output channels); then a block of two whole images.
   checkBothTiles({1, 64, 14, 14, 72, 1, 1, 1, 1, 2});
+  checkBothTiles({2, 40, 8, 8, 72, 1, 1, 1, 1, 2});
   // Whole blocks per thread: small weights are transformed by each thread into its own U
   // (above), large ones (80 x 72) once, split over the threads, and shared.
   checkBothTiles({2, 80, 30, 30, 72, 1, 1, 1, 1, 2});
@@ -217,7 +219,7 @@ TEST(Conv2dWinograd, WeightsTransformedAhead) {
   WinogradCase below{1, 17, 9, 9, 19}; // below the gate: conv2d goes by the layout alone
   below.packedWeights = true;
   checkBothTiles(below);
-  // One block, two and three threads: each computes a part of the output channels.
+  // One block, two and three threads, phase by phase.
   WinogradCase parts{1, 64, 14, 14, 72, 1, 1, 1, 1, 2, true, true};
   checkBothTiles(parts);
   parts.threads = 3;
@@ -226,8 +228,8 @@ TEST(Conv2dWinograd, WeightsTransformedAhead) {
   // thread its own U, and large ones that it shares.
   checkBothTiles({2, 16, 30, 30, 16, 1, 1, 1, 1, 2, false, true});
   checkBothTiles({2, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
-  // Two blocks on two threads: with U transformed per call the threads split the channels,
-  // with U stored each takes a block.
+  // Two blocks on two threads: with U transformed per call the threads run both phase by
+  // phase, with U stored each takes a block.
   checkBothTiles({1, 80, 30, 30, 72, 1, 1, 1, 1, 2, false, true});
   // Batch 3, odd output, asymmetric pads, channels not multiples of 16.
   checkBothTiles({3, 33, 13, 12, 35, 2, 1, 2, 0, 2, true, true});
