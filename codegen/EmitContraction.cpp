@@ -218,10 +218,11 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const KernelBuffer &weightBuffer = e.plan().buffers.at(static_cast<size_t>(ws.buffer));
   // The transform reads the buffer as plain w[k][c][3][3]: the convolution must read it so.
   const std::vector<int64_t> plainStrides{w[1] * 9, 9, 3, 1};
-  const int winogradTile = runtime::kernels::convWinogradTile(shape);
-  const bool winogradWeights = !oneD && ws.offset == 0 && ws.strides == plainStrides &&
+  const bool storableWeights = !oneD && ws.offset == 0 && ws.strides == plainStrides &&
                                e.isSoleWeightOperand(ws.buffer) && weightReadOnlyBy(conv) &&
-                               weightBuffer.type.numElements() == w[0] * w[1] * 9 && winogradTile != 0;
+                               weightBuffer.type.numElements() == w[0] * w[1] * 9;
+  const int winogradTile = runtime::kernels::convWinogradTile(shape, storableWeights);
+  const bool winogradWeights = storableWeights && winogradTile != 0;
   if (winogradWeights)
     out.packedOperands.push_back(
         {weightBuffer.index, winogradTile == 4 ? KILN_PACK_CONV_WINOGRAD_F4 : KILN_PACK_CONV_WINOGRAD_F2, w[0], w[1], 0, 0});

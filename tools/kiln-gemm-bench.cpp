@@ -7,8 +7,9 @@
 //       name contains TEXT, e.g. "3x3/2", so that a profiler sees one layer)
 //   kiln-gemm-bench --winograd [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
 //       the 3x3 stride-1 layers of ResNet-18/50 (batch 1 and 8) and VGG16 by Winograd F(2x2, 3x3)
-//       and F(4x4, 3x3), weights transformed ahead as compiled models have them, and which of
-//       the two conv2d's gate picks (the data behind the gate's table in Conv2dWinograd.cpp)
+//       and F(4x4, 3x3), weights transformed ahead as compiled models have them, which of the
+//       two conv2d's gate picks, and conv2d with plain weights (the GEMM where the gate says
+//       F0): the data behind the gate's tables in Conv2dWinograd.cpp
 //
 // Each figure is the median of R timed runs (default: as many as fit in ~0.6 s, at least 5)
 // after one warm-up run. --cold evicts the caches before each run. --cpu-time times the
@@ -151,8 +152,12 @@ void benchWinograd(const kiln_rt &rt, int64_t n, int64_t c, int64_t hw, int64_t 
     seconds[tile / 4] = medianSeconds([&] { kiln::runtime::kernels::conv2d(&rt, &args); }, reps);
     std::printf("  F%d %7.3f ms %6.1f GFLOP/s", tile, seconds[tile / 4] * 1e3, flops / seconds[tile / 4] * 1e-9);
   }
+  // The plain weights take the path the gate picks for them: the GEMM when it says F0.
   args.weights = w.data(), args.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
-  std::printf("  F2/F4 %.2f  gate F%d\n", seconds[0] / seconds[1], kiln::runtime::kernels::convWinogradTile(args));
+  const double plain = medianSeconds([&] { kiln::runtime::kernels::conv2d(&rt, &args); }, reps);
+  std::printf("  F2/F4 %.2f  gate F%d (stored F%d)  plain %7.3f ms\n", seconds[0] / seconds[1],
+              kiln::runtime::kernels::convWinogradTile(args, false), kiln::runtime::kernels::convWinogradTile(args, true),
+              plain * 1e3);
 }
 
 int usage() {
@@ -214,6 +219,10 @@ int main(int argc, char **argv) {
     benchWinograd(rt, 1, 256, 56, 256, reps);
     benchWinograd(rt, 1, 512, 28, 512, reps);
     benchWinograd(rt, 1, 512, 14, 512, reps);
+    benchWinograd(rt, 1, 256, 7, 256, reps); // deep layers on small images
+    benchWinograd(rt, 1, 128, 7, 128, reps);
+    benchWinograd(rt, 1, 512, 8, 512, reps);
+    benchWinograd(rt, 1, 64, 8, 64, reps);
     return 0;
   }
   if (conv) {

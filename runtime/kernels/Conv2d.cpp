@@ -311,7 +311,7 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   }
   // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.cpp
   const int stored = detail::winogradTileOfLayout(a.weights_layout);
-  if (const int tile = stored ? stored : detail::winogradTile(a)) {
+  if (const int tile = stored ? stored : detail::winogradTile(a, false)) {
     detail::winogradConv(rt, a, tile);
     return;
   }

@@ -41,8 +41,10 @@ void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const Padded
 bool winogradShape(const kiln_conv2d_args &args);
 
 /// The M of the Winograd variant conv2d runs these (valid) arguments with, or 0 for none:
-/// winogradShape, and enough channels and pixels for the transforms to pay.
-int winogradTile(const kiln_conv2d_args &args);
+/// winogradShape, and enough channels and pixels for the transforms to pay. weightsStored:
+/// with the weights transformed once at load rather than on every call (conv2d with plain
+/// weights asks without), which lets deep layers on small images through too.
+int winogradTile(const kiln_conv2d_args &args, bool weightsStored);
 
 /// The M of weights in this kiln_conv_weights_layout, 0 for plain weights (or no layout).
 int winogradTileOfLayout(int32_t weightsLayout);

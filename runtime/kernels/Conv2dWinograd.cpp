@@ -86,6 +86,18 @@ int64_t minBlockPixels(int tile) { return tile == 4 ? 2048 : 512; }
 constexpr int64_t kMinChannels = 16, kMinSide = 6, kMinTiles = 40;
 constexpr int64_t kMinMacs = int64_t{1} << 22;
 constexpr int64_t kTilesPerWeightRatio = 2048;
+// With U stored at load (codegen asks with weightsStored), deep layers on small images win
+// too: the GEMMs, C x K per tile, then dwarf the input and output transforms, C and K per
+// tile. F(2,3) against the GEMM path, U and GEMM weights streamed from memory
+// (kiln-gemm-bench --winograd --cold, 1 / 2 threads, Zen 4, batch 1):
+//   C=K  image  tiles  GEMM / F(2,3)        C=K  image  tiles  GEMM / F(2,3)
+//   512   7x7    16    1.14 / 1.16          256   7x7    16    1.01 / 1.02
+//   512   8x8    16    1.32 / 1.31          128   7x7    16    0.80 / 1.07
+//   512  14x14   49    1.90 / 1.91           64   8x8    16    0.93 / 1.23
+// So: at least 16 tiles and 2^17 weights (C x K), and at most 512 x 512 of them (U 16.8 MB,
+// 16/9 of the plain weights); above that the rules for U transformed per call hold.
+constexpr int64_t kMinTilesStoredU = 16;
+constexpr int64_t kMinWeightsStoredU = int64_t{1} << 17, kMaxWeightsStoredU = int64_t{1} << 18;
 // Then F(4,3) over F(2,3), both with U stored (kiln-gemm-bench --winograd; F(2,3) time /
 // F(4,3) time, ranges over runs on Zen 4, blocks as above):
 //   C=K  image    1 thread   2 threads    C=K  image        1 thread   2 threads
@@ -704,23 +716,29 @@ bool winogradShape(const kiln_conv2d_args &a) {
          a.groups == 1;
 }
 
-int winogradTile(const kiln_conv2d_args &a) {
+int winogradTile(const kiln_conv2d_args &a, bool weightsStored) {
   if (!winogradShape(a))
     return 0;
   if (a.c < kMinChannels || a.k < kMinChannels || a.oh < kMinSide || a.ow < kMinSide)
     return 0;
-  // Every call transforms all the weights (16 x K x C floats written, 9 x K x C read) and every
-  // block streams U again: with few tiles per call, deep layers lose (see the table above).
   const int64_t tiles = a.n * ceilDiv(a.oh, 2) * ceilDiv(a.ow, 2);
-  const double macs = static_cast<double>(a.n) * static_cast<double>(a.k * a.c) * 9.0 * static_cast<double>(a.oh * a.ow);
-  if (tiles < kMinTiles || macs < static_cast<double>(kMinMacs) || a.k * a.c > kMaxWeights)
-    return 0;
-  if (tiles * kTilesPerWeightRatio < a.k * a.c)
-    return 0;
+  const int64_t weights = a.k * a.c;
+  const bool deepWithStoredU = weightsStored && tiles >= kMinTilesStoredU && weights >= kMinWeightsStoredU &&
+                               weights <= kMaxWeightsStoredU;
+  if (!deepWithStoredU) {
+    // Every call transforms all the weights (16 x K x C floats written, 9 x K x C read) and
+    // every block streams U again: with few tiles per call, deep layers lose (see the table
+    // above).
+    const double macs = static_cast<double>(a.n) * static_cast<double>(weights) * 9.0 * static_cast<double>(a.oh * a.ow);
+    if (tiles < kMinTiles || macs < static_cast<double>(kMinMacs) || weights > kMaxWeights)
+      return 0;
+    if (tiles * kTilesPerWeightRatio < weights)
+      return 0;
+  }
   // F(4,3) where its tiles fit the image and its U stays moderate (see the second table).
   const int64_t tiles4 = a.n * ceilDiv(a.oh, 4) * ceilDiv(a.ow, 4);
   const bool fits = 5 * pointsOf(4) * tiles4 <= 3 * pointsOf(2) * tiles;
-  return fits && tiles4 >= kMinTilesF4 && a.k * a.c <= kMaxWeightsF4 ? 4 : 2;
+  return fits && tiles4 >= kMinTilesF4 && weights <= kMaxWeightsF4 ? 4 : 2;
 }
 
 int winogradTileOfLayout(int32_t weightsLayout) {
@@ -764,7 +782,9 @@ void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a, int tile) {
 
 namespace kiln::runtime::kernels {
 
-int convWinogradTile(const kiln_conv2d_args &args) { return detail::winogradTile(args); }
+int convWinogradTile(const kiln_conv2d_args &args, bool weightsStored) {
+  return detail::winogradTile(args, weightsStored);
+}
 
 int64_t winogradWeightFloats(int64_t k, int64_t c, int tile) { return detail::pointsOf(tile) * detail::uPlaneOf(k, c); }
 

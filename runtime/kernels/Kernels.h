@@ -31,10 +31,11 @@ inline constexpr int64_t kGemmBPanelWidth = 64;
 void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst);
 
 /// The M of the Winograd F(M x M, 3x3) that conv2d computes a convolution of these shapes
-/// (pointers aside) with: 2 or 4, or 0 when it does not use Winograd. Codegen then has its
-/// weights transformed at load (KILN_CONV_WEIGHTS_WINOGRAD_F2 or _F4) when only that kernel
-/// reads them.
-int convWinogradTile(const kiln_conv2d_args &args);
+/// (pointers aside) with: 2 or 4, or 0 when it does not use Winograd. weightsStored: when its
+/// weights would be transformed once at load (KILN_CONV_WEIGHTS_WINOGRAD_F2 or _F4), which
+/// codegen does for weights that only that kernel reads; more layers pay then (deep ones on
+/// small images). Whatever tile the plain weights get, the stored ones get it too.
+int convWinogradTile(const kiln_conv2d_args &args, bool weightsStored);
 
 /// Whether conv2d can add a convolution of these shapes into y (kiln_conv2d_args::accumulate):
 /// a pointwise one (1x1 kernel, strides 1, no padding).

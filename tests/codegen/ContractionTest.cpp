@@ -173,6 +173,23 @@ TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
   expectMatchesReference(*graph, randomInputs(*graph, 58), withThreads(2));
 }
 
+TEST(CodegenContraction, DeepSmallLayersUseWinogradOnlyWithWeightsTransformedAtLoad) {
+  // 256 -> 512 channels on 7 x 7 pixels: below the gate for weights transformed on every call,
+  // above it for weights transformed once at load. The layer whose weights no other kernel
+  // reads gets them so, for F(2,3); the two that share their weights compute with the GEMM.
+  GraphBuilder gb("winograd_deep");
+  Var x = gb.input("x", DType::F32, {1, 256, 7, 7});
+  Var own = gb.param("own", convWeights({512, 256, 3, 3}, 71));
+  Var shared = gb.param("shared", convWeights({512, 256, 3, 3}, 72));
+  auto graph = gb.finish({frontend::relu(frontend::conv2d(x, own, gb.param("b", weights({512}, 73)), {1}, {1})),
+                          frontend::conv2d(x, shared, Var(), {1}, {1}),
+                          frontend::conv2d(frontend::relu(x), shared, Var(), {1}, {1})});
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F2;"), 1);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F4;"), 0);
+  expectMatchesReference(*graph, randomInputs(*graph, 74));
+  expectMatchesReference(*graph, randomInputs(*graph, 75), withThreads(2));
+}
+
 TEST(CodegenContraction, ConvStridesDilationsGroupsAndOneD) {
   GraphBuilder gb("conv_variants");
   Var x = gb.input("x", DType::F32, {1, 6, 13, 10});

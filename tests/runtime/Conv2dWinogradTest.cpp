@@ -89,8 +89,8 @@ void checkWinograd(const WinogradCase &tc, uint32_t seed = 1) {
   kiln_rt rt = makeRuntime(tc.threads);
   // Shapes the gate sends to this variant go through conv2d; others (partial tiles, odd pads
   // at sizes whose reference loop is quick) call the Winograd path directly.
-  const int gateTile = kiln::runtime::kernels::detail::winogradTile(args);
-  EXPECT_EQ(kiln::runtime::kernels::convWinogradTile(args), gateTile);
+  const int gateTile = kiln::runtime::kernels::detail::winogradTile(args, false);
+  EXPECT_EQ(kiln::runtime::kernels::convWinogradTile(args, false), gateTile);
   const bool dispatched = gateTile == tc.tile;
   if (tc.mustDispatch) {
     ASSERT_NE(gateTile, 0) << "the case misses the Winograd path";
@@ -285,7 +285,7 @@ TEST(Conv2dWinograd, GateKeepsOtherConvolutionsOnTheirPath) {
   args.groups = 1;
   kiln_rt rt = makeRuntime(1);
   auto useWinograd = [](const kiln_rt *, const kiln_conv2d_args &a) {
-    return kiln::runtime::kernels::detail::winogradTile(a) != 0;
+    return kiln::runtime::kernels::detail::winogradTile(a, false) != 0;
   };
   EXPECT_TRUE(useWinograd(&rt, args));
   kiln_conv2d_args other = args;
@@ -312,13 +312,25 @@ TEST(Conv2dWinograd, GateKeepsOtherConvolutionsOnTheirPath) {
 }
 
 TEST(Conv2dWinograd, GatePicksTheVariant) {
+  // The tile for plain weights; whatever it is, weights stored at load must get it too.
   auto tileOf = [](int64_t n, int64_t c, int64_t side, int64_t k, int64_t pads = 1) {
     kiln_conv2d_args args{};
     args.n = n, args.c = c, args.h = args.w = side, args.k = k, args.r = args.s = 3;
     args.oh = args.ow = side + 2 * pads - 2;
     args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = pads, args.dilation_h = args.dilation_w = 1;
     args.groups = 1;
-    return kiln::runtime::kernels::detail::winogradTile(args);
+    const int plain = kiln::runtime::kernels::convWinogradTile(args, false);
+    if (plain != 0) {
+      EXPECT_EQ(kiln::runtime::kernels::convWinogradTile(args, true), plain) << c << "->" << k << " " << side;
+    }
+    return plain;
+  };
+  auto storedTileOf = [](int64_t n, int64_t c, int64_t side, int64_t k) {
+    kiln_conv2d_args args{};
+    args.n = n, args.c = c, args.h = args.w = args.oh = args.ow = side, args.k = k, args.r = args.s = 3;
+    args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = 1, args.dilation_h = args.dilation_w = 1;
+    args.groups = 1;
+    return kiln::runtime::kernels::convWinogradTile(args, true);
   };
   // ResNet stages 1-2 and VGG16: F(4,3), whose tiles fit the image.
   EXPECT_EQ(tileOf(1, 64, 56, 64), 4);
@@ -337,7 +349,16 @@ TEST(Conv2dWinograd, GatePicksTheVariant) {
   EXPECT_EQ(tileOf(1, 256, 28, 256), 4);
   // Below the gate for Winograd at all.
   EXPECT_EQ(tileOf(1, 512, 7, 512), 0);
+  EXPECT_EQ(tileOf(1, 512, 14, 512), 0);
   EXPECT_EQ(tileOf(1, 3, 224, 64), 0);
+  // With the weights transformed at load, deep layers on small images pass: ResNet stage 4 and
+  // VGG16's 14 x 14 layers at batch 1.
+  EXPECT_EQ(storedTileOf(1, 512, 7, 512), 2);
+  EXPECT_EQ(storedTileOf(1, 512, 14, 512), 2);
+  EXPECT_EQ(storedTileOf(1, 256, 7, 256), 0);   // 2^16 weights: the GEMM is as fast
+  EXPECT_EQ(storedTileOf(1, 1024, 7, 1024), 0); // U would be 64 MB
+  EXPECT_EQ(storedTileOf(1, 512, 6, 512), 0);   // 9 tiles
+  EXPECT_EQ(storedTileOf(1, 3, 224, 64), 0);
 }
 
 } // namespace
