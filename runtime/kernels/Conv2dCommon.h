@@ -34,6 +34,15 @@ PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
 /// channels run together); the epilogue sees each finished plane.
 void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
 
+/// Direct convolution by tiles of output pixels (Conv2dDirect.cpp), for one group, few output
+/// channels and enough taps (directConvShape), whose GEMM would pack about as much as it
+/// multiplies.
+/// Parallel over blocks of an image's output pixels; the epilogue sees each block (all
+/// channels by its pixels) once it is final. Uses the calling thread's Scratch::SharedB.
+constexpr int64_t kMinDirectOutputs = 9, kMaxDirectOutputs = 32;
+bool directConvShape(const kiln_conv2d_args &args);
+void directConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
+
 // Winograd F(M x M, 3x3), M = 2 or 4 (Conv2dWinograd.cpp).
 
 /// Whether the convolution is one Winograd computes at all: 3x3, stride 1, dilation 1, one

@@ -6,7 +6,9 @@
 //   |y - ref| <= 2e-6 * sqrt(K) * sum |x * w| (+1e-30),
 // below a relative 1e-4 for K up to 2500. The epilogue adds a bias per output channel, applies
 // ReLU and counts its calls per element, which must be exactly one. With accumulate, y starts
-// as a random addend (a residual) that the convolution adds onto before the epilogue.
+// as a random addend (a residual) that the convolution adds onto before the epilogue. Cases
+// marked `direct` call the direct pixel-tile path (Conv2dDirect.cpp) whatever its gate says.
+// Past the output lies a guard that no store may touch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/Kernels.h"
 #include "tests/runtime/KernelTestRuntime.h"
 
@@ -28,6 +31,7 @@ struct ConvCase {
   int threads = 1;
   int64_t strideW = 0, dilationW = 0; // 0: same as the height's
   bool accumulate = false;
+  bool direct = false; // call detail::directConv instead of conv2d
 };
 
 struct BiasReluEpilogue {
@@ -54,7 +58,8 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
                                   << " kernel " << tc.r << "x" << tc.s << " stride " << tc.stride << "," << strideW
                                   << " pads " << tc.padTop << "," << tc.padLeft << "," << tc.padBottom << ","
                                   << tc.padRight << " dilation " << tc.dilation << "," << dilationW
-                                  << " groups " << tc.groups << " threads " << tc.threads);
+                                  << " groups " << tc.groups << " threads " << tc.threads
+                                  << (tc.direct ? " direct" : ""));
   ASSERT_GE(oh, 1);
   ASSERT_GE(ow, 1);
   std::mt19937 rng(seed);
@@ -69,10 +74,13 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
     v = dist(rng);
   for (float &v : bias)
     v = dist(rng);
-  std::vector<float> y(tc.n * tc.k * oh * ow, 12345.0f);
+  constexpr size_t kGuard = 64;
+  constexpr float kGuardValue = -777.0f;
+  std::vector<float> y(tc.n * tc.k * oh * ow + kGuard, 12345.0f);
   if (tc.accumulate)
     for (float &v : y)
       v = dist(rng);
+  std::fill(y.end() - kGuard, y.end(), kGuardValue);
   const std::vector<float> addend = y;
   std::vector<int> calls(y.size(), 0);
   BiasReluEpilogue epi{&bias, &calls, tc.k, oh * ow};
@@ -87,7 +95,10 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   args.epilogue_ctx = &epi;
   args.accumulate = tc.accumulate;
   kiln_rt rt = makeRuntime(tc.threads);
-  kiln::runtime::kernels::conv2d(&rt, &args);
+  if (tc.direct)
+    kiln::runtime::kernels::detail::directConv(&rt, args, kiln::runtime::kernels::detail::padInput(&rt, args));
+  else
+    kiln::runtime::kernels::conv2d(&rt, &args);
 
   int64_t failures = 0;
   const int64_t depth = cg * tc.r * tc.s;
@@ -123,6 +134,7 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
                           << j << "]";
         }
   EXPECT_EQ(failures, 0);
+  EXPECT_EQ(std::count(y.end() - kGuard, y.end(), kGuardValue), static_cast<long>(kGuard)) << "a store past the output";
 }
 
 TEST(Conv2dKernel, PointwiseReadsTheInputAsB) {
@@ -288,6 +300,42 @@ TEST(Conv2dKernel, AccumulateOnlyForPointwiseConvolutions) {
   EXPECT_TRUE(kiln::runtime::kernels::convCanAccumulate(args));
   kiln::runtime::kernels::conv2d(&rt, &args);
   EXPECT_EQ(y, std::vector<float>(4 * 36, 9.0f)) << "1x1: 7 plus two channels of 1 x 1";
+}
+
+TEST(Conv2dKernel, DirectPixelTiles) {
+  // Through conv2d's gate: LeNet-5's second layer (6 -> 16 channels, 5x5), on 1 and 2 threads.
+  ConvCase lenet{4, 6, 14, 14, 16, 5, 5};
+  checkConv(lenet);
+  lenet.threads = 2;
+  checkConv(lenet);
+  // Called directly. Output pixel counts of every remainder modulo 6 (tiles of 6 pixels), rows
+  // shorter than a tile (tiles run across row ends), blocks of more than 96 pixels, images.
+  for (int64_t side : {1, 2, 3, 4, 5, 7, 8, 11})
+    checkConv({1, 3, side + 2, side + 4, 12, 3, 3, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, false, true});
+  checkConv({3, 5, 13, 14, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 0, 0, false, true});
+  // Channel counts: 1 to 4 vectors of 16, partial ones, and several panels of 64.
+  for (int64_t k : {1, 5, 16, 17, 33, 48, 64, 65, 130})
+    checkConv({1, 4, 9, 9, k, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, false, true});
+  // Strides, dilations and asymmetric pads; 2 and 3 threads.
+  checkConv({2, 7, 17, 15, 20, 3, 2, 2, 2, 0, 1, 1, 1, 1, 2, 3, 2, false, true});
+  checkConv({1, 3, 20, 20, 24, 7, 7, 2, 3, 3, 3, 3, 1, 1, 3, 0, 0, false, true});
+  checkConv({2, 2, 12, 19, 9, 3, 4, 1, 2, 0, 0, 2, 2, 1, 2, 3, 1, false, true});
+}
+
+TEST(Conv2dKernel, DirectGate) {
+  auto direct = [](int64_t c, int64_t k, int64_t r, int64_t groups = 1) {
+    kiln_conv2d_args args{};
+    args.n = 1, args.c = c, args.h = args.w = 20, args.k = k, args.r = args.s = r, args.oh = args.ow = 20 - r + 1;
+    args.stride_h = args.stride_w = 1, args.dilation_h = args.dilation_w = 1, args.groups = groups;
+    return kiln::runtime::kernels::detail::directConvShape(args);
+  };
+  EXPECT_TRUE(direct(6, 16, 5));  // LeNet-5's second layer
+  EXPECT_TRUE(direct(16, 32, 3));
+  EXPECT_FALSE(direct(6, 8, 5));   // few enough channels for one 6-row GEMM tile
+  EXPECT_FALSE(direct(16, 64, 3)); // the GEMM's tiles are as good
+  EXPECT_FALSE(direct(3, 32, 3));  // 27 taps
+  EXPECT_FALSE(direct(12, 24, 3, 2)); // groups
+  EXPECT_FALSE(direct(512, 16, 3)); // 4608 taps
 }
 
 TEST(Conv2dKernel, InvalidArgumentsLeaveTheOutputAlone) {
