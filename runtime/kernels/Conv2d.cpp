@@ -8,7 +8,8 @@
 // is a plain strided copy per output-row segment. 1x1 stride-1 unpadded convolutions read the
 // input as the B matrix itself; one input channel per group goes to the direct depthwise loop;
 // 3x3 stride-1 convolutions with enough channels and pixels go to Winograd (F(2x2, 3x3) or
-// F(4x4, 3x3)).
+// F(4x4, 3x3)); few output channels over enough taps go to direct tiles of output pixels
+// (Conv2dDirect.cpp).
 #include <algorithm>
 
 #include "runtime/kernels/Conv2dCommon.h"

@@ -1,5 +1,6 @@
 #pragma once
-// Pieces shared by the convolution paths (Conv2d.cpp: GEMM; Conv2dDepthwise.cpp: direct).
+// Pieces shared by the convolution paths (Conv2d.cpp: GEMM; Conv2dDepthwise.cpp and
+// Conv2dDirect.cpp: direct; Conv2dWinograd.cpp).
 // Internal to runtime/kernels/.
 #include <cstdint>
 
