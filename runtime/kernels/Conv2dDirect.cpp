@@ -73,20 +73,8 @@ void pixelTile(int64_t taps, const float *const *origins, const int64_t *offsets
         acc[i][j] = _mm512_fmadd_ps(x, w[j], acc[i][j]);
     }
   }
-  // Channel 16*j + t of the tile is lane t of acc[.][j]: transpose each 16-channel slice so
-  // that it becomes R consecutive pixels, one masked store per channel.
-  const __mmask16 pixels = firstLanes(R);
-#pragma GCC unroll 4
-  for (int j = 0; j < NV; ++j) {
-    __m512 slice[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i)
-      slice[i] = i < R ? acc[i][j] : _mm512_setzero_ps();
-    transpose16x16(slice);
-    const int64_t sliceChannels = std::min<int64_t>(kVector, channels - j * kVector);
-    for (int64_t t = 0; t < sliceChannels; ++t)
-      _mm512_mask_storeu_ps(out + (j * kVector + t) * plane, pixels, slice[t]);
-  }
+  // Channel 16*j + t of the tile is lane t of acc[.][j]: stored as R consecutive pixels.
+  storeTileTransposed(acc, out, plane, channels, false);
 #else
   float acc[R][NV * kVector] = {};
   for (int64_t tap = 0; tap < taps; ++tap, panel += width)

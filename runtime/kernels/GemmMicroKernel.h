@@ -59,6 +59,31 @@ void columnDotKernel(int rows, int columnCount, int64_t kc, const float *a, int6
 
 #ifdef __AVX512F__
 
+/// Stores an R x (16*NV) tile held as acc[i][j] (row i, columns 16j..16j+15) transposed: tile
+/// column x (< cols) becomes the R consecutive floats at c + x*ldc, added to what is there when
+/// `accumulate`. Each 16-column slice is transposed in registers, then one masked store per
+/// column.
+template <int R, int NV>
+inline void storeTileTransposed(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t cols, bool accumulate) {
+  const __mmask16 rowMask = firstLanes(R);
+#pragma GCC unroll 4
+  for (int j = 0; j < NV; ++j) {
+    __m512 slice[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      slice[i] = i < R ? acc[i][j] : _mm512_setzero_ps();
+    transpose16x16(slice);
+    const int64_t sliceCols = cols - j * kVector < kVector ? cols - j * kVector : kVector;
+    for (int64_t t = 0; t < sliceCols; ++t) {
+      float *out = c + (j * kVector + t) * ldc;
+      __m512 v = slice[t];
+      if (accumulate)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rowMask, out));
+      _mm512_mask_storeu_ps(out, rowMask, v);
+    }
+  }
+}
+
 template <int R, int NV, bool PackedA>
 void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                      int64_t ldc, int64_t cols, int flags) {
@@ -120,25 +145,8 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
     }
     return;
   }
-  // C^T: row i of the tile is column i of C. Transpose each 16-column slice in registers so
-  // that C's row (16j + t) gets the tile's R values of column t as one masked store.
-  const __mmask16 rowMask = firstLanes(R);
-#pragma GCC unroll 4
-  for (int j = 0; j < NV; ++j) {
-    __m512 slice[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i)
-      slice[i] = i < R ? acc[i][j] : _mm512_setzero_ps();
-    transpose16x16(slice);
-    const int64_t sliceCols = cols - j * kVector < kVector ? cols - j * kVector : kVector;
-    for (int64_t t = 0; t < sliceCols; ++t) {
-      float *out = c + (j * kVector + t) * ldc;
-      __m512 v = slice[t];
-      if (accumulate)
-        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rowMask, out));
-      _mm512_mask_storeu_ps(out, rowMask, v);
-    }
-  }
+  // C^T: row i of the tile is column i of C.
+  storeTileTransposed(acc, c, ldc, cols, accumulate);
 }
 
 #else // portable: the same contract with plain arrays the compiler may vectorize
