@@ -92,29 +92,11 @@ void pixelTile(int64_t taps, const float *const *origins, const int64_t *offsets
 using PixelTileFn = void (*)(int64_t, const float *const *, const int64_t *, const float *, int64_t, float *, int64_t,
                              int64_t);
 
-template <int R> constexpr PixelTileFn tileOfVectors(int vectors) {
-  return vectors == 1 ? &pixelTile<R, 1> : vectors == 2 ? &pixelTile<R, 2> : vectors == 3 ? &pixelTile<R, 3> : &pixelTile<R, 4>;
-}
-
-/// The kernel for R pixels (1..6) by `vectors` (1..4) vectors of channels.
-PixelTileFn pixelTileFn(int64_t rows, int64_t vectors) {
-  static_assert(kMaxRows == 6 && kMaxVectors == 4, "update pixelTileFn");
-  const int v = static_cast<int>(vectors);
-  switch (rows) {
-  case 1:
-    return tileOfVectors<1>(v);
-  case 2:
-    return tileOfVectors<2>(v);
-  case 3:
-    return tileOfVectors<3>(v);
-  case 4:
-    return tileOfVectors<4>(v);
-  case 5:
-    return tileOfVectors<5>(v);
-  default:
-    return tileOfVectors<6>(v);
-  }
-}
+template <int R, int NV> struct PixelTileOf {
+  static constexpr PixelTileFn fn = &pixelTile<R, NV>;
+};
+/// fns[R - 1][NV - 1]: the kernel for R pixels (1..6) by NV vectors (1..4) of channels.
+const auto kPixelTiles = makeTable<PixelTileFn, PixelTileOf>(RowCounts{}, VectorCounts{});
 
 struct DirectJob {
   const kiln_conv2d_args &a;
@@ -142,8 +124,9 @@ void runBlocks(void *ctx, int64_t begin, int64_t end) {
       }
       for (int64_t q = 0; q * kPanelWidth < a.k; ++q) {
         const int64_t width = panelWidth(q, a.k), channels = std::min<int64_t>(kPanelWidth, a.k - q * kPanelWidth);
-        pixelTileFn(rows, width / kVector)(job.taps, origins, job.offsets, job.panels + q * kPanelWidth * job.taps,
-                                           width, imageOutput + q * kPanelWidth * pixels + p, pixels, channels);
+        kPixelTiles.fns[rows - 1][width / kVector - 1](job.taps, origins, job.offsets,
+                                                       job.panels + q * kPanelWidth * job.taps, width,
+                                                       imageOutput + q * kPanelWidth * pixels + p, pixels, channels);
       }
     }
     if (a.epilogue)

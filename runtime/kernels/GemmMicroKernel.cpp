@@ -4,7 +4,6 @@
 // exist (an M = 49 product runs 8 tiles of 6 rows and one of 1).
 #include "runtime/kernels/GemmMicroKernel.h"
 
-#include <utility>
 
 namespace kiln::runtime::kernels::detail {
 
@@ -48,21 +47,6 @@ void columnDotImpl(int64_t kc, const float *a, int64_t lda, const float *columns
 
 using ColumnDotFn = void (*)(int64_t, const float *, int64_t, const float *, float *, int64_t, int);
 
-/// fns[R - 1][C - 1] = Kernel<R, C>::fn for every R in Rows and C in Cols.
-template <typename Fn, template <int, int> class Kernel, int... Rows, int... Cols>
-constexpr auto makeTable(std::integer_sequence<int, Rows...>, std::integer_sequence<int, Cols...> cols) {
-  struct Table {
-    Fn fns[sizeof...(Rows)][sizeof...(Cols)];
-  } table{};
-  auto fillRow = [&](auto rowTag) {
-    constexpr int R = decltype(rowTag)::value;
-    ((table.fns[R - 1][Cols - 1] = Kernel<R, Cols>::fn), ...);
-  };
-  (fillRow(std::integral_constant<int, Rows>{}), ...);
-  (void)cols;
-  return table;
-}
-
 template <bool PackedA> struct MicroKernelOf {
   template <int R, int NV> struct Tile {
     static constexpr MicroKernelFn fn = &microKernelImpl<R, NV, PackedA>;
@@ -72,11 +56,8 @@ template <int R, int Cols> struct ColumnDotOf {
   static constexpr ColumnDotFn fn = &columnDotImpl<R, Cols>;
 };
 
-using RowCounts = std::integer_sequence<int, 1, 2, 3, 4, 5, 6>;
-using VectorCounts = std::integer_sequence<int, 1, 2, 3, 4>;
 using DotColumnCounts = std::integer_sequence<int, 1, 2, 3, 4>;
-static_assert(kMaxRows == 6 && kMaxVectors == 4 && kMaxDotColumns == 4,
-              "update RowCounts, VectorCounts and DotColumnCounts");
+static_assert(kMaxDotColumns == 4, "update DotColumnCounts");
 
 const auto kPackedTable = makeTable<MicroKernelFn, MicroKernelOf<true>::Tile>(RowCounts{}, VectorCounts{});
 const auto kInPlaceTable = makeTable<MicroKernelFn, MicroKernelOf<false>::Tile>(RowCounts{}, VectorCounts{});

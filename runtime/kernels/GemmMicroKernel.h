@@ -20,6 +20,7 @@
 //  - C is row-major (c[i*ldc + j]) or, when the driver computes C^T = B^T A^T to turn a
 //    narrow-N product into a wide one, written transposed (c[j*ldc + i]).
 #include <cstdint>
+#include <utility>
 
 #include "runtime/kernels/Simd.h" // <immintrin.h>, firstLanes, transpose16x16
 
@@ -29,6 +30,26 @@ constexpr int kVector = 16;               // floats per packed-B column group (o
 constexpr int kMaxRows = 6;               // MR: rows of the main tile
 constexpr int kMaxVectors = 4;            // NR / 16
 constexpr int kPanelWidth = kVector * kMaxVectors; // NR = 64 columns
+
+/// fns[R - 1][C - 1] = Kernel<R, C>::fn for every R in Rows and C in Cols.
+template <typename Fn, template <int, int> class Kernel, int... Rows, int... Cols>
+constexpr auto makeTable(std::integer_sequence<int, Rows...>, std::integer_sequence<int, Cols...> cols) {
+  struct Table {
+    Fn fns[sizeof...(Rows)][sizeof...(Cols)];
+  } table{};
+  auto fillRow = [&](auto rowTag) {
+    constexpr int R = decltype(rowTag)::value;
+    ((table.fns[R - 1][Cols - 1] = Kernel<R, Cols>::fn), ...);
+  };
+  (fillRow(std::integral_constant<int, Rows>{}), ...);
+  (void)cols;
+  return table;
+}
+
+/// The tile shapes a table of kernels covers: 1..kMaxRows rows by 1..kMaxVectors vectors.
+using RowCounts = std::integer_sequence<int, 1, 2, 3, 4, 5, 6>;
+using VectorCounts = std::integer_sequence<int, 1, 2, 3, 4>;
+static_assert(kMaxRows == 6 && kMaxVectors == 4, "update RowCounts and VectorCounts");
 
 /// Store modes of a micro-kernel call.
 enum MicroKernelFlags : int {
