@@ -37,10 +37,8 @@ void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const Padded
 
 /// Direct convolution by tiles of output pixels (Conv2dDirect.cpp), for one group, few output
 /// channels and enough taps (directConvShape), whose GEMM would pack about as much as it
-/// multiplies.
-/// Parallel over blocks of an image's output pixels; the epilogue sees each block (all
-/// channels by its pixels) once it is final. Uses the calling thread's Scratch::SharedB.
-constexpr int64_t kMinDirectOutputs = 9, kMaxDirectOutputs = 32;
+/// multiplies. Parallel over blocks of an image's output pixels; the epilogue sees each block
+/// (all channels by its pixels) once it is final. Uses the calling thread's Scratch::SharedB.
 bool directConvShape(const kiln_conv2d_args &args);
 void directConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
 

@@ -41,6 +41,7 @@ constexpr int64_t kMinDirectParallelMacs = int64_t{1} << 18;
 // So 9 to 32 output channels (fewer go to the depthwise loop when there is one input channel)
 // over 64 to 4096 taps; from 64 channels on the GEMM's 6 x 64 tiles are about as good. Above
 // 4096 taps the panels of W^T, which every tile streams, outgrow L2.
+constexpr int64_t kMinDirectOutputs = 9, kMaxDirectOutputs = 32;
 constexpr int64_t kMinDirectTaps = 64, kMaxDirectTaps = 4096;
 
 /// One tile: out[(16*j + t)*plane + i] = sum over taps of origins[i][offsets[tap]] *
