@@ -49,7 +49,6 @@
 
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
-#include "runtime/kernels/GemmMicroKernel.h" // kMaxRows
 #include "runtime/kernels/Simd.h"
 
 namespace kiln::runtime::kernels::detail {
