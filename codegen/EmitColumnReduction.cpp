@@ -21,9 +21,9 @@
 #include <functional>
 #include <set>
 
-#include "codegen/EmitStages.h"
 #include "codegen/ScalarOps.h"
-#include "ir/Error.h"
+#include "codegen/StageEmitters.h"
+#include "core/Error.h"
 
 namespace kiln::codegen {
 

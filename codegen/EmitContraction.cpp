@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <functional>
 
-#include "codegen/EmitStages.h"
 #include "codegen/ScalarOps.h"
-#include "ir/Error.h"
+#include "codegen/StageEmitters.h"
+#include "core/Error.h"
 #include "ir/ops/Window.h"
 #include "runtime/kernels/Kernels.h"
 
@@ -240,7 +240,7 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   if (winogradWeights)
     text += fmt::format("  g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F{};\n", winogradTile);
   if (e.accumulatedAdd().add) {
-    // The output was planned over the residual (passes/AccumulatedOperand.h): conv2d adds onto
+    // The output was planned over the residual (passes/fusion/AccumulatedOperand.h): conv2d adds onto
     // it, which only the tile being the kernel's result and a pointwise convolution allow.
     if (e.plan().buffers.at(static_cast<size_t>(stage.tileBuffer)).kind != KernelBuffer::Kind::Result ||
         !runtime::kernels::convCanAccumulate(shape))

@@ -29,7 +29,7 @@
 #include <algorithm>
 
 #include "codegen/GenericContraction.h"
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::codegen {
 

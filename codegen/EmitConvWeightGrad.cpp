@@ -30,7 +30,7 @@
 
 #include "codegen/GenericContraction.h"
 #include "codegen/ScalarOps.h"
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::codegen {
 

@@ -4,7 +4,7 @@
 #include "codegen/EmitDirect.h"
 
 #include "codegen/ScalarOps.h"
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::codegen {
 

@@ -18,7 +18,7 @@
 // as gather): no generated kernel reads or writes out of bounds.
 #include <vector>
 
-#include "codegen/EmitStages.h"
+#include "codegen/StageEmitters.h"
 
 namespace kiln::codegen {
 

@@ -14,8 +14,8 @@
 #include <functional>
 #include <set>
 
-#include "codegen/EmitStages.h"
 #include "codegen/ScalarOps.h"
+#include "codegen/StageEmitters.h"
 
 namespace kiln::codegen {
 

@@ -11,7 +11,7 @@
 
 #include "codegen/GenericContraction.h"
 #include "codegen/ScalarOps.h"
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/ops/Window.h"
 
 namespace kiln::codegen {

@@ -3,12 +3,12 @@
 // temporaries' allocation.
 #include <algorithm>
 
-#include "codegen/EmitCpp.h"
 #include "codegen/EmitDirect.h"
-#include "codegen/EmitStages.h"
+#include "codegen/EmitModel.h"
 #include "codegen/GenericContraction.h"
 #include "codegen/ScalarOps.h"
-#include "ir/Error.h"
+#include "codegen/StageEmitters.h"
+#include "core/Error.h"
 
 namespace kiln::codegen {
 

@@ -19,9 +19,9 @@
 #include <cmath>
 #include <set>
 
-#include "codegen/EmitStages.h"
 #include "codegen/ScalarOps.h"
-#include "ir/Error.h"
+#include "codegen/StageEmitters.h"
+#include "core/Error.h"
 
 namespace kiln::codegen {
 

@@ -12,7 +12,7 @@
 #include "codegen/EmitDirect.h"
 
 #include "codegen/ScalarOps.h"
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/ops/ScatterReduction.h"
 
 namespace kiln::codegen::direct {

@@ -13,7 +13,7 @@
 //    columns (Wᵀ·x per image and group) and a generated col2im that accumulates the columns
 //    into the output, parallel over output planes, followed by the fused epilogue per plane
 //    (a 1x1 kernel: one gemm; few input channels per group, as depthwise: scattered from x).
-#include "codegen/EmitStages.h"
+#include "codegen/StageEmitters.h"
 
 namespace kiln::codegen {
 

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::codegen {
 

@@ -1,10 +1,10 @@
 // Units and the index maps of re-indexing ops. The stage planning (strategies) lives in
-// PlanKernel.cpp.
+// LoopNestPlanner.cpp.
 #include "codegen/LoopNest.h"
 
 #include <algorithm>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/KernelOutline.h"
 
 namespace kiln::codegen {

@@ -29,7 +29,7 @@
 //
 // Loop order: the innermost loop always runs along the last dim of the stored values, so
 // stores are contiguous; loads that broadcast hoist out of the loops they do not depend on
-// (codegen/Emitter.h).
+// (codegen/KernelEmitter.h).
 //
 // Strategies (chosen from the body's ops; the kernel's `rule` is advisory): elementwise (one
 // Loop stage per distinct stored shape), rows, contraction (operands that are not strided views
@@ -76,7 +76,7 @@ struct Unit {
   /// panels). Set by the model emitter, which sees the whole graph; empty means none.
   std::vector<bool> soleWeightOperands;
   /// The body input (operand) whose buffer the memory plan gave this unit's result, for the
-  /// unit's convolution to accumulate into (passes/AccumulatedOperand.h); -1 for none.
+  /// unit's convolution to accumulate into (passes/fusion/AccumulatedOperand.h); -1 for none.
   int accumulatedOperand = -1;
 };
 

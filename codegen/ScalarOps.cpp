@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/Printer.h"
 
 namespace kiln::codegen {
@@ -381,7 +381,7 @@ static inline float kiln_erff(float x) {
   far = x < 0 ? -far : far;
   return ax < 2.0f ? near : (x != x ? x : far);
 }
-// f16 and bf16 as float: conversions bit-identical to ir/Tensor.cpp's halfToFloat,
+// f16 and bf16 as float: conversions bit-identical to core/Tensor.cpp's halfToFloat,
 // floatToHalf, bfloat16ToFloat and floatToBFloat16 (round to nearest even, overflow to inf,
 // NaN to the quiet NaN of its sign), written as selects between branch-free candidates so
 // that loops over them vectorise; no compiler half-float types are needed.

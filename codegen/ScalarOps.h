@@ -13,7 +13,7 @@
 //
 // f16 and bf16 are storage types: buffers hold their 16-bit patterns (uint16_t), loads widen
 // them to float, and a value of either dtype is a float holding a value of that dtype exactly
-// (every op result is rounded to it, round to nearest even as ir/Tensor.cpp's floatToHalf and
+// (every op result is rounded to it, round to nearest even as core/Tensor.cpp's floatToHalf and
 // floatToBFloat16 do), so stores narrow exactly. The results are bit-identical to the
 // evaluator's (double, rounded to float, then to the 16-bit dtype): +, -, *, / and sqrt are
 // computed in float, because rounding their exact result to double and then to float equals

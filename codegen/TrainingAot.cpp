@@ -9,7 +9,7 @@
 
 #include <set>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/TrainingCheckpoint.h"
 
 namespace kiln::codegen {

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/KernelOutline.h"
 #include "ir/Verifier.h"

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/Compile.h"
+#include "codegen/CompileModel.h"
 #include "passes/autodiff/TrainingGraph.h"
 
 namespace kiln::codegen {

@@ -2,7 +2,7 @@
 //
 // It builds two models with kiln's nn modules, exactly as in PyTorch: the seed MLP
 // 1024 -> 512 -> 256 -> 10 with ReLU (batch 1024) and torchvision's ResNet-18 (batch 1,
-// 3x224x224, examples/ResNet.h), both in eval mode. Each is traced into an IR graph (the MLP's
+// 3x224x224, frontend/models/ResNet.h), both in eval mode. Each is traced into an IR graph (the MLP's
 // is printed, large weights elided), compiled to native code (codegen::compile: passes, fused
 // kernels, one memory arena, the system C++ compiler, a disk cache), checked against the
 // reference evaluator on the same random input, and timed. `make run` builds and runs it.
@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "codegen/Compile.h"
-#include "codegen/Compiler.h"
-#include "examples/ResNet.h"
+#include "codegen/CompileModel.h"
+#include "codegen/CxxCompiler.h"
+#include "core/Error.h"
+#include "frontend/models/ResNet.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Printer.h"
 
@@ -162,7 +162,7 @@ int main() {
     // 2. ResNet-18, torchvision's architecture, in eval mode (batch norm uses running stats).
     {
       nn::manualSeed(0);
-      examples::ResNet18 model;
+      frontend::models::ResNet18 model;
       randomizeBatchNorms(model);
       model.eval();
       GraphBuilder builder("resnet18");

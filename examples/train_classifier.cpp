@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "codegen/Compile.h"
+#include "codegen/CompileModel.h"
 #include "codegen/TrainingStep.h"
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 
 using namespace kiln;
 namespace nn = kiln::frontend::nn;

@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/Verifier.h"
 #include "ir/ops/Random.h"
 

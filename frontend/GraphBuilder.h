@@ -21,16 +21,16 @@
 #include <utility>
 #include <vector>
 
+#include "ir/BufferWrite.h"
 #include "ir/Builder.h"
 #include "ir/Graph.h"
-#include "passes/autodiff/TrainingGraph.h" // BufferWrite only: a plain struct, nothing to link
 
 namespace kiln::frontend {
 
 class GraphBuilder;
 
 /// A forward output that overwrites a parameter on every training step (TrainingOptions::buffers).
-using BufferWrite = passes::autodiff::BufferWrite;
+using ir::BufferWrite;
 
 /// A symbolic tensor: one value of a graph under construction, with the builder it belongs to.
 /// Cheap to copy. A default-constructed Var is undefined; optional arguments (a bias, a norm's

@@ -1,8 +1,8 @@
 #include "frontend/Layers.h"
 
+#include "core/Error.h"
 #include "frontend/Math.h"
 #include "frontend/Movement.h"
-#include "ir/Error.h"
 
 namespace kiln::frontend::nn {
 

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::frontend {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <set>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/ops/Random.h"
 
 namespace kiln::frontend::nn {

@@ -1,7 +1,7 @@
 #include "frontend/Movement.h"
 
+#include "core/Error.h"
 #include "frontend/Math.h"
-#include "ir/Error.h"
 
 namespace kiln::frontend {
 

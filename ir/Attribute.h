@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "ir/Tensor.h"
+#include "core/Tensor.h"
 
 namespace kiln::ir {
 

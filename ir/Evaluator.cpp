@@ -3,8 +3,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 
 namespace kiln::ir {
 

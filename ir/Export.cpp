@@ -72,7 +72,7 @@ std::string dotLabel(const Node &node) {
   return label + "\n" + typesOf(node);
 }
 
-/// The fill colour of each fusion rule (the names of passes/FusionAnalysis.h, which ir cannot
+/// The fill colour of each fusion rule (the names of passes/fusion/FusionAnalysis.h, which ir cannot
 /// include): light ColorBrewer "Paired" tones, distinct from each other and dark enough to see
 /// on white yet light enough for black text. Single ops stay unfilled.
 struct RuleColour {

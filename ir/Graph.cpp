@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::ir {
 

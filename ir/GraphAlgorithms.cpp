@@ -8,7 +8,7 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/topological_sort.hpp>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::ir {
 

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Printer.h"
 
 namespace kiln::ir {

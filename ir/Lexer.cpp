@@ -1,6 +1,6 @@
 #include "ir/Lexer.h"
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::ir {
 

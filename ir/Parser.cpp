@@ -17,8 +17,8 @@
 #include <iterator>
 #include <limits>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Lexer.h"
 #include "ir/Verifier.h"
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/Lexer.h"
 
 namespace kiln::ir {

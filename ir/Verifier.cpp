@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 
 namespace kiln::ir {
 

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::passes {
 

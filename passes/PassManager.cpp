@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/Verifier.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"

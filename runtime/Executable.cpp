@@ -19,10 +19,10 @@
 #include <new>
 #include <set>
 
-#include "ir/Allocation.h"
-#include "ir/Error.h"
+#include "core/Allocation.h"
+#include "core/Error.h"
+#include "runtime/KernelRuntime.h"
 #include "runtime/Profiler.h"
-#include "runtime/Runtime.h"
 #include "runtime/ThreadPool.h"
 
 namespace kiln::runtime {
@@ -34,7 +34,7 @@ constexpr int64_t kWeightAlignment = 64;
 
 // Arenas come from allocateBlock: at least cache-line aligned, so that an offset the memory
 // planner aligned (for the vector units) gives an address just as aligned, and on huge pages
-// once they reach 2 MiB (ir/Allocation.h says why that matters).
+// once they reach 2 MiB (core/Allocation.h says why that matters).
 struct ArenaDelete {
   void operator()(unsigned char *arena) const { std::free(arena); }
 };

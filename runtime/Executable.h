@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/Tensor.h"
+#include "core/Tensor.h"
 #include "runtime/KernelAbi.h"
 
 namespace kiln::runtime {

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::runtime {
 

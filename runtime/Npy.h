@@ -4,7 +4,7 @@
 // a malformed or truncated file is a kiln::Error naming the file and the problem.
 #include <string>
 
-#include "ir/Tensor.h"
+#include "core/Tensor.h"
 
 namespace kiln::runtime {
 

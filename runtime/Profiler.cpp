@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::runtime {
 

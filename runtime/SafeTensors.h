@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "ir/Tensor.h"
+#include "core/Tensor.h"
 
 namespace kiln::runtime {
 

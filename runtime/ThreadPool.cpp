@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -13,7 +13,7 @@
 
 #include <dlfcn.h>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/TrainingCheckpoint.h"
 
 namespace kiln::runtime {

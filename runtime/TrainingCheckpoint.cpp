@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/Npy.h"
 #include "runtime/SafeTensors.h"
 

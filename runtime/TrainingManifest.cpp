@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::runtime {
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::test {
 

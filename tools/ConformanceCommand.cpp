@@ -10,9 +10,9 @@
 #include <optional>
 #include <thread>
 
-#include "codegen/Compile.h"
+#include "codegen/CompileModel.h"
+#include "core/Error.h"
 #include "frontend/onnx/OnnxBackendTest.h"
-#include "ir/Error.h"
 #include "runtime/ThreadPool.h"
 #include "tools/RunCommands.h"
 

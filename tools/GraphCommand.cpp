@@ -5,8 +5,8 @@
 #include <iostream>
 #include <optional>
 
-#include "codegen/Compile.h"
-#include "ir/Error.h"
+#include "codegen/CompileModel.h"
+#include "core/Error.h"
 #include "passes/Bisect.h"
 #include "runtime/ThreadPool.h"
 #include "tools/GraphLoading.h"

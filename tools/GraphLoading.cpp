@@ -1,8 +1,8 @@
 // Reading a graph for a tool (see GraphLoading.h).
 #include "tools/GraphLoading.h"
 
+#include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
-#include "ir/Error.h"
 #include "ir/Parser.h"
 
 namespace kiln::tools {

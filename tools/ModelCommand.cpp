@@ -1,7 +1,7 @@
 // kiln-run MODEL.so: a model kiln-compile wrote carries its kernels, its weights and its
 // description (inputs, outputs, launch list), so it runs with no compiler and no graph. A
 // training step (kiln-compile --train) updates its weights in place: it runs with --train only.
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/TrainingArtifact.h"
 #include "tools/RunCommands.h"

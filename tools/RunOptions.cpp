@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::tools {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <iostream>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/Npy.h"
 #include "runtime/Profiler.h"
 

@@ -10,8 +10,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
-#include "ir/Error.h"
 #include "runtime/Npy.h"
 
 namespace kiln::tools {

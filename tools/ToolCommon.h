@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/Tensor.h"
+#include "core/Tensor.h"
 
 namespace kiln::tools {
 

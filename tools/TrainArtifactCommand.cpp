@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "codegen/TrainingAot.h"
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/TrainingArtifact.h"
 #include "tools/RunReport.h"

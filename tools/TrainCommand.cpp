@@ -10,7 +10,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/ThreadPool.h"
 #include "tools/GraphLoading.h"
 #include "tools/RunOptions.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::tools {
 

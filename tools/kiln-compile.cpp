@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "codegen/Compile.h"
+#include "codegen/CompileModel.h"
 #include "codegen/TrainingAot.h"
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "tools/GraphLoading.h"
 #include "tools/ToolCommon.h"
 #include "tools/TrainingFlags.h"

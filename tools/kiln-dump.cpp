@@ -13,20 +13,20 @@
 #include <optional>
 #include <set>
 
-#include "codegen/Compile.h"
+#include "codegen/CompileModel.h"
+#include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
-#include "passes/Fuse.h"
-#include "passes/FusionAnalysis.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Export.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
-#include "passes/MemoryPlan.h"
-#include "passes/MemoryPlanSvg.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "passes/fusion/Fuse.h"
+#include "passes/fusion/FusionAnalysis.h"
+#include "passes/memory/MemoryPlanSvg.h"
+#include "passes/memory/PlanMemory.h"
 
 using namespace kiln;
 using namespace kiln::ir;

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/Runtime.h"
+#include "runtime/KernelRuntime.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Kernels.h"
 

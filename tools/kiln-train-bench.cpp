@@ -3,7 +3,7 @@
 // (../shared/peers/torch_bench.py: SGD, loss = out.mean()).
 //
 //   kiln-train-bench resnet18 [--batch B] [--size S] [options]
-//       torchvision's ResNet-18 built with kiln's nn modules (examples/ResNet.h) in training
+//       torchvision's ResNet-18 built with kiln's nn modules (frontend/models/ResNet.h) in training
 //       mode: BatchNorm normalises with the batch's statistics, as torch's model.train() does.
 //       (The ONNX export of ResNet-18 folds BatchNorm into the convolutions, so training it
 //       through kiln-run --train would time a different, cheaper network.)
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "codegen/TrainingStep.h"
-#include "examples/ResNet.h"
-#include "ir/Error.h"
+#include "core/Error.h"
+#include "frontend/models/ResNet.h"
 #include "runtime/Profiler.h"
 #include "runtime/ThreadPool.h"
 #include "tools/GraphLoading.h"
@@ -117,7 +117,7 @@ struct Workload {
 Workload buildWorkload(const BenchOptions &options) {
   Workload workload;
   if (options.model == "resnet18") {
-    auto model = std::make_shared<examples::ResNet18>();
+    auto model = std::make_shared<frontend::models::ResNet18>();
     model->train(); // BatchNorm on the batch's statistics, like torch's model.train()
     workload.model = model;
     TensorType type{DType::F32, Shape{options.batch, 3, options.size, options.size}};

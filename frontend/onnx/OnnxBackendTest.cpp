@@ -17,10 +17,10 @@
 #include <optional>
 #include <set>
 
+#include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/onnx/OnnxLoad.h"
 #include "frontend/onnx/OnnxTensor.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 
 namespace kiln::frontend {

@@ -14,8 +14,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/ops/Random.h"
 
 namespace kiln::frontend {

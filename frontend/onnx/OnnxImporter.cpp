@@ -18,8 +18,8 @@
 
 #include "frontend/onnx/OnnxLoad.h"
 #include "frontend/onnx/OnnxOpTable.h"
-#include "frontend/onnx/OnnxScan.h"
 #include "frontend/onnx/OnnxTensor.h"
+#include "frontend/onnx/OnnxUnsupported.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
 

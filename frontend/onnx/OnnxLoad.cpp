@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <set>
 
+#include "core/Error.h"
 #include "frontend/onnx/OnnxSchemas.h"
 #include "frontend/onnx/OnnxTensor.h"
-#include "ir/Error.h"
 
 namespace kiln::frontend {
 

@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 
 namespace kiln::frontend {
 

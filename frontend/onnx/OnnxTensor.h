@@ -8,7 +8,7 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "ir/Tensor.h"
+#include "core/Tensor.h"
 
 namespace kiln::frontend {
 
@@ -19,7 +19,7 @@ std::optional<DType> dtypeFromOnnx(int32_t onnxType);
 /// else a wider integer (int16 and uint16 in i32, uint32 and uint64 in i64; a uint64 above
 /// INT64_MAX cannot be held and is refused when decoded). nullopt for strings, complex, float8.
 /// A widened value is exact only as long as no op wraps around in the narrow type, which the
-/// import scan (OnnxScan.cpp) ensures.
+/// import scan (OnnxUnsupported.cpp) ensures.
 std::optional<DType> heldDTypeFromOnnx(int32_t onnxType);
 /// heldDTypeFromOnnx, failing with "`what` is TYPE, which kiln cannot represent" for nullopt.
 DType heldDType(int32_t onnxType, const std::string &what);

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::ir {
 

@@ -3,8 +3,8 @@
 // arithmetic of the reference evaluator. Written for clarity: the evaluator is the oracle.
 #include <functional>
 
+#include "core/Error.h"
 #include "ir/Attribute.h"
-#include "ir/Error.h"
 #include "ir/Op.h"
 
 namespace kiln::ir::ops {

@@ -2,7 +2,7 @@
 // gelu and silu. Each is defined by its decomposition into primitives (and reduce_mean), built
 // with the core Builder; they exist as ops so that dumps stay readable and pattern passes (BN
 // folding, attention and softmax fusion) can see them whole.
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::ir {
 

@@ -5,7 +5,7 @@
 // sample for cross_entropy and nll_loss), as in PyTorch.
 #include <limits>
 
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::ir {
 

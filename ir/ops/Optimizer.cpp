@@ -26,7 +26,7 @@
 //   beta1 = 0 (log 0) is allowed: -expm1(step * -inf) = 1, torch's 1 - 0^step for step >= 1.
 #include <cmath>
 
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::ir {
 

@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "passes/autodiff/GradientRules.h"
 
 namespace kiln::passes::autodiff {

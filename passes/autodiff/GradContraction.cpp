@@ -25,7 +25,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 #include "ir/ops/Window.h"
 #include "passes/autodiff/GradientRules.h"
 

@@ -4,7 +4,7 @@
 // PyTorch's derivatives.yaml does, so the backward graph recomputes nothing.
 #include <cmath>
 
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 #include "passes/autodiff/GradientRules.h"
 
 namespace kiln::passes::autodiff {

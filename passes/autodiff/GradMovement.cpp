@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "ir/Evaluator.h"
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 #include "passes/autodiff/GradientRules.h"
 
 namespace kiln::passes::autodiff {

@@ -1,6 +1,6 @@
 // Gradient rules of the reductions and the sequence ops (cumsum, topk). A reduction's upstream
 // gradient is first viewed with the reduced axes kept as size 1, so it broadcasts back over them.
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 #include "passes/autodiff/GradientRules.h"
 
 namespace kiln::passes::autodiff {

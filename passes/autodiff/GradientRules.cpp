@@ -3,7 +3,7 @@
 // compile error (-Werror=switch), and "no rule yet" is an explicit, greppable entry.
 #include "passes/autodiff/GradientRules.h"
 
-#include "ir/ops/Composite.h"
+#include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::passes::autodiff {
 

@@ -3,7 +3,7 @@
 // the forward node (its inputs and outputs are the forward values, available to the backward
 // graph) and the upstream gradient of each output, and builds with ir::Builder the gradient of
 // each input. Rules are written for primitives only: composites are decomposed before autodiff
-// runs (passes/Decompose.h), so the table marks them "decompose first".
+// runs (passes/decompose/Decompose.h), so the table marks them "decompose first".
 //
 // Conventions every rule keeps:
 //  - a gradient has exactly its forward value's type (dtype and shape); broadcasting in the

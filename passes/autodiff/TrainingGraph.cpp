@@ -14,12 +14,12 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Verifier.h"
 #include "ir/ops/Random.h"
-#include "passes/Decompose.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/decompose/Decompose.h"
 
 namespace kiln::passes::autodiff {
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/BufferWrite.h"
 #include "ir/Graph.h"
 
 namespace kiln::passes::autodiff {
@@ -77,12 +78,7 @@ struct OptimizerSpec {
                              double weightDecay = 1e-2);
 };
 
-/// A forward output that holds the new value of a parameter that is not trained, written
-/// back on every step: BatchNorm's running statistics in training mode, a step counter.
-struct BufferWrite {
-  std::string output; // the forward graph output (by its name, Graph::outputName)
-  std::string param;  // the parameter it overwrites
-};
+using ir::BufferWrite;
 
 /// One tensor a training step overwrites: a trained parameter, an optimizer state or a buffer.
 struct ParamUpdate {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <new>
 
-#include "ir/Allocation.h"
+#include "core/Allocation.h"
 #include "runtime/kernels/GemmMicroKernel.h" // kPanelWidth, kVector
 #include "runtime/kernels/Simd.h"
 

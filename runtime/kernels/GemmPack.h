@@ -90,7 +90,7 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 }
 
 /// Per-thread scratch that grows and is never freed, so that packing allocates nothing after
-/// a thread's first call of a given size. Each slot comes from allocateBlock (ir/Allocation.h):
+/// a thread's first call of a given size. Each slot comes from allocateBlock (core/Allocation.h):
 /// 64-byte aligned, and from 2 MiB on huge pages. The weight gradient's channels-last copies
 /// (25 MB for a ResNet stem at batch 8) took a TLB miss every 4 KiB otherwise: that kernel ran
 /// 24 ms on 4 KiB pages against 15.6 ms on huge ones.

@@ -13,9 +13,9 @@
 
 #include "tests/ErrorMatchers.h"
 
-#include "codegen/Compile.h"
+#include "codegen/CompileModel.h"
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "tests/codegen/CodegenTestUtil.h"
 

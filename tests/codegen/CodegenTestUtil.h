@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/Compile.h"
+#include "codegen/CompileModel.h"
 #include "ir/Graph.h"
 
 namespace kiln::codegen::test {

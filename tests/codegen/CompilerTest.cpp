@@ -11,8 +11,8 @@
 
 #include <functional>
 
-#include "codegen/Compile.h"
-#include "ir/Error.h"
+#include "codegen/CompileModel.h"
+#include "core/Error.h"
 #include "frontend/Frontend.h"
 #include "tests/codegen/CodegenTestUtil.h"
 

@@ -127,7 +127,7 @@ TEST(CodegenContraction, ConvBiasReluAndResidual) {
 TEST(CodegenContraction, PointwiseConvAccumulatesIntoADyingResidual) {
   // A bottleneck as ResNet has it: s feeds the block's first layer and its residual add,
   // relu(conv1x1(h) + b + s), where s dies. The result gets s's buffer and conv2d adds onto it
-  // (passes/AccumulatedOperand.h). The second block's residual t is still read afterwards, so
+  // (passes/fusion/AccumulatedOperand.h). The second block's residual t is still read afterwards, so
   // its result gets a buffer of its own.
   GraphBuilder gb("residual_accumulate");
   Var x = gb.input("x", DType::F32, {2, 16, 7, 9});

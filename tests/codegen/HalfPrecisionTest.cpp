@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "tests/codegen/CodegenTestUtil.h"
 

@@ -7,8 +7,8 @@
 
 #include <random>
 
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "tests/codegen/CodegenTestUtil.h"
 

@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "codegen/TrainingStep.h"
+#include "core/Error.h"
 #include "frontend/Frontend.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/ops/Random.h"
 #include "tests/codegen/CodegenTestUtil.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "codegen/EmitCpp.h"
+#include "codegen/EmitModel.h"
 #include "frontend/Frontend.h"
 #include "ir/KernelOutline.h"
 #include "tests/codegen/CodegenTestUtil.h"

@@ -11,8 +11,8 @@
 #include <functional>
 
 #include "codegen/TrainingAot.h"
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "runtime/TrainingArtifact.h"
 #include "runtime/TrainingCheckpoint.h"
 #include "tests/codegen/CodegenTestUtil.h"

@@ -13,9 +13,9 @@
 #include <functional>
 
 #include "codegen/TrainingStep.h"
+#include "core/Error.h"
 #include "frontend/Frontend.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "runtime/SafeTensors.h"
 #include "tests/codegen/CodegenTestUtil.h"

@@ -3,8 +3,8 @@
 // them into something vaguer.
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 
 using namespace kiln;
 using namespace kiln::frontend;

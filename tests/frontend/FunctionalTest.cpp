@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 
 using namespace kiln;

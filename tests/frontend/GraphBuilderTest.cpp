@@ -2,8 +2,8 @@
 // errors (undefined Vars, Vars of another builder, use after finish).
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 
 using namespace kiln;

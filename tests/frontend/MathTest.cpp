@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 
 using namespace kiln;

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/GraphEquality.h"
 #include "ir/Parser.h"

@@ -6,8 +6,8 @@
 
 #include <cmath>
 
+#include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 
 namespace kiln::frontend {

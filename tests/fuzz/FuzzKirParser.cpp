@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/Export.h"
 #include "ir/GraphEquality.h"
 #include "ir/Parser.h"

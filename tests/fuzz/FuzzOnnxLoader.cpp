@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/onnx/OnnxOpTable.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"

@@ -1,4 +1,4 @@
-// allocateBlock (ir/Allocation.h): small blocks on a cache line; blocks of 2 MiB and more on
+// allocateBlock (core/Allocation.h): small blocks on a cache line; blocks of 2 MiB and more on
 // a 2 MiB boundary and advised as huge pages, which the kernel records in the mapping's
 // VmFlags ("hg") when transparent huge pages are available.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "ir/Allocation.h"
+#include "core/Allocation.h"
 
 namespace {
 

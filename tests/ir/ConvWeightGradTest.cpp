@@ -4,7 +4,7 @@
 // example, the text round trip, and the error cases.
 #include <gtest/gtest.h>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "tests/ir/OpTestUtil.h"
 
 using namespace kiln;

@@ -3,8 +3,8 @@
 // form (printing, parsing, parse errors) and exports of graphs with kernels.
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Export.h"
 #include "ir/GraphEquality.h"

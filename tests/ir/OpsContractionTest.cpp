@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
 #include "tests/ir/OpTestUtil.h"

@@ -3,8 +3,8 @@
 // with conv (conv_transpose is conv's gradient with respect to its input).
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
 #include "tests/ir/OpTestUtil.h"

@@ -3,8 +3,8 @@
 // rule, integer exactness, edge cases and malformed equations.
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
 #include "tests/ir/OpTestUtil.h"

@@ -3,8 +3,8 @@
 // plain loops over the defining formula (numpy take / torch scatter_add / arange).
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
 #include "tests/ir/OpTestUtil.h"

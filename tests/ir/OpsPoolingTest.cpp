@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
 #include "tests/ir/OpTestUtil.h"

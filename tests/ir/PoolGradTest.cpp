@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "tests/ir/OpTestUtil.h"
 
 using namespace kiln;

@@ -7,8 +7,8 @@
 #include <limits>
 #include <set>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Export.h"
 #include "ir/GraphEquality.h"
 #include "ir/Parser.h"

@@ -1,9 +1,9 @@
-// The shape helpers of ir/DType.h that passes and codegen share: row-major strides, and the one
+// The shape helpers of core/DType.h that passes and codegen share: row-major strides, and the one
 // batch stride a batched GEMM call needs (FusionAnalysis decides with it whether a permute can
 // be read through strides; EmitContraction then sets stride_a / stride_b from it).
 #include <gtest/gtest.h>
 
-#include "ir/DType.h"
+#include "core/DType.h"
 
 using kiln::contiguousStrides;
 using kiln::Shape;

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "ir/Error.h"
-#include "ir/Tensor.h"
+#include "core/Error.h"
+#include "core/Tensor.h"
 #include "tests/ErrorMatchers.h"
 
 namespace kiln {

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/onnx/OnnxTensor.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 
 namespace kiln::onnxtest {

@@ -5,9 +5,9 @@
 // residual dies at the kernel.
 #include <gtest/gtest.h>
 
-#include "ir/Error.h"
-#include "passes/AccumulatedOperand.h"
-#include "passes/MemoryPlan.h"
+#include "core/Error.h"
+#include "passes/fusion/AccumulatedOperand.h"
+#include "passes/memory/PlanMemory.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln::passes {

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "ir/Verifier.h"
-#include "passes/AlgebraicSimplify.h"
+#include "passes/simplify/AlgebraicSimplify.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln {

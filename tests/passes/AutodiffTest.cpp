@@ -7,11 +7,11 @@
 
 #include <functional>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "tests/passes/GradCheck.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "passes/autodiff/Autodiff.h"
+#include "tests/passes/GradCheck.h"
 
 namespace kiln::test {
 

@@ -3,8 +3,8 @@
 // a failed check, one that never did is an error.
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "passes/Bisect.h"
 #include "tests/passes/PassTestUtil.h"
 

@@ -7,7 +7,7 @@
 #include "ir/Builder.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
-#include "passes/CommonSubexpressionElimination.h"
+#include "passes/simplify/CommonSubexpressionElimination.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln {

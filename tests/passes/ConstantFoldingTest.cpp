@@ -6,7 +6,7 @@
 
 #include "ir/Builder.h"
 #include "ir/Verifier.h"
-#include "passes/ConstantFolding.h"
+#include "passes/simplify/ConstantFolding.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln {

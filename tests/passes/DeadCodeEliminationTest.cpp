@@ -6,7 +6,7 @@
 #include "ir/Builder.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
-#include "passes/DeadCodeElimination.h"
+#include "passes/simplify/DeadCodeElimination.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln {

@@ -7,7 +7,7 @@
 #include "ir/Evaluator.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
-#include "passes/Decompose.h"
+#include "passes/decompose/Decompose.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln {

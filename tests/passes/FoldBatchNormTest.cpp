@@ -8,7 +8,7 @@
 #include "frontend/Frontend.h"
 #include "ir/GraphEquality.h"
 #include "ir/Verifier.h"
-#include "passes/FoldBatchNorm.h"
+#include "passes/simplify/FoldBatchNorm.h"
 #include "tests/onnx/OnnxTestModel.h"
 #include "tests/passes/PassTestUtil.h"
 

@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "frontend/onnx/OnnxImporter.h"
-#include "passes/Fuse.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "passes/fusion/Fuse.h"
 
 namespace kiln {
 namespace {

@@ -10,14 +10,14 @@
 #include <cmath>
 #include <random>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/GraphAlgorithms.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
-#include "passes/Decompose.h"
-#include "passes/Fuse.h"
-#include "passes/FusionAnalysis.h"
+#include "passes/decompose/Decompose.h"
+#include "passes/fusion/Fuse.h"
+#include "passes/fusion/FusionAnalysis.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln {

@@ -12,9 +12,9 @@
 #include "ir/Builder.h"
 #include "ir/Evaluator.h"
 #include "ir/Verifier.h"
-#include "passes/Decompose.h"
 #include "passes/Pass.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/decompose/Decompose.h"
 
 namespace kiln::test {
 

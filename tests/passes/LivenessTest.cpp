@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/KernelOutline.h"
-#include "passes/Liveness.h"
+#include "passes/memory/Liveness.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln::passes {

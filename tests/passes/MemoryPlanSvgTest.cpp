@@ -10,8 +10,8 @@
 
 #include <regex>
 
-#include "passes/MemoryPlan.h"
-#include "passes/MemoryPlanSvg.h"
+#include "passes/memory/MemoryPlanSvg.h"
+#include "passes/memory/PlanMemory.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln::passes {

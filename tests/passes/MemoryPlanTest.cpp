@@ -10,12 +10,11 @@
 #include <iostream>
 #include <random>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Printer.h"
-#include "passes/Decompose.h"
-#include "passes/MemoryPlan.h"
-#include "passes/PlanMemory.h"
+#include "passes/decompose/Decompose.h"
+#include "passes/memory/PlanMemory.h"
 #include "tests/passes/PassTestUtil.h"
 
 namespace kiln::passes {

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <functional>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 
 namespace kiln::test {

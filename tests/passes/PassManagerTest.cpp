@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/Printer.h"
 #include "passes/PassManager.h"
 #include "passes/Passes.h"

@@ -1,6 +1,6 @@
 #include "tests/passes/PassTestUtil.h"
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "ir/Evaluator.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"

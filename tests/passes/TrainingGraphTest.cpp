@@ -8,8 +8,8 @@
 #include <functional>
 #include <unordered_map>
 
+#include "core/Error.h"
 #include "ir/Builder.h"
-#include "ir/Error.h"
 #include "ir/Evaluator.h"
 #include "passes/autodiff/TrainingGraph.h"
 

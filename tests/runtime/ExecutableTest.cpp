@@ -14,9 +14,9 @@
 #include <new>
 #include <thread>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/Executable.h"
-#include "runtime/Runtime.h"
+#include "runtime/KernelRuntime.h"
 #include "runtime/ThreadPool.h"
 
 using namespace kiln;

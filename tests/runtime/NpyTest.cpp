@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/Npy.h"
 
 using namespace kiln;

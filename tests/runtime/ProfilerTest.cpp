@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/Executable.h"
 #include "runtime/Profiler.h"
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <functional>
 
-#include "ir/Error.h"
+#include "core/Error.h"
 #include "runtime/SafeTensors.h"
 
 namespace kiln::runtime {

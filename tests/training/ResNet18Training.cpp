@@ -1,6 +1,6 @@
 // ResNet-18 trained through kiln's nn API against PyTorch: torchvision's resnet18 with the
 // initial weights tests/training/export_resnet18.py exported (a .safetensors state_dict), built
-// with examples/ResNet.h in training mode (BatchNorm on the batch's statistics), traced, and
+// with frontend/models/ResNet.h in training mode (BatchNorm on the batch's statistics), traced, and
 // trained for as many compiled SGD steps (lr 0.01, loss = out.mean()) as PyTorch's loss file
 // lists, on PyTorch's batch. Every step's loss must be within 1e-3 relative of PyTorch's. The
 // BatchNorm running statistics are updated in place every step (GraphBuilder::bufferWrites);
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "codegen/TrainingStep.h"
-#include "examples/ResNet.h"
-#include "ir/Error.h"
+#include "core/Error.h"
+#include "frontend/models/ResNet.h"
 #include "runtime/Npy.h"
 #include "runtime/SafeTensors.h"
 
@@ -42,7 +42,7 @@ std::vector<double> readLosses(const std::string &path) {
   return losses;
 }
 
-/// torchvision's state_dict names are kiln's (examples/ResNet.h registers its modules under the
+/// torchvision's state_dict names are kiln's (frontend/models/ResNet.h registers its modules under the
 /// same names, in the same order), so the mapping is the identity; it is checked, not assumed:
 /// loadStateDict with strict fails on any name missing from either side or any type mismatch.
 void loadTorchWeights(frontend::nn::Module &model, const std::string &path) {
@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
     std::vector<double> want = readLosses(argv[3]);
     Tensor input = runtime::readNpy(argv[2]);
 
-    examples::ResNet18 model;
+    frontend::models::ResNet18 model;
     loadTorchWeights(model, argv[1]);
     model.train();
     frontend::GraphBuilder builder("resnet18_train");

@@ -1,0 +1,345 @@
+// The compile path and the shape-keyed compile cache (see CompileModel.h).
+#include "codegen/CompileModel.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <unistd.h>
+
+#include "core/Error.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
+
+namespace kiln::codegen {
+
+LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options) {
+  LoweredModel lowered;
+  lowered.graph = graph.clone();
+  passes::PassManager manager;
+  std::vector<std::string> names = options.passes;
+  if (names.empty()) {
+    // The plan is made below with the options codegen relies on, whatever the pipeline says.
+    for (std::string_view name : passes::findPipeline("inference").passes)
+      if (name != "plan-memory" && (options.fuse || name != "fuse"))
+        names.emplace_back(name);
+  }
+  manager.addPasses(names);
+  passes::PassContext context;
+  manager.run(*lowered.graph, context);
+  lowered.plan = passes::planMemory(*lowered.graph);
+  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix);
+  return lowered;
+}
+
+LoweredModel lowerPrepared(const ir::Graph &graph) {
+  LoweredModel lowered;
+  lowered.graph = graph.clone();
+  lowered.plan = passes::planMemory(*lowered.graph);
+  lowered.model = emitModel(*lowered.graph, lowered.plan);
+  return lowered;
+}
+
+std::vector<Tensor> collectWeights(const LoweredModel &lowered, const ir::ParamValues &params) {
+  std::vector<Tensor> weights;
+  for (const WeightInfo &weight : lowered.model.weights) {
+    const ir::Node *source = weight.value->producer();
+    if (source->op() == ir::OpKind::Constant) {
+      weights.push_back(source->attrTensor("value"));
+      continue;
+    }
+    auto given = params.find(weight.name);
+    Tensor value = given != params.end() ? given->second : source->attrTensor("value");
+    if (!value.defined())
+      fail("codegen: parameter '{}' has no value (give one in CompileOptions::params)", weight.name);
+    if (value.type() != weight.value->type())
+      fail("codegen: the value of parameter '{}' has type {}, the graph declares {}", weight.name,
+           value.type().toString(), weight.value->type().toString());
+    weights.push_back(value);
+  }
+  return weights;
+}
+
+runtime::Executable compile(const ir::Graph &graph, const CompileOptions &options) {
+  LoweredModel lowered = lowerGraph(graph, options);
+  std::vector<Tensor> weights = collectWeights(lowered, options.params);
+  CompiledObject object = compileSource(lowered.model.source, options.compiler);
+  return runtime::Executable::load(object.soPath, std::move(weights), options.runtime);
+}
+
+namespace {
+
+// kiln_model_desc::weight_data: each weight starts on a 64-byte boundary (runtime/KernelAbi.h).
+constexpr int64_t kAotWeightAlignment = 64;
+
+/// Writes the weights one after another, each padded to the alignment; returns the bytes.
+int64_t writeWeightFile(const std::string &path, const std::vector<Tensor> &weights) {
+  std::ofstream file(path, std::ios::binary);
+  if (!file)
+    fail("codegen: cannot write the weights file {}", path);
+  static const char zeros[kAotWeightAlignment] = {};
+  int64_t offset = 0;
+  for (const Tensor &weight : weights) {
+    auto bytes = static_cast<int64_t>(weight.byteSize());
+    if (bytes > 0)
+      file.write(static_cast<const char *>(weight.data()), static_cast<std::streamsize>(bytes));
+    offset += bytes;
+    int64_t padding = (kAotWeightAlignment - offset % kAotWeightAlignment) % kAotWeightAlignment;
+    file.write(zeros, static_cast<std::streamsize>(padding));
+    offset += padding;
+  }
+  if (!file.flush())
+    fail("codegen: writing the weights file {} failed", path);
+  return offset;
+}
+
+/// What an ahead-of-time source adds to the JIT's: the weights as a hidden symbol the
+/// assembler fills from `weightsPath` ("" when the model has none), and the exported
+/// description, a copy of the emitted one (`innerSymbol`) that points at them.
+std::string aotTrailer(const std::string &innerSymbol, const std::string &exportedSymbol, const std::string &weightsPath) {
+  std::string text = "\n// ---- ahead of time: the weights, embedded by the assembler ----\n";
+  std::string weightData = "NULL";
+  if (!weightsPath.empty()) {
+    std::string blob = exportedSymbol + "_weight_data";
+    std::vector<std::string> lines = {".pushsection .rodata.kiln_weights,\"a\"\n",
+                                      ".balign " + std::to_string(kAotWeightAlignment) + "\n",
+                                      ".globl " + blob + "\n",
+                                      ".hidden " + blob + "\n",
+                                      blob + ":\n",
+                                      ".incbin " + cString(weightsPath) + "\n",
+                                      ".popsection\n"};
+    text += "__asm__(\n";
+    for (const std::string &line : lines)
+      text += "    " + cString(line) + "\n";
+    text += ");\n";
+    text += fmt::format("extern \"C\" __attribute__((visibility(\"hidden\"))) const unsigned char {}[];\n", blob);
+    weightData = blob;
+  }
+  text += fmt::format("\nextern \"C\" const kiln_model_desc *{}(void) {{\n", exportedSymbol);
+  text += fmt::format("  static const kiln_model_desc desc = [] {{\n    kiln_model_desc d = *{}();\n", innerSymbol);
+  text += fmt::format("    d.weight_data = {};\n    return d;\n  }}();\n  return &desc;\n}}\n", weightData);
+  return text;
+}
+
+/// The exported `const char *NAME(void)` functions of AotOptions::exportedStrings.
+std::string exportedStringFunctions(const std::map<std::string, std::string> &strings) {
+  std::string text;
+  for (const auto &[symbol, value] : strings)
+    text += fmt::format("\nextern \"C\" const char *{}(void) {{\n  return {};\n}}\n", symbol, cString(value));
+  return text;
+}
+
+/// Removes a temporary folder when it goes out of scope (errors included).
+struct RemoveFolder {
+  std::string path;
+  ~RemoveFolder() {
+    std::error_code error;
+    if (!path.empty())
+      std::filesystem::remove_all(path, error);
+  }
+};
+
+/// A compiled model can be written to `outputPath`: a path whose folder exists. Checked before
+/// lowering (so a typo fails fast) and again by compileLoweredAheadOfTime for its own callers.
+void checkOutputPath(const std::string &outputPath) {
+  namespace fs = std::filesystem;
+  if (outputPath.empty())
+    fail("codegen: no output path for the compiled model");
+  fs::path outputFolder = fs::path(outputPath).parent_path();
+  if (!outputFolder.empty() && !fs::is_directory(outputFolder))
+    fail("codegen: cannot write the compiled model {}: there is no folder {}", outputPath, outputFolder.string());
+}
+
+} // namespace
+
+AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPath, const CompileOptions &options,
+                            const AotOptions &aot) {
+  checkOutputPath(outputPath);
+  // The emitted description gets a private prefix; the exported one keeps the caller's.
+  CompileOptions innerOptions = options;
+  innerOptions.symbolPrefix = options.symbolPrefix + "aot_";
+  LoweredModel lowered = lowerGraph(graph, innerOptions);
+  std::vector<Tensor> weights = collectWeights(lowered, options.params);
+  return compileLoweredAheadOfTime(lowered, weights, outputPath, options, aot);
+}
+
+AotModel compileLoweredAheadOfTime(const LoweredModel &lowered, const std::vector<Tensor> &weights,
+                                   const std::string &outputPath, const CompileOptions &options,
+                                   const AotOptions &aot) {
+  namespace fs = std::filesystem;
+  checkOutputPath(outputPath);
+  std::string exportedSymbol = options.symbolPrefix + KILN_MODEL_SYMBOL;
+  if (lowered.model.modelSymbol == exportedSymbol || aot.exportedStrings.count(exportedSymbol) ||
+      aot.exportedStrings.count(lowered.model.modelSymbol))
+    fail("codegen: the compiled model would define '{}' twice: lower it with another symbol prefix", exportedSymbol);
+  if (weights.size() != lowered.model.weights.size())
+    fail("codegen: the model has {} weights, {} were given", lowered.model.weights.size(), weights.size());
+
+  RemoveFolder temporary;
+  fs::path buildDir = aot.buildDir;
+  if (buildDir.empty()) {
+    fs::path output(outputPath);
+    fs::path parent = output.parent_path().empty() ? fs::path(".") : output.parent_path();
+    buildDir = parent / fmt::format(".{}.kiln-build-{}", output.filename().string(), static_cast<long>(getpid()));
+    temporary.path = buildDir.string();
+  }
+  std::error_code error;
+  fs::create_directories(buildDir, error);
+  if (error || !fs::is_directory(buildDir))
+    fail("codegen: cannot create the build folder {}: {}", buildDir.string(),
+         error ? error.message() : "not a folder");
+  buildDir = fs::absolute(buildDir); // .incbin must find the weights whatever the compiler's folder
+
+  AotModel model;
+  model.soPath = outputPath;
+  model.numWeights = static_cast<int64_t>(weights.size());
+  model.numLaunches = static_cast<int64_t>(lowered.model.launches.size());
+  model.arenaBytes = lowered.model.arenaBytes;
+  std::string weightsPath;
+  if (!weights.empty()) {
+    weightsPath = (buildDir / "weights.bin").string();
+    model.weightBytes = writeWeightFile(weightsPath, weights);
+  }
+  std::string sourcePath = (buildDir / "model.cpp").string();
+  {
+    std::ofstream file(sourcePath, std::ios::binary);
+    file << lowered.model.source
+         << aotTrailer(lowered.model.modelSymbol, exportedSymbol, weightsPath)
+         << exportedStringFunctions(aot.exportedStrings);
+    if (!file.flush())
+      fail("codegen: cannot write {}", sourcePath);
+  }
+  try {
+    compileSourceFile(sourcePath, outputPath, options.compiler);
+  } catch (const Error &) {
+    temporary.path.clear(); // the error names the source: keep it for a look
+    throw;
+  }
+  if (!aot.buildDir.empty())
+    model.sourcePath = sourcePath;
+  return model;
+}
+
+CompiledObject compileLoweredBatch(const std::vector<const LoweredModel *> &models, const CompilerOptions &options) {
+  if (models.empty())
+    fail("codegen: compileLoweredBatch needs at least one model");
+  std::set<std::string> symbols;
+  std::string source = fmt::format("// Generated by kiln codegen: a batch of {} models. Do not edit.\n", models.size()) +
+                       sourcePrelude();
+  for (const LoweredModel *model : models) {
+    if (!symbols.insert(model->model.modelSymbol).second)
+      fail("codegen: two models of a batch export '{}'; give each its own CompileOptions::symbolPrefix",
+           model->model.modelSymbol);
+    source += fmt::format("\n// ==== model @{} ({}) ====\n", model->graph->name(), model->model.modelSymbol) +
+              model->model.body;
+  }
+  return compileSource(source, options);
+}
+
+std::vector<runtime::Executable> compileBatch(const std::vector<const ir::Graph *> &graphs,
+                                              const CompileOptions &options) {
+  std::vector<LoweredModel> lowered;
+  lowered.reserve(graphs.size());
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    CompileOptions modelOptions = options;
+    modelOptions.symbolPrefix = fmt::format("{}m{}_", options.symbolPrefix, i);
+    lowered.push_back(lowerGraph(*graphs[i], modelOptions));
+  }
+  std::vector<const LoweredModel *> models;
+  for (const LoweredModel &model : lowered)
+    models.push_back(&model);
+  CompiledObject object = compileLoweredBatch(models, options.compiler);
+  std::vector<runtime::Executable> executables;
+  for (const LoweredModel &model : lowered)
+    executables.push_back(runtime::Executable::load(object.soPath, collectWeights(model, options.params),
+                                                    options.runtime, model.model.modelSymbol));
+  return executables;
+}
+
+namespace {
+
+std::string signatureKey(const std::vector<TensorType> &types) {
+  std::string key;
+  for (const TensorType &type : types)
+    key += type.toString() + ";";
+  return key;
+}
+
+int64_t executableBytes(const runtime::Executable &executable) {
+  int64_t bytes = executable.arenaBytes();
+  for (const runtime::TensorSpec &weight : executable.weights())
+    bytes += static_cast<int64_t>(weight.type.byteSize());
+  return bytes;
+}
+
+} // namespace
+
+CompileCache::CompileCache(GraphBuilder build, CompileOptions options, int64_t byteLimit)
+    : build_(std::move(build)), options_(std::move(options)), byteLimit_(byteLimit) {}
+
+std::shared_ptr<const runtime::Executable> CompileCache::get(const std::vector<TensorType> &inputTypes) {
+  std::string key = signatureKey(inputTypes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      entries_.splice(entries_.begin(), entries_, it->second);
+      ++hits_;
+      return it->second->executable;
+    }
+  }
+  // Compiled outside the lock: a compile takes seconds, and other signatures may be served
+  // meanwhile. Two threads missing on one signature both compile; the disk cache makes the
+  // second a load, and the first to finish is kept.
+  std::unique_ptr<ir::Graph> graph = build_(inputTypes);
+  if (!graph)
+    fail("codegen: the compile cache's graph builder returned no graph for inputs {}", key);
+  auto executable = std::make_shared<const runtime::Executable>(compile(*graph, options_));
+  int64_t bytes = executableBytes(*executable);
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++compiles_;
+  auto it = index_.find(key);
+  if (it != index_.end())
+    return it->second->executable;
+  entries_.push_front({key, executable, bytes});
+  index_[key] = entries_.begin();
+  bytes_ += bytes;
+  // Evict from the back, never the entry just added (callers hold executables by shared_ptr,
+  // so an evicted one lives on while it is in use).
+  while (bytes_ > byteLimit_ && entries_.size() > 1) {
+    bytes_ -= entries_.back().bytes;
+    index_.erase(entries_.back().key);
+    entries_.pop_back();
+  }
+  return executable;
+}
+
+std::vector<Tensor> CompileCache::run(const std::vector<Tensor> &inputs) {
+  std::vector<TensorType> types;
+  for (const Tensor &input : inputs)
+    types.push_back(input.type());
+  return get(types)->run(inputs);
+}
+
+int64_t CompileCache::compiles() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return compiles_;
+}
+
+int64_t CompileCache::hits() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return hits_;
+}
+
+size_t CompileCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_.size();
+}
+
+int64_t CompileCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,151 @@
+#pragma once
+// Graph in, runtime::Executable out: the whole compile path.
+//
+//   clone the graph -> inference pipeline (passes/Pipelines.h: simplify, decompose, fuse)
+//   -> memory plan (passes/memory/PlanMemory.h) -> C++ source (codegen/EmitModel.h)
+//   -> shared object (codegen/CxxCompiler.h, cached on disk) -> Executable::load with the weights
+//
+// Compiles are specialised to the graph's static shapes. CompileCache keeps one executable per
+// input shape signature, so serving a new batch size costs one compile (and, thanks to the
+// disk cache, a later process only a load).
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/CxxCompiler.h"
+#include "codegen/EmitModel.h"
+#include "ir/Evaluator.h"
+#include "runtime/Executable.h"
+
+namespace kiln::codegen {
+
+struct CompileOptions {
+  /// Values for parameters by name; they override the parameters' initial values.
+  ir::ParamValues params;
+  /// Run the `fuse` pass of the pipeline (off: every primitive is its own kernel).
+  bool fuse = true;
+  /// Passes to run instead of the inference pipeline (its fuse and plan-memory steps aside);
+  /// empty: the inference pipeline.
+  std::vector<std::string> passes;
+  /// Starts every symbol of the generated source (see emitModel); "" for a model compiled alone.
+  std::string symbolPrefix;
+  CompilerOptions compiler;
+  runtime::ExecutableOptions runtime;
+};
+
+/// The graph after the pipeline, its memory plan and its C++ source.
+struct LoweredModel {
+  std::unique_ptr<ir::Graph> graph;
+  passes::MemoryPlan plan;
+  ModelSource model;
+};
+
+/// Runs the pipeline on a copy of `graph` and lowers it to C++ (no compiler involved).
+LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options = {});
+/// Lowers a copy of `graph` as it is, without passes: it must hold only primitives and kernels
+/// (what a tool gets after running its own --passes).
+LoweredModel lowerPrepared(const ir::Graph &graph);
+
+/// The weights of a lowered model in weight order: each parameter's value from
+/// options.params or its initial value, then the large constants. kiln::Error naming a
+/// parameter that has neither.
+std::vector<Tensor> collectWeights(const LoweredModel &lowered, const ir::ParamValues &params);
+
+/// Lowers, compiles (or loads from the disk cache) and loads `graph`.
+runtime::Executable compile(const ir::Graph &graph, const CompileOptions &options = {});
+
+/// Where compileAheadOfTime writes its intermediate files.
+struct AotOptions {
+  /// A folder for the generated source (model.cpp) and the weights (weights.bin), kept
+  /// afterwards for inspection; empty: a temporary folder beside the output, removed after.
+  std::string buildDir;
+  /// Further C functions `const char *NAME(void)` the shared object exports, each returning
+  /// its text (a training step's manifest: runtime/TrainingManifest.h).
+  std::map<std::string, std::string> exportedStrings;
+};
+
+/// What compileAheadOfTime wrote.
+struct AotModel {
+  std::string soPath;
+  std::string sourcePath;  // the generated source, if AotOptions::buildDir kept it
+  int64_t weightBytes = 0; // the embedded weights, alignment padding included
+  int64_t numWeights = 0;
+  int64_t numLaunches = 0;
+  int64_t arenaBytes = 0;
+};
+
+/// Lowers `graph` as compile() does and writes it, with its weights (options.params, else
+/// the parameters' initial values), as the one shared object `outputPath`:
+/// Executable::load(outputPath) runs it with no weights given and no compiler. The source is
+/// the JIT's (lowerGraph) with the weights pulled in by an assembler `.incbin` of a weights
+/// file (64-byte aligned, in weight order, as kiln_model_desc::weight_data), so that
+/// megabytes of weights never pass through the C++ front end, and an exported
+/// `<options.symbolPrefix>kiln_model` whose description points at them. The object links
+/// nothing of kiln (the runtime hands it kiln_rt) and is not put in the compile cache.
+/// kiln::Error naming a parameter without a value, a file that cannot be written, or the
+/// compiler's first error.
+AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPath,
+                            const CompileOptions &options = {}, const AotOptions &aot = {});
+
+/// compileAheadOfTime's second half, for a model the caller lowered (a training step:
+/// codegen/TrainingAot.h) with a symbol prefix other than options.symbolPrefix: writes it with
+/// `weights` (in its weight order, as collectWeights gives them) as the one shared object
+/// `outputPath`. kiln::Error as compileAheadOfTime, or when the prefixes clash.
+AotModel compileLoweredAheadOfTime(const LoweredModel &lowered, const std::vector<Tensor> &weights,
+                                   const std::string &outputPath, const CompileOptions &options = {},
+                                   const AotOptions &aot = {});
+
+/// Compiles several lowered models, each emitted with its own CompileOptions::symbolPrefix, as
+/// one translation unit: one compiler run (cached on disk like any source) instead of one per
+/// model. Load model i with Executable::load(object.soPath, weights, options,
+/// models[i]->model.modelSymbol). kiln::Error when two models share a prefix.
+CompiledObject compileLoweredBatch(const std::vector<const LoweredModel *> &models,
+                                   const CompilerOptions &options = {});
+
+/// Lowers every graph (with symbol prefix "m<i>_", i its position; options.symbolPrefix and
+/// options.params apply to all), compiles them in one translation unit and loads one
+/// Executable per graph, in order. Any graph codegen cannot lower fails the whole batch;
+/// callers that want to go on without it lower and batch themselves (compileLoweredBatch).
+std::vector<runtime::Executable> compileBatch(const std::vector<const ir::Graph *> &graphs,
+                                              const CompileOptions &options = {});
+
+/// One executable per input shape signature, built on first use by compiling the graph that
+/// `build` returns for that signature; least recently used executables are dropped when their
+/// bytes (weights and arena) pass the limit. Safe to use from several threads.
+class CompileCache {
+public:
+  using GraphBuilder = std::function<std::unique_ptr<ir::Graph>(const std::vector<TensorType> &inputTypes)>;
+
+  CompileCache(GraphBuilder build, CompileOptions options = {}, int64_t byteLimit = int64_t(1) << 30);
+
+  /// The executable for inputs of these types (compiled on a miss).
+  std::shared_ptr<const runtime::Executable> get(const std::vector<TensorType> &inputTypes);
+  /// Runs the executable for `inputs`' types on them.
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs);
+
+  int64_t compiles() const;
+  int64_t hits() const;
+  size_t size() const;
+  int64_t bytes() const;
+
+private:
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const runtime::Executable> executable;
+    int64_t bytes = 0;
+  };
+
+  GraphBuilder build_;
+  CompileOptions options_;
+  int64_t byteLimit_;
+  mutable std::mutex mutex_;
+  std::list<Entry> entries_; // most recently used first
+  std::map<std::string, std::list<Entry>::iterator> index_;
+  int64_t bytes_ = 0, compiles_ = 0, hits_ = 0;
+};
+
+} // namespace kiln::codegen

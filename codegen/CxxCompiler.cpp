@@ -1,0 +1,264 @@
+// The compiler driver (see CxxCompiler.h).
+#include "codegen/CxxCompiler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/Error.h"
+
+extern char **environ;
+
+namespace kiln::codegen {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<int64_t> compileCount{0}, hitCount{0}, tempCounter{0};
+
+// FNV-1a, twice with different offsets: a stable 128-bit key (std::hash may differ between
+// builds, and the cache outlives the process).
+std::string stableHash(const std::string &text) {
+  auto fnv = [&](uint64_t hash) {
+    for (unsigned char ch : text) {
+      hash ^= ch;
+      hash *= 1099511628211ull;
+    }
+    return hash;
+  };
+  return fmt::format("{:016x}{:016x}", fnv(14695981039346656037ull), fnv(0x9e3779b97f4a7c15ull));
+}
+
+std::string tempSuffix() {
+  return fmt::format(".tmp.{}.{}.{}", static_cast<long>(getpid()),
+                     std::hash<std::thread::id>()(std::this_thread::get_id()) % 100000, tempCounter++);
+}
+
+void writeAtomically(const std::string &path, const std::string &contents) {
+  std::string temp = path + tempSuffix();
+  {
+    std::ofstream file(temp, std::ios::binary);
+    file << contents;
+    if (!file.flush())
+      fail("codegen: cannot write {}", temp);
+  }
+  std::error_code error;
+  fs::rename(temp, path, error);
+  if (error)
+    fail("codegen: cannot rename {} to {}: {}", temp, path, error.message());
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+void touch(const std::string &path) { utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
+// Runs argv with stdout and stderr into `logPath`; returns the exit status (-1: not run).
+int runLogged(const std::vector<std::string> &argv, const std::string &logPath, std::string &spawnError) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char *> args;
+  for (const std::string &arg : argv)
+    args.push_back(const_cast<char *>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    spawnError = std::strerror(spawned);
+    return -1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string resolveCompiler(const CompilerOptions &options) {
+  if (!options.compiler.empty())
+    return options.compiler;
+  const char *env = std::getenv("KILN_CXX");
+  return env && *env ? env : "c++";
+}
+
+std::string firstErrorLine(const std::string &log) {
+  std::istringstream lines(log);
+  std::string line, first;
+  while (std::getline(lines, line)) {
+    if (first.empty() && !line.empty())
+      first = line;
+    if (line.find(": error") != std::string::npos || line.rfind("error", 0) == 0)
+      return line;
+  }
+  return first.empty() ? "(no output)" : first;
+}
+
+// Runs the compiler on `sourcePath` into a temporary file beside `outputPath`, then renames
+// it into place, so that a reader never sees a half-written object. `logBase` + a temporary
+// suffix holds the compiler's messages while it runs.
+void compileInto(const std::string &compiler, const CompilerOptions &options, const std::string &sourcePath,
+                 const std::string &outputPath, const std::string &logBase) {
+  std::string tempSo = outputPath + tempSuffix();
+  std::string log = logBase + tempSuffix();
+  std::vector<std::string> argv{compiler};
+  argv.insert(argv.end(), options.flags.begin(), options.flags.end());
+  argv.insert(argv.end(), {"-o", tempSo, sourcePath});
+  std::string spawnError;
+  int status = runLogged(argv, log, spawnError);
+  ++compileCount;
+  std::string output = readFile(log);
+  std::remove(log.c_str());
+  if (status != 0) {
+    std::remove(tempSo.c_str());
+    if (status < 0)
+      fail("codegen: cannot run the C++ compiler '{}' on {}: {}", compiler, sourcePath, spawnError);
+    fail("codegen: the C++ compiler failed on {}: {}", sourcePath, firstErrorLine(output));
+  }
+  std::error_code error;
+  fs::rename(tempSo, outputPath, error);
+  if (error) {
+    std::remove(tempSo.c_str());
+    fail("codegen: cannot rename {} to {}: {}", tempSo, outputPath, error.message());
+  }
+}
+
+} // namespace
+
+std::string cacheDirectory(const CompilerOptions &options) {
+  std::string dir = options.cacheDir;
+  if (dir.empty()) {
+    if (const char *env = std::getenv("KILN_CACHE_DIR"); env && *env)
+      dir = env;
+    else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+      dir = std::string(xdg) + "/kiln";
+    else if (const char *home = std::getenv("HOME"); home && *home)
+      dir = std::string(home) + "/.cache/kiln";
+    else
+      dir = "/tmp/kiln-cache";
+  }
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error || !fs::is_directory(dir))
+    fail("codegen: cannot create the compile cache folder {}: {}", dir, error ? error.message() : "not a folder");
+  return dir;
+}
+
+std::string compilerVersion(const std::string &compiler) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> versions;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = versions.find(compiler);
+  if (it != versions.end())
+    return it->second;
+  std::string log = (fs::temp_directory_path() / ("kiln-cxx-version" + tempSuffix())).string();
+  std::string spawnError;
+  int status = runLogged({compiler, "--version"}, log, spawnError);
+  std::string output = readFile(log);
+  std::remove(log.c_str());
+  if (status != 0)
+    fail("codegen: cannot run the C++ compiler '{}': {}", compiler,
+         status < 0 ? spawnError : firstErrorLine(output));
+  std::string version = output.substr(0, output.find('\n'));
+  versions[compiler] = version;
+  return version;
+}
+
+CompiledObject compileSource(const std::string &source, const CompilerOptions &options) {
+  std::string compiler = resolveCompiler(options);
+  std::string dir = cacheDirectory(options);
+  std::string flags;
+  for (const std::string &flag : options.flags)
+    flags += flag + " ";
+  CompiledObject object;
+  object.key = stableHash(source + '\0' + flags + '\0' + compiler + '\0' + compilerVersion(compiler));
+  object.sourcePath = dir + "/" + object.key + ".cpp";
+  object.soPath = dir + "/" + object.key + ".so";
+  if (fs::exists(object.soPath)) {
+    touch(object.soPath);
+    touch(object.sourcePath);
+    object.cacheHit = true;
+    ++hitCount;
+    return object;
+  }
+  writeAtomically(object.sourcePath, source);
+  compileInto(compiler, options, object.sourcePath, object.soPath, dir + "/" + object.key + ".log");
+  if (options.cacheByteLimit > 0)
+    trimCache(dir, options.cacheByteLimit, object.key);
+  return object;
+}
+
+void compileSourceFile(const std::string &sourcePath, const std::string &outputPath,
+                       const CompilerOptions &options) {
+  std::string compiler = resolveCompiler(options);
+  compilerVersion(compiler); // a missing compiler fails here with the usual message
+  compileInto(compiler, options, sourcePath, outputPath, outputPath + ".log");
+}
+
+int64_t trimCache(const std::string &dir, int64_t byteLimit, const std::string &keep) {
+  // Entries by key: total size and the newest modification time of their files.
+  struct Entry {
+    int64_t bytes = 0;
+    fs::file_time_type lastUse = fs::file_time_type::min(); // not {}: file_clock's epoch is in the future
+    std::vector<fs::path> files;
+  };
+  std::map<std::string, Entry> entries;
+  int64_t total = 0;
+  std::error_code error;
+  for (const fs::directory_entry &file : fs::directory_iterator(dir, error)) {
+    if (!file.is_regular_file(error))
+      continue;
+    std::string name = file.path().filename().string();
+    std::string key = name.substr(0, name.find('.'));
+    if (name.find(".tmp.") != std::string::npos) // someone's compile in progress
+      continue;
+    Entry &entry = entries[key];
+    int64_t bytes = static_cast<int64_t>(file.file_size(error));
+    entry.bytes += bytes;
+    total += bytes;
+    entry.lastUse = std::max(entry.lastUse, file.last_write_time(error));
+    entry.files.push_back(file.path());
+  }
+  if (total <= byteLimit)
+    return 0;
+  std::vector<std::pair<fs::file_time_type, std::string>> byAge;
+  for (const auto &[key, entry] : entries)
+    if (key != keep)
+      byAge.emplace_back(entry.lastUse, key);
+  std::sort(byAge.begin(), byAge.end());
+  int64_t removed = 0;
+  for (const auto &[time, key] : byAge) {
+    if (total - removed <= byteLimit)
+      break;
+    for (const fs::path &path : entries[key].files)
+      fs::remove(path, error);
+    removed += entries[key].bytes;
+  }
+  return removed;
+}
+
+CompilerCounters compilerCounters() { return {compileCount.load(), hitCount.load()}; }
+
+} // namespace kiln::codegen

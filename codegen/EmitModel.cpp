@@ -1,0 +1,354 @@
+// A whole model to one translation unit (see EmitModel.h).
+//
+// Stages:
+//  1. Number the graph's inputs, outputs and weights (parameters in order, then large
+//     constants in node order).
+//  2. One kernel per non-source node, in node order, with refs for its operands (kernel
+//     operands in order, inlined constants skipped) and results; aliased reshapes are skipped.
+//  3. Copy kernels for outputs no node writes (inputs, weights, constants, repeats).
+//  4. The descriptor tables and kiln_model().
+#include "codegen/EmitModel.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "codegen/ScalarOps.h"
+#include "core/Error.h"
+#include "ir/KernelOutline.h"
+#include "ir/Printer.h"
+#include "passes/fusion/AccumulatedOperand.h"
+
+#ifndef KILN_SOURCE_DIR
+#error "kiln_codegen needs KILN_SOURCE_DIR (set in the top-level CMakeLists.txt) to embed runtime/KernelAbi.h"
+#endif
+
+namespace kiln::codegen {
+
+using ir::OpKind;
+
+const std::string &kernelAbiText() {
+  static const std::string text = [] {
+    std::string path = std::string(KILN_SOURCE_DIR) + "/runtime/KernelAbi.h";
+    std::ifstream file(path);
+    if (!file)
+      fail("codegen: cannot read the kernel ABI header {}", path);
+    std::stringstream contents;
+    contents << file.rdbuf();
+    std::string header = contents.str();
+    // The header guards itself with #pragma once, which means nothing inside another file.
+    size_t pragma = header.find("#pragma once");
+    if (pragma != std::string::npos)
+      header.erase(pragma, std::string("#pragma once").size());
+    return header;
+  }();
+  return text;
+}
+
+namespace {
+
+
+std::string identifierPart(std::string_view text) {
+  std::string out;
+  for (char ch : text)
+    out += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
+  return out;
+}
+
+// "matmul_add_relu": the ops a kernel computes, movement ops left out, at most 48 characters.
+std::string describeNode(const ir::Node &node) {
+  if (node.op() != OpKind::Kernel || !node.body())
+    return identifierPart(node.opName());
+  std::string out;
+  for (const ir::Node *inner : node.body()->nodes()) {
+    OpKind op = inner->op();
+    if (op == OpKind::Constant || op == OpKind::Reshape || op == OpKind::Permute || op == OpKind::Broadcast)
+      continue;
+    std::string part = identifierPart(inner->opName());
+    if (out.size() + part.size() + 1 > 48)
+      break;
+    out += (out.empty() ? "" : "_") + part;
+  }
+  return out.empty() ? "kernel" : out;
+}
+
+struct Ref {
+  int kind = 0;
+  int index = 0;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
+class ModelEmitter {
+public:
+  ModelEmitter(const ir::Graph &graph, const passes::MemoryPlan &plan, std::string symbolPrefix,
+               const std::vector<std::pair<size_t, std::string>> &outputsOverParams)
+      : graph_(graph), plan_(plan), names_(ir::printedValueNames(graph)), prefix_(std::move(symbolPrefix)),
+        outputsOverParams_(outputsOverParams) {}
+
+  ModelSource run() {
+    numberBuffers();
+    for (const ir::Node *node : graph_.nodes()) {
+      if (node->op() == OpKind::Param || node->op() == OpKind::Constant || isAliasedView(*node))
+        continue;
+      std::string label = "%" + names_.at(node->output());
+      Unit unit = node->op() == OpKind::Kernel ? unitForKernel(*node, label) : unitForNode(*node, label);
+      std::vector<Ref> refs;
+      for (const ir::Value *operand : unitOperandValues(*node)) {
+        refs.push_back(refFor(operand));
+        unit.soleWeightOperands.push_back(isSoleWeight(*operand));
+      }
+      for (const ir::Value *output : node->outputs())
+        refs.push_back(refFor(output));
+      if (node->op() == OpKind::Kernel)
+        unit.accumulatedOperand = accumulatedOperandInPlan(*node);
+      addLaunch(unit, describeNode(*node), refs, node);
+    }
+    for (size_t j = 0; j < graph_.outputs().size(); ++j) {
+      const ir::Value *value = graph_.outputs()[j];
+      bool written = value->producer() && value->producer()->op() != OpKind::Param &&
+                     value->producer()->op() != OpKind::Constant && firstOutput_.at(value) == static_cast<int>(j);
+      if (written)
+        continue;
+      Unit unit = unitForCopy(*value, fmt::format("output {}", j));
+      std::vector<Ref> refs;
+      if (!unit.body->inputs().empty())
+        refs.push_back(refFor(value));
+      refs.push_back(Ref{KILN_OUTPUT_KIND, static_cast<int>(j), 0, static_cast<int64_t>(value->type().byteSize())});
+      addLaunch(unit, "copy", refs, nullptr);
+    }
+    model_.arenaBytes = plan_.arenaBytes;
+    model_.symbolPrefix = prefix_;
+    model_.modelSymbol = prefix_ + "kiln_model";
+    model_.body = kernels_ + descriptor();
+    model_.source = header() + model_.body;
+    return std::move(model_);
+  }
+
+private:
+  static constexpr int KILN_ARENA_KIND = 0, KILN_INPUT_KIND = 1, KILN_OUTPUT_KIND = 2, KILN_WEIGHT_KIND = 3;
+
+  void numberBuffers() {
+    for (size_t i = 0; i < graph_.inputs().size(); ++i)
+      inputIndex_[graph_.inputs()[i]] = static_cast<int>(i);
+    for (size_t j = 0; j < graph_.outputs().size(); ++j)
+      firstOutput_.emplace(graph_.outputs()[j], static_cast<int>(j));
+    for (const ir::Node *param : graph_.params()) {
+      weightIndex_[param->output()] = static_cast<int>(model_.weights.size());
+      model_.weights.push_back({param->attrString("name"), param->output(), std::nullopt});
+    }
+    for (const auto &[output, paramName] : outputsOverParams_) {
+      if (output >= graph_.outputs().size())
+        fail("codegen: internal error: output {} said to overwrite '{}' does not exist", output, paramName);
+      for (const WeightInfo &weight : model_.weights)
+        if (weight.name == paramName)
+          aliasedOutputWeights_.insert({static_cast<int>(output), weightIndex_.at(weight.value)});
+    }
+    int constants = 0;
+    for (const ir::Node *node : graph_.nodes()) {
+      if (node->op() != OpKind::Constant || node->output()->type().numElements() <= ir::kMaxInlinedConstantElements)
+        continue;
+      weightIndex_[node->output()] = static_cast<int>(model_.weights.size());
+      model_.weights.push_back({fmt::format("constant.{}", constants++), node->output(), std::nullopt});
+    }
+  }
+
+  /// A weight (constant or parameter) that exactly one node reads, that is no graph output and
+  /// that no output overwrites: its one kernel may choose how the runtime stores it.
+  bool isSoleWeight(const ir::Value &value) const {
+    auto index = weightIndex_.find(&value);
+    if (index == weightIndex_.end() || value.uses().size() != 1 || firstOutput_.count(&value))
+      return false;
+    for (const auto &[output, weight] : aliasedOutputWeights_)
+      if (weight == index->second)
+        return false;
+    return true;
+  }
+
+  /// The operand the plan lets `kernel` accumulate into (its result placed over it), or -1.
+  int accumulatedOperandInPlan(const ir::Node &kernel) const {
+    const int operand = passes::accumulatedOperand(kernel);
+    if (operand < 0)
+      return -1;
+    for (const passes::BufferReuse &reuse : plan_.reuses)
+      if (reuse.output == kernel.output() && reuse.operand == kernel.input(operand) &&
+          reuse.kind == passes::ReuseKind::InPlace)
+        return operand;
+    return -1;
+  }
+
+  bool isAliasedView(const ir::Node &node) const {
+    if (node.op() != OpKind::Reshape)
+      return false;
+    for (const passes::BufferReuse &reuse : plan_.reuses)
+      if (reuse.output == node.output() && reuse.kind == passes::ReuseKind::View)
+        return true;
+    return false;
+  }
+
+  Ref refFor(const ir::Value *value) const {
+    int64_t bytes = static_cast<int64_t>(value->type().byteSize());
+    if (auto it = inputIndex_.find(value); it != inputIndex_.end())
+      return {KILN_INPUT_KIND, it->second, 0, bytes};
+    if (auto it = firstOutput_.find(value); it != firstOutput_.end() && value->producer() &&
+                                            value->producer()->op() != OpKind::Param &&
+                                            value->producer()->op() != OpKind::Constant)
+      return {KILN_OUTPUT_KIND, it->second, 0, bytes};
+    if (auto it = weightIndex_.find(value); it != weightIndex_.end())
+      return {KILN_WEIGHT_KIND, it->second, 0, bytes};
+    int64_t offset = plan_.offsetOf(value);
+    if (offset < 0)
+      fail("codegen: internal error: value %{} has no buffer in the memory plan", names_.at(value));
+    return {KILN_ARENA_KIND, 0, offset, bytes};
+  }
+
+  bool overlaps(const Ref &a, const Ref &b) const {
+    if (a.kind == KILN_OUTPUT_KIND && b.kind == KILN_WEIGHT_KIND)
+      return aliasedOutputWeights_.count({a.index, b.index}) > 0;
+    if (a.kind == KILN_WEIGHT_KIND && b.kind == KILN_OUTPUT_KIND)
+      return aliasedOutputWeights_.count({b.index, a.index}) > 0;
+    if (a.kind != b.kind || (a.kind != KILN_ARENA_KIND && a.index != b.index))
+      return false;
+    return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+  }
+
+  void addLaunch(const Unit &unit, const std::string &description, const std::vector<Ref> &refs,
+                 const ir::Node *node) {
+    bool disjoint = true;
+    for (size_t i = 0; i < refs.size(); ++i)
+      for (size_t k = i + 1; k < refs.size(); ++k)
+        disjoint = disjoint && !overlaps(refs[i], refs[k]);
+    int index = static_cast<int>(model_.launches.size());
+    std::string name = fmt::format("k{}_{}", index, description);
+    KernelSource kernel = emitKernel(unit, fmt::format("{}k{}", prefix_, index), prefix_ + "kiln_" + name, disjoint);
+    for (const PackedWeight &packed : kernel.packedOperands) {
+      const Ref &ref = refs.at(static_cast<size_t>(packed.operand));
+      if (ref.kind != KILN_WEIGHT_KIND)
+        fail("codegen: internal error: {} reads operand {} prepacked, which is not a weight", name, packed.operand);
+      model_.weights.at(static_cast<size_t>(ref.index)).packing = packed;
+    }
+    kernels_ += kernel.text;
+    launchLines_.push_back(
+        fmt::format("  {{{}kiln_{}, {}, {}, {}}},", prefix_, name, cString(name), refs_.size(), refs.size()));
+    for (const Ref &ref : refs)
+      refs_.push_back(ref);
+    model_.launches.push_back({name, kernel.strategy, node});
+  }
+
+  std::string header() const {
+    return fmt::format("// Generated by kiln codegen from graph @{}. Do not edit.\n", graph_.name()) + sourcePrelude();
+  }
+
+  std::string tensorDescs(const std::string &table, const std::vector<std::pair<std::string, const ir::Value *>> &values) {
+    if (values.empty())
+      return "";
+    std::string shapes, entries;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Shape &shape = values[i].second->shape();
+      std::string shapeName = "NULL";
+      if (!shape.empty()) {
+        shapeName = fmt::format("{}_shape{}", table, i);
+        shapes += fmt::format("static const int64_t {}[{}] = {{{}}};\n", shapeName, shape.size(), fmt::join(shape, ", "));
+      }
+      entries += fmt::format("  {{{}, {}, {}, {}}},\n", cString(values[i].first),
+                             cString(std::string(dtypeName(values[i].second->dtype()))), shape.size(), shapeName);
+    }
+    return shapes + fmt::format("static const kiln_tensor_desc {}[{}] = {{\n{}}};\n", table, values.size(), entries);
+  }
+
+  std::string descriptor() {
+    std::vector<std::pair<std::string, const ir::Value *>> inputs, outputs, weights;
+    for (const ir::Value *input : graph_.inputs())
+      inputs.emplace_back(names_.at(input), input);
+    for (size_t j = 0; j < graph_.outputs().size(); ++j) {
+      const ir::Value *output = graph_.outputs()[j];
+      const std::string &name = graph_.outputName(j);
+      outputs.emplace_back(name.empty() ? fmt::format("output{}", j) : name, output);
+    }
+    for (const WeightInfo &weight : model_.weights)
+      weights.emplace_back(weight.name, weight.value);
+    std::string text = "// ---- the model ----\n";
+    std::string inputsTable = prefix_ + "kiln_inputs", outputsTable = prefix_ + "kiln_outputs",
+                weightsTable = prefix_ + "kiln_weights", refsTable = prefix_ + "kiln_refs",
+                launchesTable = prefix_ + "kiln_launches";
+    text += tensorDescs(inputsTable, inputs) + tensorDescs(outputsTable, outputs) + tensorDescs(weightsTable, weights);
+    std::string packingsTable = prefix_ + "kiln_packings", packingEntries;
+    int packings = 0;
+    for (size_t w = 0; w < model_.weights.size(); ++w)
+      if (const std::optional<PackedWeight> &b = model_.weights[w].packing) {
+        packingEntries +=
+            fmt::format("  {{{}, {}, {}, {}, {}, {}}},\n", w, b->kind, b->k, b->n, b->strideK, b->strideN);
+        ++packings;
+      }
+    if (packings > 0)
+      text += fmt::format("static const kiln_weight_packing {}[{}] = {{\n{}}};\n", packingsTable, packings,
+                          packingEntries);
+    if (!refs_.empty()) {
+      text += fmt::format("static const kiln_buffer_ref {}[{}] = {{\n", refsTable, refs_.size());
+      for (const Ref &ref : refs_)
+        text += fmt::format("  {{{}, {}, {}}},\n", ref.kind, ref.index, ref.offset);
+      text += "};\n";
+    }
+    if (!launchLines_.empty())
+      text += fmt::format("static const kiln_launch {}[{}] = {{\n{}\n}};\n", launchesTable, launchLines_.size(),
+                          fmt::join(launchLines_, "\n"));
+    auto table = [](bool present, const std::string &name) { return present ? name : std::string("NULL"); };
+    text += fmt::format("\nextern \"C\" const kiln_model_desc *{}kiln_model(void) {{\n", prefix_) +
+            "  static const kiln_model_desc desc = {\n";
+    text += fmt::format("    KILN_ABI_VERSION, {}, {}, {}, {},\n", inputs.size(), outputs.size(), weights.size(),
+                        launchLines_.size());
+    text += fmt::format("    {}, {}, {},\n", table(!inputs.empty(), inputsTable), table(!outputs.empty(), outputsTable),
+                        table(!weights.empty(), weightsTable));
+    text += fmt::format("    {}, {}, {}, NULL, {}, {}}};\n  return &desc;\n}}\n",
+                        table(!launchLines_.empty(), launchesTable), table(!refs_.empty(), refsTable),
+                        plan_.arenaBytes, packings, table(packings > 0, packingsTable));
+    return text;
+  }
+
+  const ir::Graph &graph_;
+  const passes::MemoryPlan &plan_;
+  std::unordered_map<const ir::Value *, std::string> names_;
+  std::map<const ir::Value *, int> inputIndex_, firstOutput_, weightIndex_;
+  ModelSource model_;
+  std::string kernels_;
+  std::vector<std::string> launchLines_;
+  std::vector<Ref> refs_;
+  std::string prefix_; // starts every name the model defines
+  const std::vector<std::pair<size_t, std::string>> &outputsOverParams_;
+  std::set<std::pair<int, int>> aliasedOutputWeights_; // (output index, weight index) sharing storage
+};
+
+} // namespace
+
+std::string cString(const std::string &text) {
+  std::string out = "\"";
+  for (unsigned char ch : text) {
+    if (ch == '"' || ch == '\\')
+      out += '\\', out += static_cast<char>(ch);
+    else if (ch < 0x20 || ch >= 0x7f)
+      out += fmt::format("\\{:03o}", ch);
+    else
+      out += static_cast<char>(ch);
+  }
+  return out + "\"";
+}
+
+std::string sourcePrelude() {
+  std::string text = "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <cstring>\n"
+                     "#include <limits>\n#include <stdint.h>\n\n";
+  text += "// ---- runtime/KernelAbi.h ----\n" + kernelAbiText() + "// ---- end of runtime/KernelAbi.h ----\n\n";
+  return text + preludeHelpers() + "\n";
+}
+
+ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix,
+                      const std::vector<std::pair<size_t, std::string>> &outputsOverParams) {
+  for (char ch : symbolPrefix)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
+      fail("codegen: symbol prefix '{}' is not a C identifier part", symbolPrefix);
+  return ModelEmitter(graph, plan, symbolPrefix, outputsOverParams).run();
+}
+
+} // namespace kiln::codegen
