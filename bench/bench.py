@@ -389,6 +389,10 @@ def main():
             lines.append(f"| {name} | {fmt(cold[2], 3)} | {fmt(cached[2], 3)} | {fmt(cached[1], 3)} | "
                          f"{fmt(cold[0])} | {fmt(cached[0])} |")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    # The model zoo's section (bench/zoo/bench_zoo.py) is its own run's: keep it.
+    old = open(args.out).read() if os.path.exists(args.out) else ""
+    if "<!-- zoo:begin -->" in old and "<!-- zoo:end -->" in old:
+        lines += ["", old[old.index("<!-- zoo:begin -->"):old.index("<!-- zoo:end -->") + len("<!-- zoo:end -->")]]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 
 #include <sys/resource.h>
@@ -146,6 +147,13 @@ void checkFitsInMemory(const TensorType &type, const std::string &what) {
 }
 
 int64_t peakResidentBytes() {
+  // VmHWM is this process image's own high-water mark. getrusage's ru_maxrss is not: Linux
+  // carries it across fork and exec, so a kiln-run started by a Python harness that had loaded
+  // PyTorch reported the harness's 250 MB as its own peak.
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoll(line.substr(6)) * 1024; // "VmHWM:    56320 kB"
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux reports kilobytes

@@ -60,7 +60,7 @@ Tensor readTensorFile(const std::string &path);
 /// A kiln::Error when a tensor of `type` kiln would create itself (a random input) does not
 /// fit in half of the machine's memory: drawing it would end in the OOM killer instead.
 void checkFitsInMemory(const TensorType &type, const std::string &what);
-/// The process's peak resident memory so far, in bytes.
+/// The process's peak resident memory so far, in bytes (its own image's: VmHWM).
 int64_t peakResidentBytes();
 
 /// Runs `command` and turns what it throws into one line "TOOL: MESSAGE" on stderr and exit
