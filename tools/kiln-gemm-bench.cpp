@@ -243,6 +243,12 @@ int main(int argc, char **argv) {
     benchConv(rt, "7x7/2 3->64 224x224", 3, 224, 64, 7, 2, reps);
     benchConv(rt, "depthwise 3x3 256 28x28", 256, 28, 256, 3, 1, reps, 256); // MobileNet-like
     benchConv(rt, "depthwise 3x3/2 512 14x14", 512, 14, 512, 3, 2, reps, 512);
+    // MobileNetV2's depthwise layers at 224x224 (the zoo's mobilenet_v2_b1), and 5x5 ones.
+    benchConv(rt, "depthwise 3x3 32 112x112", 32, 112, 32, 3, 1, reps, 32);
+    benchConv(rt, "depthwise 3x3/2 96 112x112", 96, 112, 96, 3, 2, reps, 96);
+    benchConv(rt, "depthwise 3x3 144 56x56", 144, 56, 144, 3, 1, reps, 144);
+    benchConv(rt, "depthwise 3x3 960 7x7", 960, 7, 960, 3, 1, reps, 960);
+    benchConv(rt, "depthwise 5x5 672 14x14", 672, 14, 672, 5, 1, reps, 672);
     return 0;
   }
   for (int64_t size : sizes)
