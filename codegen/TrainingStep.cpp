@@ -1,6 +1,7 @@
 // The compiled training step (see TrainingStep.h), in stages:
-//  1. lowerTrainingGraph: the `training` pipeline, then isolateParameterWrites and
-//     orderParameterWrites, the memory plan and C++ for the lowered graph.
+//  1. lowerTrainingGraph: the `training` pipeline (its isolate-parameter-writes and
+//     order-parameter-writes passes see the updates as outputs named after their parameters),
+//     then C++ for the lowered graph with the plan its plan-memory pass made.
 //  2. checkInPlaceUpdates on the lowered model: the launch writing each parameter comes after
 //     every launch reading it, reads it only elementwise and has no stage that could park
 //     another value in the parameter's buffer first.
@@ -12,205 +13,15 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/Error.h"
 #include "ir/Evaluator.h"
-#include "ir/KernelOutline.h"
-#include "ir/Verifier.h"
-#include "passes/PassManager.h"
-#include "passes/Pipelines.h"
+#include "passes/memory/ParameterWrites.h"
 #include "runtime/TrainingCheckpoint.h"
 
 namespace kiln::codegen {
 
 using passes::autodiff::ParamUpdate;
-
-namespace {
-
-ir::Value *findParam(const ir::Graph &graph, const std::string &name) {
-  for (ir::Node *param : graph.params())
-    if (param->attrString("name") == name)
-      return param->output();
-  return nullptr;
-}
-
-/// The nodes reading `param`'s buffer: its users and, through reshapes (which may alias their
-/// operand's buffer), their users.
-std::vector<ir::Node *> readersOf(ir::Value *param) {
-  std::vector<ir::Node *> readers;
-  std::vector<ir::Value *> work{param};
-  std::unordered_set<const ir::Node *> seen;
-  while (!work.empty()) {
-    ir::Value *value = work.back();
-    work.pop_back();
-    for (const ir::Use &use : value->uses()) {
-      if (!seen.insert(use.user).second)
-        continue;
-      readers.push_back(use.user);
-      if (use.user->op() == ir::OpKind::Reshape)
-        work.push_back(use.user->output());
-    }
-  }
-  return readers;
-}
-
-/// Whether every read of body input `input` in a kernel body (or of the operand of a single
-/// primitive) is elementwise: only elementwise, broadcast and reshape ops reach from it, and
-/// each keeps its element count, so element i of the operand contributes to element i of the
-/// results only (broadcasting that keeps the count only adds or drops size-1 dims).
-bool readsOnlyElementwise(const ir::Value *input) {
-  int64_t count = input->type().numElements();
-  std::vector<const ir::Value *> work{input};
-  std::unordered_set<const ir::Node *> seen;
-  while (!work.empty()) {
-    const ir::Value *value = work.back();
-    work.pop_back();
-    for (const ir::Use &use : value->uses()) {
-      const ir::Node *user = use.user;
-      if (!seen.insert(user).second)
-        continue;
-      ir::FusionKind kind = ir::opTraits(user->op()).fusion;
-      bool pointwise = kind == ir::FusionKind::Elementwise || kind == ir::FusionKind::Broadcast ||
-                       user->op() == ir::OpKind::Reshape;
-      if (!pointwise || user->op() == ir::OpKind::Kernel)
-        return false;
-      for (const ir::Value *output : user->outputs()) {
-        if (output->type().numElements() != count)
-          return false;
-        work.push_back(output);
-      }
-    }
-  }
-  return true;
-}
-
-bool writerReadsElementwise(const ir::Node &writer, const ir::Value *param) {
-  for (size_t i = 0; i < writer.numInputs(); ++i) {
-    if (writer.input(i) != param)
-      continue;
-    if (writer.op() == ir::OpKind::Kernel) {
-      if (!writer.body() || i >= writer.body()->inputs().size() ||
-          !readsOnlyElementwise(writer.body()->inputs()[i]))
-        return false;
-    } else {
-      ir::FusionKind kind = ir::opTraits(writer.op()).fusion;
-      if ((kind != ir::FusionKind::Elementwise && kind != ir::FusionKind::Broadcast) ||
-          writer.output()->type().numElements() != param->type().numElements())
-        return false;
-    }
-  }
-  return true;
-}
-
-/// Ops a kernel computes in a stage of their own (a library call, a reduction loop), whose
-/// result codegen may park in one of the kernel's result buffers before the stages after it
-/// run: a contraction's tile goes to the first stored buffer when its own value is not stored.
-bool isStaged(ir::OpKind op) {
-  if (op == ir::OpKind::Param || op == ir::OpKind::Constant)
-    return false; // sources are Opaque in the table but compute nothing
-  ir::FusionKind kind = ir::opTraits(op).fusion;
-  return kind == ir::FusionKind::OutFusable || kind == ir::FusionKind::Reduction || kind == ir::FusionKind::Opaque;
-}
-
-bool hasStagedOps(const ir::Node &kernel) {
-  for (const ir::Node *node : kernel.body()->nodes())
-    if (isStaged(node->op()))
-      return true;
-  return false;
-}
-
-} // namespace
-
-void isolateParameterWrites(ir::Graph &graph, const std::vector<ParamUpdate> &updates) {
-  for (const ParamUpdate &update : updates) {
-    if (update.output >= graph.outputs().size())
-      fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
-           graph.outputs().size());
-    ir::Node *writer = graph.outputs()[update.output]->producer();
-    if (!writer || writer->op() != ir::OpKind::Kernel || !writer->body() || !hasStagedOps(*writer))
-      continue;
-    std::string rule = writer->hasAttr("rule") ? writer->attrString("rule") : "";
-    std::vector<ir::Node *> nodes = ir::inlineKernel(graph, writer);
-    // The staged ops and everything they read within the group; latest first, so that each
-    // node's users in the group are classified before it.
-    std::unordered_set<const ir::Node *> staged;
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-      bool feedsStaged = isStaged((*it)->op());
-      for (const ir::Value *output : (*it)->outputs())
-        for (const ir::Use &use : output->uses())
-          feedsStaged = feedsStaged || staged.count(use.user) != 0;
-      if (feedsStaged)
-        staged.insert(*it);
-    }
-    // The nodes the new parameter value is computed from; the group's other pointwise nodes
-    // (a gradient that reads the parameter broadcast, say) go to a kernel of their own, or
-    // the update kernel would read the parameter at other elements than it writes.
-    std::unordered_set<const ir::Node *> feedsUpdate{graph.outputs()[update.output]->producer()};
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
-      for (const ir::Value *output : (*it)->outputs())
-        for (const ir::Use &use : output->uses())
-          if (feedsUpdate.count(use.user))
-            feedsUpdate.insert(*it);
-    std::vector<ir::Node *> before, after, rest;
-    for (ir::Node *node : nodes)
-      if (node->op() != ir::OpKind::Param && node->op() != ir::OpKind::Constant)
-        (staged.count(node) ? before : feedsUpdate.count(node) ? after : rest).push_back(node);
-    // Both parts are convex: `before` is closed under operands within the group, so no path
-    // leaves it and comes back, and a path from `after` into `before` would make its start an
-    // operand of a staged op.
-    if (!before.empty())
-      ir::outlineKernel(graph, before, rule);
-    if (!after.empty())
-      ir::outlineKernel(graph, after, "in-place-update");
-    if (!rest.empty())
-      ir::outlineKernel(graph, rest, rule);
-  }
-}
-
-void orderParameterWrites(ir::Graph &graph, const std::vector<ParamUpdate> &updates) {
-  for (const ParamUpdate &update : updates) {
-    ir::Value *param = findParam(graph, update.name);
-    if (update.output >= graph.outputs().size())
-      fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
-           graph.outputs().size());
-    ir::Node *writer = graph.outputs()[update.output]->producer();
-    if (!param || !writer || writer->op() == ir::OpKind::Param || writer->op() == ir::OpKind::Constant)
-      continue; // nothing reads it, or an output copy (those launch after every node) writes it
-    // Positions are recomputed per update: earlier moves change them.
-    std::vector<ir::Node *> order = graph.nodes();
-    std::unordered_map<const ir::Node *, size_t> position; // lookup only
-    for (size_t i = 0; i < order.size(); ++i)
-      position[order[i]] = i;
-    size_t lastReader = position.at(writer);
-    for (ir::Node *reader : readersOf(param))
-      if (reader != writer)
-        lastReader = std::max(lastReader, position.at(reader));
-    if (lastReader == position.at(writer))
-      continue;
-    // The writer and what depends on it between it and the last reader move past that reader,
-    // in order; nothing else moves, so every operand stays defined before its use.
-    std::unordered_set<const ir::Node *> moving{writer};
-    std::vector<ir::Node *> moved{writer};
-    for (size_t i = position.at(writer) + 1; i <= lastReader; ++i) {
-      bool depends = false;
-      for (const ir::Value *input : order[i]->inputs())
-        depends = depends || (input->producer() && moving.count(input->producer()));
-      if (!depends)
-        continue;
-      for (ir::Node *reader : readersOf(param))
-        if (reader == order[i])
-          fail("training step: the update of parameter '{}' cannot be done in place: a reader of the "
-               "parameter depends on its new value",
-               update.name);
-      moving.insert(order[i]);
-      moved.push_back(order[i]);
-    }
-    ir::Node *anchor = order[lastReader]->next();
-    for (ir::Node *node : moved)
-      graph.moveBefore(node, anchor);
-  }
-}
 
 void checkInPlaceUpdates(const LoweredModel &lowered, const std::vector<ParamUpdate> &updates) {
   const ir::Graph &graph = *lowered.graph;
@@ -220,7 +31,7 @@ void checkInPlaceUpdates(const LoweredModel &lowered, const std::vector<ParamUpd
       launchOf[lowered.model.launches[l].node] = l;
   auto launchName = [&](size_t l) { return lowered.model.launches[l].name; };
   for (const ParamUpdate &update : updates) {
-    ir::Value *param = findParam(graph, update.name);
+    ir::Value *param = passes::findParam(graph, update.name);
     if (update.output >= graph.outputs().size())
       fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
            graph.outputs().size());
@@ -242,13 +53,13 @@ void checkInPlaceUpdates(const LoweredModel &lowered, const std::vector<ParamUpd
     if (found == launchOf.end())
       fail("training step: no launch writes the new value of '{}'", update.name);
     size_t writeLaunch = found->second;
-    if (writer->op() == ir::OpKind::Kernel && writer->body() && hasStagedOps(*writer))
+    if (writer->op() == ir::OpKind::Kernel && writer->body() && passes::hasStagedOps(*writer))
       fail("training step: launch {} ('{}') writes parameter '{}' in place but computes in stages, which may "
            "use the parameter's buffer as scratch before reading it",
            writeLaunch, launchName(writeLaunch), update.name);
-    for (ir::Node *reader : readersOf(param)) {
+    for (ir::Node *reader : passes::readersOf(param)) {
       if (reader == writer) {
-        if (!writerReadsElementwise(*writer, param))
+        if (!passes::readsOnlyElementwise(*writer, param))
           fail("training step: launch {} ('{}') writes parameter '{}' in place but also reads it at other "
                "elements",
                writeLaunch, launchName(writeLaunch), update.name);
@@ -263,22 +74,30 @@ void checkInPlaceUpdates(const LoweredModel &lowered, const std::vector<ParamUpd
 }
 
 LoweredModel lowerTrainingGraph(const ir::Graph &graph, const std::vector<ParamUpdate> &updates,
-                                const CompileOptions &options, bool orderWrites, bool isolateWrites) {
+                                const CompileOptions &options) {
   LoweredModel lowered;
   lowered.graph = graph.clone();
-  passes::PassManager manager;
-  for (std::string_view name : passes::findPipeline("training").passes)
-    if (name != "plan-memory" && (options.fuse || name != "fuse"))
-      manager.addPass(name);
-  passes::PassContext context;
-  manager.run(*lowered.graph, context);
-  if (isolateWrites)
-    isolateParameterWrites(*lowered.graph, updates);
-  if (orderWrites)
-    orderParameterWrites(*lowered.graph, updates);
-  if (isolateWrites || orderWrites)
-    ir::verify(*lowered.graph);
-  lowered.plan = passes::planMemory(*lowered.graph);
+  // The pipeline's in-place passes know the updates by their outputs' names.
+  for (const ParamUpdate &update : updates) {
+    if (update.output >= graph.outputs().size())
+      fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
+           graph.outputs().size());
+    lowered.graph->setOutputName(update.output, update.name);
+  }
+  // An output named like a parameter it does not update (or an update of no parameter) would
+  // make the passes order other writes than the ones the step makes.
+  std::vector<std::string> named, updated;
+  for (const passes::ParameterWrite &write : passes::parameterWrites(*lowered.graph))
+    named.push_back(fmt::format("output {} over '{}'", write.output, write.param));
+  std::vector<ParamUpdate> byOutput = updates;
+  std::sort(byOutput.begin(), byOutput.end(),
+            [](const ParamUpdate &a, const ParamUpdate &b) { return a.output < b.output; });
+  for (const ParamUpdate &update : byOutput)
+    updated.push_back(fmt::format("output {} over '{}'", update.output, update.name));
+  if (named != updated)
+    fail("training step: the outputs named like parameters ({}) are not the updates ({})", fmt::join(named, ", "),
+         fmt::join(updated, ", "));
+  runLoweringPasses(lowered, loweringPasses(options, "training"));
   // The step binds each update output to its parameter's own tensor: say so, so that the
   // kernels touching both do not promise the compiler two disjoint buffers.
   std::vector<std::pair<size_t, std::string>> outputsOverParams;

@@ -3,14 +3,14 @@
 // parameters and optimizer state updated in place.
 //
 //   forward graph -> buildTrainingGraph (loss, gradients, update ops)
-//     -> `training` pipeline (passes/Pipelines.cpp) -> orderParameterWrites -> memory plan
-//     -> C++ -> Executable, loaded with the parameter and state tensors as its weights
+//     -> `training` pipeline (passes/Pipelines.cpp, up to order-parameter-writes and
+//     plan-memory) -> C++ -> Executable, loaded with the parameter and state tensors as its weights
 //
 // In place: the executable's outputs that hold new parameter and state values are bound
 // (Executable::runInto) to the very tensors it reads those parameters from, so a step writes
 // no new parameter buffers and copies nothing. That is sound only when each such tensor's
 // writing kernel launches after every other kernel that reads it, and reads it only at the
-// element it writes (elementwise); lowerTrainingGraph establishes the order and
+// element it writes (elementwise); the training pipeline establishes the order and
 // checkInPlaceUpdates verifies both on the lowered model, whose launch list is the executable's
 // (compileTrainingStep also checks the launch names match).
 //
@@ -48,8 +48,8 @@ struct TrainingOptions {
   /// Run on the reference evaluator instead of compiled code.
   bool reference = false;
   /// Fusion, compiler and runtime options; `compile.params` gives initial values (by name)
-  /// for parameters and, optionally, optimizer states. `compile.passes` is ignored: training
-  /// graphs go through the `training` pipeline.
+  /// for parameters and, optionally, optimizer states. Training graphs go through the
+  /// `training` pipeline (see lowerTrainingGraph).
   CompileOptions compile;
 };
 
@@ -116,25 +116,13 @@ private:
 TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                  const TrainingOptions &options = {});
 
-/// Runs the `training` pipeline on a copy of `graph` (with options.fuse), then, when asked,
-/// isolateParameterWrites and orderParameterWrites, then plans memory and emits C++. (Turning
-/// either off is for tests that show what goes wrong without it.)
+/// Names each update's output after its parameter in a copy of `graph` (as buildTrainingGraph
+/// does: the pipeline's in-place passes find the updates so), runs the `training` pipeline on it
+/// (`training-unfused` without options.fuse; options.passes instead, for tests that show what
+/// goes wrong without one of its passes) and emits C++ with the plan of its plan-memory pass.
+/// kiln::Error when another output is named like a parameter.
 LoweredModel lowerTrainingGraph(const ir::Graph &graph, const std::vector<passes::autodiff::ParamUpdate> &updates,
-                                const CompileOptions &options = {}, bool orderWrites = true,
-                                bool isolateWrites = true);
-
-/// Splits each kernel that writes an update output and also computes in stages (a contraction,
-/// a reduction: fusion puts an update into its gradient's matmul as an epilogue) into the staged
-/// part and a pointwise kernel for the rest. Codegen lets a contraction write its tile into the
-/// group's first result buffer, here the parameter's own storage, before the epilogue reads
-/// the parameter: the split gives the tile an arena buffer of its own. The cost is one
-/// parameter-sized read and write per split update.
-void isolateParameterWrites(ir::Graph &graph, const std::vector<passes::autodiff::ParamUpdate> &updates);
-
-/// Moves the node writing each update's output (with the nodes between that depend on it)
-/// just after the last other node reading the overwritten parameter. kiln::Error when a
-/// reader depends on the writer (no order can update that parameter in place).
-void orderParameterWrites(ir::Graph &graph, const std::vector<passes::autodiff::ParamUpdate> &updates);
+                                const CompileOptions &options = {});
 
 /// Checks, on a lowered model, that each update output is written by a launch that comes after
 /// every other launch reading its parameter, that reads the parameter only elementwise (at the
