@@ -7,7 +7,7 @@
 
 #include "tests/ErrorMatchers.h"
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "passes/Pipelines.h"
 #include "tests/codegen/CodegenTestUtil.h"
 

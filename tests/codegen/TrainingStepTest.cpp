@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <functional>
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "core/Error.h"
 #include "frontend/Frontend.h"
 #include "ir/Builder.h"
@@ -321,8 +321,8 @@ TEST(TrainingStep, BufferWritesUpdateRunningStatisticsInPlace) {
     TrainingOptions options = trainingOptions(reference);
     options.buffers = {{"new_running", "running"}};
     TrainingStep step = compileTrainingStep(*graph, LossKind::Mean, OptimizerSpec::sgd(0.1), options);
-    ASSERT_EQ(step.updates().size(), 2u);
-    EXPECT_EQ(step.updates()[1].name, "running");
+    ASSERT_EQ(step.manifest().updates.size(), 2u);
+    EXPECT_EQ(step.manifest().updates[1].name, "running");
     const void *storage = step.parameter("running").data();
     std::vector<double> want{1, 2, 3};
     for (int s = 0; s < 2; ++s) {
