@@ -2,6 +2,7 @@
 #include "codegen/CompileModel.h"
 
 #include <algorithm>
+#include <any>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -14,21 +15,31 @@
 
 namespace kiln::codegen {
 
-LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options) {
-  LoweredModel lowered;
-  lowered.graph = graph.clone();
+std::vector<std::string> loweringPasses(const CompileOptions &options, const std::string &pipeline) {
+  if (!options.passes.empty())
+    return options.passes;
+  const passes::PipelineInfo &named = passes::findPipeline(options.fuse ? pipeline : pipeline + "-unfused");
+  return std::vector<std::string>(named.passes.begin(), named.passes.end());
+}
+
+void runLoweringPasses(LoweredModel &lowered, const std::vector<std::string> &names) {
+  if (names.empty() || names.back() != "plan-memory")
+    fail("codegen: the passes must end with plan-memory, whose memory plan codegen emits (passes: {})",
+         fmt::join(names, ", "));
   passes::PassManager manager;
-  std::vector<std::string> names = options.passes;
-  if (names.empty()) {
-    // The plan is made below with the options codegen relies on, whatever the pipeline says.
-    for (std::string_view name : passes::findPipeline("inference").passes)
-      if (name != "plan-memory" && (options.fuse || name != "fuse"))
-        names.emplace_back(name);
-  }
   manager.addPasses(names);
   passes::PassContext context;
   manager.run(*lowered.graph, context);
-  lowered.plan = passes::planMemory(*lowered.graph);
+  lowered.passRecords = manager.records();
+  // The pass plans with the default PlanOptions (in-place reuse, views aliased, 64-byte
+  // alignment), which is what the emitter expects: it emits aliased views as no-ops.
+  lowered.plan = std::move(std::any_cast<passes::MemoryPlan &>(context.analyses.at("memory-plan")));
+}
+
+LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options) {
+  LoweredModel lowered;
+  lowered.graph = graph.clone();
+  runLoweringPasses(lowered, loweringPasses(options, "inference"));
   lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix);
   return lowered;
 }
@@ -36,7 +47,7 @@ LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options) {
 LoweredModel lowerPrepared(const ir::Graph &graph) {
   LoweredModel lowered;
   lowered.graph = graph.clone();
-  lowered.plan = passes::planMemory(*lowered.graph);
+  runLoweringPasses(lowered, {"plan-memory"});
   lowered.model = emitModel(*lowered.graph, lowered.plan);
   return lowered;
 }

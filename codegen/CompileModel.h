@@ -1,8 +1,8 @@
 #pragma once
 // Graph in, runtime::Executable out: the whole compile path.
 //
-//   clone the graph -> inference pipeline (passes/Pipelines.h: simplify, decompose, fuse)
-//   -> memory plan (passes/memory/PlanMemory.h) -> C++ source (codegen/EmitModel.h)
+//   clone the graph -> inference pipeline (passes/Pipelines.h: simplify, decompose, fuse, and
+//   plan-memory, whose plan codegen emits) -> C++ source (codegen/EmitModel.h)
 //   -> shared object (codegen/CxxCompiler.h, cached on disk) -> Executable::load with the weights
 //
 // Compiles are specialised to the graph's static shapes. CompileCache keeps one executable per
@@ -19,6 +19,7 @@
 #include "codegen/CxxCompiler.h"
 #include "codegen/EmitModel.h"
 #include "ir/Evaluator.h"
+#include "passes/PassManager.h"
 #include "runtime/Executable.h"
 
 namespace kiln::codegen {
@@ -26,10 +27,11 @@ namespace kiln::codegen {
 struct CompileOptions {
   /// Values for parameters by name; they override the parameters' initial values.
   ir::ParamValues params;
-  /// Run the `fuse` pass of the pipeline (off: every primitive is its own kernel).
+  /// Which named pipeline (passes/Pipelines.cpp) codegen runs: `inference` (a training step:
+  /// `training`); off, `inference-unfused` (`training-unfused`), every primitive its own kernel.
   bool fuse = true;
-  /// Passes to run instead of the inference pipeline (its fuse and plan-memory steps aside);
-  /// empty: the inference pipeline.
+  /// Passes to run instead of the named pipeline, ending with plan-memory (codegen emits the
+  /// plan it leaves); empty: the named pipeline.
   std::vector<std::string> passes;
   /// Starts every symbol of the generated source (see emitModel); "" for a model compiled alone.
   std::string symbolPrefix;
@@ -40,15 +42,27 @@ struct CompileOptions {
 /// The graph after the pipeline, its memory plan and its C++ source.
 struct LoweredModel {
   std::unique_ptr<ir::Graph> graph;
+  /// The plan the pipeline's last pass, plan-memory, left for this graph.
   passes::MemoryPlan plan;
   ModelSource model;
+  /// One record per pass that ran, in order.
+  std::vector<passes::PassRecord> passRecords;
 };
 
 /// Runs the pipeline on a copy of `graph` and lowers it to C++ (no compiler involved).
 LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options = {});
-/// Lowers a copy of `graph` as it is, without passes: it must hold only primitives and kernels
-/// (what a tool gets after running its own --passes).
+/// Lowers a copy of `graph` as it is, with plan-memory as its only pass: it must hold only
+/// primitives and kernels (what a tool gets after running its own --passes).
 LoweredModel lowerPrepared(const ir::Graph &graph);
+
+/// The passes codegen runs for `options`: options.passes, else the named pipeline
+/// `pipeline` ("inference", "training") or, with options.fuse off, its `-unfused` variant.
+std::vector<std::string> loweringPasses(const CompileOptions &options, const std::string &pipeline);
+/// Runs `passes` on lowered.graph and keeps their records in lowered.passRecords and the memory plan
+/// the last one, plan-memory, leaves in lowered.plan. kiln::Error, before anything runs, when
+/// the list does not end with plan-memory (a plan made before the last pass would not describe
+/// the graph codegen emits).
+void runLoweringPasses(LoweredModel &lowered, const std::vector<std::string> &passes);
 
 /// The weights of a lowered model in weight order: each parameter's value from
 /// options.params or its initial value, then the large constants. kiln::Error naming a

@@ -1,9 +1,9 @@
 // compileTrainingAheadOfTime (see TrainingAot.h), in stages:
-//  1. buildTrainingGraph, lowerTrainingGraph and checkInPlaceUpdates: compileTrainingStep's
-//     path, with the inner symbol prefix an ahead-of-time model needs.
+//  1. lowerTrainingStep: compileTrainingStep's path, with the inner symbol prefix an
+//     ahead-of-time model needs.
 //  2. The weights: the initial values of parameters and states (a checkpoint's, the given
 //     ones, the graph's), by collectWeights.
-//  3. The manifest: input positions, the weights that are parameters, the updates.
+//  3. The manifest: lowerTrainingStep's, with the weights that are parameters and the start step.
 //  4. compileLoweredAheadOfTime with the manifest exported as KILN_TRAINING_SYMBOL.
 #include "codegen/TrainingAot.h"
 
@@ -14,97 +14,26 @@
 
 namespace kiln::codegen {
 
-const char *lossKindName(LossKind kind) {
-  switch (kind) {
-  case LossKind::Value:
-    return "value";
-  case LossKind::Mean:
-    return "mean";
-  case LossKind::Sum:
-    return "sum";
-  case LossKind::Mse:
-    return "mse";
-  case LossKind::CrossEntropy:
-    return "cross-entropy";
-  case LossKind::Nll:
-    return "nll";
-  }
-  return "unknown";
-}
-
-const char *optimizerKindName(OptimizerKind kind) {
-  switch (kind) {
-  case OptimizerKind::Sgd:
-    return "sgd";
-  case OptimizerKind::Adam:
-    return "adam";
-  case OptimizerKind::AdamW:
-    return "adamw";
-  }
-  return "unknown";
-}
-
 namespace {
 
-/// The optimizer's hyper-parameters that apply to its kind (lr aside), for display.
-std::vector<std::pair<std::string, double>> hyperParameters(const OptimizerSpec &optimizer) {
-  if (optimizer.kind == OptimizerKind::Sgd)
-    return {{"momentum", optimizer.momentum},
-            {"dampening", optimizer.dampening},
-            {"nesterov", optimizer.nesterov ? 1.0 : 0.0},
-            {"weight_decay", optimizer.weightDecay}};
-  return {{"beta1", optimizer.beta1},
-          {"beta2", optimizer.beta2},
-          {"eps", optimizer.eps},
-          {"weight_decay", optimizer.weightDecay}};
-}
-
-/// The manifest of a lowered training graph; kiln::Error when an update has no weight.
-runtime::TrainingManifest makeManifest(const ir::Graph &forward, const passes::autodiff::TrainingGraph &training,
-                                       const LoweredModel &lowered, const LossSpec &loss,
-                                       const OptimizerSpec &optimizer, int64_t steps) {
-  runtime::TrainingManifest manifest;
-  manifest.loss = lossKindName(loss.kind);
-  manifest.optimizer = optimizerKindName(optimizer.kind);
-  manifest.hyperParameters = hyperParameters(optimizer);
-  manifest.lr = optimizer.lr;
+/// The manifest of a step compiled ahead of time: its parameters are the weights it embeds
+/// (a parameter nothing reads has none), and it starts at step `steps`. kiln::Error when an
+/// update has no weight to overwrite.
+runtime::TrainingManifest aheadOfTimeManifest(const LoweredTrainingStep &step, int64_t steps) {
+  runtime::TrainingManifest manifest = step.manifest;
   manifest.steps = steps;
-  // The emitted model's inputs are the lowered graph's, which keeps the training graph's order.
-  const ir::Graph &graph = *training.graph;
-  const std::vector<ir::Value *> &loweredInputs = lowered.graph->inputs();
-  if (loweredInputs.size() != graph.inputs().size())
-    fail("training step: the lowered graph has {} inputs, the training graph {}", loweredInputs.size(),
-         graph.inputs().size());
-  for (size_t i = 0; i < loweredInputs.size(); ++i)
-    if (loweredInputs[i]->name() != graph.inputs()[i]->name())
-      fail("training step: input {} is '{}' in the lowered graph, '{}' in the training graph", i,
-           loweredInputs[i]->name(), graph.inputs()[i]->name());
-  manifest.lrInput = static_cast<int64_t>(training.lrInput);
-  manifest.stepInput = static_cast<int64_t>(training.stepInput);
-  manifest.targetInput = training.targetInput;
-  if (loss.kind == LossKind::CrossEntropy || loss.kind == LossKind::Nll) {
-    // The class count, for drawing labels: dim 1 of the loss output (logits [N, C]).
-    const ir::Value *output = loss.output < forward.outputs().size() ? forward.outputs()[loss.output] : nullptr;
-    if (!loss.outputName.empty())
-      for (size_t i = 0; i < forward.outputs().size(); ++i)
-        if (forward.outputName(i) == loss.outputName)
-          output = forward.outputs()[i];
-    if (output && output->type().rank() >= 2)
-      manifest.classes = output->type().shape[1];
-  }
+  manifest.params.clear();
   std::set<std::string> weightParams;
-  for (const WeightInfo &weight : lowered.model.weights)
+  for (const WeightInfo &weight : step.lowered.model.weights)
     if (weight.value->producer()->op() == ir::OpKind::Param) {
       manifest.params.push_back(weight.name);
       weightParams.insert(weight.name);
     }
-  for (const passes::autodiff::ParamUpdate &update : training.updates) {
+  for (const runtime::TrainingManifestUpdate &update : manifest.updates)
     if (!weightParams.count(update.name))
       fail("training step: '{}' is overwritten by every step but never read, so it has no weight to embed in "
            "the compiled step",
            update.name);
-    manifest.updates.push_back({static_cast<int64_t>(update.output), update.isState, update.name, update.param});
-  }
   return manifest;
 }
 
@@ -143,24 +72,21 @@ AotTrainingStep compileTrainingAheadOfTime(const ir::Graph &forward, const LossS
     fail("training step: a step compiled ahead of time cannot run on the reference evaluator");
   if (start.steps < 0)
     fail("training step: the step count must be >= 0, got {}", start.steps);
-  passes::autodiff::TrainingGraph training =
-      passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+  // The emitted description gets a private prefix; the exported one keeps the caller's.
+  TrainingOptions inner = options;
+  inner.compile.symbolPrefix = options.compile.symbolPrefix + "aot_";
+  LoweredTrainingStep step = lowerTrainingStep(forward, loss, optimizer, inner);
   ir::ParamValues values = options.compile.params;
   int64_t steps = start.steps;
   if (!start.checkpoint.empty())
-    applyCheckpoint(*training.graph, start.checkpoint, values, steps);
-  // The emitted description gets a private prefix; the exported one keeps the caller's.
-  CompileOptions inner = options.compile;
-  inner.symbolPrefix = options.compile.symbolPrefix + "aot_";
-  LoweredModel lowered = lowerTrainingGraph(*training.graph, training.updates, inner);
-  checkInPlaceUpdates(lowered, training.updates);
-  std::vector<Tensor> weights = collectWeights(lowered, values);
+    applyCheckpoint(*step.training.graph, start.checkpoint, values, steps);
+  std::vector<Tensor> weights = collectWeights(step.lowered, values);
 
   AotTrainingStep result;
-  result.manifest = makeManifest(forward, training, lowered, loss, optimizer, steps);
+  result.manifest = aheadOfTimeManifest(step, steps);
   AotOptions withManifest = aot;
   withManifest.exportedStrings[options.compile.symbolPrefix + KILN_TRAINING_SYMBOL] = result.manifest.toText();
-  result.model = compileLoweredAheadOfTime(lowered, weights, outputPath, options.compile, withManifest);
+  result.model = compileLoweredAheadOfTime(step.lowered, weights, outputPath, options.compile, withManifest);
   return result;
 }
 

@@ -1,16 +1,16 @@
 #pragma once
 // A whole training step compiled ahead of time: kiln-compile --train writes, as one shared
 // object, what compileTrainingStep compiles just in time - forward, loss, backward and
-// optimizer update, lowered by the same lowerTrainingGraph and checked by the same
-// checkInPlaceUpdates - with the parameters, optimizer state and step count it starts from
-// embedded as its weights (compileLoweredAheadOfTime), and a training manifest
-// (runtime/TrainingManifest.h) saying which inputs take the learning rate, the step count
-// and the target and which output overwrites which weight. runtime::TrainingArtifact
-// (runtime/TrainingArtifact.h) loads it with no compiler and trains on.
+// optimizer update, lowered and checked by the same lowerTrainingStep - with the parameters,
+// optimizer state and step count it starts from embedded as its weights
+// (compileLoweredAheadOfTime), and a training manifest (runtime/TrainingManifest.h) saying which
+// inputs take the learning rate, the step count and the target and which output overwrites
+// which weight. runtime::TrainingStep::load (runtime/TrainingStep.h) loads it with no compiler
+// and trains on.
 #include <cstdint>
 #include <string>
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "runtime/TrainingManifest.h"
 
 namespace kiln::codegen {
@@ -24,7 +24,7 @@ struct AotTrainingStep {
 /// Where the compiled step starts from, beyond TrainingOptions::compile.params.
 struct AotTrainingStart {
   int64_t steps = 0; // steps already taken (Adam's bias corrections count from it)
-  /// A checkpoint (runtime/TrainingCheckpoint.h: TrainingStep::saveParameters, kiln-run
+  /// A checkpoint (runtime/TrainingCheckpoint.h: runtime::TrainingStep::saveParameters, kiln-run
   /// --save) whose tensors and step count override the given ones; "" for none.
   std::string checkpoint;
 };
@@ -40,9 +40,5 @@ AotTrainingStep compileTrainingAheadOfTime(const ir::Graph &forward, const LossS
                                            const OptimizerSpec &optimizer, const std::string &outputPath,
                                            const TrainingOptions &options = {}, const AotOptions &aot = {},
                                            const AotTrainingStart &start = {});
-
-/// The names kiln-run --train takes: "mean", "cross-entropy", ...; "sgd", "adam", "adamw".
-const char *lossKindName(LossKind kind);
-const char *optimizerKindName(OptimizerKind kind);
 
 } // namespace kiln::codegen

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "codegen/CompileModel.h"
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "core/Error.h"
 #include "frontend/Frontend.h"
 

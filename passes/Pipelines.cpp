@@ -2,6 +2,10 @@
 // comment saying why it runs there; a step for a pass that is not registered yet is a comment
 // line at the place it belongs, and becomes one line when the pass is added to
 // passes/PassRegistry.def (a test checks that every step names a registered pass).
+//
+// Codegen runs these lists exactly, plan-memory included, and emits the plan it leaves:
+// `inference` (or `inference-unfused`) for a model, `training` (or `training-unfused`) for a
+// training step. So `kiln-dump --pipeline=NAME --print-after-all` shows what is compiled.
 #include "passes/Pipelines.h"
 
 #include <algorithm>
@@ -67,7 +71,8 @@ PipelineInfo inferencePipeline() {
 }
 
 /// A training graph (passes/autodiff/TrainingGraph.h: forward, gradients and optimizer updates)
-/// to kernels with a memory plan: the inference pipeline without BN folding.
+/// to kernels with a memory plan: the inference pipeline without BN folding, and with the two
+/// passes that make writing the new parameter values in place sound.
 PipelineInfo trainingPipeline() {
   return {"training",
           "simplifies, decomposes, fuses kernels and plans memory for a training step",
@@ -92,14 +97,36 @@ PipelineInfo trainingPipeline() {
               // Groups the primitives into kernels: each parameter's update becomes one
               // kernel, or the epilogue of its gradient's contraction.
               "fuse",
-              // Last: it needs the final kernels and buffers. (Codegen's training step moves each
-              // update after the last reader of its parameter first, see codegen/TrainingStep.h.)
+              // The step writes each new value over its parameter in place; a contraction
+              // would park its tile in the parameter's storage before its epilogue reads the
+              // parameter, so updates fused into a contraction get a kernel of their own.
+              "isolate-parameter-writes",
+              // In place is sound only when each parameter's writer runs after every other
+              // reader of it; after isolation, which creates the writers that move.
+              "order-parameter-writes",
+              // Last: it needs the final kernels, buffers and order.
               "plan-memory",
           }};
 }
 
+/// `pipeline` with `fuse` left out, every primitive its own kernel: what codegen runs for
+/// CompileOptions::fuse = false, to tell a fusion bug from a kernel bug. The other steps are
+/// the named pipeline's, for the reasons given there.
+PipelineInfo withoutFusion(PipelineInfo pipeline, std::string_view name, std::string_view description) {
+  pipeline.name = name;
+  pipeline.description = description;
+  pipeline.passes.erase(std::remove(pipeline.passes.begin(), pipeline.passes.end(), "fuse"), pipeline.passes.end());
+  return pipeline;
+}
+
 std::vector<PipelineInfo> buildPipelines() {
-  std::vector<PipelineInfo> pipelines = {inferencePipeline(), simplifyPipeline(), trainingPipeline()};
+  std::vector<PipelineInfo> pipelines = {
+      inferencePipeline(),
+      withoutFusion(inferencePipeline(), "inference-unfused", "the inference pipeline without fuse"),
+      simplifyPipeline(),
+      trainingPipeline(),
+      withoutFusion(trainingPipeline(), "training-unfused", "the training pipeline without fuse"),
+  };
   std::sort(pipelines.begin(), pipelines.end(),
             [](const PipelineInfo &a, const PipelineInfo &b) { return a.name < b.name; });
   return pipelines;

@@ -1,6 +1,7 @@
 #pragma once
 // Named pipelines: ordered lists of registered passes, written as code in passes/Pipelines.cpp
-// with one comment per step saying why it is there.
+// with one comment per step saying why it is there. Every pipeline codegen runs is one of them,
+// run as listed (codegen::lowerGraph, codegen::lowerTrainingGraph).
 #include <string_view>
 #include <vector>
 

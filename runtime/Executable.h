@@ -95,7 +95,8 @@ public:
   /// type per output. Allocates nothing once there is an arena per concurrent caller (after
   /// each calling thread's first run). Outputs must not share storage with inputs. An output may
   /// share storage with a weight only when the model was built for it (a training step writing
-  /// new parameters in place: codegen/TrainingStep.h checks the launch order that makes it sound).
+  /// new parameters in place, runtime/TrainingStep.h: codegen::checkInPlaceUpdates checks the
+  /// launch order that makes it sound).
   void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const;
 
   /// Turns per-launch timing on or off for the following runs.

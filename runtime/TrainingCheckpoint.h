@@ -1,9 +1,9 @@
 #pragma once
 // A training checkpoint: every parameter and optimizer state of a training step, and its step
 // count ("optimizer.step", an i64 scalar), as one .safetensors file (a path ending in
-// ".safetensors") or as a folder of .npy files ("<name>.npy"). codegen::TrainingStep and
-// runtime::TrainingArtifact both write and read this one format, so that a step compiled
-// just in time resumes from an ahead-of-time artifact's checkpoint and back.
+// ".safetensors") or as a folder of .npy files ("<name>.npy"). runtime::TrainingStep writes and
+// reads it, whether compiled just in time or ahead of time, so that either resumes from the
+// other's checkpoint; kiln-compile --train --load starts a compiled step from one.
 #include <cstdint>
 #include <map>
 #include <string>

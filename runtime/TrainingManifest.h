@@ -19,7 +19,8 @@
 //   update<TAB>1<TAB>param<TAB>fc.weight<TAB>fc.weight           output, kind, tensor, owner
 //   update<TAB>5<TAB>state<TAB>fc.weight.momentum_buffer<TAB>fc.weight
 //
-// The runtime reads it (TrainingArtifact.h) and codegen writes it: neither needs the other.
+// The runtime reads it (TrainingStep.h) and codegen writes it: neither needs the other. A step
+// compiled just in time carries one too, made by codegen::compileTrainingStep.
 #include <cstdint>
 #include <string>
 #include <utility>

@@ -3,7 +3,7 @@
 // training step (kiln-compile --train) updates its weights in place: it runs with --train only.
 #include "core/Error.h"
 #include "runtime/ThreadPool.h"
-#include "runtime/TrainingArtifact.h"
+#include "runtime/TrainingStep.h"
 #include "tools/RunCommands.h"
 #include "tools/RunReport.h"
 
@@ -15,7 +15,7 @@ int runModelCommand(const RunOptions &options) {
   if (options.threads > 0)
     loadOptions.pool = std::make_shared<runtime::ThreadPool>(options.threads);
   runtime::Executable model = runtime::Executable::load(path, loadOptions);
-  if (runtime::isTrainingArtifact(path))
+  if (runtime::isTrainingStep(path))
     fail("'{}' is a training step (kiln-compile --train): run it with --train, as kiln-run {} --train", path, path);
   std::vector<std::string> names;
   for (const runtime::TensorSpec &output : model.outputs())

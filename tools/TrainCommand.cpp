@@ -1,7 +1,11 @@
-// kiln-run MODEL --train LOSS: load the graph, bind inputs (files or seeded random ones, the
-// target or labels too), compile one training step (or prepare the reference backend), load
-// a checkpoint, run and report the steps, time more with --bench, save (see TrainCommand.h).
-// A compiled step (STEP.so) goes to TrainArtifactCommand.cpp after the same parse.
+// kiln-run MODEL --train LOSS and kiln-run STEP.so --train (see TrainCommand.h), in stages:
+//  1. the step: compiled from the graph (or the reference backend prepared), or loaded from the
+//     file with its loss, optimizer and state (--lr overrides its learning rate);
+//  2. its inputs bound as kiln-run binds a graph's (files, else random with seed S + i), then the
+//     target or labels (seed S + the number of forward inputs), so that a step loaded from a file
+//     draws what the graph it was compiled from draws;
+//  3. a checkpoint loaded (--load), one line on the step, the steps run and reported, --bench
+//     timed, --save written.
 #include "tools/TrainCommand.h"
 
 #include <algorithm>
@@ -9,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "core/Error.h"
 #include "runtime/ThreadPool.h"
@@ -104,8 +109,8 @@ void checkArtifactFlags(const TrainOptions &options) {
     fail("--reference does not apply to '{}': a compiled training step runs its own kernels", options.path);
 }
 
-} // namespace
-
+/// The --labels file, or random ones drawn with `seed`: class indices in [0, classes) for an
+/// integer type, else a target of `type`.
 Tensor bindLabels(const TrainOptions &options, const TensorType &type, int64_t classes, uint64_t seed) {
   if (!options.labels.empty()) {
     Tensor labels = readTensorFile(options.labels);
@@ -129,6 +134,8 @@ Tensor bindLabels(const TrainOptions &options, const TensorType &type, int64_t c
   }
   return labels;
 }
+
+} // namespace
 
 bool isTrainCommand(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
@@ -209,7 +216,126 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
   return options;
 }
 
-int runTrainingLoop(const StepDriver &step, const std::vector<Tensor> &inputs, const TrainOptions &options) {
+namespace {
+
+/// A step ready to train, with what its report line says about how it was made.
+struct PreparedStep {
+  explicit PreparedStep(runtime::TrainingStep step) : step(std::move(step)) {}
+
+  runtime::TrainingStep step;
+  std::string what;                    // names the step in errors about its inputs
+  std::map<std::string, Tensor> given; // input values the graph file holds
+  std::string graphName;               // compiled here: the graph's name
+  /// Compiled here (not on the reference backend): the memory plan's arena and its lower bound.
+  std::optional<int64_t> arenaBytes, arenaLowerBoundBytes;
+  double seconds = 0; // to compile or load
+};
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Compiles the graph's training step, or prepares the reference backend.
+PreparedStep compileStep(const TrainOptions &options) {
+  std::map<std::string, Tensor> given;
+  std::unique_ptr<ir::Graph> graph = loadGraph({options.path, options.inputs, {}}, given);
+  lossOutput(*graph, options.loss()); // --loss-output names an output
+  TrainingOptions training;
+  training.reference = options.reference;
+  training.compile.params = bindParams(*graph, options.params, options.seed, true);
+  if (options.threads > 0)
+    training.compile.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
+  auto start = std::chrono::steady_clock::now();
+  // Compiled in two halves, to report the memory plan of the lowered step.
+  std::optional<codegen::LoweredTrainingStep> lowered;
+  if (!options.reference)
+    lowered = codegen::lowerTrainingStep(*graph, options.loss(), options.optimizer(), training);
+  PreparedStep prepared(lowered ? codegen::compileLoweredTrainingStep(*lowered, training)
+                                : codegen::compileTrainingStep(*graph, options.loss(), options.optimizer(), training));
+  prepared.seconds = secondsSince(start);
+  prepared.what = "graph @" + graph->name();
+  prepared.given = std::move(given);
+  prepared.graphName = graph->name();
+  if (lowered) {
+    prepared.arenaBytes = lowered->lowered.plan.arenaBytes;
+    prepared.arenaLowerBoundBytes = lowered->lowered.plan.lowerBoundBytes;
+  }
+  return prepared;
+}
+
+/// Loads a step kiln-compile --train wrote, and checks the flags against what it carries.
+PreparedStep loadCompiledStep(const TrainOptions &options) {
+  runtime::ExecutableOptions loadOptions;
+  if (options.threads > 0)
+    loadOptions.pool = std::make_shared<runtime::ThreadPool>(options.threads);
+  auto start = std::chrono::steady_clock::now();
+  runtime::TrainingStep step = runtime::TrainingStep::load(options.path, loadOptions);
+  double seconds = secondsSince(start);
+  const runtime::TrainingManifest &manifest = step.manifest();
+  if (options.lossGiven && manifest.loss != codegen::lossKindName(options.loss().kind))
+    fail("--train {}: '{}' was compiled with the {} loss (give --train alone)",
+         codegen::lossKindName(options.loss().kind), options.path, manifest.loss);
+  if (!options.labels.empty() && step.targetInput() < 0)
+    fail("--labels: '{}' was compiled with the {} loss, which takes no target", options.path, manifest.loss);
+  if (gaveFlag(options.training, "--lr"))
+    step.setLearningRate(options.optimizer().lr);
+  PreparedStep prepared(std::move(step));
+  prepared.what = "training step '" + options.path + "'";
+  prepared.seconds = seconds;
+  return prepared;
+}
+
+/// run()'s inputs: the forward inputs as kiln-run binds them (seed S + i), then the labels
+/// (seed S + their count) at the target's place.
+std::vector<Tensor> bindStepInputs(const PreparedStep &prepared, const TrainOptions &options) {
+  const runtime::TrainingStep &step = prepared.step;
+  std::vector<runtime::TensorSpec> forward = step.inputs();
+  std::optional<runtime::TensorSpec> target;
+  if (step.targetInput() >= 0) {
+    target = forward.at(static_cast<size_t>(step.targetInput()));
+    forward.erase(forward.begin() + step.targetInput());
+  }
+  RunOptions inputOptions;
+  inputOptions.inputs = options.inputs;
+  inputOptions.seed = options.seed;
+  std::vector<Tensor> inputs = bindInputs(forward, inputOptions, prepared.given, prepared.what);
+  if (target)
+    inputs.insert(inputs.begin() + step.targetInput(),
+                  bindLabels(options, target->type, step.manifest().classes, options.seed + forward.size()));
+  return inputs;
+}
+
+/// The line saying what trains: the parameters, and how the step runs.
+std::string describeStep(const PreparedStep &prepared, const TrainOptions &options) {
+  const runtime::TrainingStep &step = prepared.step;
+  std::vector<std::string> trained = step.trainedParameters();
+  int64_t elements = 0;
+  for (const std::string &name : trained)
+    elements += step.parameter(name).numElements();
+  if (options.artifact) {
+    runtime::TrainingManifest shown = step.manifest(); // what this run trains with: --lr included
+    shown.lr = step.learningRate();
+    return fmt::format("training step {}: {}, {} parameters ({} elements), from step {}, compiled ahead of time, {} "
+                       "threads, {} kernels, arena {} bytes ({:.2f} s to load)\n",
+                       options.path, shown.describe(), trained.size(), elements, step.stepCount(),
+                       step.executable().numThreads(), step.executable().numLaunches(), step.executable().arenaBytes(),
+                       prepared.seconds);
+  }
+  std::string engine = "reference evaluator";
+  if (prepared.arenaBytes) {
+    double boundRatio = static_cast<double>(*prepared.arenaBytes) /
+                        static_cast<double>(std::max<int64_t>(1, *prepared.arenaLowerBoundBytes));
+    engine = fmt::format("compiled, {} threads, {} kernels, arena {} bytes = {:.3f} x its lower bound",
+                         step.executable().numThreads(), step.executable().numLaunches(), *prepared.arenaBytes,
+                         boundRatio);
+  }
+  return fmt::format("training @{}: {} parameters ({} elements), {} ({:.2f} s to prepare)\n", prepared.graphName,
+                     trained.size(), elements, engine, prepared.seconds);
+}
+
+/// The steps, --bench and --save.
+int runTrainingLoop(PreparedStep &prepared, const std::vector<Tensor> &inputs, const TrainOptions &options) {
+  runtime::TrainingStep &step = prepared.step;
   bool finite = true;
   for (int64_t i = 0; i < options.steps; ++i) {
     int64_t number = step.stepCount() + 1;
@@ -224,15 +350,16 @@ int runTrainingLoop(const StepDriver &step, const std::vector<Tensor> &inputs, c
     for (int i = 0; i < options.bench; ++i) {
       auto start = std::chrono::steady_clock::now();
       finite &= std::isfinite(step.run(inputs));
-      auto elapsed = std::chrono::steady_clock::now() - start;
-      milliseconds.push_back(std::chrono::duration<double, std::milli>(elapsed).count());
+      milliseconds.push_back(secondsSince(start) * 1e3);
     }
-    if (step.printBenchMemory)
-      step.printBenchMemory();
+    if (!step.isReference())
+      std::cout << fmt::format("arena_bytes {}\n", step.executable().arenaBytes());
+    if (prepared.arenaLowerBoundBytes)
+      std::cout << fmt::format("arena_lower_bound_bytes {}\n", *prepared.arenaLowerBoundBytes);
     std::cout << fmt::format("median_ms {:.4f}\n", medianOf(milliseconds));
   }
   if (!options.save.empty()) {
-    step.save(options.save);
+    step.saveParameters(options.save);
     std::cerr << fmt::format("kiln-run: saved the parameters, optimizer state and step count ({}) to {}\n",
                              step.stepCount(), options.save);
   }
@@ -243,66 +370,15 @@ int runTrainingLoop(const StepDriver &step, const std::vector<Tensor> &inputs, c
   return 0;
 }
 
+} // namespace
+
 int runTrainCommand(const TrainOptions &options) {
-  if (options.artifact)
-    return runArtifactTrainCommand(options);
-  std::map<std::string, Tensor> given;
-  std::unique_ptr<ir::Graph> graph = loadGraph({options.path, options.inputs, {}}, given);
-  const ir::Value *output = lossOutput(*graph, options.loss());
-
-  // Inputs as kiln-run binds them: files, else random with seed S + i.
-  RunOptions inputOptions;
-  inputOptions.inputs = options.inputs;
-  inputOptions.seed = options.seed;
-  std::vector<Tensor> inputs = bindInputs(inputSpecs(*graph), inputOptions, given, "graph @" + graph->name());
-
-  TrainingOptions training;
-  training.reference = options.reference;
-  training.compile.params = bindParams(*graph, options.params, options.seed, true);
-  if (options.threads > 0)
-    training.compile.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
-  auto compileStart = std::chrono::steady_clock::now();
-  TrainingStep step = compile_training_step(*graph, options.loss(), options.optimizer(), training);
-  double compileSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - compileStart).count();
-
-  const passes::autodiff::TrainingGraph &trainingGraph = step.trainingGraph();
-  if (trainingGraph.targetInput >= 0) {
-    const TensorType &type = trainingGraph.graph->inputs()[static_cast<size_t>(trainingGraph.targetInput)]->type();
-    int64_t classes = output->type().rank() >= 2 ? output->type().shape[1] : 0;
-    inputs.push_back(bindLabels(options, type, classes, options.seed + graph->inputs().size()));
-  }
+  PreparedStep prepared = options.artifact ? loadCompiledStep(options) : compileStep(options);
+  std::vector<Tensor> inputs = bindStepInputs(prepared, options);
   if (!options.load.empty())
-    step.loadParameters(options.load);
-
-  int64_t trained = 0, elements = 0;
-  for (const passes::autodiff::ParamUpdate &update : step.updates())
-    if (!update.isState) {
-      ++trained;
-      elements += step.parameter(update.name).numElements();
-    }
-  std::string engine = "reference evaluator";
-  if (!step.isReference()) {
-    const passes::MemoryPlan &plan = step.lowered().plan;
-    double boundRatio =
-        static_cast<double>(plan.arenaBytes) / static_cast<double>(std::max<int64_t>(1, plan.lowerBoundBytes));
-    engine = fmt::format("compiled, {} threads, {} kernels, arena {} bytes = {:.3f} x its lower bound",
-                         step.executable().numThreads(), step.executable().numLaunches(), plan.arenaBytes, boundRatio);
-  }
-  std::cout << fmt::format("training @{}: {} parameters ({} elements), {} ({:.2f} s to prepare)\n", graph->name(),
-                           trained, elements, engine, compileSeconds)
-            << std::flush;
-
-  StepDriver driver;
-  driver.run = [&](const std::vector<Tensor> &stepInputs) { return step.run(stepInputs); };
-  driver.stepCount = [&] { return step.stepCount(); };
-  driver.save = [&](const std::string &path) { step.saveParameters(path); };
-  if (!step.isReference())
-    driver.printBenchMemory = [&] {
-      std::cout << fmt::format("arena_bytes {}\narena_lower_bound_bytes {}\n", step.executable().arenaBytes(),
-                               step.lowered().plan.lowerBoundBytes);
-    };
-  return runTrainingLoop(driver, inputs, options);
+    prepared.step.loadParameters(options.load);
+  std::cout << describeStep(prepared, options) << std::flush;
+  return runTrainingLoop(prepared, inputs, options);
 }
 
 int runTrainCommand(int argc, char **argv) {

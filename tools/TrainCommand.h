@@ -1,17 +1,16 @@
 #pragma once
 // kiln-run MODEL --train LOSS ...: training an imported model (a .kir graph or an ONNX export,
-// whose parameters or initializers are what it trains) with one compiled training step
-// (codegen/TrainingStep.h); kiln-run STEP.so --train ...: training on from a step that
-// kiln-compile --train wrote (runtime/TrainingArtifact.h: loss, optimizer, parameters and
-// state are in the file). It takes flags of its own (kTrainUsage), so it parses them itself:
-// kiln-run hands it the whole command line when isTrainCommand says --train is on it.
+// whose parameters or initializers are what it trains) with one training step compiled just in
+// time (codegen/CompileTraining.h); kiln-run STEP.so --train ...: training on from a step that
+// kiln-compile --train wrote (loss, optimizer, parameters and state are in the file). Both are
+// one runtime::TrainingStep (runtime/TrainingStep.h), which the same loop trains. It takes
+// flags of its own (kTrainUsage), so it parses them itself: kiln-run hands it the whole command
+// line when isTrainCommand says --train is on it.
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "tools/ToolCommon.h"
 #include "tools/TrainingFlags.h"
 
@@ -50,25 +49,5 @@ int runTrainCommand(int argc, char **argv);
 
 /// kiln-run --train's part of --help.
 extern const char *const kTrainUsage;
-
-// ---- shared by the two training commands (TrainCommand.cpp, TrainArtifactCommand.cpp) ----
-
-/// A training step as the report loop drives it: a TrainingStep or a TrainingArtifact.
-struct StepDriver {
-  std::function<float(const std::vector<Tensor> &)> run;
-  std::function<int64_t()> stepCount;
-  std::function<void(const std::string &)> save;
-  std::function<void()> printBenchMemory; // after --bench's runs; may be empty
-};
-
-/// The steps, --bench and --save of runTrainCommand.
-int runTrainingLoop(const StepDriver &step, const std::vector<Tensor> &inputs, const TrainOptions &options);
-
-/// The --labels file, or random ones drawn with `seed`: class indices in [0, classes) for an
-/// integer type, else a target of `type`.
-Tensor bindLabels(const TrainOptions &options, const TensorType &type, int64_t classes, uint64_t seed);
-
-/// kiln-run STEP.so --train (TrainArtifactCommand.cpp).
-int runArtifactTrainCommand(const TrainOptions &options);
 
 } // namespace kiln::tools

@@ -4,7 +4,7 @@
 // time), so that both take the same spellings, defaults (torch.optim's) and checks.
 #include <string>
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "tools/ToolCommon.h"
 
 namespace kiln::tools {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "core/Error.h"
 #include "frontend/models/ResNet.h"
 #include "runtime/Profiler.h"
@@ -153,7 +153,7 @@ int runBench(const BenchOptions &options) {
   auto start = std::chrono::steady_clock::now();
   TrainingStep step = compile_training_step(*workload.graph, loss, codegen::OptimizerSpec::sgd(options.lr), training);
   std::cout << fmt::format("training @{}: {} trained tensors, {} threads, {} kernels ({:.2f} s to compile or load)\n",
-                           workload.graph->name(), step.updates().size(), step.executable().numThreads(),
+                           workload.graph->name(), step.manifest().updates.size(), step.executable().numThreads(),
                            step.executable().numLaunches(), secondsSince(start))
             << std::flush;
 

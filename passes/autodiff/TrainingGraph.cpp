@@ -6,7 +6,8 @@
 //  3. appendGradients for the trained parameters the loss depends on.
 //  4. Add the `lr` and `step` inputs and, per parameter, its state parameters (zeros) and its
 //     update node, appended last so that it follows every other reader of what it overwrites.
-//  5. Outputs: loss, new parameters, new states, new buffers; verify.
+//  5. Outputs: loss, new parameters, new states, new buffers, each named after the parameter
+//     it overwrites; verify.
 #include "passes/autodiff/TrainingGraph.h"
 
 #include <cmath>
@@ -360,8 +361,10 @@ TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, con
   result.updates.insert(result.updates.end(), stateUpdates.begin(), stateUpdates.end());
   for (const std::string &buffer : bufferParams)
     result.updates.push_back(ParamUpdate{buffer, 0, true, buffer});
-  for (size_t i = 0; i < result.updates.size(); ++i)
+  for (size_t i = 0; i < result.updates.size(); ++i) {
     result.updates[i].output = i + 1;
+    graph.setOutputName(i + 1, result.updates[i].name);
+  }
   verify(graph);
   return result;
 }

@@ -9,8 +9,10 @@
 //   then the loss's target or labels input (mse, cross-entropy, nll), then `lr` and `step`
 //   (f32 scalars: the learning rate and the 1-based step count, so a schedule or a resumed run
 //   needs no recompile). Its outputs are [loss, new value of each trained param..., new value
-//   of each optimizer state..., new value of each buffer...], in the order of `updates`. Optimizer state tensors are extra
-//   parameters of the graph named "<param>.<state>" ("fc1.weight.momentum_buffer",
+//   of each optimizer state..., new value of each buffer...], in the order of `updates`, each
+//   new value named after the parameter it overwrites (`return %loss, %w1 as "fc1.weight"`:
+//   how the training pipeline's passes know it, passes/memory/ParameterWrites.h). Optimizer
+//   state tensors are extra parameters of the graph named "<param>.<state>" ("fc1.weight.momentum_buffer",
 //   "fc1.weight.exp_avg", "fc1.weight.exp_avg_sq") with zeros as initial value. Every update
 //   node comes after every other node of the graph, so after every other reader of the param
 //   or state it overwrites: a runtime may write the new values over the old ones in place.
@@ -110,9 +112,9 @@ struct TrainingGraph {
 /// None; a named parameter the loss does not depend on is an error). `buffers` adds outputs
 /// after the optimizer states, one per buffer write, in order, listed in `updates` with
 /// isState set; a buffer's writer is a forward node, so it is not ordered after the
-/// parameter's other readers here: codegen's orderParameterWrites does that. A graph with the
-/// i64 parameter ir::random::kOffsetParam that no buffer write names gets one more, last:
-/// offset + 1, so its random ops draw fresh numbers every step. kiln::Error when
+/// parameter's other readers here: the training pipeline's order-parameter-writes does that.
+/// A graph with the i64 parameter ir::random::kOffsetParam that no buffer write names gets one
+/// more, last: offset + 1, so its random ops draw fresh numbers every step. kiln::Error when
 /// the output or parameter does not exist, their types differ, or the parameter is trained.
 TrainingGraph buildTrainingGraph(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                  const std::vector<std::string> &params = {},

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "core/Error.h"
 #include "frontend/Frontend.h"
 #include "ir/Builder.h"

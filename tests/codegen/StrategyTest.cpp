@@ -13,10 +13,11 @@ namespace {
 using frontend::GraphBuilder;
 using frontend::Var;
 
-// Only dce: the test's own kernels reach codegen as they are.
+// Only dce (and plan-memory, whose plan codegen emits): the test's own kernels reach codegen
+// as they are.
 CompileOptions handMadeKernels() {
   CompileOptions options = testOptions();
-  options.passes = {"dce"};
+  options.passes = {"dce", "plan-memory"};
   return options;
 }
 

@@ -1,6 +1,6 @@
-// Training steps compiled ahead of time (codegen::compileTrainingAheadOfTime) and trained on
-// with runtime::TrainingArtifact: the same losses and parameters as compileTrainingStep from
-// the same initial state, step for step; parameters updated in place in the artifact's own
+// Training steps compiled ahead of time (codegen::compileTrainingAheadOfTime) and loaded with
+// runtime::TrainingStep::load (the "artifact"): the same losses and parameters as a step from
+// compileTrainingStep from the same initial state, step for step; parameters updated in place in the artifact's own
 // writable tensors; checkpoints moving both ways between the artifact and a just-in-time step;
 // the manifest's text round trip and its errors; a compiled model that is not a training step.
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 #include "codegen/TrainingAot.h"
 #include "core/Error.h"
 #include "frontend/Frontend.h"
-#include "runtime/TrainingArtifact.h"
 #include "runtime/TrainingCheckpoint.h"
+#include "runtime/TrainingStep.h"
 #include "tests/codegen/CodegenTestUtil.h"
 
 namespace kiln::codegen::test {
@@ -113,8 +113,13 @@ TEST_F(TrainingArtifactTest, ManifestDescribesTheStep) {
 
 TEST_F(TrainingArtifactTest, StepsMatchTheJitStepInPlace) {
   TrainingStep jit = jitStep();
-  runtime::TrainingArtifact artifact = runtime::TrainingArtifact::load(soPath());
+  runtime::TrainingStep artifact = runtime::TrainingStep::load(soPath());
   EXPECT_EQ(artifact.inputNames(), jit.inputNames());
+  // One type, described alike whichever way it was made.
+  EXPECT_FALSE(artifact.isReference());
+  EXPECT_EQ(artifact.targetInput(), jit.targetInput());
+  EXPECT_EQ(artifact.trainedParameters(), jit.trainedParameters());
+  EXPECT_EQ(artifact.manifest().toText(), step_->manifest.toText());
   EXPECT_EQ(artifact.stepCount(), 0);
   EXPECT_EQ(artifact.learningRate(), 0.1);
   // The initial state: the forward graph's parameters, zero momentum.
@@ -135,13 +140,13 @@ TEST_F(TrainingArtifactTest, StepsMatchTheJitStepInPlace) {
   expectSameTensors(artifact.parameters(), jit.parameters(), "after 3 steps");
   // A second artifact loaded from the file starts from the embedded state again, not from
   // the first one's updated copies.
-  runtime::TrainingArtifact fresh = runtime::TrainingArtifact::load(soPath());
+  runtime::TrainingStep fresh = runtime::TrainingStep::load(soPath());
   EXPECT_EQ(fresh.stepCount(), 0);
   EXPECT_NE(fresh.parameter("0.weight").getDouble(0), artifact.parameter("0.weight").getDouble(0));
 }
 
 TEST_F(TrainingArtifactTest, CheckpointsMoveBetweenArtifactAndJitStep) {
-  runtime::TrainingArtifact artifact = runtime::TrainingArtifact::load(soPath());
+  runtime::TrainingStep artifact = runtime::TrainingStep::load(soPath());
   TrainingStep reference = jitStep();
   for (int step = 0; step < 3; ++step) {
     artifact.run({batch(step), labels(step)});
@@ -159,7 +164,7 @@ TEST_F(TrainingArtifactTest, CheckpointsMoveBetweenArtifactAndJitStep) {
   // JIT -> artifact, as a folder of .npy files.
   std::string folder = (*dir_ / "jit-checkpoint").string();
   reference.saveParameters(folder);
-  runtime::TrainingArtifact continued = runtime::TrainingArtifact::load(soPath());
+  runtime::TrainingStep continued = runtime::TrainingStep::load(soPath());
   continued.loadParameters(folder);
   EXPECT_EQ(continued.stepCount(), 5);
   EXPECT_NEAR(continued.run({batch(5), labels(5)}), reference.run({batch(5), labels(5)}), 1e-6);
@@ -176,7 +181,7 @@ TEST_F(TrainingArtifactTest, InitialValuesAndStepCountAreEmbedded) {
   AotTrainingStart start;
   start.steps = jit.stepCount();
   compileTrainingAheadOfTime(*forward_, kLoss, kOptimizer, path, options, {}, start);
-  runtime::TrainingArtifact artifact = runtime::TrainingArtifact::load(path);
+  runtime::TrainingStep artifact = runtime::TrainingStep::load(path);
   EXPECT_EQ(artifact.stepCount(), 1);
   expectSameTensors(artifact.parameters(), jit.parameters(), "embedded");
   artifact.setLearningRate(0.05);
@@ -186,7 +191,7 @@ TEST_F(TrainingArtifactTest, InitialValuesAndStepCountAreEmbedded) {
 }
 
 TEST_F(TrainingArtifactTest, BadUsesAreErrors) {
-  runtime::TrainingArtifact artifact = runtime::TrainingArtifact::load(soPath());
+  runtime::TrainingStep artifact = runtime::TrainingStep::load(soPath());
   EXPECT_NE(errorOf([&] { artifact.run({batch(0)}); }).find("expected 2 inputs (x, labels), got 1"), std::string::npos);
   EXPECT_NE(errorOf([&] { artifact.parameter("nope"); }).find("no parameter 'nope'"), std::string::npos);
   EXPECT_NE(errorOf([&] { artifact.setLearningRate(-1); }).find("learning rate must be >= 0"), std::string::npos);
@@ -215,9 +220,9 @@ TEST_F(TrainingArtifactTest, BadUsesAreErrors) {
 TEST_F(TrainingArtifactTest, PlainCompiledModelIsNotATrainingStep) {
   std::string path = (*dir_ / "plain.so").string();
   compileAheadOfTime(*forward_, path, testOptions());
-  EXPECT_FALSE(runtime::isTrainingArtifact(path));
-  EXPECT_TRUE(runtime::isTrainingArtifact(soPath()));
-  EXPECT_NE(errorOf([&] { runtime::TrainingArtifact::load(path); }).find("is a compiled model, not a training step"),
+  EXPECT_FALSE(runtime::isTrainingStep(path));
+  EXPECT_TRUE(runtime::isTrainingStep(soPath()));
+  EXPECT_NE(errorOf([&] { runtime::TrainingStep::load(path); }).find("is a compiled model, not a training step"),
             std::string::npos);
 }
 

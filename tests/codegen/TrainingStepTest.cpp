@@ -1,7 +1,7 @@
 // compileTrainingStep: an MLP trained on the reference backend and compiled, step for step;
 // parameters updated in place (same storage, new values); the launch order that makes the
 // in-place update sound, checked on a graph whose update comes before a reader (wrong without
-// orderParameterWrites, both by the check and numerically); saving and loading parameters.
+// order-parameter-writes, both by the check and numerically); saving and loading parameters.
 #include <gtest/gtest.h>
 
 #include "tests/ErrorMatchers.h"
@@ -12,11 +12,12 @@
 #include <filesystem>
 #include <functional>
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "core/Error.h"
 #include "frontend/Frontend.h"
 #include "ir/Builder.h"
 #include "ir/Evaluator.h"
+#include "passes/Pipelines.h"
 #include "runtime/SafeTensors.h"
 #include "tests/codegen/CodegenTestUtil.h"
 
@@ -147,6 +148,15 @@ TEST(TrainingStep, OneSgdStepOfALinearModelMatchesTheClosedForm) {
 
 namespace {
 
+/// The training pipeline without `pass`, to show what goes wrong without it.
+CompileOptions trainingPipelineWithout(std::string_view pass) {
+  CompileOptions options = testOptions();
+  for (std::string_view name : passes::findPipeline("training").passes)
+    if (name != pass)
+      options.passes.emplace_back(name);
+  return options;
+}
+
 /// Compiles `lowered` and runs it once, with each update's output bound to its parameter's
 /// tensor in `params` (which the executable also reads as its weights): in place.
 std::vector<Tensor> runInPlace(const LoweredModel &lowered, const ir::ParamValues &params,
@@ -167,14 +177,15 @@ std::vector<Tensor> runInPlace(const LoweredModel &lowered, const ir::ParamValue
 TEST(TrainingStep, UpdatesAreNotFusedIntoTheirGradientsContraction) {
   // Fusion makes w - lr * (x^T · dy) one kernel, the update an epilogue of the gradient's
   // matmul, whose tile codegen writes into the first result buffer: w's own storage, before the
-  // epilogue reads w. isolateParameterWrites splits it; without the split the check refuses.
+  // epilogue reads w. isolate-parameter-writes splits it; without the split the check refuses.
   auto graph = std::make_unique<ir::Graph>("linear");
   ir::Builder b(*graph);
   ir::Value *x = graph->addInput({DType::F32, {4, 3}}, "x");
   Tensor w0 = randomTensor({DType::F32, {3, 2}}, 5);
   graph->setOutputs({b.create(OpKind::MatMul, {x, b.param("w", w0.type(), w0)})});
   auto training = passes::autodiff::buildTrainingGraph(*graph, {LossKind::Mean}, OptimizerSpec::sgd(0.5));
-  LoweredModel fused = lowerTrainingGraph(*training.graph, training.updates, testOptions(), true, false);
+  LoweredModel fused =
+      lowerTrainingGraph(*training.graph, training.updates, trainingPipelineWithout("isolate-parameter-writes"));
   expectErrorContaining([&] { checkInPlaceUpdates(fused, training.updates); },
                         "writes parameter 'w' in place but computes in stages");
   LoweredModel split = lowerTrainingGraph(*training.graph, training.updates, testOptions());
@@ -215,9 +226,9 @@ std::unique_ptr<ir::Graph> updateBeforeReader() {
 TEST(TrainingStep, UpdatesLaunchAfterEveryReaderOfTheirParameter) {
   auto graph = updateBeforeReader();
   std::vector<ParamUpdate> updates{{"p", 1, false, "p"}};
-  LoweredModel unordered = lowerTrainingGraph(*graph, updates, testOptions(), false);
+  LoweredModel unordered = lowerTrainingGraph(*graph, updates, trainingPipelineWithout("order-parameter-writes"));
   expectErrorContaining([&] { checkInPlaceUpdates(unordered, updates); }, "reads parameter 'p' after launch");
-  LoweredModel ordered = lowerTrainingGraph(*graph, updates, testOptions(), true);
+  LoweredModel ordered = lowerTrainingGraph(*graph, updates, testOptions());
   checkInPlaceUpdates(ordered, updates);
 
   // Numerically: with the update first, y reads the new p.
@@ -310,8 +321,8 @@ TEST(TrainingStep, BufferWritesUpdateRunningStatisticsInPlace) {
     TrainingOptions options = trainingOptions(reference);
     options.buffers = {{"new_running", "running"}};
     TrainingStep step = compileTrainingStep(*graph, LossKind::Mean, OptimizerSpec::sgd(0.1), options);
-    ASSERT_EQ(step.updates().size(), 2u);
-    EXPECT_EQ(step.updates()[1].name, "running");
+    ASSERT_EQ(step.manifest().updates.size(), 2u);
+    EXPECT_EQ(step.manifest().updates[1].name, "running");
     const void *storage = step.parameter("running").data();
     std::vector<double> want{1, 2, 3};
     for (int s = 0; s < 2; ++s) {

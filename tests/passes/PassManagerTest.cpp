@@ -129,6 +129,26 @@ TEST(Pipelines, InferenceRunsInTheDocumentedOrder) {
   EXPECT_EQ(passes::findPipeline("inference").passes, expected);
 }
 
+TEST(Pipelines, UnfusedVariantsLeaveOutOnlyFuse) {
+  for (std::string base : {"inference", "training"}) {
+    std::vector<std::string_view> expected;
+    for (std::string_view name : passes::findPipeline(base).passes)
+      if (name != "fuse")
+        expected.push_back(name);
+    EXPECT_EQ(expected.size() + 1, passes::findPipeline(base).passes.size()) << base;
+    EXPECT_EQ(passes::findPipeline(base + "-unfused").passes, expected) << base;
+  }
+}
+
+TEST(Pipelines, TrainingWritesParametersInPlaceOnlyAfterOrderingThem) {
+  // After fuse (which makes the kernels they split and order) and before plan-memory (which
+  // needs the final order).
+  const std::vector<std::string_view> &training = passes::findPipeline("training").passes;
+  std::vector<std::string_view> tail(training.end() - 4, training.end());
+  EXPECT_EQ(tail, (std::vector<std::string_view>{"fuse", "isolate-parameter-writes", "order-parameter-writes",
+                                                 "plan-memory"}));
+}
+
 TEST(Pipelines, UnknownPipelineIsAnErrorListingTheKnownOnes) {
   std::string message = errorOf([] { passes::findPipeline("fast"); });
   EXPECT_NE(message.find("unknown pipeline 'fast'"), std::string::npos) << message;

@@ -14,10 +14,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "codegen/TrainingStep.h"
+#include "codegen/CompileTraining.h"
 #include "core/Error.h"
 #include "frontend/models/ResNet.h"
 #include "runtime/Npy.h"
@@ -119,14 +120,20 @@ int main(int argc, char **argv) {
     options.buffers = builder.bufferWrites(); // running statistics, written back every step
     codegen::LossSpec loss;
     loss.kind = codegen::LossKind::Mean;
-    TrainingStep step = compile_training_step(*graph, loss, codegen::OptimizerSpec::sgd(0.01), options);
-    size_t trained = step.trainingGraph().trainedParams().size();
+    codegen::OptimizerSpec sgd = codegen::OptimizerSpec::sgd(0.01);
+    // Compiled in two halves, to report the memory plan of the lowered step.
+    std::optional<codegen::LoweredTrainingStep> lowered;
+    if (!reference)
+      lowered = codegen::lowerTrainingStep(*graph, loss, sgd, options);
+    TrainingStep step = lowered ? codegen::compileLoweredTrainingStep(*lowered, options)
+                                : compile_training_step(*graph, loss, sgd, options);
+    size_t trained = step.trainedParameters().size();
     std::cout << fmt::format("resnet18 batch {}: {} trained tensors, {} buffers, {} in {:.1f} s\n",
                              input.shape()[0], trained, options.buffers.size(),
                              reference ? "reference backend prepared" : "compiled", secondsSince(start))
               << std::flush;
-    if (!reference) {
-      const passes::MemoryPlan &plan = step.lowered().plan;
+    if (lowered) {
+      const passes::MemoryPlan &plan = lowered->lowered.plan;
       std::cout << fmt::format("{} kernels, arena {} bytes = {:.3f} x its lower bound ({} bytes)\n",
                                step.executable().numLaunches(), plan.arenaBytes,
                                static_cast<double>(plan.arenaBytes) / static_cast<double>(plan.lowerBoundBytes),

@@ -1,0 +1,294 @@
+// Compiling a training step just in time (see CompileTraining.h), in stages:
+//  1. lowerTrainingGraph: the `training` pipeline (its isolate-parameter-writes and
+//     order-parameter-writes passes see the updates as outputs named after their parameters),
+//     then C++ for the lowered graph with the plan its plan-memory pass made.
+//  2. checkInPlaceUpdates on the lowered model: the launch writing each parameter comes after
+//     every launch reading it, reads it only elementwise and has no stage that could park
+//     another value in the parameter's buffer first.
+//  3. trainingManifest: what runtime::TrainingStep needs to know about the step beyond its
+//     executable (which inputs take lr, step and the target; which output overwrites what).
+//  4. compileLoweredTrainingStep: copies of the initial values become the executable's weights
+//     and, in runtime::TrainingStep, its update outputs. The reference backend instead hands
+//     the training graph to the reference evaluator (ReferenceBackend).
+#include "codegen/CompileTraining.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/Error.h"
+#include "ir/Evaluator.h"
+#include "passes/memory/ParameterWrites.h"
+
+namespace kiln::codegen {
+
+using passes::autodiff::ParamUpdate;
+
+void checkInPlaceUpdates(const LoweredModel &lowered, const std::vector<ParamUpdate> &updates) {
+  const ir::Graph &graph = *lowered.graph;
+  std::unordered_map<const ir::Node *, size_t> launchOf; // lookup only
+  for (size_t l = 0; l < lowered.model.launches.size(); ++l)
+    if (lowered.model.launches[l].node)
+      launchOf[lowered.model.launches[l].node] = l;
+  auto launchName = [&](size_t l) { return lowered.model.launches[l].name; };
+  for (const ParamUpdate &update : updates) {
+    ir::Value *param = passes::findParam(graph, update.name);
+    if (update.output >= graph.outputs().size())
+      fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
+           graph.outputs().size());
+    const ir::Value *output = graph.outputs()[update.output];
+    const ir::Node *writer = output->producer();
+    if (!param)
+      continue; // the step reads nothing from the tensor it writes
+    if (!writer)
+      fail("training step: the new value of '{}' is a graph input", update.name);
+    if (writer->op() == ir::OpKind::Param) {
+      if (writer->output() != param)
+        fail("training step: the new value of '{}' is parameter '{}', copied over it in place", update.name,
+             writer->attrString("name"));
+      continue; // a copy of the parameter onto itself
+    }
+    if (writer->op() == ir::OpKind::Constant)
+      continue; // copy launches run after every node's launch
+    auto found = launchOf.find(writer);
+    if (found == launchOf.end())
+      fail("training step: no launch writes the new value of '{}'", update.name);
+    size_t writeLaunch = found->second;
+    if (writer->op() == ir::OpKind::Kernel && writer->body() && passes::hasStagedOps(*writer))
+      fail("training step: launch {} ('{}') writes parameter '{}' in place but computes in stages, which may "
+           "use the parameter's buffer as scratch before reading it",
+           writeLaunch, launchName(writeLaunch), update.name);
+    for (ir::Node *reader : passes::readersOf(param)) {
+      if (reader == writer) {
+        if (!passes::readsOnlyElementwise(*writer, param))
+          fail("training step: launch {} ('{}') writes parameter '{}' in place but also reads it at other "
+               "elements",
+               writeLaunch, launchName(writeLaunch), update.name);
+        continue;
+      }
+      auto readLaunch = launchOf.find(reader);
+      if (readLaunch != launchOf.end() && readLaunch->second > writeLaunch)
+        fail("training step: launch {} ('{}') reads parameter '{}' after launch {} ('{}') overwrote it in place",
+             readLaunch->second, launchName(readLaunch->second), update.name, writeLaunch, launchName(writeLaunch));
+    }
+  }
+}
+
+LoweredModel lowerTrainingGraph(const ir::Graph &graph, const std::vector<ParamUpdate> &updates,
+                                const CompileOptions &options) {
+  LoweredModel lowered;
+  lowered.graph = graph.clone();
+  // The pipeline's in-place passes know the updates by their outputs' names.
+  for (const ParamUpdate &update : updates) {
+    if (update.output >= graph.outputs().size())
+      fail("training step: update of '{}' names output {}, but the graph has {}", update.name, update.output,
+           graph.outputs().size());
+    lowered.graph->setOutputName(update.output, update.name);
+  }
+  // An output named like a parameter it does not update (or an update of no parameter) would
+  // make the passes order other writes than the ones the step makes.
+  std::vector<std::string> named, updated;
+  for (const passes::ParameterWrite &write : passes::parameterWrites(*lowered.graph))
+    named.push_back(fmt::format("output {} over '{}'", write.output, write.param));
+  std::vector<ParamUpdate> byOutput = updates;
+  std::sort(byOutput.begin(), byOutput.end(),
+            [](const ParamUpdate &a, const ParamUpdate &b) { return a.output < b.output; });
+  for (const ParamUpdate &update : byOutput)
+    updated.push_back(fmt::format("output {} over '{}'", update.output, update.name));
+  if (named != updated)
+    fail("training step: the outputs named like parameters ({}) are not the updates ({})", fmt::join(named, ", "),
+         fmt::join(updated, ", "));
+  runLoweringPasses(lowered, loweringPasses(options, "training"));
+  // The step binds each update output to its parameter's own tensor: say so, so that the
+  // kernels touching both do not promise the compiler two disjoint buffers.
+  std::vector<std::pair<size_t, std::string>> outputsOverParams;
+  for (const ParamUpdate &update : updates)
+    outputsOverParams.emplace_back(update.output, update.name);
+  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, outputsOverParams);
+  return lowered;
+}
+
+namespace {
+
+/// The optimizer's hyper-parameters that apply to its kind (lr aside), for display.
+std::vector<std::pair<std::string, double>> hyperParameters(const OptimizerSpec &optimizer) {
+  if (optimizer.kind == OptimizerKind::Sgd)
+    return {{"momentum", optimizer.momentum},
+            {"dampening", optimizer.dampening},
+            {"nesterov", optimizer.nesterov ? 1.0 : 0.0},
+            {"weight_decay", optimizer.weightDecay}};
+  return {{"beta1", optimizer.beta1},
+          {"beta2", optimizer.beta2},
+          {"eps", optimizer.eps},
+          {"weight_decay", optimizer.weightDecay}};
+}
+
+/// The training graph's inputs and outputs as an executable of it would declare them.
+std::vector<runtime::TensorSpec> inputSpecs(const ir::Graph &graph) {
+  std::vector<runtime::TensorSpec> specs;
+  for (const ir::Value *input : graph.inputs())
+    specs.push_back({input->name(), input->type()});
+  return specs;
+}
+
+std::vector<runtime::TensorSpec> outputSpecs(const ir::Graph &graph) {
+  std::vector<runtime::TensorSpec> specs;
+  for (size_t i = 0; i < graph.outputs().size(); ++i)
+    specs.push_back({graph.outputName(i), graph.outputs()[i]->type()});
+  return specs;
+}
+
+/// The reference backend: the training graph on the reference evaluator.
+class ReferenceBackend final : public runtime::StepInterpreter {
+public:
+  explicit ReferenceBackend(std::unique_ptr<ir::Graph> graph)
+      : graph_(std::move(graph)), inputs_(inputSpecs(*graph_)), outputs_(outputSpecs(*graph_)) {}
+
+  const std::vector<runtime::TensorSpec> &inputs() const override { return inputs_; }
+  const std::vector<runtime::TensorSpec> &outputs() const override { return outputs_; }
+
+  void runInto(const std::vector<Tensor> &inputs, const std::map<std::string, Tensor> &params,
+               std::vector<Tensor> &outputs) const override {
+    std::vector<Tensor> results = ir::evaluate(*graph_, inputs, params);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (outputs[i].byteSize() > 0)
+        std::memcpy(outputs[i].data(), results.at(i).data(), outputs[i].byteSize());
+  }
+
+private:
+  std::unique_ptr<ir::Graph> graph_;
+  std::vector<runtime::TensorSpec> inputs_, outputs_;
+};
+
+/// Copies of the initial value of every parameter of the training graph (the step writes them
+/// in place): options.compile.params by name, else the parameter's own.
+std::map<std::string, Tensor> initialParameters(const ir::Graph &graph, const TrainingOptions &options) {
+  std::map<std::string, Tensor> params;
+  for (const ir::Node *param : graph.params()) {
+    const std::string &name = param->attrString("name");
+    auto given = options.compile.params.find(name);
+    Tensor value = given != options.compile.params.end() ? given->second : param->attrTensor("value");
+    if (!value.defined())
+      fail("training step: parameter '{}' has no value (give one in TrainingOptions::compile.params)", name);
+    if (value.type() != param->output()->type())
+      fail("training step: the value of parameter '{}' has type {}, the graph declares {}", name,
+           value.type().toString(), param->output()->type().toString());
+    params[name] = value.clone();
+  }
+  return params;
+}
+
+std::string stepName(const ir::Graph &forward) {
+  return forward.name().empty() ? "training step" : "training step @" + forward.name();
+}
+
+} // namespace
+
+runtime::TrainingManifest trainingManifest(const ir::Graph &forward, const passes::autodiff::TrainingGraph &training,
+                                           const LossSpec &loss, const OptimizerSpec &optimizer) {
+  runtime::TrainingManifest manifest;
+  manifest.loss = lossKindName(loss.kind);
+  manifest.optimizer = optimizerKindName(optimizer.kind);
+  manifest.hyperParameters = hyperParameters(optimizer);
+  manifest.lr = optimizer.lr;
+  manifest.lrInput = static_cast<int64_t>(training.lrInput);
+  manifest.stepInput = static_cast<int64_t>(training.stepInput);
+  manifest.targetInput = training.targetInput;
+  if (loss.kind == LossKind::CrossEntropy || loss.kind == LossKind::Nll) {
+    // The class count, for drawing labels: dim 1 of the loss output (logits [N, C]).
+    const ir::Value *output = loss.output < forward.outputs().size() ? forward.outputs()[loss.output] : nullptr;
+    if (!loss.outputName.empty())
+      for (size_t i = 0; i < forward.outputs().size(); ++i)
+        if (forward.outputName(i) == loss.outputName)
+          output = forward.outputs()[i];
+    if (output && output->type().rank() >= 2)
+      manifest.classes = output->type().shape[1];
+  }
+  for (const ir::Node *param : training.graph->params())
+    manifest.params.push_back(param->attrString("name"));
+  for (const ParamUpdate &update : training.updates)
+    manifest.updates.push_back({static_cast<int64_t>(update.output), update.isState, update.name, update.param});
+  return manifest;
+}
+
+LoweredTrainingStep lowerTrainingStep(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
+                                      const TrainingOptions &options) {
+  LoweredTrainingStep step;
+  step.training = passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+  step.lowered = lowerTrainingGraph(*step.training.graph, step.training.updates, options.compile);
+  checkInPlaceUpdates(step.lowered, step.training.updates);
+  // The manifest's input positions are the training graph's; the executable's inputs are the
+  // lowered graph's, which the pipeline keeps in order.
+  const std::vector<ir::Value *> &trained = step.training.graph->inputs();
+  const std::vector<ir::Value *> &lowered = step.lowered.graph->inputs();
+  if (lowered.size() != trained.size())
+    fail("training step: the lowered graph has {} inputs, the training graph {}", lowered.size(), trained.size());
+  for (size_t i = 0; i < lowered.size(); ++i)
+    if (lowered[i]->name() != trained[i]->name())
+      fail("training step: input {} is '{}' in the lowered graph, '{}' in the training graph", i, lowered[i]->name(),
+           trained[i]->name());
+  step.manifest = trainingManifest(forward, step.training, loss, optimizer);
+  return step;
+}
+
+runtime::TrainingStep compileLoweredTrainingStep(const LoweredTrainingStep &step, const TrainingOptions &options) {
+  std::map<std::string, Tensor> params = initialParameters(*step.training.graph, options);
+  std::vector<Tensor> weights = collectWeights(step.lowered, params);
+  CompiledObject object = compileSource(step.lowered.model.source, options.compile.compiler);
+  runtime::Executable executable =
+      runtime::Executable::load(object.soPath, std::move(weights), options.compile.runtime);
+  // The checked launch list must be the one that runs.
+  const std::vector<LaunchInfo> &launches = step.lowered.model.launches;
+  if (executable.numLaunches() != static_cast<int64_t>(launches.size()))
+    fail("training step: the executable has {} launches, the lowered model {}", executable.numLaunches(),
+         launches.size());
+  for (size_t l = 0; l < launches.size(); ++l)
+    if (executable.launchName(static_cast<int64_t>(l)) != launches[l].name)
+      fail("training step: launch {} is '{}' in the executable, '{}' in the lowered model", l,
+           executable.launchName(static_cast<int64_t>(l)), launches[l].name);
+  return runtime::TrainingStep(std::move(executable), step.manifest, std::move(params), stepName(*step.training.graph));
+}
+
+runtime::TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSpec &loss,
+                                          const OptimizerSpec &optimizer, const TrainingOptions &options) {
+  if (!options.reference)
+    return compileLoweredTrainingStep(lowerTrainingStep(forward, loss, optimizer, options), options);
+  passes::autodiff::TrainingGraph training =
+      passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+  std::map<std::string, Tensor> params = initialParameters(*training.graph, options);
+  runtime::TrainingManifest manifest = trainingManifest(forward, training, loss, optimizer);
+  return runtime::TrainingStep(std::make_unique<ReferenceBackend>(std::move(training.graph)), std::move(manifest),
+                               std::move(params), stepName(forward));
+}
+
+const char *lossKindName(LossKind kind) {
+  switch (kind) {
+  case LossKind::Value:
+    return "value";
+  case LossKind::Mean:
+    return "mean";
+  case LossKind::Sum:
+    return "sum";
+  case LossKind::Mse:
+    return "mse";
+  case LossKind::CrossEntropy:
+    return "cross-entropy";
+  case LossKind::Nll:
+    return "nll";
+  }
+  return "unknown";
+}
+
+const char *optimizerKindName(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::Sgd:
+    return "sgd";
+  case OptimizerKind::Adam:
+    return "adam";
+  case OptimizerKind::AdamW:
+    return "adamw";
+  }
+  return "unknown";
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,332 @@
+// The training step (see TrainingStep.h), in stages:
+//  1. Binding (Impl::bind), for every way a step is made: the manifest checked against the
+//     model's inputs and outputs, the inputs run() takes, and the outputs bound to the
+//     parameters they overwrite.
+//  2. Running: the learning rate and step count put in their inputs' places, the executable
+//     (or the interpreter) run into the bound outputs, the step count advanced.
+//  3. Loading a file kiln-compile --train wrote: Executable::load with the weights it carries
+//     first (every check of a compiled model: ELF segments, ABI version, description), then the
+//     manifest and the weights' bytes read through dlopen / dlsym, writable copies of the
+//     weights, and the model loaded again over those.
+#include "runtime/TrainingStep.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include <dlfcn.h>
+
+#include "core/Error.h"
+#include "runtime/TrainingCheckpoint.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+bool isFloatScalar(const TensorType &type) { return isFloat(type.dtype) && type.numElements() == 1; }
+bool isF32Scalar(const TensorType &type) { return type.dtype == DType::F32 && type.numElements() == 1; }
+
+} // namespace
+
+struct TrainingStep::Impl {
+  std::string name; // "training step @mlp", "training step 'step.so'": the start of every error
+  TrainingManifest manifest;
+  std::unique_ptr<Executable> executable; // one of these two runs the step
+  std::unique_ptr<StepInterpreter> interpreter;
+  double lr = 0.0;
+  int64_t steps = 0;
+  std::vector<TensorSpec> inputs;       // run()'s: the model's without lr and step
+  int64_t targetInput = -1;             // in `inputs`
+  std::map<std::string, Tensor> params; // updated in place
+  std::vector<Tensor> outputs;          // the loss, then the parameters' own tensors
+
+  /// Checks the manifest against the model's inputs and outputs and `params`, and binds them.
+  void bind(const std::vector<TensorSpec> &modelInputs, const std::vector<TensorSpec> &modelOutputs);
+  /// The model's inputs: `inputs` with lr and step put in their places.
+  std::vector<Tensor> modelInputs(const std::vector<Tensor> &inputs) const;
+};
+
+void TrainingStep::Impl::bind(const std::vector<TensorSpec> &modelInputs, const std::vector<TensorSpec> &modelOutputs) {
+  auto fault = [&](const std::string &message) { fail("{}: its manifest does not fit the model: {}", name, message); };
+  auto checkInput = [&](int64_t index, const char *role) {
+    if (index < 0 || static_cast<size_t>(index) >= modelInputs.size())
+      fault(fmt::format("the {} input is {}, the model has {} inputs", role, index, modelInputs.size()));
+  };
+  checkInput(manifest.lrInput, "learning rate");
+  checkInput(manifest.stepInput, "step count");
+  if (manifest.lrInput == manifest.stepInput)
+    fault("the learning rate and the step count are one input");
+  for (int64_t index : {manifest.lrInput, manifest.stepInput})
+    if (!isF32Scalar(modelInputs[static_cast<size_t>(index)].type))
+      fault(fmt::format("input '{}' is {}, not an f32 scalar", modelInputs[static_cast<size_t>(index)].name,
+                        modelInputs[static_cast<size_t>(index)].type.toString()));
+  if (manifest.targetInput >= 0)
+    checkInput(manifest.targetInput, "target");
+  for (size_t i = 0; i < modelInputs.size(); ++i) {
+    if (static_cast<int64_t>(i) == manifest.lrInput || static_cast<int64_t>(i) == manifest.stepInput)
+      continue;
+    if (static_cast<int64_t>(i) == manifest.targetInput)
+      targetInput = static_cast<int64_t>(inputs.size());
+    inputs.push_back(modelInputs[i]);
+  }
+
+  std::set<std::string> listed(manifest.params.begin(), manifest.params.end());
+  for (const std::string &param : manifest.params)
+    if (!params.count(param))
+      fault(fmt::format("parameter '{}' has no tensor", param));
+  for (const auto &entry : params)
+    if (!listed.count(entry.first))
+      fault(fmt::format("tensor '{}' is not one of its parameters", entry.first));
+
+  if (modelOutputs.empty() || !isFloatScalar(modelOutputs[0].type))
+    fault("output 0, the loss, is not a float scalar");
+  outputs.resize(modelOutputs.size());
+  std::set<int64_t> written;
+  for (const TrainingManifestUpdate &update : manifest.updates) {
+    if (update.output <= 0 || static_cast<size_t>(update.output) >= modelOutputs.size())
+      fault(fmt::format("the update of '{}' is output {}, the model has {} outputs", update.name, update.output,
+                        modelOutputs.size()));
+    if (!written.insert(update.output).second)
+      fault(fmt::format("output {} updates two tensors", update.output));
+    auto param = params.find(update.name);
+    if (param == params.end())
+      fault(fmt::format("the update of '{}' names no parameter", update.name));
+    if (param->second.type() != modelOutputs[static_cast<size_t>(update.output)].type)
+      fault(fmt::format("output {} is {}, but parameter '{}' is {}", update.output,
+                        modelOutputs[static_cast<size_t>(update.output)].type.toString(), update.name,
+                        param->second.type().toString()));
+    outputs[static_cast<size_t>(update.output)] = param->second;
+  }
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (!outputs[i].defined())
+      outputs[i] = Tensor(modelOutputs[i].type);
+  lr = manifest.lr;
+  steps = manifest.steps;
+}
+
+std::vector<Tensor> TrainingStep::Impl::modelInputs(const std::vector<Tensor> &given) const {
+  if (given.size() != inputs.size()) {
+    std::vector<std::string> names;
+    for (const TensorSpec &input : inputs)
+      names.push_back(input.name);
+    fail("{}: expected {} inputs ({}), got {}", name, inputs.size(), fmt::join(names, ", "), given.size());
+  }
+  std::vector<Tensor> all;
+  all.reserve(inputs.size() + 2);
+  size_t next = 0;
+  for (size_t i = 0; i < inputs.size() + 2; ++i) {
+    if (static_cast<int64_t>(i) == manifest.lrInput)
+      all.push_back(Tensor::scalar(DType::F32, lr));
+    else if (static_cast<int64_t>(i) == manifest.stepInput)
+      all.push_back(Tensor::scalar(DType::F32, static_cast<double>(steps + 1)));
+    else
+      all.push_back(given[next++]);
+  }
+  return all;
+}
+
+TrainingStep::TrainingStep(Executable executable, TrainingManifest manifest, std::map<std::string, Tensor> params,
+                           std::string name)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->name = std::move(name);
+  impl_->manifest = std::move(manifest);
+  impl_->params = std::move(params);
+  impl_->executable = std::make_unique<Executable>(std::move(executable));
+  impl_->bind(impl_->executable->inputs(), impl_->executable->outputs());
+}
+
+TrainingStep::TrainingStep(std::unique_ptr<StepInterpreter> interpreter, TrainingManifest manifest,
+                           std::map<std::string, Tensor> params, std::string name)
+    : impl_(std::make_unique<Impl>()) {
+  if (!interpreter)
+    fail("{}: the interpreter is null", name);
+  impl_->name = std::move(name);
+  impl_->manifest = std::move(manifest);
+  impl_->params = std::move(params);
+  impl_->interpreter = std::move(interpreter);
+  impl_->bind(impl_->interpreter->inputs(), impl_->interpreter->outputs());
+}
+
+TrainingStep::TrainingStep(TrainingStep &&) noexcept = default;
+TrainingStep &TrainingStep::operator=(TrainingStep &&) noexcept = default;
+TrainingStep::~TrainingStep() = default;
+
+TrainingStep::Impl &TrainingStep::state() const {
+  if (!impl_)
+    fail("use of a moved-from TrainingStep");
+  return *impl_;
+}
+
+float TrainingStep::run(const std::vector<Tensor> &inputs) {
+  Impl &im = state();
+  std::vector<Tensor> all = im.modelInputs(inputs);
+  if (im.executable)
+    im.executable->runInto(all, im.outputs);
+  else
+    im.interpreter->runInto(all, im.params, im.outputs);
+  ++im.steps;
+  return static_cast<float>(im.outputs[0].getDouble(0));
+}
+
+float TrainingStep::run(const std::map<std::string, Tensor> &inputs) {
+  std::vector<std::string> names = inputNames();
+  std::vector<Tensor> ordered;
+  for (const std::string &name : names) {
+    auto found = inputs.find(name);
+    if (found == inputs.end())
+      fail("{}: missing input '{}' (inputs: {})", state().name, name, fmt::join(names, ", "));
+    ordered.push_back(found->second);
+  }
+  for (const auto &entry : inputs)
+    if (std::find(names.begin(), names.end(), entry.first) == names.end())
+      fail("{}: unknown input '{}' (inputs: {})", state().name, entry.first, fmt::join(names, ", "));
+  return run(ordered);
+}
+
+const std::vector<TensorSpec> &TrainingStep::inputs() const { return state().inputs; }
+
+std::vector<std::string> TrainingStep::inputNames() const {
+  std::vector<std::string> names;
+  for (const TensorSpec &input : state().inputs)
+    names.push_back(input.name);
+  return names;
+}
+
+int64_t TrainingStep::targetInput() const { return state().targetInput; }
+double TrainingStep::learningRate() const { return state().lr; }
+
+void TrainingStep::setLearningRate(double lr) {
+  if (!(lr >= 0.0))
+    fail("{}: the learning rate must be >= 0, got {}", state().name, lr);
+  state().lr = lr;
+}
+
+int64_t TrainingStep::stepCount() const { return state().steps; }
+
+void TrainingStep::setStepCount(int64_t steps) {
+  if (steps < 0)
+    fail("{}: the step count must be >= 0, got {}", state().name, steps);
+  state().steps = steps;
+}
+
+const std::map<std::string, Tensor> &TrainingStep::parameters() const { return state().params; }
+
+const Tensor &TrainingStep::parameter(const std::string &name) const {
+  auto found = state().params.find(name);
+  if (found == state().params.end()) {
+    std::vector<std::string> names;
+    for (const auto &entry : state().params)
+      names.push_back(entry.first);
+    fail("{}: no parameter '{}' (parameters: {})", state().name, name, fmt::join(names, ", "));
+  }
+  return found->second;
+}
+
+std::vector<std::string> TrainingStep::trainedParameters() const {
+  std::vector<std::string> names;
+  for (const TrainingManifestUpdate &update : state().manifest.updates)
+    if (!update.isState)
+      names.push_back(update.name);
+  return names;
+}
+
+void TrainingStep::saveParameters(const std::string &path) const {
+  saveCheckpoint(path, state().params, state().steps);
+}
+
+void TrainingStep::loadParameters(const std::string &path) { loadCheckpoint(path, state().params, state().steps); }
+
+const TrainingManifest &TrainingStep::manifest() const { return state().manifest; }
+bool TrainingStep::isReference() const { return !state().executable; }
+
+const Executable &TrainingStep::executable() const {
+  if (!state().executable)
+    fail("{}: the reference backend has no executable", state().name);
+  return *state().executable;
+}
+
+// ---- loading a step compiled ahead of time ----
+
+namespace {
+
+// kiln_model_desc::weight_data: each weight starts on a 64-byte boundary (runtime/KernelAbi.h).
+constexpr int64_t kWeightAlignment = 64;
+
+/// The shared object mapped by dlopen, closed when it goes out of scope.
+struct Library {
+  void *handle = nullptr;
+  explicit Library(const std::string &soPath) {
+    // Without a slash dlopen searches the library path instead of opening the file meant.
+    std::string path = soPath.find('/') == std::string::npos ? "./" + soPath : soPath;
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char *reason = dlerror();
+      fail("cannot load model '{}': {}", soPath, reason ? reason : "unknown error");
+    }
+  }
+  ~Library() { dlclose(handle); }
+  Library(const Library &) = delete;
+  Library &operator=(const Library &) = delete;
+  void *symbol(const char *name) const {
+    dlerror();
+    return dlsym(handle, name);
+  }
+};
+
+/// Copies of the weights the model carries, in weight order.
+std::vector<Tensor> copyWeights(const Library &library, const Executable &model, const std::string &soPath) {
+  auto entry = reinterpret_cast<kiln_model_fn>(library.symbol(KILN_MODEL_SYMBOL));
+  const kiln_model_desc *desc = entry ? entry() : nullptr;
+  if (!desc || (!desc->weight_data && !model.weights().empty()))
+    fail("training step '{}' carries no weights", soPath);
+  const auto *base = static_cast<const unsigned char *>(desc->weight_data);
+  std::vector<Tensor> copies;
+  int64_t offset = 0;
+  for (const TensorSpec &spec : model.weights()) {
+    Tensor copy(spec.type);
+    if (copy.byteSize() > 0)
+      std::memcpy(copy.data(), base + offset, copy.byteSize());
+    copies.push_back(copy);
+    int64_t end = offset + static_cast<int64_t>(spec.type.byteSize());
+    offset = (end + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+  }
+  return copies;
+}
+
+} // namespace
+
+TrainingStep TrainingStep::load(const std::string &soPath, ExecutableOptions options) {
+  std::string name = "training step '" + soPath + "'";
+  TrainingManifest manifest;
+  std::vector<Tensor> weights;
+  std::map<std::string, Tensor> params;
+  {
+    Executable carried = Executable::load(soPath, options);
+    Library library(soPath);
+    auto entry = reinterpret_cast<kiln_training_fn>(library.symbol(KILN_TRAINING_SYMBOL));
+    if (!entry)
+      fail("'{}' is a compiled model, not a training step (compile one with kiln-compile --train)", soPath);
+    const char *text = entry();
+    manifest = TrainingManifest::parse(text ? text : "", name);
+    weights = copyWeights(library, carried, soPath);
+    // The manifest's parameters are weights: the step trains the copies.
+    std::map<std::string, size_t> weightIndex;
+    for (size_t i = 0; i < carried.weights().size(); ++i)
+      weightIndex[carried.weights()[i].name] = i;
+    for (const std::string &param : manifest.params) {
+      auto found = weightIndex.find(param);
+      if (found == weightIndex.end())
+        fail("{}: its manifest does not fit the model: parameter '{}' is not a weight of the model", name, param);
+      params[param] = weights[found->second];
+    }
+  }
+  return TrainingStep(Executable::load(soPath, std::move(weights), std::move(options)), std::move(manifest),
+                      std::move(params), std::move(name));
+}
+
+bool isTrainingStep(const std::string &soPath) {
+  Library library(soPath);
+  return library.symbol(KILN_TRAINING_SYMBOL) != nullptr;
+}
+
+} // namespace kiln::runtime

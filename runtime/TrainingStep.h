@@ -1,0 +1,139 @@
+#pragma once
+// runtime::TrainingStep: one training step - forward, loss, backward and optimizer update - with
+// the parameters, optimizer state, learning rate and step count it trains, updated in place on
+// every run(). It is made two ways, and is the same object either way:
+//   - just in time: codegen::compileTrainingStep (codegen/CompileTraining.h) compiles a
+//     forward graph and hands its executable, manifest and initial tensors to the constructor;
+//   - ahead of time: TrainingStep::load opens a shared object that kiln-compile --train wrote
+//     (codegen/TrainingAot.h), with no compiler and no graph: the tensors it starts from are
+//     copies of the weights the file carries.
+// Checkpoints (saveParameters, loadParameters: runtime/TrainingCheckpoint.h) are one format, so
+// training moves freely between the two.
+//
+// In place: each output of the executable that holds a new parameter or state value is bound
+// (Executable::runInto) to the very tensor the executable reads that parameter from, so a step
+// writes no new parameter buffers and copies nothing. That is sound only for a launch order
+// codegen checked when it compiled the step (codegen::checkInPlaceUpdates). What the runtime
+// checks is the manifest (runtime/TrainingManifest.h) against the executable: the inputs,
+// outputs and parameters it names exist with the types they need.
+//
+// A step may also run without compiled kernels, on a StepInterpreter (codegen's reference
+// backend: the reference evaluator on the training graph, for tests); the API is the same.
+//
+// A TrainingStep owns its tensors and updates them on every run(): unlike an Executable, it
+// must not run on several threads at once.
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/Executable.h"
+#include "runtime/TrainingManifest.h"
+
+namespace kiln::runtime {
+
+/// Computes a training step's outputs without compiled kernels. The runtime knows codegen's
+/// reference backend only through this interface, so it needs no compiler library.
+class StepInterpreter {
+public:
+  virtual ~StepInterpreter() = default;
+  /// The step's model inputs and outputs, as an Executable would declare them (the learning
+  /// rate and step count inputs included).
+  virtual const std::vector<TensorSpec> &inputs() const = 0;
+  virtual const std::vector<TensorSpec> &outputs() const = 0;
+  /// Computes every output from `inputs` and the current values of `params`, then writes them
+  /// into `outputs` (one allocated tensor of the declared type each). An update's output is its
+  /// parameter's own tensor: nothing may be written before everything is computed.
+  virtual void runInto(const std::vector<Tensor> &inputs, const std::map<std::string, Tensor> &params,
+                       std::vector<Tensor> &outputs) const = 0;
+};
+
+class TrainingStep {
+public:
+  /// Loads the training step that kiln-compile --train wrote to `soPath`. kiln::Error as
+  /// Executable::load, or when the model is not a training step or its manifest does not fit it.
+  static TrainingStep load(const std::string &soPath, ExecutableOptions options = {});
+
+  /// A step running `executable`, which reads the tensors of `params` as its weights (they
+  /// share storage), as `manifest` describes it; the learning rate and step count start at the
+  /// manifest's. `params` holds every parameter and state the step saves and loads: exactly
+  /// those manifest.params names. `name` names the step in errors ("training step @mlp").
+  /// kiln::Error naming what does not fit when the manifest does not describe the executable.
+  TrainingStep(Executable executable, TrainingManifest manifest, std::map<std::string, Tensor> params,
+               std::string name);
+  /// The same on an interpreter instead of an executable.
+  TrainingStep(std::unique_ptr<StepInterpreter> interpreter, TrainingManifest manifest,
+               std::map<std::string, Tensor> params, std::string name);
+
+  TrainingStep(TrainingStep &&) noexcept;
+  TrainingStep &operator=(TrainingStep &&) noexcept;
+  ~TrainingStep();
+
+  /// Runs one step on the forward inputs, then the target or labels if the loss takes one, in
+  /// order (inputNames()), and returns the loss (before the update). Parameters and state are
+  /// updated in place; the step count advances. kiln::Error for a wrong count or type of inputs.
+  float run(const std::vector<Tensor> &inputs);
+  /// So that `run({x, labels})` means positional inputs, not a map built from two "iterators".
+  float run(std::initializer_list<Tensor> inputs) { return run(std::vector<Tensor>(inputs)); }
+  /// The same with inputs by name; every input must be given, and no other.
+  float run(const std::map<std::string, Tensor> &inputs);
+
+  /// The inputs run() takes, in order: the model's without the learning rate and step count.
+  const std::vector<TensorSpec> &inputs() const;
+  std::vector<std::string> inputNames() const;
+  /// The position in inputs() of the target or labels; -1 when the loss takes none.
+  int64_t targetInput() const;
+
+  double learningRate() const;
+  /// Takes effect on the next run; no recompile. kiln::Error when negative.
+  void setLearningRate(double lr);
+  /// Steps taken so far (Adam's bias corrections and SGD's first-step momentum use it).
+  int64_t stepCount() const;
+  void setStepCount(int64_t steps);
+
+  /// Every parameter (trained and frozen) and optimizer state by name: the tensors each run()
+  /// updates in place. Their storage never changes.
+  const std::map<std::string, Tensor> &parameters() const;
+  /// One of them; kiln::Error naming the known parameters when there is none.
+  const Tensor &parameter(const std::string &name) const;
+  /// The names of the parameters the optimizer trains (not its states, not buffers), in the
+  /// order of the manifest's updates.
+  std::vector<std::string> trainedParameters() const;
+
+  /// Writes every parameter and state, and the step count, as a checkpoint
+  /// (runtime/TrainingCheckpoint.h): one .safetensors file when `path` ends in ".safetensors",
+  /// else a folder of .npy files (created if missing).
+  void saveParameters(const std::string &path) const;
+  /// Reads what saveParameters wrote and copies it into the existing tensors (in place), and the
+  /// step count. Every tensor of the file must be a parameter of the step with its exact type;
+  /// parameters the file lacks keep their values; a bad file changes nothing. kiln::Error naming
+  /// the file and the tensor otherwise.
+  void loadParameters(const std::string &path);
+
+  /// What the step is: inputs, updates, loss and optimizer (runtime/TrainingManifest.h). Its lr
+  /// and steps are where the step started, not where it is.
+  const TrainingManifest &manifest() const;
+  /// Whether the step runs on a StepInterpreter (codegen's reference backend).
+  bool isReference() const;
+  /// The executable; kiln::Error on an interpreter.
+  const Executable &executable() const;
+
+private:
+  struct Impl;
+  Impl &state() const; // kiln::Error for a moved-from step
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Whether the compiled model `soPath` is a training step (exports KILN_TRAINING_SYMBOL).
+/// Call it on a file Executable::load accepted (it maps the file with dlopen).
+bool isTrainingStep(const std::string &soPath);
+
+} // namespace kiln::runtime
+
+namespace kiln {
+
+using runtime::TrainingStep;
+
+} // namespace kiln
