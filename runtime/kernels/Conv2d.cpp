@@ -316,6 +316,10 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
     detail::winogradConv(rt, a, tile);
     return;
   }
+  if (detail::phasePlaneDepthwise(a)) {
+    detail::depthwisePlaneConv(rt, a);
+    return;
+  }
   const PaddedInput padded = detail::padInput(rt, a);
   // One input channel per group: a GEMM with K = R*S and M <= 8 would waste its tiles.
   if (groupChannels == 1 && groupOutputs <= 8)

@@ -30,6 +30,12 @@ struct PaddedInput {
 /// Builds the padded input in the calling thread's scratch (valid until its next conv2d).
 PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
 
+/// Plain depthwise convolution (one output channel per input channel, equal strides up to 4)
+/// plane by plane over the plane's padded stride phases, padding done per plane in the
+/// thread's scratch (Conv2dDepthwise.cpp); the epilogue sees each finished plane.
+bool phasePlaneDepthwise(const kiln_conv2d_args &args);
+void depthwisePlaneConv(const kiln_rt *rt, const kiln_conv2d_args &args);
+
 /// Direct convolution for one input channel per group (depthwise, channel multiplier <= 8),
 /// parallel over output planes (or, for multipliers of 5-8, over input planes, whose output
 /// channels run together); the epilogue sees each finished plane.

@@ -1,4 +1,19 @@
-// Direct convolution for one input channel per group (depthwise, Conv2dCommon.h). Each output
+// Direct convolution for one input channel per group (depthwise, Conv2dCommon.h).
+//
+// Plain depthwise (one output channel per input channel: MobileNet, EfficientNet, ConvMixer)
+// runs plane by plane as a one-dimensional convolution. Each thread writes its plane, padded,
+// into its own scratch, split by stride phase: phase (a, b) holds the padded rows a, a + S, ...
+// and columns b, b + S, ... (S the stride), Wq columns wide. Output (oh, ow) and tap (r, s)
+// then read phase ((r*dh) % S, (s*dw) % S) at row oh + (r*dh) / S, column ow + (s*dw) / S, so
+// with outputs numbered q = oh*Wq + ow every tap is one fixed offset and every load of 16
+// consecutive outputs is one unaligned vector load, whatever the stride, dilation, padding or
+// plane width. The Wq - OW columns past each output row are computed and dropped when the
+// rows are copied out. Against the row kernel below (masked 16-wide vectors per output row,
+// the padded input written out for the whole batch first, stride 2 by a permute per tap) a
+// 7x7 plane takes 4 vectors instead of 7, stride 2 loads like stride 1, and the padding
+// never leaves the cache (it is written by masked loads as each plane is copied in).
+//
+// Channel multipliers of 2-8 keep the row kernel: each output
 // plane is a weighted sum of R*S shifted views of one padded input plane; 16 outputs along a
 // row share every tap's broadcast weight, so a tap costs one load and one FMA per 16 outputs.
 // A GEMM would run these as M <= 8, K = R*S products: mostly edge tiles and packing. With 5-8
@@ -9,6 +24,7 @@
 // other, and a 3x3 256-channel 28x28 layer took 0.44 ms instead of 0.21 (kiln-gemm-bench
 // --conv --only depthwise, one Zen 4 core).
 #include <algorithm>
+#include <vector>
 
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
@@ -168,7 +184,170 @@ void depthwisePlanes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+
+// ---- plain depthwise: one plane at a time, as a 1-D convolution over stride phases ----------
+
+/// The shape of one plane's phase-split padded copy (see the top of this file), the same for
+/// every plane of a call.
+struct PhasePlanes {
+  int64_t stride = 1;       // S: S*S phases (the height's and width's strides are equal)
+  int64_t rows = 0, cols = 0; // Hq, Wq: each phase's rows and columns
+  int64_t phaseFloats = 0;  // one phase plane, with a zero tail that loads past the end read
+  int64_t positions = 0;    // OH * Wq rounded up to whole vectors: the outputs computed
+};
+
+struct PlaneJob {
+  const kiln_conv2d_args &a;
+  PhasePlanes shape;
+  const int64_t *tapOffsets; // per tap (r, s): its phase's start plus its row and column offset
+};
+
+#ifdef __AVX512F__
+/// Lanes of in[first + l*S] for l < 16 (S = 1 or 2), zero where that index lies outside
+/// [0, width): masked loads never touch the masked-off addresses, so a row's padding costs no
+/// separate pass and no bounds check per element.
+inline __m512 rowLanes(const float *in, int64_t width, int64_t first, int64_t S) {
+  auto inside = [&](int64_t from, int64_t count) { // lanes whose in[from + l] lies in the row
+    const int64_t lo = std::clamp<int64_t>(-from, 0, count), hi = std::clamp<int64_t>(width - from, 0, count);
+    return static_cast<__mmask16>(firstLanes(hi) & ~firstLanes(lo));
+  };
+  if (S == 1)
+    return _mm512_maskz_loadu_ps(inside(first, 16), in + first);
+  const __m512 lo = _mm512_maskz_loadu_ps(inside(first, 16), in + first);
+  const __m512 hi = _mm512_maskz_loadu_ps(inside(first + 16, 16), in + first + 16);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  return _mm512_permutex2var_ps(lo, even, hi);
+}
+#endif
+
+/// Writes plane `source` (h x w) padded and split by phase into `dst`.
+void fillPhases(const kiln_conv2d_args &a, const PhasePlanes &p, const float *source, float *dst) {
+  const int64_t S = p.stride;
+  for (int64_t a0 = 0; a0 < S; ++a0)
+    for (int64_t i = 0; i < p.rows; ++i) {
+      const int64_t inRow = i * S + a0 - a.pad_top;
+      const bool padding = inRow < 0 || inRow >= a.h;
+      const float *in = source + inRow * a.w;
+      for (int64_t b = 0; b < S; ++b) {
+        float *out = dst + (a0 * S + b) * p.phaseFloats + i * p.cols;
+        // Column j of phase b is padded column j*S + b, input column j*S + b - pad_left.
+        const int64_t first = b - a.pad_left;
+        int64_t j = 0;
+#ifdef __AVX512F__
+        if (S <= 2) {
+          for (; j < p.cols; j += 16)
+            _mm512_mask_storeu_ps(out + j, firstLanes(p.cols - j),
+                                  padding ? _mm512_setzero_ps() : rowLanes(in, a.w, first + j * S, S));
+          continue;
+        }
+#endif
+        for (; j < p.cols; ++j) {
+          const int64_t column = first + j * S;
+          out[j] = padding || column < 0 || column >= a.w ? 0.0f : in[column];
+        }
+      }
+    }
+  for (int64_t phase = 0; phase < S * S; ++phase) // the tails past the last row
+    std::fill(dst + phase * p.phaseFloats + p.rows * p.cols, dst + (phase + 1) * p.phaseFloats, 0.0f);
+}
+
+#ifdef __AVX512F__
+/// V vectors of 16 consecutive outputs from `q`, every tap accumulated in registers: V
+/// independent FMA chains per tap, one load and one FMA each.
+template <int V>
+inline void planeVectors(const float *phases, const float *weights, const int64_t *tapOffsets, int64_t taps,
+                         float *out, int64_t q) {
+  __m512 acc[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v)
+    acc[v] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t) {
+    const __m512 w = _mm512_set1_ps(weights[t]);
+    const float *x = phases + tapOffsets[t] + q;
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + 16 * v), acc[v]);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v)
+    _mm512_storeu_ps(out + q + 16 * v, acc[v]);
+}
+#endif
+
+/// Work items [begin, end) of (image, channel) planes.
+void depthwisePhasePlanes(void *ctx, int64_t begin, int64_t end) {
+  const PlaneJob &job = *static_cast<const PlaneJob *>(ctx);
+  const kiln_conv2d_args &a = job.a;
+  const PhasePlanes &p = job.shape;
+  const int64_t S = p.stride, taps = a.r * a.s, outPlane = a.oh * a.ow;
+  // One thread's scratch: the phases, then the outputs q = oh*Wq + ow.
+  float *phases = scratch(Scratch::Depthwise, static_cast<size_t>(S * S * p.phaseFloats + p.positions));
+  float *computed = phases + S * S * p.phaseFloats;
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const int64_t image = plane / a.k, channel = plane % a.k;
+    fillPhases(a, p, a.x + plane * a.h * a.w, phases);
+    const float *weights = a.weights + channel * taps;
+#ifdef __AVX512F__
+    int64_t q = 0;
+    for (; q + 128 <= p.positions; q += 128)
+      planeVectors<8>(phases, weights, job.tapOffsets, taps, computed, q);
+    for (; q + 64 <= p.positions; q += 64)
+      planeVectors<4>(phases, weights, job.tapOffsets, taps, computed, q);
+    for (; q < p.positions; q += 16)
+      planeVectors<1>(phases, weights, job.tapOffsets, taps, computed, q);
+#else
+    for (int64_t q = 0; q < p.positions; ++q) {
+      float sum = 0.0f;
+      for (int64_t t = 0; t < taps; ++t)
+        sum += weights[t] * phases[job.tapOffsets[t] + q];
+      computed[q] = sum;
+    }
+#endif
+    float *out = a.y + plane * outPlane;
+    for (int64_t oh = 0; oh < a.oh; ++oh)
+      std::copy_n(computed + oh * p.cols, a.ow, out + oh * a.ow);
+    if (a.epilogue)
+      a.epilogue(a.epilogue_ctx, out, outPlane, image, channel, 0, 1, outPlane);
+  }
+}
+
 } // namespace
+
+bool phasePlaneDepthwise(const kiln_conv2d_args &a) {
+  return a.groups == a.c && a.k == a.c && a.stride_h == a.stride_w && a.stride_h <= 4;
+}
+
+void depthwisePlaneConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
+  const int64_t S = a.stride_h, taps = a.r * a.s;
+  PhasePlanes p;
+  p.stride = S;
+  // Padded extents the windows reach (at least the image and its leading pads), in phases.
+  const int64_t reachH = (a.oh - 1) * S + (a.r - 1) * a.dilation_h + 1;
+  const int64_t reachW = (a.ow - 1) * S + (a.s - 1) * a.dilation_w + 1;
+  p.rows = (std::max(a.pad_top + a.h, reachH) + S - 1) / S;
+  p.cols = (std::max(a.pad_left + a.w, reachW) + S - 1) / S;
+  p.positions = (a.oh * p.cols + 15) / 16 * 16;
+  // The calling thread's table of tap offsets, grown once and read by every worker.
+  thread_local std::vector<int64_t> offsets;
+  offsets.resize(static_cast<size_t>(taps));
+  // Loads reach the last tap's offset past the last computed output: the phases' zero tails
+  // cover it.
+  const int64_t furthest = ((a.r - 1) * a.dilation_h / S) * p.cols + (a.s - 1) * a.dilation_w / S;
+  p.phaseFloats = std::max(p.rows * p.cols, p.positions + furthest) + 16;
+  for (int64_t r = 0; r < a.r; ++r)
+    for (int64_t s = 0; s < a.s; ++s) {
+      const int64_t dy = r * a.dilation_h, dx = s * a.dilation_w;
+      const int64_t phase = (dy % S) * S + dx % S;
+      offsets[static_cast<size_t>(r * a.s + s)] = phase * p.phaseFloats + (dy / S) * p.cols + dx / S;
+    }
+  PlaneJob job{a, p, offsets.data()};
+  const int64_t items = a.n * a.k;
+  const int64_t work = items * p.positions * taps;
+  if (threadsOf(rt) > 1 && items > 1 && work >= (int64_t{1} << 16))
+    rt->parallel_for(rt, items, 1, depthwisePhasePlanes, &job);
+  else
+    depthwisePhasePlanes(&job, 0, items);
+}
 
 void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &a, const PaddedInput &input) {
   DepthwiseJob job{a, input};

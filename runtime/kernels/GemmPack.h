@@ -95,8 +95,9 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 /// (25 MB for a ResNet stem at batch 8) took a TLB miss every 4 KiB otherwise: that kernel ran
 /// 24 ms on 4 KiB pages against 15.6 ms on huge ones.
 // SharedB: the calling thread's B packed for all threads (runProducts); WinogradShared: its V
-// and M of Winograd blocks that all threads work on. WinogradItem is last.
-enum class Scratch { PackedA, PackedB, SharedB, Conv, WinogradShared, WinogradItem };
+// and M of Winograd blocks that all threads work on; Depthwise: one plane's padded phases
+// (Conv2dDepthwise.cpp). WinogradItem is last.
+enum class Scratch { PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, WinogradItem };
 float *scratch(Scratch slot, size_t floats);
 
 } // namespace kiln::runtime::kernels::detail

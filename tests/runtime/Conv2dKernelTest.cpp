@@ -212,6 +212,31 @@ TEST(Conv2dKernel, GroupsAndDepthwise) {
   checkConv({1, 1, 12, 12, 6, 5, 5});                       // LeNet's first layer
 }
 
+// Plain depthwise runs plane by plane over the padded plane's stride phases
+// (Conv2dDepthwise.cpp): every kernel size 3-9 at strides 1 and 2 with and without dilation,
+// "same" and asymmetric pads, planes narrower than a vector (7x7, 1x1, 2x3), rows whose
+// flattened outputs end mid-vector, non-square kernels, strides 3 and 4, and 2 threads.
+TEST(Conv2dKernel, PlainDepthwiseByStridePhases) {
+  for (int64_t kernel : {3, 5, 7, 9})
+    for (int64_t stride : {1, 2})
+      for (int64_t dilation : {1, 2}) {
+        const int64_t pad = dilation * (kernel - 1) / 2;
+        checkConv({1, 3, 19, 23, 3, kernel, kernel, stride, pad, pad, pad, pad, dilation, 3});
+      }
+  checkConv({2, 5, 7, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5});       // 7x7 planes, batch 2
+  checkConv({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4});       // one pixel, all taps but one padding
+  checkConv({1, 2, 2, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 2});       // stride 2 on a 2x3 plane
+  checkConv({1, 3, 13, 40, 3, 3, 5, 2, 0, 2, 1, 0, 1, 3});     // 3x5 kernel, asymmetric pads
+  checkConv({1, 2, 17, 17, 2, 3, 3, 3, 1, 1, 1, 1, 1, 2});     // stride 3
+  checkConv({1, 2, 21, 22, 2, 5, 5, 4, 2, 2, 2, 2, 1, 2});     // stride 4
+  ConvCase threaded{3, 8, 29, 31, 8, 3, 3, 2, 1, 1, 1, 1, 1, 8};
+  threaded.threads = 2;
+  checkConv(threaded);
+  ConvCase unequal{1, 3, 12, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3}; // strides 1 and 2: the row kernel
+  unequal.strideW = 2;
+  checkConv(unequal);
+}
+
 // 5-8 output channels per input channel run together, each input vector loaded once for all
 // of them: one input channel (LeNet-5's first layer, at batch 2 on 2 threads) and depthwise
 // multipliers of 5, 7 and 8; odd output heights (a single last row), rows wider than a vector,
