@@ -27,12 +27,18 @@ run: build
 
 # Everything but the large seed workloads (see test-seeds).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE seed-large
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'seed-large|zoo-large'
 
 # Every seed workload (ResNet-18/50, VGG16, BERT too), exported from PyTorch and checked against
 # its output; several minutes and about 2 GB of memory at the peak.
 test-seeds: build
 	cd $(BUILD) && ctest --output-on-failure -L seed
+
+# Every model of the zoo (bench/zoo/models.py) against PyTorch, the large ones too: about
+# half an hour and a few GB of memory at the peak.
+.PHONY: test-zoo
+test-zoo: build
+	cd $(BUILD) && ctest --output-on-failure -L zoo
 
 # Under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan, -O1 -g1: quicker to compile,
 # with the line tables that reports need). `make test-asan` builds and runs the unit tests of
