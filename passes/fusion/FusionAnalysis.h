@@ -117,7 +117,7 @@ struct FusionAnalysis {
   int64_t numKernels() const { return static_cast<int64_t>(groups.size() + singles.size()); }
 };
 
-/// Groups the graph's ops by the fusion rules (passes/fusion/FusionAnalysis.cpp explains each).
+/// Groups the graph's ops by the fusion rules (passes/fusion/FusionRules.cpp explains each).
 /// Linear in the graph apart from the cycle checks, each a search bounded by the list span
 /// between the two groups.
 FusionAnalysis analyzeFusion(const ir::Graph &graph, const FusionOptions &options = {});
