@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include <dlfcn.h>
@@ -65,8 +66,12 @@ void TrainingStep::Impl::bind(const std::vector<TensorSpec> &modelInputs, const 
     if (!isF32Scalar(modelInputs[static_cast<size_t>(index)].type))
       fault(fmt::format("input '{}' is {}, not an f32 scalar", modelInputs[static_cast<size_t>(index)].name,
                         modelInputs[static_cast<size_t>(index)].type.toString()));
-  if (manifest.targetInput >= 0)
+  if (manifest.targetInput >= 0) {
     checkInput(manifest.targetInput, "target");
+    // Else run() would fill it with the learning rate or step count and targetInput() say -1.
+    if (manifest.targetInput == manifest.lrInput || manifest.targetInput == manifest.stepInput)
+      fault(fmt::format("the target input {} is also the learning rate or step count input", manifest.targetInput));
+  }
   for (size_t i = 0; i < modelInputs.size(); ++i) {
     if (static_cast<int64_t>(i) == manifest.lrInput || static_cast<int64_t>(i) == manifest.stepInput)
       continue;
@@ -170,6 +175,9 @@ TrainingStep::Impl &TrainingStep::state() const {
 
 float TrainingStep::run(const std::vector<Tensor> &inputs) {
   Impl &im = state();
+  // A manifest or a checkpoint may hold any step count >= 0; the next one must exist.
+  if (im.steps == std::numeric_limits<int64_t>::max())
+    fail("{}: the step count {} cannot advance", im.name, im.steps);
   std::vector<Tensor> all = im.modelInputs(inputs);
   im.allocateOutputs();
   if (im.executable)

@@ -59,13 +59,14 @@ bool sameTensors(const runtime::NamedTensors &a, const runtime::NamedTensors &b)
   return true;
 }
 
-void fuzzNpy(const std::string &bytes) {
+/// Whether the bytes read as a .npy file.
+bool fuzzNpy(const std::string &bytes) {
   Tensor tensor;
   try {
     tensor = runtime::parseNpy(bytes, "fuzz.npy");
   } catch (const Error &error) {
     expectNamed(error, "fuzz.npy");
-    return;
+    return false;
   }
   Tensor again;
   try {
@@ -77,16 +78,18 @@ void fuzzNpy(const std::string &bytes) {
   if (!again.identical(tensor))
     throw FuzzFinding(fmt::format("a .npy tensor ({}) reads back as {} with other values", tensor.type().toString(),
                                   again.type().toString()));
+  return true;
 }
 
-void fuzzSafeTensors(const std::string &bytes) {
+/// Whether the bytes read as a .safetensors file.
+bool fuzzSafeTensors(const std::string &bytes) {
   runtime::NamedTensors tensors;
   std::map<std::string, std::string> metadata;
   try {
     tensors = runtime::parseSafeTensors(bytes, "fuzz.safetensors", &metadata);
   } catch (const Error &error) {
     expectNamed(error, "fuzz.safetensors");
-    return;
+    return false;
   }
   runtime::NamedTensors again;
   std::map<std::string, std::string> metadataAgain;
@@ -99,19 +102,24 @@ void fuzzSafeTensors(const std::string &bytes) {
   }
   if (!sameTensors(again, tensors) || metadataAgain != metadata)
     throw FuzzFinding(fmt::format("{} .safetensors tensors read back different", tensors.size()));
+  return true;
 }
+
+/// Parameter names and shapes of tests/fuzz/artifacts/step.kir, in its order.
+const std::vector<std::pair<std::string, Shape>> kStepParams{
+    {"fc1.weight", {6, 8}}, {"fc1.bias", {8}}, {"fc2.weight", {8, 3}}, {"fc2.bias", {3}}};
+const char *const kAdamStates[] = {".exp_avg", ".exp_avg_sq"};
 
 /// Parameters a checkpoint of the training step in tests/fuzz/artifacts/step.kir fits (Adam's
 /// states included, as `kiln-run step.so --train --save` writes them), each a distinct value.
 std::map<std::string, Tensor> stepParameters() {
   std::map<std::string, Tensor> params;
   uint64_t seed = 1;
-  for (const auto &[name, type] : std::vector<std::pair<std::string, TensorType>>{{"fc1.weight", {DType::F32, {6, 8}}},
-                                                                                 {"fc1.bias", {DType::F32, {8}}},
-                                                                                 {"fc2.weight", {DType::F32, {8, 3}}},
-                                                                                 {"fc2.bias", {DType::F32, {3}}}})
-    for (const char *suffix : {"", ".exp_avg", ".exp_avg_sq"})
-      params[name + suffix] = randomTensor(type, seed++);
+  for (const auto &[name, shape] : kStepParams) {
+    params[name] = randomTensor({DType::F32, shape}, seed++);
+    for (const char *state : kAdamStates)
+      params[name + state] = randomTensor({DType::F32, shape}, seed++);
+  }
   return params;
 }
 
@@ -166,11 +174,17 @@ void fuzzCheckpointAt(const std::string &path) {
   }
 }
 
-void fuzzCheckpoint(const std::string &bytes, const std::string &scratchDir) {
-  std::string file = scratchDir + "/checkpoint.safetensors";
-  writeFile(file, bytes);
-  fuzzCheckpointAt(file);
-  // A folder of .npy files, holding the bytes as a parameter or as the step count.
+/// The checkpoint forms the bytes can be: a .safetensors file when they read as one, a folder
+/// of .npy files holding them as a parameter or as the step count when they read as .npy. (Bytes
+/// that read as neither fail the same parsers as checkpoints; writing them costs time.)
+void fuzzCheckpoint(const std::string &bytes, bool isSafeTensors, bool isNpy, const std::string &scratchDir) {
+  if (isSafeTensors) {
+    std::string file = scratchDir + "/checkpoint.safetensors";
+    writeFile(file, bytes);
+    fuzzCheckpointAt(file);
+  }
+  if (!isNpy)
+    return;
   for (const char *name : {"fc1.bias", runtime::kCheckpointStepName}) {
     std::string folder = scratchDir + "/checkpoint-" + name;
     fs::create_directories(folder);
@@ -181,47 +195,40 @@ void fuzzCheckpoint(const std::string &bytes, const std::string &scratchDir) {
 
 // ---- the training manifest ----
 
-/// A stand-in for a compiled training step of the MLP in tests/fuzz/artifacts/step.kir trained
-/// with cross-entropy and SGD with momentum: what its manifest is bound against. It checks that
-/// the step hands it the inputs it declares, the learning rate and step count in their places.
+/// Stands in for the step compiled from tests/fuzz/artifacts/step.kir (see standInStepSpecs):
+/// what manifests are bound against. It checks that the step hands it the inputs and outputs it
+/// declares, the learning rate in its place.
 class StandInStep : public runtime::StepInterpreter {
 public:
-  explicit StandInStep(const runtime::TrainingManifest &manifest) : manifest_(manifest) {}
+  explicit StandInStep(const runtime::TrainingManifest &manifest)
+      : manifest_(manifest), specs_(standInStepSpecs()) {}
 
-  const std::vector<runtime::TensorSpec> &inputs() const override { return inputs_; }
-  const std::vector<runtime::TensorSpec> &outputs() const override { return outputs_; }
+  const std::vector<runtime::TensorSpec> &inputs() const override { return specs_.first; }
+  const std::vector<runtime::TensorSpec> &outputs() const override { return specs_.second; }
 
   void runInto(const std::vector<Tensor> &inputs, const std::map<std::string, Tensor> &,
                std::vector<Tensor> &outputs) const override {
-    if (inputs.size() != inputs_.size() || outputs.size() != outputs_.size())
+    if (inputs.size() != specs_.first.size() || outputs.size() != specs_.second.size())
       throw FuzzFinding("the training step runs its model with another number of inputs or outputs");
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].type() != inputs_[i].type)
+      if (inputs[i].type() != specs_.first[i].type)
         throw FuzzFinding(fmt::format("the training step passes {} as input {} ('{}', {})", inputs[i].type().toString(),
-                                      i, inputs_[i].name, inputs_[i].type.toString()));
+                                      i, specs_.first[i].name, specs_.first[i].type.toString()));
     if (inputs[static_cast<size_t>(manifest_.lrInput)].getDouble(0) != Tensor::scalar(DType::F32, manifest_.lr).getDouble(0))
       throw FuzzFinding("the learning rate input does not hold the manifest's learning rate");
     for (size_t i = 0; i < outputs.size(); ++i)
-      if (outputs[i].type() != outputs_[i].type)
+      if (outputs[i].type() != specs_.second[i].type)
         throw FuzzFinding(fmt::format("the training step binds {} as output {} ({})", outputs[i].type().toString(), i,
-                                      outputs_[i].type.toString()));
+                                      specs_.second[i].type.toString()));
     outputs[0].setDouble(0, 0.5);
   }
 
 private:
   const runtime::TrainingManifest &manifest_;
-  std::vector<runtime::TensorSpec> inputs_{{"x", {DType::F32, {4, 6}}},
-                                           {"lr", {DType::F32, {}}},
-                                           {"step", {DType::F32, {}}},
-                                           {"labels", {DType::I64, {4}}}};
-  std::vector<runtime::TensorSpec> outputs_{{"loss", {DType::F32, {}}},
-                                            {"fc1.weight", {DType::F32, {6, 8}}},
-                                            {"fc1.bias", {DType::F32, {8}}},
-                                            {"fc1.weight.momentum_buffer", {DType::F32, {6, 8}}},
-                                            {"fc1.bias.momentum_buffer", {DType::F32, {8}}}};
+  std::pair<std::vector<runtime::TensorSpec>, std::vector<runtime::TensorSpec>> specs_;
 };
 
-void bindToStandIn(const runtime::TrainingManifest &manifest) {
+std::string bindToStandIn(const runtime::TrainingManifest &manifest) {
   auto model = std::make_unique<StandInStep>(manifest);
   // Each parameter gets the type of the first output that updates it, so that a manifest that
   // fits the stand-in binds; any other name gets one that fits no output.
@@ -240,7 +247,7 @@ void bindToStandIn(const runtime::TrainingManifest &manifest) {
     step = std::make_unique<runtime::TrainingStep>(std::move(model), manifest, params, "training step 'fuzz'");
   } catch (const Error &error) {
     expectNamed(error, "training step 'fuzz'");
-    return;
+    return error.what();
   }
   if ((manifest.targetInput >= 0) != (step->targetInput() >= 0))
     throw FuzzFinding(fmt::format("the manifest's target input is {}, the step's is {}", manifest.targetInput,
@@ -252,27 +259,42 @@ void bindToStandIn(const runtime::TrainingManifest &manifest) {
     (void)step->run(inputs);
   } catch (const Error &error) {
     expectNamed(error, "training step 'fuzz'");
-    return;
+    return error.what();
   }
   if (step->stepCount() != manifest.steps + 1)
     throw FuzzFinding("a step that ran did not advance the step count by one");
+  return "";
 }
 
 } // namespace
 
-void fuzzTensorFile(const std::string &bytes, const std::string &scratchDir) {
-  fuzzNpy(bytes);
-  fuzzSafeTensors(bytes);
-  fuzzCheckpoint(bytes, scratchDir);
+std::pair<std::vector<runtime::TensorSpec>, std::vector<runtime::TensorSpec>> standInStepSpecs() {
+  std::vector<runtime::TensorSpec> inputs{{"x", {DType::F32, {4, 6}}},
+                                          {"labels", {DType::I64, {4}}},
+                                          {"lr", {DType::F32, {}}},
+                                          {"step", {DType::F32, {}}}};
+  std::vector<runtime::TensorSpec> outputs{{"output0", {DType::F32, {}}}}; // the loss
+  for (const auto &[name, shape] : kStepParams)
+    outputs.push_back({name, {DType::F32, shape}});
+  for (const auto &[name, shape] : kStepParams)
+    for (const char *state : kAdamStates)
+      outputs.push_back({name + state, {DType::F32, shape}});
+  return {inputs, outputs};
 }
 
-void fuzzTrainingManifest(const std::string &bytes) {
+void fuzzTensorFile(const std::string &bytes, const std::string &scratchDir) {
+  bool isNpy = fuzzNpy(bytes);
+  bool isSafeTensors = fuzzSafeTensors(bytes);
+  fuzzCheckpoint(bytes, isSafeTensors, isNpy, scratchDir);
+}
+
+std::string fuzzTrainingManifest(const std::string &bytes) {
   runtime::TrainingManifest manifest;
   try {
     manifest = runtime::TrainingManifest::parse(bytes, "fuzz manifest");
   } catch (const Error &error) {
     expectNamed(error, "fuzz manifest");
-    return;
+    return error.what();
   }
   std::string text;
   try {
@@ -283,7 +305,7 @@ void fuzzTrainingManifest(const std::string &bytes) {
     throw FuzzFinding(fmt::format("a manifest that parses does not survive writing and reading: {}", error.what()));
   }
   (void)manifest.describe();
-  bindToStandIn(manifest);
+  return bindToStandIn(manifest);
 }
 
 void writeTensorFileSeeds(const std::string &dir) {

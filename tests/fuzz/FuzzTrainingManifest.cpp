@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
-    kiln::fuzz::fuzzTrainingManifest(std::string(reinterpret_cast<const char *>(data), size));
+    (void)kiln::fuzz::fuzzTrainingManifest(std::string(reinterpret_cast<const char *>(data), size));
   } catch (const std::exception &e) {
     std::fprintf(stderr, "finding: %s\n", e.what());
     std::abort();

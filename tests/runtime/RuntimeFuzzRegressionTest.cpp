@@ -58,6 +58,24 @@ template <typename Steps> void replay(const std::string &folder, Steps steps) {
   }
 }
 
+/// Words the error of these manifests must contain (tests/fuzz/FileFuzzTargets.h: parsing, or
+/// binding to the stand-in step, or running it): the finding each was and the check that now
+/// refuses the manifest.
+const std::map<std::string, std::vector<std::string>> &expectedManifestErrors() {
+  static const std::map<std::string, std::vector<std::string>> errors{
+      // No optimizer line: it parsed, with an empty optimizer that toText() refuses to write.
+      {"no-optimizer-line", {"does not name its loss and optimizer"}},
+      // A name ending in '\r' (CRLF lines): it parsed, and toText() refused to write it.
+      {"carriage-return-in-a-name", {"line 2", "carriage return"}},
+      // The target input is the learning rate input: run() filled it with the learning rate,
+      // and targetInput() said there was none.
+      {"target-input-is-the-lr-input", {"target input 2 is also the learning rate or step count input"}},
+      // A step count of 2^63 - 1: run() overflowed advancing it (undefined behaviour).
+      {"step-count-int64-max", {"step count 9223372036854775807 cannot advance"}},
+  };
+  return errors;
+}
+
 /// Words the load errors of these tampered artifacts must contain: the finding each was and
 /// the check that now refuses the file. No words: the file must load, as a model and as a step.
 const std::map<std::string, std::vector<std::string>> &expectedArtifactErrors() {
@@ -100,7 +118,29 @@ TEST(RuntimeFuzzRegressions, TensorFilesReadOrFailWithAMessage) {
 }
 
 TEST(RuntimeFuzzRegressions, TrainingManifestsParseOrFailWithAMessage) {
-  replay("manifest", [](const std::string &, const std::string &bytes) { fuzz::fuzzTrainingManifest(bytes); });
+  std::vector<std::string> seen;
+  replay("manifest", [&](const std::string &name, const std::string &bytes) {
+    std::string error = fuzz::fuzzTrainingManifest(bytes);
+    auto expected = expectedManifestErrors().find(name);
+    if (expected == expectedManifestErrors().end())
+      return;
+    seen.push_back(name);
+    for (const std::string &word : expected->second)
+      EXPECT_NE(error.find(word), std::string::npos) << "missing '" << word << "' in: " << error;
+  });
+  EXPECT_EQ(seen.size(), expectedManifestErrors().size()) << "an expected input is missing from manifest/";
+}
+
+TEST(RuntimeFuzzRegressions, TheManifestFuzzersStandInHasTheInputsAndOutputsOfTheStepItStandsFor) {
+  runtime::Executable step = runtime::Executable::load(std::string(KILN_FUZZ_ARTIFACTS_DIR) + "/step.so");
+  auto [inputs, outputs] = fuzz::standInStepSpecs();
+  auto same = [](const std::vector<runtime::TensorSpec> &a, const std::vector<runtime::TensorSpec> &b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const auto &x, const auto &y) {
+             return x.name == y.name && x.type == y.type;
+           });
+  };
+  EXPECT_TRUE(same(inputs, step.inputs()));
+  EXPECT_TRUE(same(outputs, step.outputs()));
 }
 
 TEST(RuntimeFuzzRegressions, TamperedArtifactsLoadOrFailWithAMessage) {
