@@ -66,7 +66,7 @@ std::string namesOf(const std::vector<TensorSpec> &specs) {
 void checkInFile(const LoadedObject *file, const void *address, uint64_t bytes, const std::string &what,
                  const std::string &part) {
   if (file && !file->contains(address, bytes))
-    fail("{}: its {} ({} bytes) lies outside the file; is it corrupted?", what, part, bytes);
+    fail("{}: its {} lies outside the file; is it corrupted?", what, part);
 }
 
 void checkStringInFile(const LoadedObject *file, const char *text, const std::string &what, const std::string &part) {
@@ -347,7 +347,8 @@ void Executable::Impl::bindWeights(std::vector<Tensor> supplied) {
     offset = (end + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   }
   // The shapes decide how many bytes the kernels (and a training step's copies) read from here.
-  checkInFile(file, base, end, what, fmt::format("weights' bytes ({})", countOf(weights.size(), "weight")));
+  checkInFile(file, base, end, what,
+              fmt::format("weights' bytes ({}, {} bytes)", countOf(weights.size(), "weight"), end));
 }
 
 RunContext *Executable::Impl::acquireContext() {

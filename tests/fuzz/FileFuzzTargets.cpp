@@ -214,7 +214,8 @@ public:
       if (inputs[i].type() != specs_.first[i].type)
         throw FuzzFinding(fmt::format("the training step passes {} as input {} ('{}', {})", inputs[i].type().toString(),
                                       i, specs_.first[i].name, specs_.first[i].type.toString()));
-    if (inputs[static_cast<size_t>(manifest_.lrInput)].getDouble(0) != Tensor::scalar(DType::F32, manifest_.lr).getDouble(0))
+    const Tensor &lr = inputs[static_cast<size_t>(manifest_.lrInput)];
+    if (lr.getDouble(0) != Tensor::scalar(DType::F32, manifest_.lr).getDouble(0))
       throw FuzzFinding("the learning rate input does not hold the manifest's learning rate");
     for (size_t i = 0; i < outputs.size(); ++i)
       if (outputs[i].type() != specs_.second[i].type)

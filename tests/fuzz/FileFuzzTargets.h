@@ -48,8 +48,9 @@ void expectNamed(const std::exception &error, const std::string &source);
 /// The bytes as a .npy file and as a .safetensors file (parsed from memory, then written back
 /// and read again: the same tensors), and as a training checkpoint (runtime/TrainingCheckpoint.h)
 /// in `scratchDir`: a .safetensors file, and a folder holding them as one .npy parameter or as
-/// the step count (each form only when the bytes parse as its file type). A checkpoint that loads must give its exact tensors; one that fails must
-/// leave the parameters and step count it was loaded into unchanged.
+/// the step count (each form only when the bytes parse as its file type). A checkpoint that
+/// loads must give its exact tensors; one that fails must leave the parameters and step count
+/// it was loaded into unchanged.
 void fuzzTensorFile(const std::string &bytes, const std::string &scratchDir);
 
 /// The bytes as a training manifest's text (runtime/TrainingManifest.h): parsed, written

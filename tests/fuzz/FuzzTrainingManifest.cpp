@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
   for (int i = 1; i < *argc; ++i)
     if (std::strncmp((*argv)[i], flag, std::strlen(flag)) == 0) {
       try {
-        std::fputs(kiln::runtime::TrainingStep::load((*argv)[i] + std::strlen(flag)).manifest().toText().c_str(), stdout);
+        kiln::runtime::TrainingStep step = kiln::runtime::TrainingStep::load((*argv)[i] + std::strlen(flag));
+        std::fputs(step.manifest().toText().c_str(), stdout);
       } catch (const kiln::Error &e) {
         std::fprintf(stderr, "%s\n", e.what());
         std::exit(1);
