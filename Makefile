@@ -111,7 +111,7 @@ fuzz-tensors: fuzz-file-seeds
 	./build-fuzz/tests/fuzz/fuzz-tensor-files --write-seeds=build-fuzz/seeds-tensors/kiln
 	mkdir -p build-fuzz/corpus-tensors
 	./build-fuzz/tests/fuzz/fuzz-tensor-files build-fuzz/corpus-tensors build-fuzz/seeds-tensors \
-	  tests/runtime/fuzz-regressions/tensor-files $(FUZZ_FLAGS) -max_len=4096
+	  $(wildcard tests/runtime/fuzz-regressions/tensor-files) $(FUZZ_FLAGS) -max_len=4096
 
 fuzz-manifest: fuzz-file-seeds
 	$(FUZZ_CONFIGURE)
@@ -120,7 +120,7 @@ fuzz-manifest: fuzz-file-seeds
 	./build-fuzz/tests/fuzz/fuzz-training-manifest --print-manifest=$(BUILD)/tests/fuzz-artifacts/step.so \
 	  > build-fuzz/seeds-manifest/step.txt
 	./build-fuzz/tests/fuzz/fuzz-training-manifest build-fuzz/corpus-manifest build-fuzz/seeds-manifest \
-	  tests/runtime/fuzz-regressions/manifest $(FUZZ_FLAGS) -max_len=2048
+	  $(wildcard tests/runtime/fuzz-regressions/manifest) $(FUZZ_FLAGS) -max_len=2048
 
 fuzz-artifact: fuzz-file-seeds
 	$(FUZZ_CONFIGURE)
@@ -128,7 +128,7 @@ fuzz-artifact: fuzz-file-seeds
 	./build-fuzz/tests/fuzz/fuzz-artifact $(FUZZ_ARTIFACTS) --sweep
 	mkdir -p build-fuzz/corpus-artifact
 	./build-fuzz/tests/fuzz/fuzz-artifact $(FUZZ_ARTIFACTS) build-fuzz/corpus-artifact \
-	  tests/runtime/fuzz-regressions/artifact $(FUZZ_FLAGS) -max_len=256
+	  $(wildcard tests/runtime/fuzz-regressions/artifact) $(FUZZ_FLAGS) -max_len=256
 
 clean:
 	rm -rf build build-asan build-fuzz
