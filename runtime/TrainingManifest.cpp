@@ -177,11 +177,11 @@ TrainingManifest TrainingManifest::parse(const std::string &text, const std::str
   }
   if (!sawVersion)
     fail("{}: the training manifest is empty", what);
+  if (!sawLr || !sawStep)
+    fail("{}: the training manifest does not say which inputs take the learning rate and the step count", what);
   // toText writes both, and a step without them could not be written back or described.
   if (manifest.loss.empty() || manifest.optimizer.empty())
     fail("{}: the training manifest does not name its loss and optimizer", what);
-  if (!sawLr || !sawStep)
-    fail("{}: the training manifest does not say which inputs take the learning rate and the step count", what);
   return manifest;
 }
 
