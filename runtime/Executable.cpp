@@ -21,6 +21,7 @@
 
 #include "core/Allocation.h"
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "runtime/KernelRuntime.h"
 #include "runtime/Profiler.h"
 #include "runtime/ThreadPool.h"
@@ -73,7 +74,7 @@ TensorSpec readSpec(const kiln_tensor_desc &desc, const char *role, int32_t inde
     fail("{}: {} '{}' has an invalid shape (rank {})", what, role, spec.name, desc.rank);
   spec.type.shape.assign(desc.shape, desc.shape + desc.rank);
   try {
-    spec.type.numElements(); // rejects negative dims and overflowing counts
+    spec.type.numElements(); // rejects negative dims and shapes past kiln's size limit
   } catch (const Error &error) {
     fail("{}: {} '{}': {}", what, role, spec.name, error.what());
   }
@@ -202,11 +203,14 @@ void Executable::Impl::packWeights() {
     if (packing.kind == KILN_PACK_GEMM_B_PANELS) {
       // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
       // the weight, and the packed matrix must fill it exactly; one of the strides is 1 (packGemmB).
+      // The fields come from the file, so their arithmetic is checked (after the sign checks).
+      const std::string context = fmt::format("{}: weight packing {}", what, p);
       const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 &&
                            packing.n % kernels::kGemmBPanelWidth == 0 && packing.stride_k >= 0 &&
                            packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
-                           packing.k * packing.n == elements &&
-                           (packing.k - 1) * packing.stride_k + (packing.n - 1) * packing.stride_n < elements;
+                           checkedMul(packing.k, packing.n, context) == elements &&
+                           checkedAdd(checkedMul(packing.k - 1, packing.stride_k, context),
+                                      checkedMul(packing.n - 1, packing.stride_n, context), context) < elements;
       if (!shapeOk)
         fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
              packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
@@ -307,8 +311,8 @@ void Executable::Impl::bindWeights(std::vector<Tensor> supplied) {
   int64_t offset = 0;
   for (const TensorSpec &spec : weights) {
     weightData.push_back(base + offset);
-    int64_t end = offset + static_cast<int64_t>(spec.type.byteSize());
-    offset = (end + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    int64_t end = checkedAdd(offset, static_cast<int64_t>(spec.type.byteSize()), what);
+    offset = checkedAdd(end, kWeightAlignment - 1, what) / kWeightAlignment * kWeightAlignment;
   }
 }
 

@@ -1,6 +1,9 @@
 #pragma once
 // Helpers shared by the op family files: shape rules (broadcasting, axes) and the index
 // arithmetic of the reference evaluator. Written for clarity: the evaluator is the oracle.
+// Shape arithmetic in inference (sums and products of dims and attributes) goes through
+// core/ShapeMath.h, included here for every family; the evaluator's flat indices stay below
+// the element count of a valid type (at most 2^48), so they need no checks.
 #include <functional>
 
 #include "core/Error.h"
