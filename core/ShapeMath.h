@@ -10,8 +10,9 @@
 // that limit every stride, block size and count of a valid shape is at most 2^48, times the
 // widest dtype (8 bytes) at most 2^51, and a sum of a few of them fits in int64 with room;
 // arithmetic that can leave that range (products of two counts, attributes times dims, pads,
-// the index expressions of a loop nest) uses checkedMul/checkedAdd. Every failure is a kiln::Error naming `what` (the op, node or
-// file and the shape), so callers pass their context or catch and rethrow with it.
+// the index expressions of a loop nest) uses checkedMul/checkedAdd. Every failure is a
+// kiln::Error naming `what` (the op, node or file and the shape), so callers pass their
+// context or catch and rethrow with it.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

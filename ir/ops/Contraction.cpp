@@ -196,7 +196,8 @@ ConvGeometry convGeometry(const TensorType &x, const TensorType &w, const AttrMa
   std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
   std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
   setSpatialDims(g, x, w, strides, dilations, pads, [&](int64_t d, int64_t in, int64_t k) {
-    int64_t padded = checkedAdd(checkedAdd(in, pads[d], "padded input size"), pads[spatialRank + d], "padded input size");
+    int64_t padded = checkedAdd(in, pads[d], "padded input size");
+    padded = checkedAdd(padded, pads[spatialRank + d], "padded input size");
     int64_t span = dilatedSpan(k, dilations[d]);
     // Floor division; padded - span may be negative, which C++ would round toward zero.
     int64_t excess = padded - span;
@@ -224,8 +225,8 @@ ConvGeometry convTransposeGeometry(const TensorType &x, const TensorType &w, con
   std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
   setSpatialDims(g, x, w, strides, dilations, pads, [&](int64_t d, int64_t in, int64_t k) {
     int64_t span = dilatedSpan(k, dilations[d]);
-    int64_t full = checkedAdd(checkedAdd(checkedMul(strides[d], in - 1, "output size"), outputPadding[d], "output size"), span,
-                              "output size");
+    int64_t full = checkedMul(strides[d], in - 1, "output size");
+    full = checkedAdd(checkedAdd(full, outputPadding[d], "output size"), span, "output size");
     int64_t out = checkedSub(checkedSub(full, pads[d], "output size"), pads[spatialRank + d], "output size");
     if (out < 1)
       fail("spatial dim {}: output size would be {} (input {}, stride {}, output_padding {}, dilated "

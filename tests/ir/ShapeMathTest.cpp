@@ -32,7 +32,8 @@ TEST(ShapeMath, CheckedMulAtTheEdgesOfInt64) {
   EXPECT_EQ(checkedMul(kLimit, int64_t(1) << 14, "m"), int64_t(1) << 62);
   EXPECT_EQ(checkedMul(int64_t(1) << 31, int64_t(1) << 31, "m"), int64_t(1) << 62);
   EXPECT_EQ(checkedMul(-(int64_t(1) << 31), int64_t(1) << 32, "m"), kMin);
-  expectErrorContaining([] { checkedMul(2, kMax, "concat inner size"); }, "concat inner size: 2 * 9223372036854775807 overflows int64");
+  expectErrorContaining([] { checkedMul(2, kMax, "concat inner size"); },
+                        "concat inner size: 2 * 9223372036854775807 overflows int64");
   expectErrorContaining([] { checkedMul(kLimit, kLimit, "m"); }, "overflows int64");
   expectErrorContaining([] { checkedMul(-1, kMin, "m"); }, "overflows int64");
   expectErrorContaining([] { checkedMul(int64_t(1) << 32, int64_t(1) << 31, "m"); }, "overflows int64");
@@ -54,7 +55,8 @@ TEST(ShapeMath, CheckedDimAcceptsZeroToTheLimit) {
   EXPECT_EQ(checkedDim(0, "d"), 0);
   EXPECT_EQ(checkedDim(1, "d"), 1);
   EXPECT_EQ(checkedDim(kLimit, "d"), kLimit);
-  expectErrorContaining([] { checkedDim(kLimit + 1, "resize sizes"); }, "resize sizes: dimension 281474976710657 is larger than kiln's limit of 2^48");
+  expectErrorContaining([] { checkedDim(kLimit + 1, "resize sizes"); },
+                        "resize sizes: dimension 281474976710657 is larger than kiln's limit of 2^48");
   expectErrorContaining([] { checkedDim(kMax, "d"); }, "larger than kiln's limit");
   expectErrorContaining([] { checkedDim(-1, "d"); }, "d: dimension -1 is negative");
   expectErrorContaining([] { checkedDim(kMin, "d"); }, "is negative");
@@ -74,8 +76,9 @@ TEST(ShapeMath, ElementCountOfSmallAndLimitShapes) {
 
 TEST(ShapeMath, ElementCountRefusesADimAboveTheLimitWhateverTheOtherDims) {
   std::string message = errorOf([] { elementCount({kLimit + 1}, "input 'x'"); });
-  EXPECT_NE(message.find("input 'x' [281474976710657] has a dimension 281474976710657 larger than kiln's limit of 2^48"),
-            std::string::npos)
+  EXPECT_NE(
+      message.find("input 'x' [281474976710657] has a dimension 281474976710657 larger than kiln's limit of 2^48"),
+      std::string::npos)
       << message;
   // A zero elsewhere makes the tensor empty but not its dims valid: the shape.
   message = errorOf([] { elementCount({64, 0, 2, kMax}, "concat operand 0"); });
@@ -100,7 +103,8 @@ TEST(ShapeMath, ElementCountRefusesNonZeroDimsWhoseProductPassesTheLimit) {
   message = errorOf([] { elementCount({int64_t(1) << 30, int64_t(1) << 30, 0}, "s"); });
   EXPECT_NE(message.find("has too many elements"), std::string::npos) << message;
   EXPECT_NE(message.find("not counting its zero dims"), std::string::npos) << message;
-  expectErrorContaining([] { elementCount({0, int64_t(1) << 30, int64_t(1) << 30}, "s"); }, "not counting its zero dims");
+  expectErrorContaining([] { elementCount({0, int64_t(1) << 30, int64_t(1) << 30}, "s"); },
+                        "not counting its zero dims");
   expectErrorContaining([] { elementCount({0, kLimit, 3, 0}, "s"); }, "not counting its zero dims");
 }
 
@@ -129,7 +133,8 @@ TEST(ShapeMath, ByteSizesOfEveryDTypeAtTheLimit) {
     EXPECT_EQ(byteSize(0, dtype, "b"), 0u);
     EXPECT_EQ(byteSize(1, dtype, "b"), size);
     EXPECT_EQ(byteSize(kLimit, dtype, "b"), static_cast<size_t>(kLimit) * size);
-    expectErrorContaining([&] { byteSize(kLimit + 1, dtype, "weights"); }, "weights: 281474976710657 elements are outside");
+    expectErrorContaining([&] { byteSize(kLimit + 1, dtype, "weights"); },
+                          "weights: 281474976710657 elements are outside");
     expectErrorContaining([&] { byteSize(kMax, dtype, "b"); }, "outside kiln's limit");
     expectErrorContaining([&] { byteSize(-1, dtype, "b"); }, "outside kiln's limit");
     EXPECT_EQ((TensorType{dtype, {kLimit}}.byteSize()), static_cast<size_t>(kLimit) * size);
@@ -150,16 +155,19 @@ TEST(ShapeMath, CheckedSizeConvertsFileFieldsUpToALimit) {
 TEST(ShapeMath, TypesAndTensorsUseTheSameLimit) {
   EXPECT_EQ(numElements({1, 0, 1, kLimit}), 0);
   expectErrorContaining([] { numElements({64, 0, 2, kMax}); }, "shape [64,0,2,9223372036854775807] has a dimension");
-  expectErrorContaining([] { (void)TensorType{DType::F32, {0, kLimit + 1}}.numElements(); }, "larger than kiln's limit");
+  expectErrorContaining([] { (void)TensorType{DType::F32, {0, kLimit + 1}}.numElements(); },
+                        "larger than kiln's limit");
   expectErrorContaining([] { (void)TensorType{DType::F32, {0, kLimit + 1}}.byteSize(); }, "larger than kiln's limit");
   std::string message = errorOf([] { Tensor t(DType::F32, {64, 0, 2, kMax}); });
-  EXPECT_NE(message.find("cannot create a tensor of type f32[64,0,2,9223372036854775807]"), std::string::npos) << message;
+  EXPECT_NE(message.find("cannot create a tensor of type f32[64,0,2,9223372036854775807]"), std::string::npos)
+      << message;
   EXPECT_EQ(Tensor(DType::F32, {0, kLimit}).byteSize(), 0u);
 }
 
 TEST(ShapeMath, RowMajorStridesAreChecked) {
   EXPECT_EQ(contiguousStrides({0, kLimit}), (std::vector<int64_t>{kLimit, 1}));
-  expectErrorContaining([] { contiguousStrides({1, kMax, 2}); }, "row-major strides: 2 * 9223372036854775807 overflows int64");
+  expectErrorContaining([] { contiguousStrides({1, kMax, 2}); },
+                        "row-major strides: 2 * 9223372036854775807 overflows int64");
 }
 
 } // namespace

@@ -92,7 +92,8 @@ TEST(OnnxImportErrors, ShapesPastKilnsLimitAlsoBesideAZeroDim) {
   joined.input("b", DType::F32, {1, 0, 2, 1});
   setInt(joined.node("Concat", {"a", "a", "b"}, {"y"}, "concat"), "axis", -1);
   joined.output("y", DType::F32, {1, 0, 2, -1});
-  expectError([&] { import(joined); }, {"node 'concat' (Concat)", "[1,0,2,281474976710657]", "larger than kiln's limit"});
+  expectError([&] { import(joined); },
+              {"node 'concat' (Concat)", "[1,0,2,281474976710657]", "larger than kiln's limit"});
 
   // A shape computed in the model: ConstantOfShape of [0, 2^62].
   ModelBuilder filled(13);
