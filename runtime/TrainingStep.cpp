@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "runtime/LoadedObject.h"
 #include "runtime/TrainingCheckpoint.h"
 
@@ -307,8 +308,8 @@ std::vector<Tensor> copyWeights(const Library &library, const Executable &model,
     if (copy.byteSize() > 0)
       std::memcpy(copy.data(), base + offset, copy.byteSize());
     copies.push_back(copy);
-    int64_t end = offset + static_cast<int64_t>(spec.type.byteSize());
-    offset = (end + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    int64_t end = checkedAdd(offset, static_cast<int64_t>(spec.type.byteSize()), soPath);
+    offset = checkedAdd(end, kWeightAlignment - 1, soPath) / kWeightAlignment * kWeightAlignment;
   }
   return copies;
 }

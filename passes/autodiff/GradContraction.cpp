@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/ShapeMath.h"
 #include "ir/ops/DecomposeHelpers.h"
 #include "ir/ops/Window.h"
 #include "passes/autodiff/GradientRules.h"
@@ -231,7 +232,7 @@ WindowTable windowTable(const Node &node) {
   // i32 when it can hold the spare slot: half the bytes for the broadcast index table the
   // scatter reads (the same indices either way).
   bool narrow = t.planeSize < std::numeric_limits<int32_t>::max();
-  t.positions = Tensor(narrow ? DType::I32 : DType::I64, {t.windows * t.taps});
+  t.positions = Tensor(narrow ? DType::I32 : DType::I64, {checkedMul(t.windows, t.taps, "avg_pool window table")});
   int64_t slot = 0;
   ops::forEachIndex(outPlane, [&](const std::vector<int64_t> &out, int64_t) {
     int64_t valid = 0, padded = 0;
@@ -265,7 +266,7 @@ std::vector<Value *> gradPool(Builder &b, const Node &node, const std::vector<Va
   DType dtype = x->dtype();
   const Shape &xs = x->shape();
   WindowTable t = windowTable(node);
-  int64_t planes = xs[0] * xs[1], spread = t.windows * t.taps;
+  int64_t planes = ops::productOf(xs, 0, 2), spread = t.windows * t.taps; // windowTable checked the product
   Value *g = reshape(b, gradOutputs[0], {planes, t.windows, 1});
   Value *positions = b.constant(t.positions);
   Tensor weights(dtype, {t.windows, t.taps});
