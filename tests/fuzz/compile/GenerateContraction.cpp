@@ -57,7 +57,7 @@ Window randomWindow(Gen &gen, int64_t spatial, bool dilated) {
     w.pads[static_cast<size_t>(d)] = begin;
     w.pads[static_cast<size_t>(spatial + d)] = end;
     int64_t smallest = std::max<int64_t>(1, span - begin - end);
-    w.in.push_back(smallest + gen.between(0, spatial == 3 ? 3 : 6));
+    w.in.push_back(smallest + gen.between(0, spatial == 3 ? 3 : 6) * (gen.large && spatial < 3 ? 4 : 1));
   }
   return w;
 }
@@ -79,7 +79,7 @@ int64_t spatialRank(Gen &gen) {
 
 void emitMatMul(Gen &gen, OpKind op) {
   DType dtype = contractionType(gen, true);
-  int64_t m = gen.between(1, 8), k = gen.between(1, 8), n = gen.between(1, 8);
+  int64_t m = gen.dim(8, 160), k = gen.dim(8, 160), n = gen.dim(8, 160);
   if (gen.chance(5))
     k = 0;
   else if (gen.chance(10))
@@ -120,7 +120,7 @@ void emitConv(Gen &gen, OpKind op) {
   int64_t batch = gen.between(1, 2);
   int r = gen.pick(100);
   int64_t groups = r < 55 ? 1 : r < 75 ? 2 : r < 85 ? 3 : 0; // 0: depthwise
-  int64_t perGroupIn = gen.between(1, 3), perGroupOut = gen.between(1, 3);
+  int64_t perGroupIn = gen.dim(3, 8), perGroupOut = gen.dim(3, 8);
   if (groups == 0) {
     groups = gen.between(2, 6);
     perGroupIn = 1;
@@ -152,7 +152,7 @@ void emitConv(Gen &gen, OpKind op) {
     int bits;
     productSum(x, weight, static_cast<double>(perGroupIn * numElements(kernelShape)), bound, bits);
     GenValue y = gen.emit(op, {x, weight}, attrs, -bound, bound, bits);
-    if (y.numElements() > 4 * kMaxElements)
+    if (y.numElements() > 4 * gen.maxElements())
       return;
     gen.add(y);
     return;
@@ -289,7 +289,7 @@ void emitEinsum(Gen &gen, OpKind op) {
     bound *= value.maxAbs();
     bits = bits < 0 || value.fracBits < 0 ? -1 : bits + value.fracBits;
   }
-  if (space > kMaxElements)
+  if (space > gen.maxElements())
     return;
   gen.add(gen.emit(op, values, {{"equation", equation}}, -bound * space, bound * space, bits));
 }
@@ -313,7 +313,7 @@ void emitResize(Gen &gen, OpKind op) {
     sizes.push_back(size);
     scales.push_back(scale);
   }
-  if (numElements(sizes) > kMaxElements)
+  if (numElements(sizes) > gen.maxElements())
     return;
   ir::AttrMap attrs{{"sizes", sizes}, {"mode", mode}, {"coordinate_transformation_mode", coordinates}};
   if (withScales)

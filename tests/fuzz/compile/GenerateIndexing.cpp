@@ -106,7 +106,7 @@ void emitScatter(Gen &gen, OpKind op) {
     indices = gen.input(DType::I64, indexShape, InputDomain::Kind::Index, dims);
     Shape updateShape(indexShape.begin(), indexShape.end() - 1);
     updateShape.insert(updateShape.end(), shape.begin() + length, shape.end());
-    if (numElements(updateShape) > kMaxElements)
+    if (numElements(updateShape) > gen.maxElements())
       return;
     updates = gen.ofType(data.dtype(), updateShape, kind);
     repeats = numElements(Shape(indexShape.begin(), indexShape.end() - 1));

@@ -156,7 +156,7 @@ void emitMovement(Gen &gen, OpKind op) {
         dim = gen.between(0, 4) == 0 ? 0 : gen.between(2, 4);
     for (int lead = gen.pick(3); lead > 0; --lead)
       target.insert(target.begin(), gen.between(1, 3));
-    if (numElements(target) > kMaxElements)
+    if (numElements(target) > gen.maxElements())
       target = x.shape();
     keep(op, {{"shape", std::vector<int64_t>(target)}});
     return;
@@ -264,7 +264,7 @@ void emitRegion(Gen &gen, OpKind op) {
     int64_t total = 0;
     for (const GenValue &part : parts)
       total += part.numElements();
-    if (total > kMaxElements)
+    if (total > gen.maxElements())
       return;
     gen.add(gen.emit(op, parts, {{"axis", gen.chance(30) ? axis - rank : axis}}, lo, hi, bits));
     return;
@@ -292,7 +292,7 @@ void emitRegion(Gen &gen, OpKind op) {
     Shape tiled = shape;
     for (size_t d = 0; d < tiled.size(); ++d)
       tiled[d] *= repeats[d];
-    if (numElements(tiled) > kMaxElements)
+    if (numElements(tiled) > gen.maxElements())
       return;
     gen.add(gen.emit(op, {x}, {{"repeats", repeats}}, x.lo, x.hi, x.fracBits));
     return;

@@ -72,6 +72,7 @@ Gen::Gen(uint64_t seed, frontend::GraphBuilder &builder) : gb(builder), rng_(mix
   int f = pick(100);
   floatType = f < 60 ? DType::F32 : f < 75 ? DType::F64 : f < 87 ? DType::F16 : DType::BF16;
   intType = chance(50) ? DType::I64 : DType::I32;
+  large = chance(5);
 }
 
 int Gen::pick(int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
@@ -102,10 +103,14 @@ Shape Gen::randomShape(int minRank, int maxRank, int64_t maxElements, bool allow
   for (int64_t &dim : shape) {
     int r = pick(100);
     dim = r < 70 ? between(1, 4) : r < 90 ? between(5, 8) : between(9, 16);
+    if (large && chance(60))
+      dim *= between(2, 12);
   }
+  if (large)
+    maxElements *= 64;
   if (allowEmpty && rank > 0 && chance(3))
     shape[static_cast<size_t>(pick(static_cast<int>(rank)))] = 0;
-  while (numElements(shape) > maxElements) {
+  while (numElements(shape) > std::min(maxElements, this->maxElements())) {
     auto largest = std::max_element(shape.begin(), shape.end());
     *largest = (*largest + 1) / 2;
   }
@@ -239,7 +244,7 @@ GenValue Gen::partner(DType dtype, const Shape &shape, InputDomain::Kind kind) {
   Shape target = broadcastableTo(shape);
   // Now and then a partner that makes the result larger: a new leading dim, or a size-1 dim
   // of `shape` stretched.
-  if (chance(10) && numElements(shape) * 3 <= kMaxElements) {
+  if (chance(10) && numElements(shape) * 3 <= maxElements()) {
     Shape wider = shape;
     auto one = std::find(wider.begin(), wider.end(), 1);
     if (one != wider.end() && chance(50))

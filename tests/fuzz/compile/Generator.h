@@ -39,7 +39,8 @@ struct GenValue {
 /// within their dtype's mantissa).
 bool isExact(const GenValue &value);
 
-/// The largest element count any generated value has: keeps the reference evaluator fast.
+/// The largest element count a generated value has (in a large case, 16 times that): keeps
+/// the reference evaluator fast.
 inline constexpr int64_t kMaxElements = 4096;
 /// Float values are scaled (by a power of two, exactly) back under this magnitude.
 inline constexpr double kMaxMagnitude = 16;
@@ -66,6 +67,13 @@ public:
   /// The case's main float dtype (f32 most often, then f64, f16, bf16) and integer dtype.
   DType floatType = DType::F32;
   DType intType = DType::I64;
+  /// One case in twenty is large: dims up to about 8 times longer, so that generated kernels
+  /// take their parallel and blocked paths (work below a few ten thousand elements runs on
+  /// one thread).
+  bool large = false;
+  int64_t maxElements() const { return large ? 16 * kMaxElements : kMaxElements; }
+  /// A dim in [1, small], or in [1, largeMax] in a large case.
+  int64_t dim(int64_t small, int64_t largeMax) { return between(1, large ? largeMax : small); }
 
   // --- shapes ----------------------------------------------------------------------------------
   /// A shape of rank in [minRank, maxRank] with at most `maxElements` elements; now and then

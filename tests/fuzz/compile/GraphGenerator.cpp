@@ -96,7 +96,7 @@ GeneratedCase generateCase(uint64_t seed) {
   result.focus = focus.op;
   frontend::GraphBuilder gb("fuzz" + std::to_string(seed));
   Gen gen(seed, gb);
-  int steps = 1 + gen.pick(6);
+  int steps = 1 + gen.pick(9);
   int focusStep = gen.pick(steps);
   for (int step = 0; step < steps; ++step) {
     if (step == focusStep) {
