@@ -9,6 +9,7 @@
 //  4. each model loaded from its object, run and compared with the reference.
 #include "tests/fuzz/compile/DifferentialCheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <optional>
@@ -79,7 +80,17 @@ double relativeTolerance(DType dtype) {
   }
 }
 
-std::string compareOutputs(const std::vector<Tensor> &got, const std::vector<Tensor> &want) {
+double graphTolerance(const ir::Graph &graph) {
+  double tolerance = 0;
+  for (const ir::Value *input : graph.inputs())
+    tolerance = std::max(tolerance, relativeTolerance(input->dtype()));
+  for (const ir::Node *node : graph.nodes())
+    for (const ir::Value *output : node->outputs())
+      tolerance = std::max(tolerance, relativeTolerance(output->dtype()));
+  return tolerance;
+}
+
+std::string compareOutputs(const std::vector<Tensor> &got, const std::vector<Tensor> &want, double floorTolerance) {
   if (got.size() != want.size())
     return fmt::format("{} outputs, the reference has {}", got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -95,7 +106,8 @@ std::string compareOutputs(const std::vector<Tensor> &got, const std::vector<Ten
     for (int64_t j = 0; j < want[i].numElements(); ++j)
       if (std::isfinite(want[i].getDouble(j)))
         scale = std::max(scale, std::fabs(want[i].getDouble(j)));
-    Comparison comparison = compareTensors(got[i], want[i], 0, relativeTolerance(want[i].dtype()) * scale);
+    double rtol = std::max(relativeTolerance(want[i].dtype()), floorTolerance);
+    Comparison comparison = compareTensors(got[i], want[i], 0, rtol * scale);
     if (!comparison.ok)
       return fmt::format("output {} ({}, scale {}): {}", i, want[i].type().toString(), scale, comparison.message);
   }
@@ -162,7 +174,7 @@ std::vector<CheckResult> checkCases(const std::vector<CheckCase> &cases, const C
       results[i] = {Outcome::RunError, oneLine(e.what())};
       continue;
     }
-    std::string difference = compareOutputs(got, references[i]);
+    std::string difference = compareOutputs(got, references[i], graphTolerance(*cases[i].graph));
     if (!difference.empty())
       results[i] = {Outcome::Mismatch, difference};
   }

@@ -50,9 +50,14 @@ struct CheckOptions {
 /// The tolerance of an output of `dtype`, relative to the output's scale (its largest
 /// magnitude, at least 1): |got - want| <= rtol * scale. Integer and bool outputs are exact.
 double relativeTolerance(DType dtype);
+/// The tolerance of the least precise float dtype any value of `graph` has: an f64 output
+/// computed in f32 and converted carries f32's rounding.
+double graphTolerance(const ir::Graph &graph);
 
-/// "" when every output matches its reference, else which output differs and how.
-std::string compareOutputs(const std::vector<Tensor> &got, const std::vector<Tensor> &want);
+/// "" when every output matches its reference, else which output differs and how. A float
+/// output is compared with the larger of its dtype's tolerance and `floorTolerance`.
+std::string compareOutputs(const std::vector<Tensor> &got, const std::vector<Tensor> &want,
+                           double floorTolerance = 0);
 
 /// Checks every case: the reference first, then each case is lowered, the lowered ones are
 /// compiled together (when that fails, one by one, to find which fail), loaded, run and

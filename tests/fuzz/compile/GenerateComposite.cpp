@@ -91,11 +91,16 @@ void emitNormalization(Gen &gen, OpKind op) {
 
 void emitActivation(Gen &gen, OpKind op) {
   // Activations that jump (thresholded_relu at alpha, shrink at lambd, hardmax at ties) need
-  // exact operands; the others are continuous.
+  // exact operands; the others are continuous, but their gradients jump at their kinks, so the
+  // attributes that place a kink are dyadic (alpha * x + beta on the grid lands on the kink
+  // exactly in both, where 0.2 * x + 0.5 computed with and without a fused multiply-add may
+  // land on either side of it).
   bool jumps = op == OpKind::ThresholdedRelu || op == OpKind::Shrink || op == OpKind::Hardmax;
   GenValue x = jumps ? gen.exactOperand() : gen.floatOperand();
   if (op != OpKind::Shrink)
     x = gen.asFloat(x);
+  if (op == OpKind::HardSwish) // its kinks at +-3 come from x / 6 + 0.5, which is not dyadic
+    x = gen.tame(x, 2.5);
   double m = x.maxAbs();
   ir::AttrMap attrs;
   switch (op) {
@@ -104,7 +109,7 @@ void emitActivation(Gen &gen, OpKind op) {
   case OpKind::Celu: attrs["alpha"] = gen.oneOf<double>({1.0, 0.5, 2.0}); break;
   case OpKind::LeakyRelu: attrs["alpha"] = gen.oneOf<double>({0.01, 0.2, 1.5}); break;
   case OpKind::HardSigmoid:
-    attrs["alpha"] = gen.oneOf<double>({0.2, 0.5});
+    attrs["alpha"] = gen.oneOf<double>({0.125, 0.25, 0.5});
     attrs["beta"] = gen.oneOf<double>({0.5, 0.25});
     break;
   case OpKind::ThresholdedRelu: attrs["alpha"] = gen.gridValue(-1, 1.5); break;
