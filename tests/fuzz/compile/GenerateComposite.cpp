@@ -61,6 +61,27 @@ void emitNormalization(Gen &gen, OpKind op) {
   }
   case OpKind::BatchNorm: {
     GenValue x = floatValueOfRank(gen, 2, 5);
+    if (gen.chance(35)) {
+      // What fold-batch-norm folds: a conv on known weights (plus a per-channel bias) read by
+      // nothing but a batch_norm on known statistics.
+      DType dtype = gen.floatType == DType::F64 ? DType::F64 : DType::F32;
+      int64_t channels = gen.between(1, 4), outChannels = gen.between(1, 5), k = gen.between(1, 3);
+      GenValue image = gen.noHalf(gen.ofType(dtype, {gen.between(1, 2), channels, gen.between(k, 8), gen.between(k, 8)}));
+      GenValue weight = gen.known(dtype, {outChannels, channels, k, k}, InputDomain::Kind::Signed);
+      double bound = static_cast<double>(channels * k * k) * image.maxAbs() * weight.maxAbs();
+      x = gen.emit(OpKind::Conv, {image, weight}, {}, -bound, bound, -1);
+      if (gen.chance(50)) {
+        GenValue bias = gen.known(dtype, {outChannels, 1, 1}, InputDomain::Kind::Signed);
+        x = gen.emit(OpKind::Add, {x, bias}, {}, x.lo + bias.lo, x.hi + bias.hi, -1);
+      }
+      std::vector<GenValue> operands{x};
+      for (InputDomain::Kind kind : {InputDomain::Kind::Signed, InputDomain::Kind::Signed, InputDomain::Kind::Signed,
+                                     InputDomain::Kind::Positive})
+        operands.push_back(gen.known(dtype, {outChannels}, kind));
+      double scaled = (x.maxAbs() + 2) * 2 / std::sqrt(0.25 + epsilon) + 2;
+      loose(gen, gen.emit(op, operands, {{"epsilon", epsilon}}, 0, 0, -1), scaled);
+      return;
+    }
     std::vector<GenValue> operands{x, perChannel(gen, x, InputDomain::Kind::Signed), perChannel(gen, x, InputDomain::Kind::Signed),
                                    perChannel(gen, x, InputDomain::Kind::Signed), perChannel(gen, x, InputDomain::Kind::Positive)};
     if (!(operands[4].lo > 0)) // the variance must be positive

@@ -125,6 +125,20 @@ void emitConv(Gen &gen, OpKind op) {
     groups = gen.between(2, 6);
     perGroupIn = 1;
   }
+  if (gen.large && op == OpKind::Conv && spatial == 2 && gen.chance(40)) {
+    // A deep layer, 3x3 (or 1x1) with stride 1: the runtime's Winograd and direct paths take
+    // only such convolutions, with at least 16 channels each way and a few million MACs.
+    int64_t k = gen.chance(75) ? 3 : 1;
+    w.kernel = {k, k};
+    w.strides = {1, 1};
+    w.dilations = {1, 1};
+    w.pads = gen.chance(70) ? std::vector<int64_t>(4, k / 2) : std::vector<int64_t>(4, 0);
+    w.in = {gen.between(12, 32), gen.between(12, 32)};
+    groups = 1;
+    perGroupIn = gen.between(16, 40);
+    perGroupOut = gen.between(16, 40);
+    batch = 1;
+  }
   int64_t channels = groups * perGroupIn, outChannels = groups * perGroupOut;
   Shape kernelShape(w.kernel.begin(), w.kernel.end());
   ir::AttrMap attrs;

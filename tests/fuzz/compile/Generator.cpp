@@ -140,13 +140,14 @@ GenValue Gen::add(GenValue value) {
   return value;
 }
 
-GenValue Gen::input(DType dtype, const Shape &shape, InputDomain::Kind kind, std::vector<int64_t> indexDims) {
-  InputDomain domain{kind, std::move(indexDims)};
+namespace {
+
+/// What a value of `dtype` drawn from `domain` is known to hold (no var yet).
+GenValue boundsOf(DType dtype, const InputDomain &domain) {
   GenValue value;
-  value.var = gb.input(inputName(domain, inputs_++), dtype, shape);
-  bool floatValues = isFloat(dtype) && kind != InputDomain::Kind::Index;
+  bool floatValues = isFloat(dtype) && domain.kind != InputDomain::Kind::Index;
   value.fracBits = floatValues ? 3 : 0;
-  switch (kind) {
+  switch (domain.kind) {
   case InputDomain::Kind::Signed: value.lo = floatValues ? -2 : -8, value.hi = floatValues ? 2 : 8; break;
   case InputDomain::Kind::Positive: value.lo = floatValues ? 0.25 : 1, value.hi = floatValues ? 2 : 8; break;
   case InputDomain::Kind::NonNegative: value.lo = 0, value.hi = floatValues ? 2 : 8; break;
@@ -170,17 +171,28 @@ GenValue Gen::input(DType dtype, const Shape &shape, InputDomain::Kind kind, std
   return value;
 }
 
+} // namespace
+
+GenValue Gen::input(DType dtype, const Shape &shape, InputDomain::Kind kind, std::vector<int64_t> indexDims) {
+  InputDomain domain{kind, std::move(indexDims)};
+  GenValue value = boundsOf(dtype, domain);
+  value.var = gb.input(inputName(domain, inputs_++), dtype, shape);
+  return value;
+}
+
 GenValue Gen::leaf(DType dtype, const Shape &shape, InputDomain::Kind kind, std::vector<int64_t> indexDims) {
-  GenValue value = input(dtype, shape, kind, indexDims);
-  if (kind == InputDomain::Kind::Index || kind == InputDomain::Kind::Wild)
-    return value;
-  int r = pick(100);
-  if (r < 80)
-    return value;
+  if (kind == InputDomain::Kind::Index || kind == InputDomain::Kind::Wild || chance(80))
+    return input(dtype, shape, kind, std::move(indexDims));
   // The same values as a constant (small ones become literals in the generated source, large
-  // ones weights) or as an initialised parameter (a weight); the input stays unused.
-  Tensor data = makeInput({dtype, shape}, InputDomain{kind, indexDims}, nextSeed());
-  value.var = r < 92 ? gb.constant(data) : gb.param("param_" + std::to_string(params_++), data);
+  // ones weights) or as an initialised parameter (a weight).
+  return known(dtype, shape, kind);
+}
+
+GenValue Gen::known(DType dtype, const Shape &shape, InputDomain::Kind kind) {
+  InputDomain domain{kind, {}};
+  GenValue value = boundsOf(dtype, domain);
+  Tensor data = makeInput({dtype, shape}, domain, nextSeed());
+  value.var = chance(60) ? gb.constant(data) : gb.param("param_" + std::to_string(params_++), data);
   return value;
 }
 

@@ -92,6 +92,8 @@ public:
   /// A new graph input (or now and then a constant or an initialised parameter) of `type`
   /// whose values come from `domain`.
   GenValue leaf(DType dtype, const Shape &shape, InputDomain::Kind kind, std::vector<int64_t> indexDims = {});
+  /// A constant or an initialised parameter of `type`: a value known when compiling.
+  GenValue known(DType dtype, const Shape &shape, InputDomain::Kind kind);
   /// A graph input, always (indices, labels: values a constant would let the compiler fold).
   GenValue input(DType dtype, const Shape &shape, InputDomain::Kind kind, std::vector<int64_t> indexDims = {});
   /// A rank-0 constant.

@@ -48,7 +48,8 @@ constexpr const char *kUsage = R"(usage: kiln-fuzz-compile [options]
   --no-gradients      skip the gradient graphs
   --no-shrink         write reproducers as found, without shrinking them
   --stall-seconds N   abort (exit 3) when one batch takes longer (default 900)
-  --verbose           one line per failure as it is found, and each batch's seeds
+  --verbose           one line per failure (and unsupported case) as it is found
+  --write-all         also write every generated graph to the output folder (seed<S>.kir)
 )";
 
 struct Options {
@@ -62,6 +63,7 @@ struct Options {
   bool shrink = true;
   double stallSeconds = 900;
   bool verbose = false;
+  bool writeAll = false;
 };
 
 Options parseOptions(int argc, char **argv) {
@@ -93,6 +95,8 @@ Options parseOptions(int argc, char **argv) {
       options.stallSeconds = std::stod(value());
     else if (arg == "--verbose")
       options.verbose = true;
+    else if (arg == "--write-all")
+      options.writeAll = true;
     else if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       std::exit(0);
@@ -254,6 +258,9 @@ int run(const Options &options) {
       forward.fuse = mixSeed(seed ^ 0xF05Eull) % 8 != 0;
       forward.graph = std::move(generated.graph);
       countOps(*forward.graph, stats);
+      if (options.writeAll)
+        writeFile(std::filesystem::path(options.out) / fmt::format("seed{}.kir", seed),
+                  reproducerText(forward, {Outcome::Match, "written by --write-all"}));
       cases.push_back(forward);
       if (!options.gradients)
         continue;
