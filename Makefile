@@ -136,6 +136,23 @@ fuzz-artifact: fuzz-file-seeds
 	./build-fuzz/tests/fuzz/fuzz-artifact $(FUZZ_ARTIFACTS) build-fuzz/corpus-artifact \
 	  $(wildcard tests/runtime/fuzz-regressions/artifact) $(FUZZ_FLAGS) -max_len=256
 
+# Differential compile fuzzing (tests/fuzz/compile, no clang needed): random graphs from
+# consecutive seeds compiled through the inference pipeline, with their gradient graphs, and
+# compared with the reference evaluator; reproducers of failures go to $(BUILD)/fuzz-compile-out.
+# `make fuzz-compile FUZZ_SECONDS=600 FUZZ_SEED=1`; `make fuzz-compile-asan FUZZ_SECONDS=1800`
+# runs it under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan; the generated kernels
+# are compiled by the system compiler without them).
+FUZZ_SEED ?= 1
+.PHONY: fuzz-compile fuzz-compile-asan
+fuzz-compile: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-fuzz-compile
+	./$(BUILD)/kiln-fuzz-compile --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out $(BUILD)/fuzz-compile-out
+
+fuzz-compile-asan: deps
+	$(ASAN_CONFIGURE)
+	cmake --build build-asan -j $(JOBS) --target kiln-fuzz-compile
+	$(ASAN_ENV) ./build-asan/kiln-fuzz-compile --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out build-asan/fuzz-compile-out
+
 clean:
 	rm -rf build build-asan build-fuzz
 

@@ -202,6 +202,18 @@ std::vector<Value *> gradConvTranspose(Builder &b, const Node &node, const std::
   ConvAttrs a = readConvAttrs(node, x->rank() - 2);
   Value *gx = b.create(OpKind::Conv, {g, w},
                        {{"strides", a.strides}, {"pads", a.pads}, {"dilations", a.dilations}, {"groups", a.groups}});
+  // An output_padding of at least the stride (allowed up to the dilation) adds output rows that
+  // no input element reaches; the conv of g then has floor(output_padding / stride) positions
+  // more than x along that dim, which belong to no element of x: slice them off.
+  if (gx->shape() != x->shape()) {
+    std::vector<int64_t> starts, ends, axes;
+    for (int64_t d = 2; d < x->rank(); ++d) {
+      starts.push_back(0);
+      ends.push_back(x->shape()[static_cast<size_t>(d)]);
+      axes.push_back(d);
+    }
+    gx = b.create(OpKind::Slice, {gx}, {{"starts", starts}, {"ends", ends}, {"axes", axes}});
+  }
   return {gx, convWeightGradient(b, g, x, w->shape(), a)};
 }
 
