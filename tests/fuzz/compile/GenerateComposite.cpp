@@ -100,7 +100,7 @@ void emitNormalization(Gen &gen, OpKind op) {
     return;
   }
   case OpKind::Lrn: {
-    GenValue x = floatValueOfRank(gen, 2, 4);
+    GenValue x = gen.noHalf(floatValueOfRank(gen, 2, 4)); // its avg_pool takes no 16-bit floats
     ir::AttrMap attrs{{"size", gen.between(1, 5)}, {"alpha", gen.oneOf<double>({1e-4, 0.5})},
                       {"beta", gen.oneOf<double>({0.75, 0.5, 1.0})}, {"bias", gen.oneOf<double>({1.0, 2.0})}};
     loose(gen, gen.emit(op, {x}, attrs, 0, 0, -1), x.maxAbs());
@@ -169,6 +169,7 @@ void emitActivation(Gen &gen, OpKind op) {
 void emitLinear(Gen &gen, OpKind op) {
   GenValue x = gen.fromPool([](const GenValue &v) { return isFloat(v.dtype()) && v.rank() >= 1 && v.rank() <= 3; },
                             [&] { return gen.leaf(gen.floatType, gen.randomShape(1, 3), InputDomain::Kind::Signed); });
+  x = gen.noHalf(x); // its matmul takes no 16-bit floats
   int64_t in = x.shape().back(), out = gen.between(1, 8);
   std::vector<GenValue> operands{x, gen.ofType(x.dtype(), {out, in})};
   if (gen.chance(60))
