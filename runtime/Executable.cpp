@@ -21,7 +21,6 @@
 
 #include "core/Allocation.h"
 #include "core/Error.h"
-#include "core/ShapeMath.h"
 #include "runtime/KernelRuntime.h"
 #include "runtime/LoadedObject.h"
 #include "runtime/Profiler.h"
@@ -228,14 +227,15 @@ void Executable::Impl::packWeights() {
     if (packing.kind == KILN_PACK_GEMM_B_PANELS) {
       // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
       // the weight, and the packed matrix must fill it exactly; one of the strides is 1 (packGemmB).
-      // The fields come from the file, so their arithmetic is checked (after the sign checks).
-      const std::string context = fmt::format("{}: weight packing {}", what, p);
+      // The products are checked: the fields come from the file, and one that wrapped would pass.
+      int64_t size = 0, lastRow = 0, lastColumn = 0, last = 0;
       const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 &&
                            packing.n % kernels::kGemmBPanelWidth == 0 && packing.stride_k >= 0 &&
                            packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
-                           checkedMul(packing.k, packing.n, context) == elements &&
-                           checkedAdd(checkedMul(packing.k - 1, packing.stride_k, context),
-                                      checkedMul(packing.n - 1, packing.stride_n, context), context) < elements;
+                           !__builtin_mul_overflow(packing.k, packing.n, &size) && size == elements &&
+                           !__builtin_mul_overflow(packing.k - 1, packing.stride_k, &lastRow) &&
+                           !__builtin_mul_overflow(packing.n - 1, packing.stride_n, &lastColumn) &&
+                           !__builtin_add_overflow(lastRow, lastColumn, &last) && last < elements;
       if (!shapeOk)
         fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
              packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
