@@ -49,6 +49,10 @@ public:
   Tensor clone() const;
   /// Same data viewed with another shape of equal element count.
   Tensor reshaped(Shape shape) const;
+  /// Same storage viewed as `type`, of any dtype, which must need exactly this tensor's bytes:
+  /// bytes read before their type was known (a u8 tensor filled from a file) become the
+  /// tensor they hold without a copy.
+  Tensor viewAs(TensorType type) const;
   /// Bitwise equality of type and contents.
   bool identical(const Tensor &other) const;
 
