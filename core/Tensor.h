@@ -31,6 +31,9 @@ public:
   int64_t numElements() const { return type_.numElements(); }
   size_t byteSize() const { return type_.byteSize(); }
   bool defined() const { return storage_ != nullptr; }
+  /// Whether this tensor is the only one holding its storage (no copy or view of it is alive
+  /// elsewhere): then rewriting its bytes in place changes no one else's values.
+  bool ownsStorageAlone() const { return storage_ != nullptr && storage_.use_count() == 1; }
 
   /// The elements, 64-byte aligned (a cache line, one AVX-512 vector).
   void *data() { return storage_.get(); }
