@@ -65,7 +65,8 @@ void appendVarint(std::string &out, uint64_t value) {
 
 class Splitter {
 public:
-  Splitter(WireReader &in, LiftedPayloads &payloads) : in_(in), payloads_(payloads) {}
+  Splitter(WireReader &in, LiftedPayloads &payloads, uint64_t minLiftedBytes)
+      : in_(in), payloads_(payloads), minLiftedBytes_(minLiftedBytes) {}
 
   /// Copies the fields of a message of `size` bytes into `out`, rewriting as `level` says.
   /// False on anything but plain wire format.
@@ -101,7 +102,7 @@ public:
           if (sawRawData)
             return false;
           sawRawData = true;
-          if (length >= kMinLiftedPayloadBytes) {
+          if (length >= minLiftedBytes_) {
             if (!lift(length, left, out))
               return false;
             break;
@@ -186,12 +187,13 @@ private:
 
   WireReader &in_;
   LiftedPayloads &payloads_;
+  uint64_t minLiftedBytes_;
 };
 
-std::optional<std::string> split(WireReader &in, LiftedPayloads &payloads) {
+std::optional<std::string> split(WireReader &in, LiftedPayloads &payloads, uint64_t minLiftedBytes) {
   payloads.clear();
   std::string skeleton;
-  Splitter splitter(in, payloads);
+  Splitter splitter(in, payloads, minLiftedBytes);
   if (!splitter.message(Level::Model, in.left(), skeleton)) {
     payloads.clear();
     return std::nullopt;
@@ -201,9 +203,10 @@ std::optional<std::string> split(WireReader &in, LiftedPayloads &payloads) {
 
 } // namespace
 
-std::optional<std::string> splitOnnxBytes(const std::string &bytes, LiftedPayloads &payloads) {
+std::optional<std::string> splitOnnxBytes(const std::string &bytes, LiftedPayloads &payloads,
+                                          uint64_t minLiftedBytes) {
   WireReader in(bytes.data(), bytes.size());
-  return split(in, payloads);
+  return split(in, payloads, minLiftedBytes);
 }
 
 std::string readOnnxFileSplit(const std::string &path, uint64_t maxBytes, LiftedPayloads &payloads) {
@@ -211,7 +214,7 @@ std::string readOnnxFileSplit(const std::string &path, uint64_t maxBytes, Lifted
   std::optional<std::string> skeleton;
   if (std::FILE *file = std::fopen(path.c_str(), "rb")) {
     WireReader in(file, size);
-    skeleton = split(in, payloads);
+    skeleton = split(in, payloads, kMinLiftedPayloadBytes);
     std::fclose(file);
   }
   if (skeleton)

@@ -28,11 +28,13 @@ inline constexpr uint64_t kMinLiftedPayloadBytes = uint64_t{64} << 10;
 /// type), or an undefined tensor where the skeleton holds the initializer's data as the file did.
 using LiftedPayloads = std::vector<Tensor>;
 
-/// Splits the serialized ModelProto `bytes`: the skeleton, with the payloads copied out into
-/// `payloads`. nullopt, `payloads` empty, where the wire format is anything but plain (malformed,
-/// truncated, deprecated groups, a tensor with raw_data twice): protobuf then parses `bytes`
-/// whole and reports what is wrong.
-std::optional<std::string> splitOnnxBytes(const std::string &bytes, LiftedPayloads &payloads);
+/// Splits the serialized ModelProto `bytes`: the skeleton, with the payloads of at least
+/// `minLiftedBytes` copied out into `payloads` (tests lift smaller ones to compare the split
+/// with a whole parse). nullopt, `payloads` empty, where the wire format is anything but plain
+/// (malformed, truncated, deprecated groups, a tensor with raw_data twice): protobuf then
+/// parses `bytes` whole and reports what is wrong.
+std::optional<std::string> splitOnnxBytes(const std::string &bytes, LiftedPayloads &payloads,
+                                          uint64_t minLiftedBytes = kMinLiftedPayloadBytes);
 
 /// Reads the ONNX model file at `path` (readFileLimited's checks and `maxBytes` limit) split:
 /// the payloads are read straight into `payloads`, and the skeleton is returned. A file that is
