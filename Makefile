@@ -170,3 +170,16 @@ bench: deps $(BUILD)/build.ninja
 	bash scripts/export-seeds.sh $(abspath $(BUILD)/seeds) $(BENCH_NAMES)
 	/usr/bin/python3 bench/bench.py --names $(BENCH_NAMES) --rounds $(BENCH_ROUNDS) \
 	  --seeds $(BUILD)/seeds --kiln-bin $(BUILD) --out bench/results.md
+
+# The model zoo (bench/zoo/models.py, about 58 models from torchvision and torch.nn) beside ONNX
+# Runtime and PyTorch eager at 1 and 2 threads: exported and checked once, then timed in
+# interleaved rounds; writes the zoo section of bench/results.md. A separate target because the
+# whole zoo takes over an hour here: `make bench-zoo ZOO_NAMES=small` for the small models.
+ZOO_NAMES ?= all
+ZOO_ROUNDS ?= 3
+.PHONY: bench-zoo
+bench-zoo: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-run
+	bash scripts/install-peers.sh
+	/usr/bin/python3 bench/zoo/bench_zoo.py --names $(ZOO_NAMES) --rounds $(ZOO_ROUNDS) \
+	  --zoo $(abspath $(BUILD)/zoo) --kiln-bin $(abspath $(BUILD)) --out bench/results.md
