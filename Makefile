@@ -44,8 +44,8 @@ test-zoo: build
 # with the line tables that reports need). `make test-asan` builds and runs the unit tests of
 # the parts that read user input (the IR and its parser, the graph API, the ONNX importer):
 # run it before landing changes to those parts (CI runs `make test` only). `make test-asan-all`
-# builds everything and runs every unit and golden test (the ONNX suite and the seed workloads
-# run in `make test` only: they would multiply the time under the sanitizers).
+# builds everything and runs every unit and golden test (the ONNX suite, the seed workloads
+# and the model zoo run in `make test` only: they would multiply the time under the sanitizers).
 ASAN_CONFIGURE = cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \
 	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
@@ -58,7 +58,7 @@ test-asan: deps
 test-asan-all: deps
 	$(ASAN_CONFIGURE)
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed|training'
+	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed|training|zoo'
 
 # libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs the .kir parser fuzzer,
 # `make fuzz-onnx` the ONNX loader's, `make fuzz-tensors`, `fuzz-manifest` and `fuzz-artifact`
