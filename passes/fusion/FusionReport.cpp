@@ -10,6 +10,8 @@
 #include "ir/Printer.h"
 #include "passes/fusion/FusionAnalysis.h"
 #include "passes/fusion/FusionClasses.h"
+#include "passes/memory/ConcatSlices.h"
+#include "passes/memory/PlanMemory.h"
 
 namespace kiln::passes {
 
@@ -35,6 +37,7 @@ std::string_view unfusedReasonName(UnfusedReason reason) {
   case UnfusedReason::RowDomain: return "outside the reduction's rows";
   case UnfusedReason::DomainMismatch: return "different iteration domains";
   case UnfusedReason::NeededInFull: return "value is needed in full";
+  case UnfusedReason::ConcatInPlace: return "concat laid out in place";
   case UnfusedReason::Cycle: return "would create a cycle";
   case UnfusedReason::GroupSizeLimit: return "group size limit";
   case UnfusedReason::OperandLimit: return "operand limit";
@@ -65,6 +68,9 @@ std::string_view unfusedReasonWhy(UnfusedReason reason) {
   case UnfusedReason::NeededInFull:
     return "in a group a movement op is index arithmetic and never stored; another kernel reads this value from "
            "memory, so the op stays a node (a copy, or a free view for a reshape)";
+  case UnfusedReason::ConcatInPlace:
+    return "memory planning places the operands of a concat of contiguous slices (every dim before the axis 1) "
+           "inside its buffer, so standing alone it costs no copy; a copy kernel holding it would still write it";
   case UnfusedReason::Cycle: return "a kernel runs once all its operands exist: the merged kernel would wait on itself";
   case UnfusedReason::GroupSizeLimit:
   case UnfusedReason::OperandLimit: return "a larger kernel compiles slowly and spills registers for little gain";
@@ -104,7 +110,7 @@ std::string_view roleText(FusionRole role, FusionRule rule) {
   return "?";
 }
 
-std::string_view singleText(const Node &node) {
+std::string_view singleText(const ir::Graph &graph, const Node &node) {
   switch (classify(node)) {
   case OpClass::Opaque:
     return ir::isComposite(node.op())    ? "composite: not decomposed, so opaque to fusion"
@@ -114,8 +120,12 @@ std::string_view singleText(const Node &node) {
   case OpClass::Reduction: return "reduction alone";
   case OpClass::Elementwise: return "elementwise alone";
   case OpClass::Movement:
-    return isFreeView(node) ? "free view: memory planning aliases it to its operand, no copy runs"
-                            : "copy kernel: its value is needed in memory";
+    if (isFreeView(node))
+      return "free view: memory planning aliases it to its operand, no copy runs";
+    if (concatMayBeSlices(graph, node, PlanOptions{}.alignment))
+      return "lowered as slices of its output buffer: memory planning places each operand inside it, no copy "
+             "runs (unless an operand is a slice elsewhere: --print-memory-plan shows which)";
+    return "copy kernel: its value is needed in memory";
   case OpClass::Source: break;
   }
   return "source";
@@ -172,7 +182,7 @@ std::string formatFusionReport(const ir::Graph &graph, const FusionAnalysis &ana
       opWidth = std::max(opWidth, node->opName().size());
     }
     for (const Node *node : analysis.singles)
-      out += fmt::format("  {:<{}}  {:<{}}  {}\n", name(node), nameWidth, node->opName(), opWidth, singleText(*node));
+      out += fmt::format("  {:<{}}  {:<{}}  {}\n", name(node), nameWidth, node->opName(), opWidth, singleText(graph, *node));
   }
   if (!analysis.unfused.empty()) {
     out += "\nunfused edges (producer [kernel] -> consumer [kernel]: reason: detail):\n";

@@ -24,8 +24,12 @@
 //  4. Movement: inside a group a movement op is index arithmetic on its operand, never stored,
 //     so one whose value another kernel reads from memory stays a node: a copy kernel, or, for
 //     a reshape, a free view that memory planning aliases. Chains of movement ops that no
-//     computing op absorbs merge into one copy. Views of parameters and constants are
-//     recomputed as indexing by every group that reads them.
+//     computing op absorbs merge into one copy, except a concat needed in memory whose operands
+//     memory planning can place inside its buffer (passes/memory/ConcatSlices.h): alone it
+//     costs no copy, while the copy kernel would write it as a further result (Inception-v3's
+//     concat and the pad of the next block's average pool wrote the concat twice over).
+//     Views of parameters and constants are recomputed as indexing by every group that reads
+//     them.
 //  5. No cycle: two groups do not merge when a path leaves one and re-enters the other through
 //     other kernels: the merged kernel would wait on itself.
 //  6. Limits: FusionOptions::maxGroupOps and maxGroupOperands, each a named reason.
@@ -35,6 +39,8 @@
 
 #include "ir/KernelOutline.h"
 #include "passes/fusion/Fuser.h"
+#include "passes/memory/ConcatSlices.h"
+#include "passes/memory/PlanMemory.h"
 
 namespace kiln::passes::fusion {
 
@@ -246,11 +252,18 @@ Verdict Fuser::checkGroup(std::vector<int> candidate) {
   // Rule 4: inside a computing group a movement op is only index arithmetic, never stored; one
   // whose value is needed in memory elsewhere stays a node. A pure movement group is a copy
   // kernel and stores what others need.
-  if (contractions.size() + reductions.size() + elementwise.size() > 0)
+  if (contractions.size() + reductions.size() + elementwise.size() > 0) {
     for (int i : movement)
       if (exportedFrom(i, stamp))
         return refuse(UnfusedReason::NeededInFull,
                       fmt::format("{} is read from memory by {}", label(i), readersOutside(i, stamp)));
+  } else {
+    for (int i : movement)
+      if (exportedFrom(i, stamp) && concatMayBeSlices(graph_, *nodes_[i], PlanOptions{}.alignment))
+        return refuse(UnfusedReason::ConcatInPlace,
+                      fmt::format("{} is read from memory by {}, and its operands can be slices of its buffer",
+                                  label(i), readersOutside(i, stamp)));
+  }
   // Rule 6: limits, counting the views of sources the group would recompute.
   std::vector<int> views = viewsRead(candidate, stamp);
   int ops = static_cast<int>(candidate.size() + views.size());
