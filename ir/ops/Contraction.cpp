@@ -214,7 +214,8 @@ ConvGeometry convGeometry(const TensorType &x, const TensorType &w, const AttrMa
   std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
   std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
   setSpatialDims(g, x, w, strides, dilations, pads, [&](int64_t d, int64_t in, int64_t k) {
-    int64_t padded = checkedAdd(checkedAdd(in, pads[d]), pads[spatialRank + d]);
+    int64_t padded = checkedAdd(in, pads[d], "padded input size");
+    padded = checkedAdd(padded, pads[spatialRank + d], "padded input size");
     int64_t span = dilatedSpan(k, dilations[d]);
     // Floor division; padded - span may be negative, which C++ would round toward zero.
     int64_t excess = padded - span;
@@ -235,15 +236,16 @@ ConvGeometry convTransposeGeometry(const TensorType &x, const TensorType &w, con
          shapeToString(w.shape), g.inChannels, shapeToString(x.shape));
   if (g.inChannels % g.groups != 0)
     fail("groups {} must divide the input channels {}", g.groups, g.inChannels);
-  g.outChannels = checkedMul(w.shape[1], g.groups);
+  g.outChannels = checkedMul(w.shape[1], g.groups, "output channels");
   std::vector<int64_t> strides = perSpatialDim(attrs, "strides", spatialRank, 1, 1);
   std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
   std::vector<int64_t> outputPadding = perSpatialDim(attrs, "output_padding", spatialRank, 0, 0);
   std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
   setSpatialDims(g, x, w, strides, dilations, pads, [&](int64_t d, int64_t in, int64_t k) {
     int64_t span = dilatedSpan(k, dilations[d]);
-    int64_t full = checkedAdd(checkedAdd(checkedMul(strides[d], in - 1), outputPadding[d]), span);
-    int64_t out = checkedAdd(checkedAdd(full, -pads[d]), -pads[spatialRank + d]);
+    int64_t full = checkedMul(strides[d], in - 1, "output size");
+    full = checkedAdd(checkedAdd(full, outputPadding[d], "output size"), span, "output size");
+    int64_t out = checkedSub(checkedSub(full, pads[d], "output size"), pads[spatialRank + d], "output size");
     if (out < 1)
       fail("spatial dim {}: output size would be {} (input {}, stride {}, output_padding {}, dilated "
            "kernel {}, pads {}+{})",

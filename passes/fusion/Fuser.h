@@ -45,11 +45,15 @@ inline Verdict refuse(UnfusedReason reason, std::string detail) { return {false,
 /// rules, checkEdge and checkGroup, and the cycle check, cycleThrough).
 class Fuser {
 public:
-  /// Stage 1: classifies every node and marks the views of sources.
-  Fuser(const ir::Graph &graph, const FusionOptions &options);
+  /// Stage 1: classifies every node and marks the views of sources. `exactCycles`: see
+  /// cycleThrough.
+  Fuser(const ir::Graph &graph, const FusionOptions &options, bool exactCycles);
 
   /// Stages 2-4: grows the groups and describes them.
   FusionAnalysis run();
+  /// Whether the groups run() formed depend on each other in a cycle (possible only without
+  /// exactCycles, see cycleThrough).
+  bool kernelsFormCycle() const { return kernelsFormCycle_; }
 
 private:
   // --- graph queries ---------------------------------------------------------------------
@@ -95,6 +99,9 @@ private:
     members_[a].insert(members_[a].end(), members_[b].begin(), members_[b].end());
     members_[b].clear();
     span_[a] = {std::min(span_[a].first, span_[b].first), std::max(span_[a].second, span_[b].second)};
+    // reach_ is non-decreasing, so the raise stops at the first position already that far.
+    for (size_t p = static_cast<size_t>(span_[a].first); p < reach_.size() && reach_[p] < span_[a].second; ++p)
+      reach_[p] = span_[a].second;
   }
 
   // --- the rules (FusionRules.cpp) ----------------------------------------------------------
@@ -110,11 +117,14 @@ private:
   bool propose(int producer, int consumer, bool record);
   void grow(int seed, bool forwardOnly);
   FusionGroup describeGroup(std::vector<int> members);
+  bool groupsFormCycle();
 
   int newStamp() { return ++stamp_; }
 
   const ir::Graph &graph_;
   FusionOptions options_;
+  bool exactCycles_;
+  bool kernelsFormCycle_ = false;
   std::vector<Node *> nodes_;
   std::unordered_map<const ir::Value *, std::string> names_;
   std::unordered_map<const Node *, int> index_; // lookup only, never iterated
@@ -123,6 +133,9 @@ private:
   std::vector<int> parent_;
   std::vector<std::vector<int>> members_;
   std::vector<std::pair<int, int>> span_;  // first and last list position of each group
+  // reach_[p]: the largest last position of a group whose first position is at most p (groups
+  // merged away count with the group that absorbed them, which reaches at least as far).
+  std::vector<int> reach_;
   std::vector<int> mark_, visit_, queued_; // stamps: candidate membership, searches, growth queue
   int stamp_ = 0;
   std::map<std::pair<int, int>, Verdict> refusals_; // by (producer, consumer) position

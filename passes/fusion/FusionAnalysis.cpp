@@ -27,12 +27,14 @@ namespace kiln::passes {
 
 namespace fusion {
 
-Fuser::Fuser(const ir::Graph &graph, const FusionOptions &options)
-    : graph_(graph), options_(options), nodes_(graph.nodes()), names_(ir::printedValueNames(graph)) {
+Fuser::Fuser(const ir::Graph &graph, const FusionOptions &options, bool exactCycles)
+    : graph_(graph), options_(options), exactCycles_(exactCycles), nodes_(graph.nodes()),
+      names_(ir::printedValueNames(graph)) {
   size_t n = nodes_.size();
   parent_.resize(n);
   members_.resize(n);
   span_.resize(n);
+  reach_.resize(n);
   classes_.resize(n);
   sourceView_.assign(n, false);
   mark_.assign(n, 0);
@@ -43,6 +45,7 @@ Fuser::Fuser(const ir::Graph &graph, const FusionOptions &options)
     parent_[i] = static_cast<int>(i);
     members_[i] = {static_cast<int>(i)};
     span_[i] = {static_cast<int>(i), static_cast<int>(i)};
+    reach_[i] = static_cast<int>(i);
     classes_[i] = classify(*nodes_[i]);
   }
   // Stage 1: views of sources, in list order so that a view's producers are decided first.
@@ -182,6 +185,7 @@ FusionAnalysis Fuser::run() {
           if (int p = producerOf(input); p >= 0 && groupable(p))
             merged = propose(p, i, true) || merged;
   }
+  kernelsFormCycle_ = groupsFormCycle();
 
   // Stage 4: groups, singles and reasons.
   FusionAnalysis analysis;
@@ -333,13 +337,46 @@ FusionGroup Fuser::describeGroup(std::vector<int> all) {
   return group;
 }
 
+/// Kahn's algorithm on the graph of groups (an edge per producer -> consumer edge between two
+/// groups): true when some groups are left, each waiting on another.
+bool Fuser::groupsFormCycle() {
+  int n = static_cast<int>(nodes_.size());
+  std::vector<int> waiting(nodes_.size(), 0), ready;
+  int groups = 0;
+  for (int i = 0; i < n; ++i) {
+    groups += find(i) == i;
+    for (int user : consumersOf(i))
+      if (find(user) != find(i))
+        ++waiting[static_cast<size_t>(find(user))];
+  }
+  for (int g = 0; g < n; ++g)
+    if (find(g) == g && waiting[static_cast<size_t>(g)] == 0)
+      ready.push_back(g);
+  int done = 0;
+  while (!ready.empty()) {
+    int g = ready.back();
+    ready.pop_back();
+    ++done;
+    for (int m : members_[g])
+      for (int user : consumersOf(m))
+        if (int h = find(user); h != g && --waiting[static_cast<size_t>(h)] == 0)
+          ready.push_back(h);
+  }
+  return done < groups;
+}
+
 } // namespace fusion
 
 FusionAnalysis analyzeFusion(const ir::Graph &graph, const FusionOptions &options) {
   if (options.maxGroupOps < 1 || options.maxGroupOperands < 1)
     fail("fusion limits must be positive (max group ops {}, max group operands {})", options.maxGroupOps,
          options.maxGroupOperands);
-  return fusion::Fuser(graph, options).run();
+  fusion::Fuser fast(graph, options, false);
+  FusionAnalysis analysis = fast.run();
+  if (!fast.kernelsFormCycle())
+    return analysis;
+  // Rare: the fast cycle search missed a path through a straddling group (cycleThrough).
+  return fusion::Fuser(graph, options, true).run();
 }
 
 } // namespace kiln::passes

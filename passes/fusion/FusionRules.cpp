@@ -280,11 +280,19 @@ Verdict Fuser::checkGroup(std::vector<int> candidate) {
 // Rule 5: merging groups `from` and `to` creates a cycle exactly when a path leaves one, passes
 // through other kernels and re-enters the other. The search walks kernels, not nodes (entering a
 // group reaches all its results, as its kernel node will), and skips every group that starts
-// after `to` ends: list order is topological, so such a group cannot lead back into `to`.
+// after a cut position `limit`, at first the end of `to`. Edges go forward in list order, so a
+// path from beyond the cut back into `to` must pass through a group with members on both sides
+// of the cut: one that straddles it. The fast search ignores that (most groups do not lead back
+// that way, and in a training graph, where forward and backward ops share groups, moving the cut
+// past every straddling group makes the search several times slower); analyzeFusion checks its
+// result for cycles and, when there is one, runs the exact search, which moves the cut past the
+// groups that straddle it (reach_) until none does.
 // Returns the last node outside both on such a path, or nullptr.
 const Node *Fuser::cycleThrough(int from, int to) {
   int seen = newStamp();
   int limit = span_[to].second;
+  while (exactCycles_ && reach_[static_cast<size_t>(limit)] > limit)
+    limit = reach_[static_cast<size_t>(limit)];
   std::vector<int> work;
   auto enter = [&](int group) {
     if (visit_[group] == seen || span_[group].first > limit)

@@ -33,6 +33,7 @@
 #include <fmt/format.h>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "ir/Printer.h"
 #include "passes/fusion/AccumulatedOperand.h"
 #include "passes/memory/ConcatSlices.h"
@@ -43,12 +44,8 @@ namespace kiln::passes {
 
 namespace detail {
 
-int64_t checkedAdd(int64_t a, int64_t b) {
-  int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum))
-    fail("memory plan: the arena would exceed {} bytes", INT64_MAX);
-  return sum;
-}
+// Byte offsets and sizes are checked (core/ShapeMath.h): an arena past int64 is an error.
+int64_t checkedAdd(int64_t a, int64_t b) { return kiln::checkedAdd(a, b, "memory plan: arena bytes"); }
 
 int64_t alignUp(int64_t bytes, int64_t alignment) {
   return checkedAdd(bytes, alignment - 1) / alignment * alignment;

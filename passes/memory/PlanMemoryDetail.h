@@ -9,7 +9,7 @@
 
 namespace kiln::passes::detail {
 
-/// a + b; throws kiln::Error when the sum passes int64 (an arena too large to address).
+/// a + b, checked by core/ShapeMath.h: kiln::Error ("memory plan: arena bytes") past its limit.
 int64_t checkedAdd(int64_t a, int64_t b);
 /// `bytes` rounded up to a multiple of `alignment` (a power of two), checked like checkedAdd.
 int64_t alignUp(int64_t bytes, int64_t alignment);
