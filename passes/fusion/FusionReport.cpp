@@ -69,8 +69,9 @@ std::string_view unfusedReasonWhy(UnfusedReason reason) {
     return "in a group a movement op is index arithmetic and never stored; another kernel reads this value from "
            "memory, so the op stays a node (a copy, or a free view for a reshape)";
   case UnfusedReason::ConcatInPlace:
-    return "memory planning places the operands of a concat of contiguous slices (every dim before the axis 1) "
-           "inside its buffer, so standing alone it costs no copy; a copy kernel holding it would still write it";
+    return "memory planning lays the operands of a concat of contiguous slices (every dim before the axis 1) "
+           "out inside its buffer, so alone it costs no copy and its readers read one buffer; in a kernel every "
+           "element read would select between its operands";
   case UnfusedReason::Cycle: return "a kernel runs once all its operands exist: the merged kernel would wait on itself";
   case UnfusedReason::GroupSizeLimit:
   case UnfusedReason::OperandLimit: return "a larger kernel compiles slowly and spills registers for little gain";
@@ -122,9 +123,9 @@ std::string_view singleText(const ir::Graph &graph, const Node &node) {
   case OpClass::Movement:
     if (isFreeView(node))
       return "free view: memory planning aliases it to its operand, no copy runs";
-    if (concatMayBeSlices(graph, node, PlanOptions{}.alignment))
-      return "lowered as slices of its output buffer: memory planning places each operand inside it, no copy "
-             "runs (unless an operand is a slice elsewhere: --print-memory-plan shows which)";
+    if (concatStandsAlone(graph, node, PlanOptions{}.alignment))
+      return "concat in place: memory planning lays each operand out inside its buffer, no copy runs (unless an "
+             "operand already lies in another concat's buffer elsewhere: --print-memory-plan shows which)";
     return "copy kernel: its value is needed in memory";
   case OpClass::Source: break;
   }

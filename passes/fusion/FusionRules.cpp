@@ -24,12 +24,14 @@
 //  4. Movement: inside a group a movement op is index arithmetic on its operand, never stored,
 //     so one whose value another kernel reads from memory stays a node: a copy kernel, or, for
 //     a reshape, a free view that memory planning aliases. Chains of movement ops that no
-//     computing op absorbs merge into one copy, except a concat needed in memory whose operands
-//     memory planning can place inside its buffer (passes/memory/ConcatSlices.h): alone it
-//     costs no copy, while the copy kernel would write it as a further result (Inception-v3's
-//     concat and the pad of the next block's average pool wrote the concat twice over).
-//     Views of parameters and constants are recomputed as indexing by every group that reads
-//     them.
+//     computing op absorbs merge into one copy. A concat whose operands memory planning can
+//     lay out inside its buffer, each written there by a node that stores it anyway
+//     (passes/memory/ConcatSlices.h, concatStandsAlone), joins no group: alone it costs
+//     nothing, and its readers read one buffer, where in a group every element read would
+//     select between its operands (DenseNet's batch norms, an unrolled LSTM's 16 steps and
+//     permute), and a copy kernel would write it anyway (Inception-v3's concat and the pad of
+//     the next block's average pool wrote the concat twice over). Views of parameters and
+//     constants are recomputed as indexing by every group that reads them.
 //  5. No cycle: two groups do not merge when a path leaves one and re-enters the other through
 //     other kernels: the merged kernel would wait on itself.
 //  6. Limits: FusionOptions::maxGroupOps and maxGroupOperands, each a named reason.
@@ -39,8 +41,6 @@
 
 #include "ir/KernelOutline.h"
 #include "passes/fusion/Fuser.h"
-#include "passes/memory/ConcatSlices.h"
-#include "passes/memory/PlanMemory.h"
 
 namespace kiln::passes::fusion {
 
@@ -92,6 +92,10 @@ Verdict Fuser::checkEdge(int producer, int consumer) const {
     return opaque(producer, UnfusedReason::ProducerOpaque);
   if (isOpaque(consumer))
     return opaque(consumer, UnfusedReason::ConsumerOpaque);
+  for (int i : {producer, consumer})
+    if (concatAlone_[i])
+      return refuse(UnfusedReason::ConcatInPlace,
+                    fmt::format("{} stays alone, for memory planning to lay its operands out in its buffer", label(i)));
   if (classes_[consumer] == OpClass::Contraction)
     return refuse(UnfusedReason::ContractionOperand,
                   fmt::format("{} is an operand of {}", label(producer), label(consumer)));
@@ -252,18 +256,11 @@ Verdict Fuser::checkGroup(std::vector<int> candidate) {
   // Rule 4: inside a computing group a movement op is only index arithmetic, never stored; one
   // whose value is needed in memory elsewhere stays a node. A pure movement group is a copy
   // kernel and stores what others need.
-  if (contractions.size() + reductions.size() + elementwise.size() > 0) {
+  if (contractions.size() + reductions.size() + elementwise.size() > 0)
     for (int i : movement)
       if (exportedFrom(i, stamp))
         return refuse(UnfusedReason::NeededInFull,
                       fmt::format("{} is read from memory by {}", label(i), readersOutside(i, stamp)));
-  } else {
-    for (int i : movement)
-      if (exportedFrom(i, stamp) && concatMayBeSlices(graph_, *nodes_[i], PlanOptions{}.alignment))
-        return refuse(UnfusedReason::ConcatInPlace,
-                      fmt::format("{} is read from memory by {}, and its operands can be slices of its buffer",
-                                  label(i), readersOutside(i, stamp)));
-  }
   // Rule 6: limits, counting the views of sources the group would recompute.
   std::vector<int> views = viewsRead(candidate, stamp);
   int ops = static_cast<int>(candidate.size() + views.size());

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "passes/fusion/FusionClasses.h"
+#include "passes/memory/PlanMemoryDetail.h"
+
 namespace kiln::passes {
 
 std::optional<std::vector<int64_t>> concatSliceOffsets(const ir::Node &node) {
@@ -44,6 +47,36 @@ bool concatMayBeSlices(const ir::Graph &graph, const ir::Node &node, int64_t ali
         std::count(operands.begin(), operands.end(), operand) > 1)
       return false;
   }
+  return true;
+}
+
+namespace {
+
+/// Whether `value` is written by a node that stores it anyway, through views of intermediates
+/// of its size (concatStandsAlone).
+bool storedByItsWriter(const ir::Graph &graph, const ir::Value *value, int64_t alignment) {
+  const ir::Node *producer = value->producer();
+  while (producer && detail::isViewOp(producer->op())) {
+    const ir::Value *operand = producer->input(0);
+    if (!isIntermediate(graph, operand) || operand->type().byteSize() != value->type().byteSize())
+      return false;
+    producer = operand->producer();
+  }
+  if (producer == nullptr)
+    return false;
+  if (producer->op() == ir::OpKind::Concat)
+    return concatStandsAlone(graph, *producer, alignment);
+  return fusion::classify(*producer) != fusion::OpClass::Movement;
+}
+
+} // namespace
+
+bool concatStandsAlone(const ir::Graph &graph, const ir::Node &node, int64_t alignment) {
+  if (!concatMayBeSlices(graph, node, alignment))
+    return false;
+  for (const ir::Value *operand : node.inputs())
+    if (!storedByItsWriter(graph, operand, alignment))
+      return false;
   return true;
 }
 

@@ -9,8 +9,9 @@
 //
 // This file holds what the concat node alone decides; what depends on the plan's other
 // decisions (an operand already a slice of another concat, and where) is the planner's. Fusion
-// asks it too: such a concat, needed in memory, stays out of a copy kernel
-// (passes/fusion/FusionRules.cpp, rule 4), which would write it anyway.
+// asks it too (concatStandsAlone): such a concat joins no kernel (passes/fusion/FusionRules.cpp,
+// rule 4), where it would be a select between its operands for every element read, and costs
+// nothing alone.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -30,5 +31,13 @@ std::optional<std::vector<int64_t>> concatSliceOffsets(const ir::Node &node);
 /// intermediates (computed by a node, not a graph input, parameter, constant or graph output);
 /// and no operand appears twice.
 bool concatMayBeSlices(const ir::Graph &graph, const ir::Node &node, int64_t alignment);
+
+/// Whether fusion should leave `node` a node of its own, for memory planning to lay out over
+/// its operands: concatMayBeSlices, and every operand is written by a node that stores it
+/// anyway, seen through views (reshape, squeeze, unsqueeze, flatten of an intermediate of its
+/// size): a computing or opaque op, or a concat that stands alone. An operand that is a slice,
+/// permute or other copy of another value would need a copy kernel of its own, where in a
+/// kernel with the concat it is index arithmetic (ShuffleNet's split halves).
+bool concatStandsAlone(const ir::Graph &graph, const ir::Node &node, int64_t alignment);
 
 } // namespace kiln::passes

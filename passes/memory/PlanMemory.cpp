@@ -10,10 +10,15 @@
 //        write over it (kInPlace, or a view when PlanOptions::aliasViews), or of the operand a
 //        kernel accumulates into (passes/fusion/AccumulatedOperand.h), and that operand dies at
 //        this node with the same byte size, no concat laid out over it is read later, and it is
-//        not itself such a concat (only a view may take a concat's place: its bytes are its
-//        operands'). Since the operand is dead after this step, a buffer never holds two live
-//        values, and this merging never raises the lower bound (at that step both were live);
-//        the concat merging may, a buffer being held from its first operand's definition;
+//        not itself such a concat: the output takes the buffer over. Since the operand is dead
+//        after this step, a buffer never holds two live values, and this merging never raises
+//        the lower bound (at that step both were live);
+//      - a view whose operand is still needed (read later, read through a concat, or a concat
+//        itself) shares the operand's bytes without taking them over: the operand's bytes stay
+//        until the view's last use (as the bytes of a view of a live value must, wherever it
+//        lies), and nothing is ever written over a value that holds no bytes of its own. The
+//        concat merging may raise the lower bound, a buffer being held from its first
+//        operand's definition;
 //   3. the bounds: the lower bound is the peak of live aligned bytes over steps (a sweep over
 //      interval ends) of the buffers of their own, naive is the sum of all intermediates'
 //      aligned sizes;
@@ -252,7 +257,13 @@ private:
       heldUntil_[atom] = std::max(heldUntil_[atom], interval(i).lastUse);
   }
 
-  /// In place or as a view, over an operand dying here; false when it cannot.
+  /// Whether value i holds its bytes (else it is made of its atoms' bytes).
+  bool holdsBytes(size_t i) const { return atoms_[i].size() == 1 && atoms_[i][0] == i; }
+
+  /// In place over an operand dying here, or as a view; false when it cannot. A view whose
+  /// operand is read later (or holds bytes a concat still reads, or holds none) shares the
+  /// operand's bytes without holding them: it is made of the operand's atoms, which keep them
+  /// until its last use. No kernel writes a view, so sharing is always safe.
   bool takeOperandBuffer(size_t i) {
     const ir::Value *value = interval(i).value;
     const auto reuse = reuseFor(value, options_);
@@ -260,18 +271,18 @@ private:
       return false;
     const auto [operand, kind] = *reuse;
     const LiveInterval *operandInterval = liveness_.find(operand);
-    if (!operandInterval || operandInterval->lastUse != interval(i).def || valueBytes(operand) != valueBytes(value))
+    if (!operandInterval || valueBytes(operand) != valueBytes(value))
       return false;
     const size_t u = indexOf(operand);
-    const bool operandHolds = holds_[bufferOf_[u]];
-    if (operandHolds ? heldUntil_[u] >= interval(i).def : kind != ReuseKind::View)
+    const bool takesOver = operandInterval->lastUse == interval(i).def && holdsBytes(u) && heldUntil_[u] < interval(i).def;
+    if (!takesOver && kind != ReuseKind::View)
       return false;
     // Intervals are in definition order and the operand is defined earlier, so its buffer is
     // already known.
     const size_t b = bufferOf_[u];
     buffer(b).values.push_back(value);
     bufferOf_[i] = b;
-    if (operandHolds) {
+    if (takesOver) {
       atoms_[i] = {i};
     } else {
       atoms_[i] = atoms_[u];

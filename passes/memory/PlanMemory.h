@@ -29,9 +29,11 @@ struct PlanOptions {
   /// that operand is an intermediate of the same byte size whose last use is this op; so does
   /// a kernel over the operand it accumulates into (passes/fusion/AccumulatedOperand.h).
   bool inPlace = true;
-  /// reshape, squeeze, unsqueeze and flatten alias their input under the same condition, so
-  /// that they cost no copy and no bytes. On by default; codegen must then emit these views
-  /// as no-ops (or copies in place) rather than as kernels reading and writing one buffer.
+  /// reshape, squeeze, unsqueeze and flatten alias their input (an intermediate of the same
+  /// byte size), so that they cost no copy and no bytes: under the same condition the view
+  /// takes the buffer over; when the input is still read later (or a concat laid out over it
+  /// is), the view shares its bytes, which then stay until the view's last use. On by default;
+  /// codegen must then emit these views as no-ops rather than as kernels.
   bool aliasViews = true;
   /// A concat whose operands can be contiguous slices of its result (passes/memory/ConcatSlices.h)
   /// gets them placed there, when no operand is already a slice elsewhere: their producers
@@ -44,8 +46,9 @@ struct PlanOptions {
 
 enum class ReuseKind { InPlace, View, ConcatSlice };
 
-/// InPlace, View: `output` is written into the buffer of `operand`, which dies at `output`'s
-/// producer. ConcatSlice: `operand`, an operand of the concat `output`, lies `offset` bytes
+/// InPlace: `output` is written into the buffer of `operand`, which dies at `output`'s
+/// producer. View: `output` is `operand`'s bytes under another shape; when `operand` is read
+/// later, its bytes stay while `output` is live. ConcatSlice: `operand`, an operand of the concat `output`, lies `offset` bytes
 /// into `output`'s bytes, which are its operands' bytes: the concat runs no kernel, and each
 /// operand's bytes stay as they are while the concat is live.
 struct BufferReuse {
@@ -60,7 +63,9 @@ struct BufferReuse {
 /// inside its buffer (`parent`), and a later concat over some of the same operands may lie in
 /// the same buffer too (DenseNet: every concat of a block is a prefix of the block's last).
 struct PlannedBuffer {
-  std::vector<const ir::Value *> values; // in order of definition; at most one live at a time
+  /// In order of definition; at most one holding its own bytes live at a time (views share
+  /// their operand's bytes; a concat's are its operands').
+  std::vector<const ir::Value *> values;
   int64_t bytes = 0;                     // aligned size
   int64_t offset = 0;
   /// In steps: the values' intervals, extended for a concat's operand to the last step that

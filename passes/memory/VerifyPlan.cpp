@@ -146,9 +146,10 @@ private:
           else
             atoms.insert(atoms.end(), it->second.begin(), it->second.end());
         }
-      } else if (const BufferReuse *view = viewOf(value); view && composite_.count(view->operand)) {
+      } else if (const BufferReuse *view = viewOf(value); view && sharesBytes(*view, interval)) {
         composite_.insert(value);
-        atoms = atoms_.at(view->operand);
+        auto it = atoms_.find(view->operand);
+        atoms = it == atoms_.end() ? std::vector<const ir::Value *>{view->operand} : it->second;
       } else {
         continue;
       }
@@ -159,6 +160,19 @@ private:
       }
       atoms_[value] = std::move(atoms);
     }
+  }
+
+  /// Whether a view shares its operand's bytes rather than taking them over: the operand
+  /// holds none (a concat laid out over its operands, or a view of one), is read after the
+  /// view is defined, or holds bytes a concat defined before the view still reads then.
+  bool sharesBytes(const BufferReuse &view, const LiveInterval &output) const {
+    if (composite_.count(view.operand))
+      return true;
+    const LiveInterval *operand = liveness_.find(view.operand);
+    if (operand && operand->lastUse != output.def)
+      return true;
+    auto held = heldUntil_.find(view.operand);
+    return held != heldUntil_.end() && held->second.first >= output.def;
   }
 
   const BufferReuse *viewOf(const ir::Value *value) const {
@@ -185,20 +199,22 @@ private:
       if (!opAllows)
         fail("memory plan: {} cannot reuse {}: {} does not work {}", name(reuse.output), name(reuse.operand),
              producer->opName(), reuse.kind == ReuseKind::InPlace ? "in place" : "as a view");
-      if (operand.lastUse != output.def)
-        fail("memory plan: {} reuses {}, which is still used at step {} after {} is written at step {}",
-             name(reuse.output), name(reuse.operand), operand.lastUse, name(reuse.output), output.def);
-      if (reuse.kind == ReuseKind::InPlace && composite_.count(reuse.operand))
-        fail("memory plan: {} is written over {}, whose bytes are its operands'", name(reuse.output),
-             name(reuse.operand));
-      if (auto held = heldUntil_.find(reuse.operand); held != heldUntil_.end() && held->second.first >= output.def)
-        fail("memory plan: {} reuses {}, whose bytes {} still reads at step {}", name(reuse.output),
-             name(reuse.operand), name(held->second.second), held->second.first);
       if (valueBytes(reuse.output) != valueBytes(reuse.operand))
         fail("memory plan: {} ({} bytes) reuses {} ({} bytes) of another size", name(reuse.output),
              valueBytes(reuse.output), name(reuse.operand), valueBytes(reuse.operand));
       if (plan_.offsetOf(reuse.output) != plan_.offsetOf(reuse.operand))
         fail("memory plan: {} reuses {} but is placed at another offset", name(reuse.output), name(reuse.operand));
+      if (reuse.kind == ReuseKind::View && composite_.count(reuse.output))
+        continue; // shares the operand's bytes, which stay (findAtoms): nothing more to check
+      if (operand.lastUse != output.def)
+        fail("memory plan: {} reuses {}, which is still used at step {} after {} is written at step {}",
+             name(reuse.output), name(reuse.operand), operand.lastUse, name(reuse.output), output.def);
+      if (reuse.kind == ReuseKind::InPlace && composite_.count(reuse.operand))
+        fail("memory plan: {} is written over {}, whose bytes are not its own", name(reuse.output),
+             name(reuse.operand));
+      if (auto held = heldUntil_.find(reuse.operand); held != heldUntil_.end() && held->second.first >= output.def)
+        fail("memory plan: {} reuses {}, whose bytes {} still reads at step {}", name(reuse.output),
+             name(reuse.operand), name(held->second.second), held->second.first);
       allowed_.emplace(reuse.output, reuse.operand);
       allowed_.emplace(reuse.operand, reuse.output);
     }
