@@ -1,11 +1,12 @@
 // Concats laid out over their operands (passes/memory/ConcatSlices.h): each producer writes its
 // slice of the concat's buffer and the concat runs no kernel. Against the reference evaluator,
 // at one and two threads: GoogLeNet's branch concat of convolutions and a max pool, DenseNet's
-// block (every layer's concat a prefix of the block's buffer), concats of concats, a concat
+// block (every layer's concat a prefix of the block's buffer), concats of concats, an unrolled
+// recurrence whose steps are read later and through reshapes by the sequence concat, a concat
 // whose operand a kernel would otherwise accumulate into while the concat is still to be read,
-// the cases that must stay copies (batch 2, an operand used twice, a graph input, a misaligned
-// operand, a concat returned, an operand already a slice elsewhere), and random graphs of
-// convolutions, adds, pools and concats.
+// the cases that must stay copies (batch 2, an operand used twice, a graph input, a parameter,
+// an operand returned, a misaligned operand, a concat returned, an operand already a slice
+// elsewhere), and random graphs of convolutions, adds, pools and concats.
 #include <memory>
 #include <random>
 #include <string>
@@ -137,14 +138,51 @@ TEST(CodegenConcatInPlace, ConcatsOfConcatsAndAReshapeOfOne) {
   expectMatchesAtOneAndTwoThreads(*graph, 3);
 }
 
+TEST(CodegenConcatInPlace, RecurrentStepsWriteTheirSliceOfTheSequence) {
+  // An unrolled recurrence (frontend/onnx/OnnxMapRecurrent.cpp): each step's [4,16] state is
+  // read by the next step and, reshaped to [1,4,16], by the sequence concat on axis 0, which
+  // a permute reads. The reshapes share their step's bytes (the step is read later), so each
+  // step kernel writes its slice of the sequence directly: no concat and no reshape runs.
+  GraphBuilder gb("recurrent");
+  Var x = gb.input("x", DType::F32, {4, 16});
+  Var w = gb.param("w", randomTensor({DType::F32, {16, 16}}, 60));
+  Var b = gb.param("b", randomTensor({DType::F32, {16}}, 61));
+  std::vector<Var> steps;
+  Var h = x;
+  for (int t = 0; t < 6; ++t) {
+    h = frontend::tanh(frontend::matmul(h, w) + b);
+    steps.push_back(frontend::reshape(h, {1, 4, 16}));
+  }
+  Var sequence = frontend::permute(frontend::concat(steps, 0), {1, 0, 2});
+  auto graph = gb.finish({sequence, frontend::matmul(h, w)});
+
+  LoweredModel lowered = lowerGraph(*graph, testOptions());
+  passes::verifyPlan(*lowered.graph, lowered.plan);
+  int concats = 0, reshapes = 0, sharedViews = 0;
+  for (const ir::Node *node : lowered.graph->nodes()) {
+    if (node->op() == ir::OpKind::Concat) {
+      ++concats;
+      EXPECT_TRUE(lowered.plan.isConcatInPlace(node->output()));
+    }
+    reshapes += node->op() == ir::OpKind::Reshape;
+  }
+  for (const passes::BufferReuse &reuse : lowered.plan.reuses)
+    sharedViews += reuse.kind == passes::ReuseKind::View;
+  EXPECT_EQ(concats, 1);
+  EXPECT_EQ(reshapes, 6);
+  EXPECT_EQ(sharedViews, 6);
+  expectMatchesAtOneAndTwoThreads(*graph, 6);
+}
+
 TEST(CodegenConcatInPlace, NoKernelAccumulatesIntoAnOperandTheConcatStillNeeds) {
   // relu(conv1x1(z) + r) may start from r and accumulate into its buffer when r dies there
   // (passes/fusion/AccumulatedOperand.h). Here r is also a slice of `joined`, which the last
-  // convolution reads after that: r's bytes must stay.
+  // convolution reads after that: r's bytes must stay. (r is a max pool, which no convolution
+  // kernel computes beside the sum, as it would a convolution reading the same input.)
   GraphBuilder gb("accumulate");
   Convs conv(gb, 40);
   Var x = gb.input("x", DType::F32, {1, 8, 4, 4});
-  Var r = conv(x, 8, 3);
+  Var r = frontend::maxPool2d(x, {3, 3}, {1, 1}, {1, 1});
   Var joined = frontend::concat({r, conv(x, 8, 1)}, 1);
   Var z = conv(x, 4, 3);
   Var summed = frontend::relu(conv(z, 8, 1, /*relu=*/false) + r);
@@ -179,16 +217,21 @@ TEST(CodegenConcatInPlace, CopiesWhereSlicesCannotBe) {
   keep(frontend::concat({x, b}, 1), "graph_input");
   Var odd = conv(frontend::maxPool2d(x, {2, 2}), 3, 1); // [1, 3, 2, 2]: 48 bytes
   keep(frontend::concat({odd, conv(frontend::maxPool2d(x, {2, 2}), 4, 1)}, 1), "misaligned");
+  Var returnedOperand = conv(x, 4, 1);
+  outputs.push_back(returnedOperand);
+  keep(frontend::concat({returnedOperand, conv(x, 4, 3)}, 1), "output_operand");
+  Var weight = gb.param("constant_plane", randomTensor({DType::F32, {1, 4, 4, 4}}, 59));
+  keep(frontend::concat({conv(x, 4, 3), weight}, 1), "param_operand");
   keep(frontend::concat({a, b}, 1), "first");
   keep(frontend::concat({b, a}, 1), "second"); // a and b already lie in `first`, the other way
   Var returned = frontend::concat({conv(x, 4, 1), conv(x, 4, 3)}, 1);
   outputs.push_back(returned);
   auto graph = gb.finish(outputs);
-  for (const char *name : {"batch2", "twice", "graph_input", "misaligned", "second"})
+  for (const char *name : {"batch2", "twice", "graph_input", "output_operand", "param_operand", "misaligned", "second"})
     EXPECT_FALSE(namedConcatInPlace(*graph, name)) << name;
   EXPECT_TRUE(namedConcatInPlace(*graph, "first"));
   ConcatCount count = countConcats(*graph);
-  EXPECT_EQ(count.concats, 7);
+  EXPECT_EQ(count.concats, 9);
   EXPECT_EQ(count.inPlace, 1);
   expectMatchesAtOneAndTwoThreads(*graph, 5);
 }

@@ -327,6 +327,29 @@ graph @g(%x: f32[1,16]) -> (f32[1,16]) {
   MemoryPlan apart = plan; // v listed as a view but placed elsewhere
   apart.offsets[valueNamed(*graph, "v")] = 64;
   expectRejected(*graph, apart, "%v reuses %a but is placed at another offset");
+
+  // The view outlives its operand: a dies at b (neg may work in place), but v, and w through
+  // v, read a's bytes until step 4, so b gets a buffer of its own.
+  auto outlives = test::parseKir(R"(
+graph @h(%x: f32[1,16]) -> (f32[1,16]) {
+  %a = exp(%x) : f32[1,16]
+  %v = reshape(%a) {shape = [16, 1]} : f32[16,1]
+  %b = neg(%a) : f32[1,16]
+  %w = reshape(%v) {shape = [1, 16]} : f32[1,16]
+  %o = add(%b, %w) : f32[1,16]
+  return %o
+}
+)");
+  MemoryPlan kept = planMemory(*outlives);
+  EXPECT_EQ(formatMemoryPlan(*outlives, kept),
+            "memory plan: arena 128 bytes, lower bound 128 bytes, naive 256 bytes, alignment 64\n"
+            "  %a, %v (view), %w (view): 64 bytes at offset 0, steps 0..4\n"
+            "  %b: 64 bytes at offset 64, steps 2..4\n");
+  EXPECT_NO_THROW(verifyPlan(*outlives, kept));
+  MemoryPlan clobbered = kept;
+  clobbered.reuses.push_back({valueNamed(*outlives, "b"), valueNamed(*outlives, "a"), ReuseKind::InPlace, 0});
+  clobbered.offsets[valueNamed(*outlives, "b")] = 0;
+  expectRejected(*outlives, clobbered, "%b reuses %a, whose bytes %w still reads at step 4");
 }
 
 TEST(MemoryPlan, MultiOutputNode) {
