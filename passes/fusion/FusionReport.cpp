@@ -141,7 +141,7 @@ std::string formatFusionReport(const ir::Graph &graph, const FusionAnalysis &ana
     return "%" + (it == names.end() ? std::string("?") : it->second);
   };
   std::unordered_map<const Node *, std::string> placeOf; // lookup only
-  int64_t fusedOps = 0, freeViews = 0;
+  int64_t fusedOps = 0, freeViews = 0, concatsInPlace = 0;
   for (size_t g = 0; g < analysis.groups.size(); ++g)
     for (const FusedOp &op : analysis.groups[g].ops) {
       ++fusedOps;
@@ -151,12 +151,13 @@ std::string formatFusionReport(const ir::Graph &graph, const FusionAnalysis &ana
   for (const Node *node : analysis.singles) {
     placeOf[node] = "single";
     freeViews += isFreeView(*node);
+    concatsInPlace += concatStandsAlone(graph, *node, PlanOptions{}.alignment);
   }
   std::string out = fmt::format(
-      "fusion of @{}: {} ops -> {} kernels ({} fused groups holding {} ops, {} single ops of which {} free views)\n"
+      "fusion of @{}: {} ops -> {} kernels ({} fused groups holding {} ops, {} single ops of which {} free views{})\n"
       "names are those of the graph before fusion\n",
       graph.name(), analysis.numOps, analysis.numKernels(), analysis.groups.size(), fusedOps, analysis.singles.size(),
-      freeViews);
+      freeViews, concatsInPlace > 0 ? fmt::format(" and {} concats in place", concatsInPlace) : "");
   for (size_t g = 0; g < analysis.groups.size(); ++g) {
     const FusionGroup &group = analysis.groups[g];
     std::vector<std::string> results;
