@@ -1,0 +1,75 @@
+// The Family column of ir/Ops.def names the file that defines each op: for every op,
+// ir/ops/<Family>.cpp exists and holds the definition `OpDef define<Enum>() {`. The column
+// is what a reader follows to an op's semantics, so a line that names the wrong file (or a
+// definition moved without its line) fails here rather than misleading them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "ir/Op.h"
+
+using namespace kiln;
+using namespace kiln::ir;
+
+namespace {
+
+const std::filesystem::path kOpsDir = std::filesystem::path(KILN_SOURCE_DIR) / "ir" / "ops";
+
+std::string readFile(const std::filesystem::path &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The enum names of the ops, in Ops.def order (opTraits holds only the mnemonic).
+const std::vector<std::string> kEnumNames = {
+#define OP(Enum, ...) #Enum,
+#include "ir/Ops.def"
+};
+
+/// Every `OpDef define<Name>() {` under ir/ops/: Name -> the file's stem.
+std::map<std::string, std::string> definitionsInSourceTree() {
+  std::map<std::string, std::string> where;
+  const std::regex definition(R"(^OpDef define(\w+)\(\) \{)", std::regex::multiline);
+  for (const auto &entry : std::filesystem::directory_iterator(kOpsDir)) {
+    if (entry.path().extension() != ".cpp")
+      continue;
+    std::string text = readFile(entry.path());
+    for (std::sregex_iterator it(text.begin(), text.end(), definition), end; it != end; ++it)
+      where[(*it)[1].str()] = entry.path().stem().string();
+  }
+  return where;
+}
+
+} // namespace
+
+TEST(OpFamily, EveryFamilyNamesTheFileThatDefinesTheOp) {
+  ASSERT_TRUE(std::filesystem::is_directory(kOpsDir)) << kOpsDir;
+  ASSERT_EQ(static_cast<int>(kEnumNames.size()), kNumOps);
+  std::map<std::string, std::string> where = definitionsInSourceTree();
+  for (int i = 0; i < kNumOps; ++i) {
+    const std::string &name = kEnumNames[static_cast<size_t>(i)];
+    std::string family(opTraits(static_cast<OpKind>(i)).family);
+    EXPECT_TRUE(std::filesystem::exists(kOpsDir / (family + ".cpp")))
+        << name << ": family " << family << " names no file ir/ops/" << family << ".cpp";
+    auto found = where.find(name);
+    if (found == where.end())
+      ADD_FAILURE() << name << ": no `OpDef define" << name << "() {` under ir/ops/";
+    else
+      EXPECT_EQ(found->second, family) << name << " is defined in ir/ops/" << found->second
+                                       << ".cpp, but its Ops.def family says " << family;
+  }
+}
+
+// The check above must be able to fail: a definition is found where it is, and only there.
+TEST(OpFamily, FindsDefinitionsWhereTheyAre) {
+  std::map<std::string, std::string> where = definitionsInSourceTree();
+  EXPECT_EQ(where.at("Slice"), "MovementRegion");
+  EXPECT_EQ(where.at("Add"), "Binary");
+  EXPECT_EQ(where.count("NoSuchOp"), 0u);
+}
