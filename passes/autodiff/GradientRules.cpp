@@ -1,6 +1,7 @@
 // The gradient rule table and the helpers the rule families share. The table is a switch over
-// every OpKind without `default:`, so an op added to ir/Ops.def without a decision here is a
-// compile error (-Werror=switch), and "no rule yet" is an explicit, greppable entry.
+// every OpKind without `default:`, so a primitive added to ir/Ops.def without a decision here
+// is a compile error (-Werror=switch), and "no rule yet" is an explicit, greppable entry. The
+// composites' cases come from Ops.def's tier column, so they are never listed twice.
 #include "passes/autodiff/GradientRules.h"
 
 #include "ir/ops/DecomposeHelpers.h"
@@ -50,15 +51,10 @@ GradientRule gradientRule(OpKind op) {
     return {GradKind::Rule, gradReduce};
   case OpKind::ArgMax: case OpKind::ArgMin:
     return kNone; // integer results
-  case OpKind::ReduceMean: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceLogSum:
-  case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare:
-    return kComposite;
 
   case OpKind::Reshape: case OpKind::Permute: case OpKind::Broadcast: case OpKind::Slice:
   case OpKind::Pad: case OpKind::Concat: case OpKind::Split:
     return {GradKind::Rule, gradMovement};
-  case OpKind::Squeeze: case OpKind::Unsqueeze: case OpKind::Flatten:
-    return kComposite;
 
   case OpKind::Gather: case OpKind::GatherElements: case OpKind::ScatterAdd:
     return {GradKind::Rule, gradIndexing};
@@ -69,8 +65,6 @@ GradientRule gradientRule(OpKind op) {
     return {GradKind::Rule, gradCumSum};
   case OpKind::TopK:
     return {GradKind::Rule, gradTopK};
-  case OpKind::Trilu: case OpKind::OneHot: case OpKind::Tile:
-    return kComposite;
 
   case OpKind::MatMul:
     return {GradKind::Rule, gradMatMul};
@@ -85,13 +79,15 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::ConvWeightGrad: case OpKind::MaxPoolGrad:
     return kMissing; // second order through conv and max_pool: not supported
 
-  case OpKind::Linear: case OpKind::BatchNorm: case OpKind::LayerNorm: case OpKind::Softmax:
-  case OpKind::LogSoftmax: case OpKind::Gelu: case OpKind::Silu: case OpKind::MseLoss:
-  case OpKind::CrossEntropy: case OpKind::InstanceNorm: case OpKind::NllLoss: case OpKind::Lrn:
-  case OpKind::Elu: case OpKind::Selu: case OpKind::LeakyRelu: case OpKind::PRelu:
-  case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Softplus: case OpKind::Softsign:
-  case OpKind::Celu: case OpKind::ThresholdedRelu: case OpKind::Mish: case OpKind::Shrink:
-  case OpKind::Hardmax: case OpKind::SgdUpdate: case OpKind::AdamUpdate:
+  // Every composite, from Ops.def's tier column: autodiff sees them decomposed.
+#define OP(Enum, mnemonic, minIn, maxIn, tier, ...) KILN_CASE_IF_COMPOSITE_##tier(Enum)
+#define KILN_CASE_IF_COMPOSITE_Composite(Enum) case OpKind::Enum:
+#define KILN_CASE_IF_COMPOSITE_Primitive(Enum)
+#define KILN_CASE_IF_COMPOSITE_Source(Enum)
+#include "ir/Ops.def"
+#undef KILN_CASE_IF_COMPOSITE_Composite
+#undef KILN_CASE_IF_COMPOSITE_Primitive
+#undef KILN_CASE_IF_COMPOSITE_Source
     return kComposite;
 
   // Fusion runs after autodiff: a kernel group never needs a gradient.
