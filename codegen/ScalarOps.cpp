@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/Error.h"
+#include "ir/ElementwiseOps.h"
 #include "ir/Printer.h"
 
 namespace kiln::codegen {
@@ -91,46 +92,17 @@ std::string elementLiteral(const Tensor &tensor, int64_t index) {
 
 namespace {
 
-std::string unaryExpression(OpKind op, DType dtype, const std::string &a, const std::string &type) {
+// A row of ir/ElementwiseOps.def spelled for an operand `a` of `dtype` (its float, f32 or integer
+// spelling), with a result of C++ type `type`.
+std::string unaryExpression(const ir::UnaryOpRow &row, DType dtype, const std::string &a, const std::string &type) {
   bool floating = isFloat(dtype);
+  std::string_view spelling = !floating                                           ? row.intSpelling
+                              : dtype == DType::F32 && !row.f32Spelling.empty() ? row.f32Spelling
+                                                                                : row.spelling;
+  if (spelling.empty())
+    fail("codegen: internal error: {} has no spelling for {}", ir::opName(row.op), dtypeName(dtype));
   std::string one = floating ? literal(dtype, 1.0) : "1";
-  auto call = [&](const char *fn) { return fmt::format("std::{}({})", fn, a); };
-  switch (op) {
-  case OpKind::Neg: return floating ? fmt::format("(-{})", a) : fmt::format("(({})kiln_wneg({}))", type, a);
-  case OpKind::Abs: return floating ? call("fabs") : fmt::format("(({})kiln_iabs({}))", type, a);
-  case OpKind::Exp: return dtype == DType::F32 ? fmt::format("kiln_expf({})", a) : call("exp");
-  case OpKind::Expm1: return call("expm1");
-  case OpKind::Log: return call("log");
-  case OpKind::Log1p: return call("log1p");
-  case OpKind::Sqrt: return call("sqrt");
-  case OpKind::Rsqrt: return fmt::format("({} / std::sqrt({}))", one, a);
-  case OpKind::Reciprocal: return fmt::format("({} / {})", one, a);
-  case OpKind::Tanh: return dtype == DType::F32 ? fmt::format("kiln_tanhf({})", a) : call("tanh");
-  case OpKind::Sigmoid:
-    return fmt::format("({0} / ({0} + {2}(-{1})))", one, a, dtype == DType::F32 ? "kiln_expf" : "std::exp");
-  case OpKind::Erf: return dtype == DType::F32 ? fmt::format("kiln_erff({})", a) : call("erf");
-  case OpKind::Relu:
-    return floating ? fmt::format("(({0} > 0 || {0} != {0}) ? {0} : ({1})0)", a, type)
-                    : fmt::format("({0} > 0 ? {0} : ({1})0)", a, type);
-  case OpKind::Sin: return call("sin");
-  case OpKind::Cos: return call("cos");
-  case OpKind::Tan: return call("tan");
-  case OpKind::Asin: return call("asin");
-  case OpKind::Acos: return call("acos");
-  case OpKind::Atan: return call("atan");
-  case OpKind::Sinh: return call("sinh");
-  case OpKind::Cosh: return call("cosh");
-  case OpKind::Floor: return floating ? call("floor") : a;
-  case OpKind::Ceil: return floating ? call("ceil") : a;
-  case OpKind::Round: return floating ? call("nearbyint") : a;
-  case OpKind::Sign:
-    return floating ? fmt::format("kiln_fsign({})", a) : fmt::format("(({0})(({1} > 0) - ({1} < 0)))", type, a);
-  case OpKind::Not: return fmt::format("(!{})", a);
-  case OpKind::IsNan: return fmt::format("({0} != {0})", a);
-  case OpKind::IsInf: return fmt::format("((bool)std::isinf({}))", a);
-  default: break;
-  }
-  fail("codegen: internal error: {} is not a unary op", ir::opName(op));
+  return fmt::format(fmt::runtime(spelling), fmt::arg("x", a), fmt::arg("type", type), fmt::arg("one", one));
 }
 
 std::string binaryExpression(const ir::Node &node, DType dtype, const std::string &a, const std::string &b,
@@ -200,21 +172,25 @@ std::string clipExpression(const ir::Node &node, DType dtype, const std::string 
                      intLiteral(saturate(std::ceil(lo))), intLiteral(saturate(std::floor(hi))));
 }
 
-// An op on f16/bf16 operands (floats holding values of the dtype; see ScalarOps.h).
-std::string halfExpression(const ir::Node &node, const std::vector<std::string> &operands) {
+// A unary op on an f16/bf16 operand (a float holding a value of the dtype; see ScalarOps.h).
+std::string halfUnaryExpression(const ir::UnaryOpRow &row, DType out, const std::string &a) {
+  switch (row.half) {
+  case ir::HalfPrecision::Exact: return unaryExpression(row, DType::F32, a, cType(out));
+  case ir::HalfPrecision::Rounded: return roundExpression(out, unaryExpression(row, DType::F32, a, "float"));
+  case ir::HalfPrecision::Wide: {
+    std::string value = unaryExpression(row, DType::F64, fmt::format("((double){})", a), "double");
+    return roundExpression(out, fmt::format("((float){})", value));
+  }
+  }
+  fail("codegen: internal error: unknown half precision of {}", ir::opName(row.op));
+}
+
+// A binary op on f16/bf16 operands (floats holding values of the dtype; see ScalarOps.h).
+std::string halfBinaryExpression(const ir::Node &node, const std::vector<std::string> &operands) {
   OpKind op = node.op();
   DType out = node.output()->dtype();
   switch (op) {
-  // Exact in float: the result is an operand, a value of the dtype with fewer bits, or bool.
-  case OpKind::Neg:
-  case OpKind::Abs:
-  case OpKind::Relu:
-  case OpKind::Floor:
-  case OpKind::Ceil:
-  case OpKind::Round:
-  case OpKind::Sign:
-  case OpKind::IsNan:
-  case OpKind::IsInf: return unaryExpression(op, DType::F32, operands[0], cType(out));
+  // Exact in float: the result is an operand or bool.
   case OpKind::Max:
   case OpKind::Min:
   case OpKind::Eq:
@@ -224,8 +200,6 @@ std::string halfExpression(const ir::Node &node, const std::vector<std::string> 
   case OpKind::Gt:
   case OpKind::Ge: return binaryExpression(node, DType::F32, operands[0], operands[1], cType(out));
   // Correctly rounded in float, as after double (see ScalarOps.h).
-  case OpKind::Sqrt:
-  case OpKind::Reciprocal: return roundExpression(out, unaryExpression(op, DType::F32, operands[0], "float"));
   case OpKind::Add:
   case OpKind::Sub:
   case OpKind::Mul:
@@ -234,11 +208,8 @@ std::string halfExpression(const ir::Node &node, const std::vector<std::string> 
   default: break;
   }
   // Everything else as the evaluator computes it: in double, then rounded to float.
-  std::vector<std::string> wide;
-  for (const std::string &operand : operands)
-    wide.push_back(fmt::format("((double){})", operand));
-  std::string value = wide.size() == 1 ? unaryExpression(op, DType::F64, wide[0], "double")
-                                       : binaryExpression(node, DType::F64, wide[0], wide[1], "double");
+  std::string value = binaryExpression(node, DType::F64, fmt::format("((double){})", operands[0]),
+                                       fmt::format("((double){})", operands[1]), "double");
   return roundExpression(out, fmt::format("((float){})", value));
 }
 
@@ -255,10 +226,10 @@ std::string scalarExpression(const ir::Node &node, const std::vector<std::string
   if (op == OpKind::Clip) // exact for f16/bf16: the bounds are literals of the dtype
     return clipExpression(node, out, operands[0], type);
   DType in = node.input(0)->dtype();
-  if (isHalfFloat(in))
-    return halfExpression(node, operands);
-  if (operands.size() == 1)
-    return unaryExpression(op, in, operands[0], type);
+  if (const ir::UnaryOpRow *row = ir::unaryOpRow(op))
+    return isHalfFloat(in) ? halfUnaryExpression(*row, out, operands[0]) : unaryExpression(*row, in, operands[0], type);
+  if (isHalfFloat(in) && operands.size() == 2)
+    return halfBinaryExpression(node, operands);
   if (operands.size() == 2)
     return binaryExpression(node, in, operands[0], operands[1], type);
   fail("codegen: internal error: {} is not an elementwise op", node.opName());

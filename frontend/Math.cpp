@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/Error.h"
+#include "ir/ElementwiseOps.h"
 
 namespace kiln::frontend {
 
@@ -15,11 +16,21 @@ int category(DType dtype) { return dtype == DType::Bool ? 0 : isInteger(dtype) ?
 
 Var floatOperand(const Var &x) { return isFloat(x.dtype()) ? x : cast(x, DType::F32); }
 
-Var unary(OpKind op, const Var &x) { return x.builder().op(op, {x}); }
-
-Var floatUnary(OpKind op, const Var &x) {
-  Var operand = floatOperand(x);
-  return operand.builder().op(op, {operand});
+/// A row of ir/ElementwiseOps.def on `x`, converted first to the kind of operand the row takes.
+Var tableUnary(OpKind op, const Var &x) {
+  switch (ir::unaryOpRow(op)->domain) {
+  case ir::UnaryDomain::FloatOnly:
+  case ir::UnaryDomain::FloatToBool: {
+    Var operand = floatOperand(x);
+    return operand.builder().op(op, {operand});
+  }
+  case ir::UnaryDomain::BoolOnly: {
+    Var operand = cast(x, DType::Bool);
+    return operand.builder().op(op, {operand});
+  }
+  case ir::UnaryDomain::Numeric: break;
+  }
+  return x.builder().op(op, {x});
 }
 
 /// Both operands converted to their promoted dtype; checks they share a builder first so that
@@ -91,34 +102,9 @@ Var cast(const Var &x, DType dtype) {
   return x.builder().op(OpKind::Cast, {x}, {{"to", dtype}});
 }
 
-Var neg(const Var &x) { return unary(OpKind::Neg, x); }
-Var abs(const Var &x) { return unary(OpKind::Abs, x); }
-Var exp(const Var &x) { return floatUnary(OpKind::Exp, x); }
-Var expm1(const Var &x) { return floatUnary(OpKind::Expm1, x); }
-Var log(const Var &x) { return floatUnary(OpKind::Log, x); }
-Var log1p(const Var &x) { return floatUnary(OpKind::Log1p, x); }
-Var sqrt(const Var &x) { return floatUnary(OpKind::Sqrt, x); }
-Var rsqrt(const Var &x) { return floatUnary(OpKind::Rsqrt, x); }
-Var reciprocal(const Var &x) { return floatUnary(OpKind::Reciprocal, x); }
-Var tanh(const Var &x) { return floatUnary(OpKind::Tanh, x); }
-Var sigmoid(const Var &x) { return floatUnary(OpKind::Sigmoid, x); }
-Var erf(const Var &x) { return floatUnary(OpKind::Erf, x); }
-Var relu(const Var &x) { return unary(OpKind::Relu, x); }
-Var sin(const Var &x) { return floatUnary(OpKind::Sin, x); }
-Var cos(const Var &x) { return floatUnary(OpKind::Cos, x); }
-Var tan(const Var &x) { return floatUnary(OpKind::Tan, x); }
-Var asin(const Var &x) { return floatUnary(OpKind::Asin, x); }
-Var acos(const Var &x) { return floatUnary(OpKind::Acos, x); }
-Var atan(const Var &x) { return floatUnary(OpKind::Atan, x); }
-Var sinh(const Var &x) { return floatUnary(OpKind::Sinh, x); }
-Var cosh(const Var &x) { return floatUnary(OpKind::Cosh, x); }
-Var floor(const Var &x) { return unary(OpKind::Floor, x); }
-Var ceil(const Var &x) { return unary(OpKind::Ceil, x); }
-Var round(const Var &x) { return unary(OpKind::Round, x); }
-Var sign(const Var &x) { return unary(OpKind::Sign, x); }
-Var isnan(const Var &x) { return floatUnary(OpKind::IsNan, x); }
-Var isinf(const Var &x) { return floatUnary(OpKind::IsInf, x); }
-Var logicalNot(const Var &x) { return unary(OpKind::Not, cast(x, DType::Bool)); }
+#define UNARY_OP(Enum, mnemonic, apiName, ...)                                                      \
+  Var apiName(const Var &x) { return tableUnary(OpKind::Enum, x); }
+#include "ir/ElementwiseOps.def"
 
 // Each binary function in its three forms; the scalar forms turn the scalar into a constant
 // of the type it takes next to the tensor, then share the tensor-tensor path.

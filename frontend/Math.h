@@ -38,37 +38,12 @@ Var scalarLike(const Var &like, Scalar value);
 /// Converts to `dtype`; returns `x` itself when it already has that dtype.
 Var cast(const Var &x, DType dtype);
 
-// Unary. The float-only functions (exp, log, sqrt, trigonometry, ...) convert integer and bool
-// operands to f32 first, as torch does.
-Var neg(const Var &x);
-Var abs(const Var &x);
-Var exp(const Var &x);
-Var expm1(const Var &x);
-Var log(const Var &x);
-Var log1p(const Var &x);
-Var sqrt(const Var &x);
-Var rsqrt(const Var &x);
-Var reciprocal(const Var &x);
-Var tanh(const Var &x);
-Var sigmoid(const Var &x);
-Var erf(const Var &x);
-Var relu(const Var &x);
-Var sin(const Var &x);
-Var cos(const Var &x);
-Var tan(const Var &x);
-Var asin(const Var &x);
-Var acos(const Var &x);
-Var atan(const Var &x);
-Var sinh(const Var &x);
-Var cosh(const Var &x);
-Var floor(const Var &x);
-Var ceil(const Var &x);
-Var round(const Var &x);
-Var sign(const Var &x);
-Var isnan(const Var &x);
-Var isinf(const Var &x);
-/// Logical not; a non-bool operand is first compared with zero.
-Var logicalNot(const Var &x);
+// Unary: one function per row of ir/ElementwiseOps.def, named by its ApiName column (neg, abs,
+// exp, ..., sinh, ..., floor, sign, logicalNot, isnan, isinf). The float-only functions (exp,
+// log, sqrt, trigonometry, isnan, ...) convert integer and bool operands to f32 first, as torch
+// does; logicalNot compares a non-bool operand with zero first.
+#define UNARY_OP(Enum, mnemonic, apiName, ...) Var apiName(const Var &x);
+#include "ir/ElementwiseOps.def"
 
 // Binary, each also with a scalar on either side.
 #define KILN_BINARY_FN(name)                                                                          \

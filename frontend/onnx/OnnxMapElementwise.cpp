@@ -1,4 +1,6 @@
-// Elementwise ONNX ops: unary math, binary arithmetic and comparisons (numpy broadcasting,
+// Elementwise ONNX ops that need more than one kiln op or an attribute (the unary ones that are
+// exactly a kiln op are mapped from ir/ElementwiseOps.def's OnnxName column): the inverse
+// hyperbolic functions and IsInf, binary arithmetic and comparisons (numpy broadcasting,
 // which kiln's binary ops share), the variadic Sum/Mean/Max/Min, logic, Where, Cast,
 // CastLike and Clip. ONNX requires both operands of a binary op to have one type, as kiln
 // does, so a mismatch is reported by kiln's builder; only Pow (opset 12+) lets the exponent
@@ -16,10 +18,6 @@ namespace kiln::frontend {
 using ir::OpKind;
 
 namespace {
-
-std::vector<ir::Value *> unary(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
-  return {ctx.op(op, {ctx.input(node, 0)})};
-}
 
 /// Before opset 7 a binary op broadcast only with broadcast=1, and then B's dims lined up with
 /// A's starting at `axis` (default: B's dims are A's trailing ones); without it the shapes had
@@ -63,70 +61,6 @@ ir::Value *chain(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
 }
 
 } // namespace
-
-std::vector<ir::Value *> mapAbs(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Abs);
-}
-std::vector<ir::Value *> mapAcos(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Acos);
-}
-std::vector<ir::Value *> mapAsin(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Asin);
-}
-std::vector<ir::Value *> mapAtan(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Atan);
-}
-std::vector<ir::Value *> mapCeil(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Ceil);
-}
-std::vector<ir::Value *> mapCos(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Cos);
-}
-std::vector<ir::Value *> mapCosh(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Cosh);
-}
-std::vector<ir::Value *> mapErf(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Erf);
-}
-std::vector<ir::Value *> mapExp(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Exp);
-}
-std::vector<ir::Value *> mapFloor(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Floor);
-}
-std::vector<ir::Value *> mapIsNaN(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::IsNan);
-}
-std::vector<ir::Value *> mapLog(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Log);
-}
-std::vector<ir::Value *> mapNeg(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Neg);
-}
-std::vector<ir::Value *> mapNot(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Not);
-}
-std::vector<ir::Value *> mapReciprocal(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Reciprocal);
-}
-std::vector<ir::Value *> mapRound(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Round);
-}
-std::vector<ir::Value *> mapSign(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Sign);
-}
-std::vector<ir::Value *> mapSin(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Sin);
-}
-std::vector<ir::Value *> mapSinh(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Sinh);
-}
-std::vector<ir::Value *> mapSqrt(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Sqrt);
-}
-std::vector<ir::Value *> mapTan(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Tan);
-}
 
 // The inverse hyperbolic functions have no kiln op; their closed forms are accurate enough
 // for a reference (atanh via log1p keeps precision near 0).

@@ -1,10 +1,11 @@
-// Gradient rules of the elementwise ops: unary math, binary arithmetic (with broadcasting undone
-// by sumToShape), where, cast and clip. Each rule is the textbook derivative written with the
-// builder; where a rule can reuse the forward output (exp, sqrt, tanh, sigmoid, ...) it does, as
-// PyTorch's derivatives.yaml does, so the backward graph recomputes nothing.
-#include <cmath>
-
+// Gradient rules of the elementwise ops: unary math (the Gradient column of
+// ir/ElementwiseOps.def), binary arithmetic (with broadcasting undone by sumToShape), where, cast
+// and clip. Each rule is the textbook derivative written with the builder; where a rule can reuse
+// the forward output (exp, sqrt, tanh, sigmoid, ...) it does, as PyTorch's derivatives.yaml does,
+// so the backward graph recomputes nothing.
+#include "ir/ElementwiseOps.h"
 #include "ir/ops/DecomposeHelpers.h"
+#include "passes/autodiff/GradientFormula.h"
 #include "passes/autodiff/GradientRules.h"
 
 namespace kiln::passes::autodiff {
@@ -16,8 +17,6 @@ using ops::unary;
 
 namespace {
 
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390; // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2)
-
 Value *mul(Builder &b, Value *l, Value *r) { return binary(b, OpKind::Mul, l, r); }
 Value *div(Builder &b, Value *l, Value *r) { return binary(b, OpKind::Div, l, r); }
 Value *add(Builder &b, Value *l, Value *r) { return binary(b, OpKind::Add, l, r); }
@@ -26,43 +25,13 @@ Value *scaled(Builder &b, Value *x, double factor) { return mul(b, x, constantLi
 Value *plus(Builder &b, Value *x, double c) { return add(b, x, constantLike(b, x, c)); }
 Value *oneMinus(Builder &b, Value *x) { return sub(b, constantLike(b, x, 1.0), x); }
 
-// The derivative dy/dx of a unary op, as a value of x's type.
-Value *unaryDerivative(Builder &b, OpKind op, Value *x, Value *y) {
-  switch (op) {
-  case OpKind::Neg: return constantLike(b, x, -1.0);
-  case OpKind::Abs: return unary(b, OpKind::Sign, x); // sign(0) = 0, as PyTorch
-  case OpKind::Exp: return y;
-  case OpKind::Expm1: return plus(b, y, 1.0);
-  case OpKind::Log: return unary(b, OpKind::Reciprocal, x);
-  case OpKind::Log1p: return unary(b, OpKind::Reciprocal, plus(b, x, 1.0));
-  case OpKind::Sqrt: return div(b, constantLike(b, y, 0.5), y);
-  case OpKind::Rsqrt: return div(b, scaled(b, y, -0.5), x); // -x^(-3/2) / 2 = -y / (2x)
-  case OpKind::Reciprocal: return unary(b, OpKind::Neg, mul(b, y, y));
-  case OpKind::Tanh: return oneMinus(b, mul(b, y, y));
-  case OpKind::Sigmoid: return mul(b, y, oneMinus(b, y));
-  case OpKind::Erf: return scaled(b, unary(b, OpKind::Exp, unary(b, OpKind::Neg, mul(b, x, x))), kTwoOverSqrtPi);
-  case OpKind::Relu: // relu'(0) = 0, as PyTorch
-    return maskAs(b, binary(b, OpKind::Gt, x, constantLike(b, x, 0.0)), x->dtype());
-  case OpKind::Sin: return unary(b, OpKind::Cos, x);
-  case OpKind::Cos: return unary(b, OpKind::Neg, unary(b, OpKind::Sin, x));
-  case OpKind::Tan: return plus(b, mul(b, y, y), 1.0);
-  case OpKind::Asin: return unary(b, OpKind::Rsqrt, oneMinus(b, mul(b, x, x)));
-  case OpKind::Acos: return unary(b, OpKind::Neg, unary(b, OpKind::Rsqrt, oneMinus(b, mul(b, x, x))));
-  case OpKind::Atan: return unary(b, OpKind::Reciprocal, plus(b, mul(b, x, x), 1.0));
-  case OpKind::Sinh: return unary(b, OpKind::Cosh, x);
-  case OpKind::Cosh: return unary(b, OpKind::Sinh, x);
-  default:
-    fail("autodiff: internal error, '{}' is not a differentiable unary op", opName(op));
-  }
-}
-
 } // namespace
 
 std::vector<Value *> gradUnary(Builder &b, const Node &node, const std::vector<Value *> &gradOutputs) {
-  Value *g = gradOutputs[0];
-  if (node.op() == OpKind::Neg)
-    return {unary(b, OpKind::Neg, g)};
-  return {mul(b, g, unaryDerivative(b, node.op(), node.input(0), node.output()))};
+  const UnaryOpRow *row = unaryOpRow(node.op());
+  if (!row || row->gradient.empty())
+    fail("autodiff: internal error, '{}' is not a differentiable unary op", node.opName());
+  return {buildGradientFormula(b, node.op(), row->gradient, {gradOutputs[0], node.input(0), node.output()})};
 }
 
 std::vector<Value *> gradBinary(Builder &b, const Node &node, const std::vector<Value *> &gradOutputs) {

@@ -4,6 +4,7 @@
 // composites' cases come from Ops.def's tier column, so they are never listed twice.
 #include "passes/autodiff/GradientRules.h"
 
+#include "ir/ElementwiseOps.h"
 #include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::passes::autodiff {
@@ -22,17 +23,12 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::RandomUniform:
     return kNone; // random numbers: their offset input is a counter, not a differentiable value
 
-  case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Expm1: case OpKind::Log:
-  case OpKind::Log1p: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal:
-  case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Erf: case OpKind::Relu: case OpKind::Sin:
-  case OpKind::Cos: case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan:
-  case OpKind::Sinh: case OpKind::Cosh:
-    return {GradKind::Rule, gradUnary};
-  // Piecewise constant: the derivative is zero wherever it exists (PyTorch agrees).
-  case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Sign:
-    return kNone;
+  // The unary table's rows: a Gradient formula, or none (piecewise constant, or a bool result:
+  // the derivative is zero wherever it exists, as PyTorch agrees).
+#define UNARY_OP(Enum, ...) case OpKind::Enum:
+#include "ir/ElementwiseOps.def"
+    return unaryOpRow(op)->gradient.empty() ? kNone : GradientRule{GradKind::Rule, gradUnary};
   // Bool results.
-  case OpKind::Not: case OpKind::IsNan: case OpKind::IsInf:
   case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
   case OpKind::And: case OpKind::Or: case OpKind::Xor:
     return kNone;
