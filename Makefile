@@ -61,7 +61,8 @@ test-asan-all: deps
 	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed|training'
 
 # libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs the .kir parser fuzzer,
-# `make fuzz-onnx` the ONNX loader's (below).
+# `make fuzz-onnx` the ONNX loader's, `make fuzz-tensors`, `fuzz-manifest` and `fuzz-artifact`
+# the files the runtime reads (below).
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON -DKILN_TESTS=OFF
@@ -85,6 +86,72 @@ fuzz-onnx: deps
 	fi; \
 	./build-fuzz/tests/fuzz/fuzz-onnx-loader build-fuzz/corpus-onnx tests/onnx/fuzz-regressions $$seeds \
 	  -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -rss_limit_mb=2048 -timeout=20
+
+# The file fuzzers (tests/fuzz/FileFuzzTargets.h, ArtifactTampering.h), each seeded with files
+# kiln itself wrote, and with the inputs that once failed (tests/runtime/fuzz-regressions/):
+#   make fuzz-tensors    .npy, .safetensors and training checkpoints: kiln's own small tensors of
+#                        every dtype, a checkpoint `kiln-run --train --save` writes in both forms,
+#                        and the seed workloads' small .npy files when $(BUILD)/seeds has them
+#   make fuzz-manifest   the training manifest, from a `kiln-compile --train` artifact's
+#   make fuzz-artifact   compiled models and training steps cut short or tampered with; it first
+#                        loads every truncation and single-byte change of their description
+#                        (about a minute), then fuzzes
+# The artifacts are the ones tests/CMakeLists.txt compiles from tests/fuzz/artifacts/ (target
+# kiln_fuzz_artifacts, in $(BUILD)), so the normal build comes first.
+FUZZ_CONFIGURE = CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON -DKILN_TESTS=OFF
+FUZZ_FLAGS = -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=20
+FUZZ_ARTIFACTS = --artifact=$(BUILD)/tests/fuzz-artifacts/step.so --artifact=$(BUILD)/tests/fuzz-artifacts/model.so
+.PHONY: fuzz-file-seeds fuzz-tensors fuzz-manifest fuzz-artifact
+fuzz-file-seeds: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln_fuzz_artifacts kiln-run
+	rm -rf build-fuzz/seeds-tensors && mkdir -p build-fuzz/seeds-tensors
+	for form in step.safetensors step-npy; do \
+	  ./$(BUILD)/kiln-run $(BUILD)/tests/fuzz-artifacts/step.so --train --steps 1 --seed 1 \
+	    --save build-fuzz/seeds-tensors/$$form > /dev/null || exit 1; \
+	done
+	if [ -d $(BUILD)/seeds ]; then find $(BUILD)/seeds -name '*.npy' -size -8k -exec cp {} build-fuzz/seeds-tensors/ ';'; fi
+
+fuzz-tensors: fuzz-file-seeds
+	$(FUZZ_CONFIGURE)
+	cmake --build build-fuzz -j $(JOBS) --target fuzz-tensor-files
+	./build-fuzz/tests/fuzz/fuzz-tensor-files --write-seeds=build-fuzz/seeds-tensors/kiln
+	mkdir -p build-fuzz/corpus-tensors
+	./build-fuzz/tests/fuzz/fuzz-tensor-files build-fuzz/corpus-tensors build-fuzz/seeds-tensors \
+	  $(wildcard tests/runtime/fuzz-regressions/tensor-files) $(FUZZ_FLAGS) -max_len=4096
+
+fuzz-manifest: fuzz-file-seeds
+	$(FUZZ_CONFIGURE)
+	cmake --build build-fuzz -j $(JOBS) --target fuzz-training-manifest
+	mkdir -p build-fuzz/corpus-manifest build-fuzz/seeds-manifest
+	./build-fuzz/tests/fuzz/fuzz-training-manifest --print-manifest=$(BUILD)/tests/fuzz-artifacts/step.so \
+	  > build-fuzz/seeds-manifest/step.txt
+	./build-fuzz/tests/fuzz/fuzz-training-manifest build-fuzz/corpus-manifest build-fuzz/seeds-manifest \
+	  $(wildcard tests/runtime/fuzz-regressions/manifest) $(FUZZ_FLAGS) -max_len=2048
+
+fuzz-artifact: fuzz-file-seeds
+	$(FUZZ_CONFIGURE)
+	cmake --build build-fuzz -j $(JOBS) --target fuzz-artifact
+	./build-fuzz/tests/fuzz/fuzz-artifact $(FUZZ_ARTIFACTS) --sweep
+	mkdir -p build-fuzz/corpus-artifact
+	./build-fuzz/tests/fuzz/fuzz-artifact $(FUZZ_ARTIFACTS) build-fuzz/corpus-artifact \
+	  $(wildcard tests/runtime/fuzz-regressions/artifact) $(FUZZ_FLAGS) -max_len=256
+
+# Differential compile fuzzing (tests/fuzz/compile, no clang needed): random graphs from
+# consecutive seeds compiled through the inference pipeline, with their gradient graphs, and
+# compared with the reference evaluator; reproducers of failures go to $(BUILD)/fuzz-compile-out.
+# `make fuzz-compile FUZZ_SECONDS=600 FUZZ_SEED=1`; `make fuzz-compile-asan FUZZ_SECONDS=1800`
+# runs it under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan; the generated kernels
+# are compiled by the system compiler without them).
+FUZZ_SEED ?= 1
+.PHONY: fuzz-compile fuzz-compile-asan
+fuzz-compile: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-fuzz-compile
+	./$(BUILD)/kiln-fuzz-compile --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out $(BUILD)/fuzz-compile-out
+
+fuzz-compile-asan: deps
+	$(ASAN_CONFIGURE)
+	cmake --build build-asan -j $(JOBS) --target kiln-fuzz-compile
+	$(ASAN_ENV) ./build-asan/kiln-fuzz-compile --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out build-asan/fuzz-compile-out
 
 clean:
 	rm -rf build build-asan build-fuzz

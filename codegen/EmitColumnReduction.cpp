@@ -24,6 +24,7 @@
 #include "codegen/ScalarOps.h"
 #include "codegen/StageEmitters.h"
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::codegen {
 
@@ -234,7 +235,7 @@ bool columnReductionFits(const Stage &stage) {
     if (!stage.reduced[d])
       continue;
     anyReduced = true;
-    reducedElements *= domain[d];
+    reducedElements = checkedMul(reducedElements, domain[d], "reduced element count");
   }
   if (!anyReduced || reducedElements == 0 || numElements(domain) == 0)
     return false;
@@ -257,7 +258,7 @@ bool emitColumnReductionStage(KernelEmitter &e, int stageIndex, KernelText &out)
   int64_t reducedElements = 1;
   for (size_t d = 0; d + 1 < domain.size(); ++d)
     if (stage.reduced[d])
-      reducedElements *= domain[d];
+      reducedElements = checkedMul(reducedElements, domain[d], "reduced element count");
     else
       outerShape.push_back(domain[d]);
   int64_t inner = domain.back(), outerRows = numElements(outerShape), lanes = kColumnLanes;

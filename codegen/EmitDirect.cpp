@@ -5,6 +5,7 @@
 
 #include "codegen/ScalarOps.h"
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::codegen {
 
@@ -32,9 +33,9 @@ AxisView axisView(const Shape &shape, int64_t axis) {
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
     int64_t size = shape[static_cast<size_t>(d)];
     if (d < axis)
-      view.outer *= size;
+      view.outer = checkedMul(view.outer, size, "outer extent");
     else if (d > axis)
-      view.inner *= size;
+      view.inner = checkedMul(view.inner, size, "inner extent");
     else
       view.extent = size;
   }

@@ -15,6 +15,7 @@
 #include "codegen/GenericContraction.h"
 #include "codegen/ScalarOps.h"
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::codegen {
 
@@ -169,7 +170,7 @@ void emitEinsumStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   int64_t rows = numElements(einsum.output()->shape()) / std::max<int64_t>(last, 1);
   int64_t summedPoints = 1;
   for (size_t axis : summed)
-    summedPoints *= space.sizes[axis];
+    summedPoints = checkedMul(summedPoints, space.sizes[axis], "summed index points");
 
   e.beginFunction(stageIndex);
   std::vector<std::string> pointers;

@@ -16,6 +16,7 @@
 
 #include "codegen/ScalarOps.h"
 #include "codegen/StageEmitters.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::codegen {
 
@@ -40,7 +41,7 @@ std::vector<Index> openPlainLoops(KernelEmitter &e, const Shape &domain, LoopSha
   size_t innerDims = domain.empty() ? 0 : 1;
   int64_t inner = domain.empty() ? 1 : domain.back();
   while (mergeShortRows && innerDims < domain.size() && inner < kShortRow)
-    inner *= domain[domain.size() - ++innerDims];
+    inner = checkedMul(inner, domain[domain.size() - ++innerDims], "merged row length");
   Shape rowShape(domain.begin(), domain.end() - static_cast<std::ptrdiff_t>(innerDims));
   Shape innerShape(domain.end() - static_cast<std::ptrdiff_t>(innerDims), domain.end());
   int64_t outerRows = numElements(rowShape);

@@ -263,10 +263,16 @@ private:
     std::vector<std::pair<std::string, const ir::Value *>> inputs, outputs, weights;
     for (const ir::Value *input : graph_.inputs())
       inputs.emplace_back(names_.at(input), input);
+    // The runtime finds outputs by name, so each needs its own: a named value returned twice
+    // (an input passed through as two outputs) gives its repeats a suffix.
+    std::set<std::string> outputNames;
     for (size_t j = 0; j < graph_.outputs().size(); ++j) {
       const ir::Value *output = graph_.outputs()[j];
-      const std::string &name = graph_.outputName(j);
-      outputs.emplace_back(name.empty() ? fmt::format("output{}", j) : name, output);
+      std::string name = graph_.outputName(j).empty() ? fmt::format("output{}", j) : graph_.outputName(j);
+      std::string unique = name;
+      for (int repeat = 1; !outputNames.insert(unique).second; ++repeat)
+        unique = fmt::format("{}_{}", name, repeat);
+      outputs.emplace_back(unique, output);
     }
     for (const WeightInfo &weight : model_.weights)
       weights.emplace_back(weight.name, weight.value);

@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "codegen/ScalarOps.h"
+#include "core/ShapeMath.h"
 #include "ir/ops/Window.h"
 
 namespace kiln::codegen::direct {
@@ -180,9 +181,9 @@ RowSplit emitMaxPoolGrad(DirectOp &op, std::string &) {
   int64_t inPlane = 1, outPlane = 1, taps = 1;
   bool overlapping = false, covering = true;
   for (const PoolGradDim &dim : dims) {
-    inPlane *= dim.in;
-    outPlane *= dim.out;
-    taps *= dim.kernel;
+    inPlane = checkedMul(inPlane, dim.in, "input plane");
+    outPlane = checkedMul(outPlane, dim.out, "output plane");
+    taps = checkedMul(taps, dim.kernel, "window taps");
     overlapping = overlapping || dim.overlaps();
     covering = covering && dim.coversInput(); // windows are products of per-dim ranges
   }

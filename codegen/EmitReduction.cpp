@@ -22,6 +22,7 @@
 #include "codegen/ScalarOps.h"
 #include "codegen/StageEmitters.h"
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::codegen {
 
@@ -165,7 +166,7 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   size_t mergeFrom = lastReduced;
   for (int64_t extent = lastReduced < domain.size() ? domain[lastReduced] : 0;
        extent > 0 && (extent < kLaneMinimum || extent % kLanes != 0) && mergeFrom > 0 && stage.reduced[mergeFrom - 1];)
-    extent *= domain[--mergeFrom];
+    extent = checkedMul(extent, domain[--mergeFrom], "merged reduction extent");
 
   // The function's text with the inner loop starting at dim `innerFrom`, and how many of its
   // inner-loop accesses that turned into a division (a tensor not laid out along the merged

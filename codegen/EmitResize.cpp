@@ -15,6 +15,7 @@
 
 #include "codegen/EmitDirect.h"
 #include "codegen/ScalarOps.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::codegen::direct {
 
@@ -174,9 +175,7 @@ RowSplit emitResize(DirectOp &op, std::string &tables) {
   size_t first = 0;
   while (first < rank && identity[first])
     ++first;
-  int64_t rows = 1;
-  for (size_t d = 0; d < first; ++d)
-    rows *= inShape[d];
+  int64_t rows = elementCount(inShape, 0, first, "input");
   Shape shape(inShape.begin() + static_cast<std::ptrdiff_t>(first), inShape.end()); // the slice, pass by pass
   int64_t inSlice = numElements(shape);
   int64_t outSlice = numElements(Shape(outShape.begin() + static_cast<std::ptrdiff_t>(first), outShape.end()));
@@ -204,14 +203,12 @@ RowSplit emitResize(DirectOp &op, std::string &tables) {
     tables +=
         fmt::format("static const double {}_w{}[{}] = {{{}}};\n", op.fn, d, weights.size(), fmt::join(weights, ", "));
     size_t local = d - first;
-    int64_t outer = 1, inner = 1;
-    for (size_t k = 0; k < local; ++k)
-      outer *= shape[k];
-    for (size_t k = local + 1; k < shape.size(); ++k)
-      inner *= shape[k];
+    // `shape` mixes resized and input dims, so its products are checked like any other shape's.
+    int64_t outer = elementCount(shape, 0, local, "resize pass");
+    int64_t inner = elementCount(shape, local + 1, shape.size(), "resize pass");
     int64_t from = shape[local], to = outShape[d];
     shape[local] = to;
-    scratch = std::max(scratch, outer * to * inner);
+    scratch = std::max(scratch, checkedMul(checkedMul(outer, to, "resize scratch"), inner, "resize scratch"));
     std::string pass;
     pass += fmt::format("    for (int64_t n = 0; n < {}; ++n) next[n] = 0;\n", outer * to * inner);
     pass += fmt::format("    for (int64_t o = 0; o < {}; ++o)\n", outer);

@@ -13,6 +13,7 @@
 
 #include "codegen/ScalarOps.h"
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "ir/ops/ScatterReduction.h"
 
 namespace kiln::codegen::direct {
@@ -20,14 +21,6 @@ namespace kiln::codegen::direct {
 using ir::OpKind;
 
 namespace {
-
-/// The number of elements of dims [from, to) of `shape`.
-int64_t elementsIn(const Shape &shape, size_t from, size_t to) {
-  int64_t count = 1;
-  for (size_t d = from; d < to; ++d)
-    count *= shape[d];
-  return count;
-}
 
 using Reduction = ir::ops::ScatterReduction;
 
@@ -129,8 +122,8 @@ RowSplit emitScatterElements(DirectOp &op, std::string &) {
   int64_t rank = data->rank();
   int64_t axis = op.node.attrInt("axis") < 0 ? op.node.attrInt("axis") + rank : op.node.attrInt("axis");
   auto uaxis = static_cast<size_t>(axis), urank = static_cast<size_t>(rank);
-  int64_t rows = elementsIn(dataShape, 0, uaxis), slab = elementsIn(dataShape, uaxis, urank);
-  int64_t indexSlab = elementsIn(indexShape, uaxis, urank);
+  int64_t rows = elementCount(dataShape, 0, uaxis, "data"), slab = elementCount(dataShape, uaxis, urank, "data");
+  int64_t indexSlab = elementCount(indexShape, uaxis, urank, "indices");
   std::vector<int64_t> strides = contiguousStrides(dataShape);
   std::string index = e.pointer(op.inputs.at(1));
   Accumulator acc(op, ir::ops::scatterReductionOf(op.node), slab);
@@ -182,12 +175,8 @@ RowSplit emitScatterNd(DirectOp &op, std::string &) {
   const ir::Value *data = op.node.input(0), *indices = op.node.input(1);
   const Shape &dataShape = data->shape(), &indexShape = indices->shape();
   auto length = static_cast<size_t>(indexShape.back());
-  int64_t slice = 1;
-  for (size_t d = length; d < dataShape.size(); ++d)
-    slice *= dataShape[d];
-  int64_t tuples = 1;
-  for (size_t d = 0; d + 1 < indexShape.size(); ++d)
-    tuples *= indexShape[d];
+  int64_t slice = elementCount(dataShape, length, dataShape.size(), "data");
+  int64_t tuples = elementCount(indexShape, 0, indexShape.size() - 1, "indices");
   std::string index = e.pointer(op.inputs.at(1));
   Accumulator acc(op, ir::ops::scatterReductionOf(op.node), numElements(dataShape));
   acc.allocate();

@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::codegen {
 
@@ -32,6 +33,17 @@ int64_t floorDiv(int64_t a, int64_t k) {
   return (a % k != 0 && a < 0) ? q - 1 : q;
 }
 
+/// a - k*floorDiv(a, k), in [0, k), without forming the product (which can leave int64).
+int64_t floorMod(int64_t a, int64_t k) {
+  int64_t r = a % k;
+  return r < 0 ? r + k : r;
+}
+
+/// Coefficients and constants are strides and offsets of shapes within kiln's size limit, so
+/// they stay far inside int64; composing many views could still leave it, which must be an
+/// error rather than a wrong index (core/ShapeMath.h).
+constexpr std::string_view kIndexArithmetic = "index arithmetic";
+
 // Sum of two sorted term lists, dropping zero coefficients.
 std::vector<std::pair<int, int64_t>> mergeTerms(const std::vector<std::pair<int, int64_t>> &a,
                                                 const std::vector<std::pair<int, int64_t>> &b) {
@@ -43,7 +55,7 @@ std::vector<std::pair<int, int64_t>> mergeTerms(const std::vector<std::pair<int,
     } else if (i == a.size() || b[j].first < a[i].first) {
       out.push_back(b[j++]);
     } else {
-      int64_t coef = a[i].second + b[j].second;
+      int64_t coef = checkedAdd(a[i].second, b[j].second, kIndexArithmetic);
       if (coef != 0)
         out.emplace_back(a[i].first, coef);
       ++i;
@@ -54,7 +66,7 @@ std::vector<std::pair<int, int64_t>> mergeTerms(const std::vector<std::pair<int,
 }
 
 Index rawAdd(const Index &a, const Index &b) {
-  return Index{a.constant + b.constant, mergeTerms(a.terms, b.terms)};
+  return Index{checkedAdd(a.constant, b.constant, kIndexArithmetic), mergeTerms(a.terms, b.terms)};
 }
 
 } // namespace
@@ -154,9 +166,9 @@ Index IndexArena::add(const Index &a, const Index &b) { return recombine(rawAdd(
 Index IndexArena::scale(const Index &a, int64_t factor) {
   if (factor == 0)
     return constant(0);
-  Index out{a.constant * factor, {}};
+  Index out{checkedMul(a.constant, factor, kIndexArithmetic), {}};
   for (const auto &[id, coef] : a.terms)
-    out.terms.emplace_back(id, coef * factor);
+    out.terms.emplace_back(id, checkedMul(coef, factor, kIndexArithmetic));
   return out;
 }
 
@@ -188,7 +200,7 @@ Index IndexArena::div(const Index &a, int64_t k) {
   if (a.isConstant())
     return constant(floorDiv(a.constant, k));
   // e = k*Q + R with R's constant in [0, k).
-  Index quotient{floorDiv(a.constant, k), {}}, rest{a.constant - floorDiv(a.constant, k) * k, {}};
+  Index quotient{floorDiv(a.constant, k), {}}, rest{floorMod(a.constant, k), {}};
   for (const auto &[id, coef] : a.terms) {
     if (coef % k == 0)
       quotient.terms.emplace_back(id, coef / k);
@@ -257,7 +269,7 @@ Index IndexArena::mod(const Index &a, int64_t k) {
   Range r = range(a);
   if (r.lo >= 0 && r.hi < k)
     return a;
-  Index rest{a.constant - floorDiv(a.constant, k) * k, {}};
+  Index rest{floorMod(a.constant, k), {}};
   for (const auto &[id, coef] : a.terms)
     if (coef % k != 0)
       rest.terms.emplace_back(id, coef);
@@ -316,7 +328,7 @@ Index IndexArena::recombine(Index a) {
       int quotientId = quotient.terms[0].first;
       auto it = std::find_if(a.terms.begin(), a.terms.end(),
                              [&](const auto &term) { return term.first == quotientId; });
-      if (it == a.terms.end() || it->second != c * k)
+      if (it == a.terms.end() || it->second % k != 0 || it->second / k != c) // it->second == c*k, without the product
         continue;
       // c*k*(e/k) + c*(e%k) = c*e
       Index without = a;
@@ -345,7 +357,7 @@ std::string IndexArena::code(const Index &a) const {
     case AtomKind::Div: atomCode = "(" + code(atom.operand) + " / " + std::to_string(atom.divisor) + ")"; break;
     case AtomKind::Mod: atomCode = "(" + code(atom.operand) + " % " + std::to_string(atom.divisor) + ")"; break;
     }
-    int64_t magnitude = coef < 0 ? -coef : coef;
+    uint64_t magnitude = coef < 0 ? 0 - static_cast<uint64_t>(coef) : static_cast<uint64_t>(coef); // also INT64_MIN
     if (out.empty())
       out = coef < 0 ? "-" : "";
     else
@@ -355,7 +367,8 @@ std::string IndexArena::code(const Index &a) const {
   if (out.empty())
     return std::to_string(a.constant);
   if (a.constant != 0)
-    out += (a.constant < 0 ? " - " : " + ") + std::to_string(a.constant < 0 ? -a.constant : a.constant);
+    out += (a.constant < 0 ? " - " : " + ") +
+           std::to_string(a.constant < 0 ? 0 - static_cast<uint64_t>(a.constant) : static_cast<uint64_t>(a.constant));
   return a.terms.size() == 1 && a.constant == 0 ? out : "(" + out + ")";
 }
 
@@ -364,7 +377,7 @@ Index flatIndex(IndexArena &arena, const std::vector<Index> &coords, const std::
   int64_t stride = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     flat = arena.add(flat, arena.scale(coords.at(d), stride));
-    stride *= shape[d];
+    stride = checkedMul(stride, shape[d], kIndexArithmetic);
   }
   return flat;
 }
@@ -375,7 +388,7 @@ std::vector<Index> unflattenIndex(IndexArena &arena, const Index &flat, const st
   for (size_t d = shape.size(); d-- > 0;) {
     Index quotient = arena.div(flat, stride);
     coords[d] = d == 0 ? quotient : arena.mod(quotient, shape[d]);
-    stride *= shape[d];
+    stride = checkedMul(stride, shape[d], kIndexArithmetic);
   }
   return coords;
 }

@@ -14,7 +14,8 @@
 //   and  4*(e/4) + e%4 -> e,
 // so reshaping a contiguous value and reading it back yields the plain flat index. Every rule
 // only needs value ranges, which the arena derives from loop extents; a range that is too
-// wide merely leaves an expression unsimplified, never wrong.
+// wide merely leaves an expression unsimplified, never wrong. Coefficients, constants and
+// strides are checked (core/ShapeMath.h): one leaving int64 is a kiln::Error, never a wrong index.
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -13,6 +13,7 @@
 #include "codegen/GenericContraction.h"
 #include "codegen/LoopNest.h"
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::codegen {
 
@@ -200,7 +201,7 @@ private:
     int64_t rows = 1;
     for (size_t d = 0; d < stage.domain.size(); ++d)
       if (!stage.reduced[d])
-        rows *= stage.domain[d];
+        rows = checkedMul(rows, stage.domain[d], "row count");
     for (const Store &store : exports_) {
       const Shape &shape = store.value->shape();
       if (shape != stage.domain && numElements(shape) != rows)

@@ -1,6 +1,7 @@
 #include "core/DType.h"
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln {
 
@@ -58,17 +59,9 @@ bool isInteger(DType dtype) {
 bool isSigned(DType dtype) { return isFloat(dtype) || (isInteger(dtype) && dtype != DType::U8); }
 
 int64_t numElements(const Shape &shape) {
-  // Shapes come from user files (ONNX, .kir, .npy), so the product is checked: a wrapped
-  // count would turn into an undersized allocation and out-of-bounds reads.
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0)
-      fail("shape {} has a negative dimension", shapeToString(shape));
-    if (d != 0 && n > (int64_t(1) << 62) / d)
-      fail("shape {} has too many elements", shapeToString(shape));
-    n *= d;
-  }
-  return n;
+  // Shapes come from user files (ONNX, .kir, .npy), so the count is checked: a wrapped count
+  // would turn into an undersized allocation and out-of-bounds reads.
+  return elementCount(shape, "shape");
 }
 
 std::string shapeToString(const Shape &shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
@@ -76,7 +69,7 @@ std::string shapeToString(const Shape &shape) { return fmt::format("[{}]", fmt::
 std::vector<int64_t> contiguousStrides(const Shape &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
+    strides[i] = checkedMul(strides[i + 1], shape[i + 1], "row-major strides");
   return strides;
 }
 
@@ -92,7 +85,7 @@ std::optional<int64_t> uniformBatchStride(const std::vector<int64_t> &strides, c
         return std::nullopt;
       stride = s;
     }
-    after *= batchShape[d];
+    after = checkedMul(after, batchShape[d], "batch stride");
   }
   return stride.value_or(0);
 }
@@ -103,6 +96,8 @@ int64_t normalizeAxis(int64_t axis, int64_t rank, std::string_view what) {
     fail("{}: axis {} is out of range for rank {}", what, axis, rank);
   return normalized;
 }
+
+size_t TensorType::byteSize() const { return kiln::byteSize(numElements(), dtype, "tensor byte size"); }
 
 std::string TensorType::toString() const {
   return fmt::format("{}{}", dtypeName(dtype), shapeToString(shape));

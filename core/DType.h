@@ -23,11 +23,12 @@ bool isSigned(DType dtype);
 /// Static dimensions; a rank-0 shape is a scalar.
 using Shape = std::vector<int64_t>;
 
-/// Number of elements; 1 for a scalar, 0 if any dim is 0. Throws kiln::Error for a negative
-/// dim or a count past 2^62.
+/// Number of elements; 1 for a scalar, 0 if any dim is 0. kiln::Error for a shape outside
+/// kiln's limit (core/ShapeMath.h: elementCount(shape, "shape")): a negative dim, a dim above
+/// 2^48, or non-zero dims whose product is above 2^48.
 int64_t numElements(const Shape &shape);
 std::string shapeToString(const Shape &shape); // "[2,3]"
-/// Row-major strides in elements.
+/// Row-major strides in elements; an overflow is a kiln::Error.
 std::vector<int64_t> contiguousStrides(const Shape &shape);
 /// The one stride s over the flattened index of `batchShape` that matches `strides` (one per
 /// batch dim): strides[d] == s * (the product of the sizes after d) for every dim of size > 1,
@@ -42,8 +43,9 @@ struct TensorType {
   Shape shape;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  /// Checked like kiln::numElements: a type outside kiln's limit is a kiln::Error.
   int64_t numElements() const { return kiln::numElements(shape); }
-  size_t byteSize() const { return static_cast<size_t>(numElements()) * dtypeSize(dtype); }
+  size_t byteSize() const;
   std::string toString() const; // "f32[2,3]"
   bool operator==(const TensorType &other) const {
     return dtype == other.dtype && shape == other.shape;

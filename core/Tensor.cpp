@@ -27,13 +27,13 @@ std::shared_ptr<unsigned char> allocateStorage(const TensorType &type, size_t by
 } // namespace
 
 Tensor::Tensor(TensorType type) : type_(std::move(type)) {
-  for (int64_t d : type_.shape)
-    if (d < 0)
-      fail("tensor of type {} has a negative dimension", type_.toString());
-  // numElements is checked below 2^62; the byte count must not wrap either.
-  if (static_cast<uint64_t>(type_.numElements()) > (uint64_t{1} << 62) / dtypeSize(type_.dtype))
-    fail("tensor of type {} is too large", type_.toString());
-  storage_ = allocateStorage(type_, type_.byteSize(), true);
+  size_t bytes = 0;
+  try {
+    bytes = type_.byteSize(); // checked: a negative dim or a count past kiln's limit is refused
+  } catch (const Error &e) {
+    fail("cannot create a tensor of type {}: {}", type_.toString(), e.what());
+  }
+  storage_ = allocateStorage(type_, bytes, true);
 }
 
 Tensor Tensor::fromDoubles(DType dtype, Shape shape, const std::vector<double> &values) {

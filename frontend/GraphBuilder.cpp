@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "ir/Verifier.h"
 #include "ir/ops/Random.h"
 
@@ -93,9 +94,7 @@ Var GraphBuilder::input(const std::string &name, const TensorType &type) {
   checkValueName(name, "input");
   if (valueNames_.count(name))
     fail("input '{}': the name is already used in graph @{}", name, graphName_);
-  for (int64_t d : type.shape)
-    if (d < 0)
-      fail("input '{}': negative dimension in {}", name, shapeToString(type.shape));
+  elementCount(type.shape, fmt::format("input '{}': shape", name)); // no negative dim, and kiln's size limit
   valueNames_.insert(name);
   return Var(graph_->addInput(type, name), this);
 }

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "ir/ops/Random.h"
 
 namespace kiln::frontend::nn {
@@ -42,9 +43,7 @@ Tensor fullTensor(const TensorType &type, double value) {
 }
 
 double defaultInitBound(const Shape &weightShape) {
-  int64_t fanIn = 1;
-  for (size_t d = 1; d < weightShape.size(); ++d)
-    fanIn *= weightShape[d];
+  int64_t fanIn = weightShape.empty() ? 1 : elementCount(weightShape, 1, weightShape.size(), "weight shape");
   return fanIn > 0 ? 1.0 / std::sqrt(static_cast<double>(fanIn)) : 0.0;
 }
 
@@ -130,7 +129,7 @@ NamedTensors Module::stateDict() const { return collect(true, true); }
 int64_t Module::numParameters() const {
   int64_t total = 0;
   for (const auto &[name, value] : namedParameters())
-    total += value.numElements();
+    total = checkedAdd(total, value.numElements(), "parameter count");
   return total;
 }
 

@@ -43,7 +43,7 @@ Var narrow(const Var &x, int64_t axis, int64_t start, int64_t length) {
   std::string what = fmt::format("narrow({}, axis {}, start {}, length {})", x.type().toString(), axis, start, length);
   int64_t dim = x.shape()[static_cast<size_t>(normalizeAxis(axis, x.rank(), what))];
   int64_t first = start < 0 ? start + dim : start;
-  if (first < 0 || length < 0 || first + length > dim)
+  if (first < 0 || length < 0 || length > dim - first) // not first + length: both may be near 2^63
     fail("{}: the range does not fit in an axis of size {}", what, dim);
   return slice(x, {first}, {first + length}, {axis});
 }
@@ -76,7 +76,7 @@ std::vector<Var> chunk(const Var &x, int64_t chunks, int64_t axis) {
   if (chunks <= 0)
     fail("{}: the number of chunks must be positive", what);
   int64_t dim = x.shape()[static_cast<size_t>(normalizeAxis(axis, x.rank(), what))];
-  int64_t each = (dim + chunks - 1) / chunks;
+  int64_t each = dim / chunks + (dim % chunks != 0 ? 1 : 0); // not (dim + chunks - 1): chunks may be near 2^63
   if (each == 0)
     return {x}; // torch gives the one empty piece
   std::vector<int64_t> sizes;

@@ -1,6 +1,7 @@
 #include "ir/Builder.h"
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::ir {
 
@@ -57,7 +58,14 @@ std::vector<TensorType> inferTypes(OpKind op, const std::vector<TensorType> &inp
          traits.maxInputs, n);
   }
   try {
-    return opDef(op).infer(inputs, attrs);
+    // Inference may assume operands within kiln's size limit (core/ShapeMath.h) and checks its
+    // own arithmetic; the limit on results is checked here, once for every op.
+    for (const TensorType &input : inputs)
+      elementCount(input.shape, "operand shape");
+    std::vector<TensorType> outputs = opDef(op).infer(inputs, attrs);
+    for (const TensorType &output : outputs)
+      elementCount(output.shape, "result shape");
+    return outputs;
   } catch (const Error &e) {
     throw Error(fmt::format("{}: {}", describeCall(op, inputs), e.what()));
   }

@@ -1,12 +1,11 @@
-// DOT through Boost.Graph's write_graphviz over an adjacency_list copy of the graph; JSON
-// written directly (the format is small and fixed, so no JSON library is needed).
+// DOT and JSON written directly: both formats are small and fixed, so neither needs a library.
+// (DOT went through Boost.Graph's write_graphviz once, over an adjacency_list copy of the graph;
+// all that did was number the vertices and write one line per vertex and per edge, as below.)
 #include "ir/Export.h"
 
 #include <cmath>
-#include <sstream>
+#include <unordered_map>
 
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/graphviz.hpp>
 #include <fmt/format.h>
 
 #include "ir/Printer.h"
@@ -16,18 +15,6 @@ namespace kiln::ir {
 namespace {
 
 // --- DOT -----------------------------------------------------------------------------------
-
-struct DotVertex {
-  std::string label;
-  std::string shape;
-  std::string fill; // a kernel's fill colour; empty for unfilled (white) vertices
-};
-struct DotEdge {
-  std::string label;
-};
-// bidirectionalS keeps a global edge list, so write_graphviz walks edges in insertion order
-// (and avoids the per-vertex edge iterator that trips GCC 12's -Wmaybe-uninitialized).
-using DotGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, DotVertex, DotEdge>;
 
 /// A DOT double-quoted string; '\n' in `text` becomes DOT's centred line break.
 std::string dotQuote(const std::string &text) {
@@ -261,57 +248,50 @@ std::string toDot(const Graph &graph) {
     auto it = names.find(value);
     return it == names.end() ? std::string("%?") : "%" + it->second;
   };
-  DotGraph dot;
-  // add_vertex(g) then set the bundle: add_vertex(property, g) trips GCC 12's
-  // -Wuninitialized inside Boost's named-graph lookup under ASan.
-  auto addVertex = [&](std::string label, std::string shape) {
-    auto vertex = boost::add_vertex(dot);
-    dot[vertex] = DotVertex{std::move(label), std::move(shape), {}};
-    return vertex;
+  // Vertices are numbered in the order they are written; the edges follow them all, in the
+  // order of the operands they stand for.
+  std::string vertices, edges;
+  int64_t numVertices = 0;
+  auto addVertex = [&](const std::string &label, const char *shape, const std::string &fill = {}) {
+    vertices += fmt::format("{}[label={}, shape={}", numVertices, dotQuote(label), shape);
+    if (!fill.empty())
+      vertices += fmt::format(", style=filled, fillcolor=\"{}\"", fill);
+    vertices += "];\n";
+    return numVertices++;
   };
-  std::unordered_map<const Value *, DotGraph::vertex_descriptor> producerVertex;
+  std::unordered_map<const Value *, int64_t> producerVertex;
   for (const Value *input : graph.inputs())
     producerVertex[input] = addVertex(ref(input) + "\n" + input->type().toString(), "ellipse");
-  auto addEdge = [&](const Value *value, DotGraph::vertex_descriptor to) {
+  auto addEdge = [&](const Value *value, int64_t to) {
     auto from = producerVertex.find(value);
     if (from != producerVertex.end())
-      boost::add_edge(from->second, to, DotEdge{ref(value)}, dot);
+      edges += fmt::format("{}->{} [label={}];\n", from->second, to, dotQuote(ref(value)));
   };
   bool hasKernel = false, hasOtherKernel = false;
   for (const Node *node : graph.nodes()) {
-    auto vertex = addVertex(dotLabel(*node), node->body() ? "box3d" : "box");
+    std::string fill;
     if (node->body()) {
-      dot[vertex].fill = kernelFill(*node);
+      fill = kernelFill(*node);
       hasKernel = true;
-      hasOtherKernel = hasOtherKernel || dot[vertex].fill == kOtherKernelFill;
+      hasOtherKernel = hasOtherKernel || fill == kOtherKernelFill;
     }
+    int64_t vertex = addVertex(dotLabel(*node), node->body() ? "box3d" : "box", fill);
     for (const Value *input : node->inputs())
       addEdge(input, vertex);
     for (size_t i = 0; i < node->numOutputs(); ++i)
       producerVertex[node->output(i)] = vertex;
   }
-  auto ret = addVertex("return", "doublecircle");
+  int64_t ret = addVertex("return", "doublecircle");
   for (const Value *output : graph.outputs())
     addEdge(output, ret);
 
-  std::ostringstream out;
-  boost::write_graphviz(
-      out, dot,
-      [&](std::ostream &os, DotGraph::vertex_descriptor v) {
-        os << "[label=" << dotQuote(dot[v].label) << ", shape=" << dot[v].shape;
-        if (!dot[v].fill.empty())
-          os << ", style=filled, fillcolor=\"" << dot[v].fill << "\"";
-        os << "]";
-      },
-      [&](std::ostream &os, DotGraph::edge_descriptor e) { os << "[label=" << dotQuote(dot[e].label) << "]"; },
-      [&](std::ostream &os) {
-        os << "label=" << dotQuote("@" + graph.name()) << ";\n";
-        os << "node [fontname=\"monospace\"];\n";
-        os << "edge [fontname=\"monospace\"];\n";
-        if (hasKernel)
-          os << dotLegend(hasOtherKernel);
-      });
-  return out.str();
+  std::string out = "digraph G {\n";
+  out += "label=" + dotQuote("@" + graph.name()) + ";\n";
+  out += "node [fontname=\"monospace\"];\n";
+  out += "edge [fontname=\"monospace\"];\n";
+  if (hasKernel)
+    out += dotLegend(hasOtherKernel);
+  return out + vertices + edges + "}\n";
 }
 
 std::string toJson(const Graph &graph) {

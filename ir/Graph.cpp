@@ -65,6 +65,11 @@ Node *Node::next() const {
 }
 
 Value *Graph::addInput(TensorType type, std::string name) {
+  try {
+    numElements(type.shape); // kiln's size limit (core/ShapeMath.h), where the type enters
+  } catch (const Error &e) {
+    fail("graph @{}: input '{}': {}", name_, name, e.what());
+  }
   inputValues_.emplace_back(new Value(this, std::move(type), nullptr, -1));
   Value *value = inputValues_.back().get();
   value->setName(std::move(name));

@@ -132,6 +132,8 @@ public:
   const std::string &name() const { return name_; }
   void setName(std::string name) { name_ = std::move(name); }
 
+  /// A new graph input; a type outside kiln's size limit (core/ShapeMath.h) is a kiln::Error
+  /// naming the graph and the input.
   Value *addInput(TensorType type, std::string name = "");
   const std::vector<Value *> &inputs() const { return inputRefs_; }
   /// Removes an unused graph input.

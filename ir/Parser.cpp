@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "ir/Builder.h"
 #include "ir/Lexer.h"
 #include "ir/Verifier.h"
@@ -142,8 +143,10 @@ private:
         errorAt(loc, fmt::format("dimension {} is negative", dim));
       if (static_cast<int64_t>(type.shape.size()) == kMaxParseRank)
         errorAt(loc, fmt::format("a type may have at most {} dimensions", kMaxParseRank));
-      if (dim > 0 && product > kMaxParseElements / dim)
-        errorAt(loc, fmt::format("the shape has more than 2^48 elements"));
+      if (dim > kMaxElements) // also beside a zero dim: kiln's limit holds for every shape
+        errorAt(loc, fmt::format("dimension {} is larger than kiln's limit of 2^48", dim));
+      if (dim > 0 && product > kMaxElements / dim)
+        errorAt(loc, fmt::format("the shape has more than 2^48 elements (not counting zero dims)"));
       product *= dim > 0 ? dim : 1;
       type.shape.push_back(dim);
     }

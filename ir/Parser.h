@@ -5,9 +5,9 @@
 // Kernel bodies (see ir/Printer.h) are the grammar's only nesting, one level deep: a kernel
 // inside a body is an error. So the parser never recurses on the input's nesting,
 // reads each byte a bounded number of times, and allocates in proportion to the input, so no
-// input can overflow the stack or hang it. Limits that keep later shape arithmetic far from
-// int64 overflow: at most kMaxParseRank dims per type, each dim and the product of the
-// non-zero dims at most kMaxParseElements.
+// input can overflow the stack or hang it. Types are held to kiln's size limit
+// (core/ShapeMath.h: each dim and the product of the non-zero dims at most kMaxElements,
+// 2^48), checked dim by dim so that the error points at the dim, and to kMaxParseRank dims.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,7 +19,6 @@ namespace kiln::ir {
 
 inline constexpr size_t kMaxParseInputBytes = size_t(1) << 30;
 inline constexpr int64_t kMaxParseRank = 64;
-inline constexpr int64_t kMaxParseElements = int64_t(1) << 48;
 
 /// Value names in the text become Value::name(), except numeric ones (%0, %12), which are the
 /// printer's numbering of unnamed values. Graph inputs need real names.

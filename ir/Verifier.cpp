@@ -66,6 +66,11 @@ void verify(const Graph &graph) {
   for (const Value *input : graph.inputs()) {
     if (input->graph() != &graph || !input->isGraphInput())
       fail("graph @{}: input '{}' does not belong to the graph", graph.name(), input->name());
+    try {
+      numElements(input->type().shape); // kiln's size limit (core/ShapeMath.h)
+    } catch (const Error &e) {
+      fail("graph @{}: input '{}': {}", graph.name(), input->name(), e.what());
+    }
     defined.insert(input);
     checkUseLists(graph, input, fmt::format("input '{}'", input->name()));
   }

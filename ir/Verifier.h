@@ -2,7 +2,8 @@
 // The verifier: run after construction, parsing and every pass. It checks that the graph is in
 // SSA form in node order (each operand defined earlier, by a node of this graph or an input),
 // that use lists match operands exactly, that attributes match each op's schema, and that
-// every node's output types equal what inference computes from its inputs.
+// every node's output types equal what inference computes from its inputs, and that every
+// input and result type lies within kiln's size limit (core/ShapeMath.h).
 //
 // A kernel node is checked against its body instead of inference: it must have a body whose
 // inputs have the operands' types and whose outputs have the node's result types; the body

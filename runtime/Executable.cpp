@@ -22,6 +22,7 @@
 #include "core/Allocation.h"
 #include "core/Error.h"
 #include "runtime/KernelRuntime.h"
+#include "runtime/LoadedObject.h"
 #include "runtime/Profiler.h"
 #include "runtime/ThreadPool.h"
 
@@ -58,12 +59,29 @@ std::string namesOf(const std::vector<TensorSpec> &specs) {
   return names.empty() ? "none" : names;
 }
 
+// A description read from a file (Executable::load) is data a damaged file can change: a count
+// or a rank that grew points past its table, a string may have lost its end. So before each
+// table, string or weight range is read, it is checked to lie in what the file maps
+// (runtime/LoadedObject.h); `file` is null for a description built in memory, which is trusted.
+void checkInFile(const LoadedObject *file, const void *address, uint64_t bytes, const std::string &what,
+                 const std::string &part) {
+  if (file && !file->contains(address, bytes))
+    fail("{}: its {} lies outside the file; is it corrupted?", what, part);
+}
+
+void checkStringInFile(const LoadedObject *file, const char *text, const std::string &what, const std::string &part) {
+  if (file && text && !file->containsString(text))
+    fail("{}: its {} does not end inside the file; is it corrupted?", what, part);
+}
+
 TensorSpec readSpec(const kiln_tensor_desc &desc, const char *role, int32_t index,
-                    const std::string &what) {
+                    const std::string &what, const LoadedObject *file) {
   if (!desc.name)
     fail("{}: {} {} has no name", what, role, index);
+  checkStringInFile(file, desc.name, what, fmt::format("name of {} {}", role, index));
   TensorSpec spec;
   spec.name = desc.name;
+  checkStringInFile(file, desc.dtype, what, fmt::format("dtype of {} '{}'", role, spec.name));
   std::optional<DType> dtype = desc.dtype ? parseDType(desc.dtype) : std::nullopt;
   if (!dtype)
     fail("{}: {} '{}' has unknown dtype '{}'", what, role, spec.name,
@@ -71,9 +89,11 @@ TensorSpec readSpec(const kiln_tensor_desc &desc, const char *role, int32_t inde
   spec.type.dtype = *dtype;
   if (desc.rank < 0 || (desc.rank > 0 && !desc.shape))
     fail("{}: {} '{}' has an invalid shape (rank {})", what, role, spec.name, desc.rank);
+  checkInFile(file, desc.shape, sizeof(int64_t) * static_cast<uint64_t>(desc.rank), what,
+              fmt::format("shape of {} '{}' (rank {})", role, spec.name, desc.rank));
   spec.type.shape.assign(desc.shape, desc.shape + desc.rank);
   try {
-    spec.type.numElements(); // rejects negative dims and overflowing counts
+    spec.type.numElements(); // rejects negative dims and shapes past kiln's size limit
   } catch (const Error &error) {
     fail("{}: {} '{}': {}", what, role, spec.name, error.what());
   }
@@ -81,13 +101,15 @@ TensorSpec readSpec(const kiln_tensor_desc &desc, const char *role, int32_t inde
 }
 
 std::vector<TensorSpec> readSpecs(const kiln_tensor_desc *descs, int32_t count, const char *role,
-                                  const std::string &what) {
+                                  const std::string &what, const LoadedObject *file) {
   if (count < 0 || (count > 0 && !descs))
     fail("{}: invalid {} list (count {})", what, role, count);
+  checkInFile(file, descs, sizeof(kiln_tensor_desc) * static_cast<uint64_t>(count), what,
+              fmt::format("{} table ({} entries)", role, count));
   std::vector<TensorSpec> specs;
   std::set<std::string> names;
   for (int32_t i = 0; i < count; ++i) {
-    specs.push_back(readSpec(descs[i], role, i, what));
+    specs.push_back(readSpec(descs[i], role, i, what, file));
     if (!names.insert(specs.back().name).second)
       fail("{}: two {}s are named '{}'", what, role, specs.back().name);
   }
@@ -150,6 +172,7 @@ struct Executable::Impl {
   std::string what;              // the file (or description) named in load errors
   std::shared_ptr<void> library; // declared first: unloaded after everything else
   const kiln_model_desc *desc = nullptr;
+  const LoadedObject *file = nullptr; // while loading from a file: what it maps (checkInFile)
   std::vector<TensorSpec> inputs, outputs, weights;
   std::vector<std::string> launchNames;
   std::vector<Tensor> weightTensors;       // loader-supplied weights, kept alive
@@ -178,9 +201,9 @@ void Executable::Impl::readDescription(std::vector<Tensor> suppliedWeights) {
     fail("{} was built for kiln ABI version {}, but this runtime implements version {}; "
          "recompile the model",
          what, desc->abi_version, KILN_ABI_VERSION);
-  inputs = readSpecs(desc->inputs, desc->num_inputs, "input", what);
-  outputs = readSpecs(desc->outputs, desc->num_outputs, "output", what);
-  weights = readSpecs(desc->weights, desc->num_weights, "weight", what);
+  inputs = readSpecs(desc->inputs, desc->num_inputs, "input", what, file);
+  outputs = readSpecs(desc->outputs, desc->num_outputs, "output", what, file);
+  weights = readSpecs(desc->weights, desc->num_weights, "weight", what, file);
   if (desc->arena_bytes < 0)
     fail("{}: negative arena size {}", what, desc->arena_bytes);
   checkRefs();
@@ -191,6 +214,8 @@ void Executable::Impl::readDescription(std::vector<Tensor> suppliedWeights) {
 void Executable::Impl::packWeights() {
   if (desc->num_packings < 0 || (desc->num_packings > 0 && !desc->packings))
     fail("{}: invalid weight packing list (count {})", what, desc->num_packings);
+  checkInFile(file, desc->packings, sizeof(kiln_weight_packing) * static_cast<uint64_t>(desc->num_packings), what,
+              fmt::format("weight packing table ({} entries)", desc->num_packings));
   for (int32_t p = 0; p < desc->num_packings; ++p) {
     const kiln_weight_packing &packing = desc->packings[p];
     if (packing.weight < 0 || static_cast<size_t>(packing.weight) >= weights.size())
@@ -202,11 +227,15 @@ void Executable::Impl::packWeights() {
     if (packing.kind == KILN_PACK_GEMM_B_PANELS) {
       // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
       // the weight, and the packed matrix must fill it exactly; one of the strides is 1 (packGemmB).
+      // The products are checked: the fields come from the file, and one that wrapped would pass.
+      int64_t size = 0, lastRow = 0, lastColumn = 0, last = 0;
       const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 &&
                            packing.n % kernels::kGemmBPanelWidth == 0 && packing.stride_k >= 0 &&
                            packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
-                           packing.k * packing.n == elements &&
-                           (packing.k - 1) * packing.stride_k + (packing.n - 1) * packing.stride_n < elements;
+                           !__builtin_mul_overflow(packing.k, packing.n, &size) && size == elements &&
+                           !__builtin_mul_overflow(packing.k - 1, packing.stride_k, &lastRow) &&
+                           !__builtin_mul_overflow(packing.n - 1, packing.stride_n, &lastColumn) &&
+                           !__builtin_add_overflow(lastRow, lastColumn, &last) && last < elements;
       if (!shapeOk)
         fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
              packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
@@ -235,8 +264,11 @@ void Executable::Impl::packWeights() {
 void Executable::Impl::checkRefs() {
   if (desc->num_launches < 0 || (desc->num_launches > 0 && !desc->launches))
     fail("{}: invalid launch list (count {})", what, desc->num_launches);
+  checkInFile(file, desc->launches, sizeof(kiln_launch) * static_cast<uint64_t>(desc->num_launches), what,
+              fmt::format("launch table ({} entries)", desc->num_launches));
   for (int32_t l = 0; l < desc->num_launches; ++l) {
     const kiln_launch &launch = desc->launches[l];
+    checkStringInFile(file, launch.name, what, fmt::format("name of launch {}", l));
     launchNames.push_back(launch.name ? launch.name : "launch" + std::to_string(l));
     if (!launch.fn)
       fail("{}: launch {} ('{}') has no kernel function", what, l, launchNames.back());
@@ -247,6 +279,8 @@ void Executable::Impl::checkRefs() {
   }
   if (numRefs > 0 && !desc->refs)
     fail("{}: the launches use {} buffer references but the model has none", what, numRefs);
+  checkInFile(file, desc->refs, sizeof(kiln_buffer_ref) * static_cast<uint64_t>(numRefs), what,
+              fmt::format("buffer reference table ({} entries)", numRefs));
 
   // Every reference up to the last one used, gaps included, since each run computes them all.
   auto sizeOf = [&](const std::vector<TensorSpec> &specs, int32_t index, const char *role,
@@ -304,12 +338,17 @@ void Executable::Impl::bindWeights(std::vector<Tensor> supplied) {
   if (reinterpret_cast<uintptr_t>(desc->weight_data) % kWeightAlignment != 0)
     fail("{}: the weights it carries are not {}-byte aligned", what, kWeightAlignment);
   auto *base = static_cast<unsigned char *>(const_cast<void *>(desc->weight_data));
-  int64_t offset = 0;
+  uint64_t offset = 0, end = 0;
   for (const TensorSpec &spec : weights) {
     weightData.push_back(base + offset);
-    int64_t end = offset + static_cast<int64_t>(spec.type.byteSize());
+    // Each weight is under 2^63 bytes (readSpec checked its count), but not their sum.
+    if (__builtin_add_overflow(offset, static_cast<uint64_t>(spec.type.byteSize()), &end))
+      fail("{}: the weights it carries add up to more than 2^64 bytes", what);
     offset = (end + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   }
+  // The shapes decide how many bytes the kernels (and a training step's copies) read from here.
+  checkInFile(file, base, end, what,
+              fmt::format("weights' bytes ({}, {} bytes)", countOf(weights.size(), "weight"), end));
 }
 
 RunContext *Executable::Impl::acquireContext() {
@@ -423,18 +462,27 @@ Executable Executable::load(const std::string &soPath, std::vector<Tensor> weigh
   const kiln_model_desc *desc = entry();
   if (!desc)
     fail("'{}': {}() returned no model description", soPath, symbol);
-  Executable executable =
-      fromDescription(*desc, std::move(weights), std::move(options), "model '" + soPath + "'");
+  const std::string what = "model '" + soPath + "'";
+  LoadedObject file = LoadedObject::of(handle, what);
+  checkInFile(&file, desc, sizeof *desc, what, "model description");
+  Executable executable = fromDescription(*desc, std::move(weights), std::move(options), what, &file);
   executable.impl_->library = std::move(library);
   return executable;
 }
 
 Executable Executable::fromDescription(const kiln_model_desc &desc, std::vector<Tensor> weights,
                                        Options options, const std::string &what) {
+  return fromDescription(desc, std::move(weights), std::move(options), what, nullptr);
+}
+
+Executable Executable::fromDescription(const kiln_model_desc &desc, std::vector<Tensor> weights, Options options,
+                                       const std::string &what, const LoadedObject *file) {
   auto impl = std::make_unique<Impl>();
   impl->what = what;
   impl->desc = &desc;
+  impl->file = file;
   impl->readDescription(std::move(weights));
+  impl->file = nullptr; // only loading reads the description's tables
   impl->pool = options.pool ? std::move(options.pool) : defaultThreadPool();
   impl->rt = makeKernelRuntime(*impl->pool);
   impl->profiler = std::make_unique<Profiler>(impl->launchNames);

@@ -23,6 +23,7 @@
 
 namespace kiln::runtime {
 
+class LoadedObject;
 class Profiler;
 class ThreadPool;
 
@@ -108,6 +109,10 @@ public:
 private:
   struct Impl;
   explicit Executable(std::unique_ptr<Impl> impl);
+  /// fromDescription; for a description load() read from a file, `file` is what the file maps,
+  /// and every table, string and weight range the description points to must lie in it.
+  static Executable fromDescription(const kiln_model_desc &desc, std::vector<Tensor> weights, Options options,
+                                    const std::string &what, const LoadedObject *file);
   const Impl &impl() const;
 
   std::unique_ptr<Impl> impl_;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::runtime {
 
@@ -103,7 +104,6 @@ Tensor parseNpy(const std::string &bytes, const std::string &what) {
       break;
     from = comma + 1;
   }
-  int64_t total = 1;
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string &item = items[i];
     size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \tL");
@@ -115,14 +115,11 @@ Tensor parseNpy(const std::string &bytes, const std::string &what) {
     std::string digits = b == std::string::npos || b < a ? "" : item.substr(a, b - a + 1);
     if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string::npos)
       fail("{}: bad .npy dimension '{}'", what, item);
-    int64_t d = std::stoll(digits);
-    if (d != 0 && total > (int64_t(1) << 40) / d)
-      fail("{}: .npy shape is too large", what);
-    total *= d;
-    shape.push_back(d);
+    shape.push_back(std::stoll(digits));
   }
+  int64_t total = elementCount(shape, fmt::format("{}: .npy shape", what)); // kiln's size limit
   size_t dataStart = headerStart + headerLen;
-  size_t need = static_cast<size_t>(total) * dtypeSize(dtype);
+  size_t need = byteSize(total, dtype, what);
   if (bytes.size() - dataStart != need)
     fail("{}: .npy data has {} bytes, shape {} of {} needs {}", what, bytes.size() - dataStart,
          shapeToString(shape), dtypeName(dtype), need);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::runtime {
 
@@ -238,13 +239,15 @@ Entry readEntry(const std::string &name, const Json &value, const std::string &w
   if (shape->kind != Json::Array)
     bad("shape is not an array");
   for (const Json &dim : shape->items) {
-    if (dim.kind != Json::Integer || dim.integer > (uint64_t(1) << 62))
+    if (dim.kind != Json::Integer)
       bad("shape holds something other than a dimension");
+    if (dim.integer > static_cast<uint64_t>(kMaxElements)) // before it becomes an int64
+      bad(fmt::format("dimension {} is larger than kiln's limit of 2^48", dim.integer));
     entry.type.shape.push_back(static_cast<int64_t>(dim.integer));
   }
   uint64_t bytes = 0;
   try {
-    bytes = entry.type.byteSize();
+    bytes = entry.type.byteSize(); // and the count, also beside a zero dim, within kiln's limit
   } catch (const Error &error) {
     bad(error.what());
   }

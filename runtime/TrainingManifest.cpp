@@ -46,6 +46,9 @@ public:
   const std::string &text(size_t i) const {
     if (fields_[i].empty())
       fail("{}: training manifest line {} ('{}') has an empty field {}", what_, number_, fields_[0], i);
+    // A line split on '\n' alone may keep a '\r', which no name can hold (toText refuses it).
+    if (fields_[i].find('\r') != std::string::npos)
+      fail("{}: training manifest line {} ('{}') has a carriage return in field {}", what_, number_, fields_[0], i);
     return fields_[i];
   }
   double number(size_t i) const {
@@ -176,6 +179,9 @@ TrainingManifest TrainingManifest::parse(const std::string &text, const std::str
     fail("{}: the training manifest is empty", what);
   if (!sawLr || !sawStep)
     fail("{}: the training manifest does not say which inputs take the learning rate and the step count", what);
+  // toText writes both, and a step without them could not be written back or described.
+  if (manifest.loss.empty() || manifest.optimizer.empty())
+    fail("{}: the training manifest does not name its loss and optimizer", what);
   return manifest;
 }
 

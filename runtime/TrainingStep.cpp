@@ -2,21 +2,26 @@
 //  1. Binding (Impl::bind), for every way a step is made: the manifest checked against the
 //     model's inputs and outputs, the inputs run() takes, and the outputs bound to the
 //     parameters they overwrite.
-//  2. Running: the learning rate and step count put in their inputs' places, the executable
-//     (or the interpreter) run into the bound outputs, the step count advanced.
+//  2. Running: the learning rate and step count put in their inputs' places, the outputs no
+//     parameter backs allocated (first run only), the executable (or the interpreter) run into
+//     the bound outputs, the step count advanced.
 //  3. Loading a file kiln-compile --train wrote: Executable::load with the weights it carries
-//     first (every check of a compiled model: ELF segments, ABI version, description), then the
+//     first (every check of a compiled model: ELF segments, ABI version, description, the
+//     carried weights' byte ranges inside the file, which copyWeights relies on), then the
 //     manifest and the weights' bytes read through dlopen / dlsym, writable copies of the
 //     weights, and the model loaded again over those.
 #include "runtime/TrainingStep.h"
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include <dlfcn.h>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
+#include "runtime/LoadedObject.h"
 #include "runtime/TrainingCheckpoint.h"
 
 namespace kiln::runtime {
@@ -38,12 +43,14 @@ struct TrainingStep::Impl {
   std::vector<TensorSpec> inputs;       // run()'s: the model's without lr and step
   int64_t targetInput = -1;             // in `inputs`
   std::map<std::string, Tensor> params; // updated in place
-  std::vector<Tensor> outputs;          // the loss, then the parameters' own tensors
+  std::vector<Tensor> outputs;          // the loss, then the parameters' own tensors (allocateOutputs)
 
   /// Checks the manifest against the model's inputs and outputs and `params`, and binds them.
   void bind(const std::vector<TensorSpec> &modelInputs, const std::vector<TensorSpec> &modelOutputs);
   /// The model's inputs: `inputs` with lr and step put in their places.
   std::vector<Tensor> modelInputs(const std::vector<Tensor> &inputs) const;
+  /// Allocates the outputs no parameter backs (the loss, and any other), on the first run.
+  void allocateOutputs();
 };
 
 void TrainingStep::Impl::bind(const std::vector<TensorSpec> &modelInputs, const std::vector<TensorSpec> &modelOutputs) {
@@ -60,8 +67,12 @@ void TrainingStep::Impl::bind(const std::vector<TensorSpec> &modelInputs, const 
     if (!isF32Scalar(modelInputs[static_cast<size_t>(index)].type))
       fault(fmt::format("input '{}' is {}, not an f32 scalar", modelInputs[static_cast<size_t>(index)].name,
                         modelInputs[static_cast<size_t>(index)].type.toString()));
-  if (manifest.targetInput >= 0)
+  if (manifest.targetInput >= 0) {
     checkInput(manifest.targetInput, "target");
+    // Else run() would fill it with the learning rate or step count and targetInput() say -1.
+    if (manifest.targetInput == manifest.lrInput || manifest.targetInput == manifest.stepInput)
+      fault(fmt::format("the target input {} is also the learning rate or step count input", manifest.targetInput));
+  }
   for (size_t i = 0; i < modelInputs.size(); ++i) {
     if (static_cast<int64_t>(i) == manifest.lrInput || static_cast<int64_t>(i) == manifest.stepInput)
       continue;
@@ -97,9 +108,8 @@ void TrainingStep::Impl::bind(const std::vector<TensorSpec> &modelInputs, const 
                         param->second.type().toString()));
     outputs[static_cast<size_t>(update.output)] = param->second;
   }
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (!outputs[i].defined())
-      outputs[i] = Tensor(modelOutputs[i].type);
+  // The other outputs are allocated by the first run (allocateOutputs), not here: loading a
+  // step allocates in proportion to its file, and a damaged file may declare any output size.
   lr = manifest.lr;
   steps = manifest.steps;
 }
@@ -123,6 +133,13 @@ std::vector<Tensor> TrainingStep::Impl::modelInputs(const std::vector<Tensor> &g
       all.push_back(given[next++]);
   }
   return all;
+}
+
+void TrainingStep::Impl::allocateOutputs() {
+  const std::vector<TensorSpec> &specs = executable ? executable->outputs() : interpreter->outputs();
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (!outputs[i].defined())
+      outputs[i] = Tensor(specs[i].type);
 }
 
 TrainingStep::TrainingStep(Executable executable, TrainingManifest manifest, std::map<std::string, Tensor> params,
@@ -159,7 +176,11 @@ TrainingStep::Impl &TrainingStep::state() const {
 
 float TrainingStep::run(const std::vector<Tensor> &inputs) {
   Impl &im = state();
+  // A manifest or a checkpoint may hold any step count >= 0; the next one must exist.
+  if (im.steps == std::numeric_limits<int64_t>::max())
+    fail("{}: the step count {} cannot advance", im.name, im.steps);
   std::vector<Tensor> all = im.modelInputs(inputs);
+  im.allocateOutputs();
   if (im.executable)
     im.executable->runInto(all, im.outputs);
   else
@@ -287,8 +308,8 @@ std::vector<Tensor> copyWeights(const Library &library, const Executable &model,
     if (copy.byteSize() > 0)
       std::memcpy(copy.data(), base + offset, copy.byteSize());
     copies.push_back(copy);
-    int64_t end = offset + static_cast<int64_t>(spec.type.byteSize());
-    offset = (end + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    int64_t end = checkedAdd(offset, static_cast<int64_t>(spec.type.byteSize()), soPath);
+    offset = checkedAdd(end, kWeightAlignment - 1, soPath) / kWeightAlignment * kWeightAlignment;
   }
   return copies;
 }
@@ -307,6 +328,9 @@ TrainingStep TrainingStep::load(const std::string &soPath, ExecutableOptions opt
     if (!entry)
       fail("'{}' is a compiled model, not a training step (compile one with kiln-compile --train)", soPath);
     const char *text = entry();
+    // The text is data in the file (runtime/LoadedObject.h): a damaged one may have lost its end.
+    if (text && !LoadedObject::of(library.handle, name).containsString(text))
+      fail("{}: its manifest does not end inside the file; is it corrupted?", name);
     manifest = TrainingManifest::parse(text ? text : "", name);
     weights = copyWeights(library, carried, soPath);
     // The manifest's parameters are weights: the step trains the copies.

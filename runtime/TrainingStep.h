@@ -73,7 +73,8 @@ public:
 
   /// Runs one step on the forward inputs, then the target or labels if the loss takes one, in
   /// order (inputNames()), and returns the loss (before the update). Parameters and state are
-  /// updated in place; the step count advances. kiln::Error for a wrong count or type of inputs.
+  /// updated in place; the step count advances. kiln::Error for a wrong count or type of inputs, or
+  /// a step count that cannot advance (2^63 - 1, from a manifest or a checkpoint).
   float run(const std::vector<Tensor> &inputs);
   /// So that `run({x, labels})` means positional inputs, not a map built from two "iterators".
   float run(std::initializer_list<Tensor> inputs) { return run(std::vector<Tensor>(inputs)); }

@@ -8,7 +8,6 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "codegen/CompileModel.h"
 #include "core/Error.h"
@@ -22,19 +21,16 @@ namespace {
 
 constexpr double kSlowTestSeconds = 2.0;
 
-/// Calls work(i) for every i < count on `jobs` threads (the calling one included).
-void parallelFor(size_t count, int jobs, const std::function<void(size_t)> &work) {
+/// Calls work(i) for every i < count on the pool's threads (the calling one included), each
+/// thread claiming the next i as it comes free: tests, compiles and runs differ in length by
+/// orders of magnitude, so the pool's equal chunks would leave threads idle behind a slow one.
+/// work must not throw (it may run on a worker thread).
+void forEachIndex(runtime::ThreadPool &pool, size_t count, const std::function<void(size_t)> &work) {
   std::atomic<size_t> next{0};
-  auto worker = [&] {
+  pool.parallelFor(pool.numThreads(), 1, [&](int64_t, int64_t) {
     for (size_t i = next++; i < count; i = next++)
       work(i);
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < std::min<int>(jobs, static_cast<int>(count)); ++t)
-    threads.emplace_back(worker);
-  worker();
-  for (std::thread &thread : threads)
-    thread.join();
+  });
 }
 
 /// The reason an exception gives, as one line.
@@ -57,9 +53,9 @@ std::string reasonOf(const std::exception_ptr &error) {
 /// when every data set does; a batch the compiler rejects is compiled model by model instead.
 std::vector<frontend::OnnxTestResult> runCompiledTests(const std::vector<std::string> &dirs,
                                                        const frontend::OnnxTestOptions &testOptions,
-                                                       const RunOptions &options) {
+                                                       const RunOptions &options, runtime::ThreadPool &testPool) {
   std::vector<frontend::OnnxPreparedTest> tests(dirs.size());
-  parallelFor(dirs.size(), options.jobs, [&](size_t i) { tests[i] = frontend::prepareOnnxTestDir(dirs[i]); });
+  forEachIndex(testPool, dirs.size(), [&](size_t i) { tests[i] = frontend::prepareOnnxTestDir(dirs[i]); });
 
   struct Job {
     size_t test = 0;
@@ -85,7 +81,7 @@ std::vector<frontend::OnnxTestResult> runCompiledTests(const std::vector<std::st
     }
   };
 
-  parallelFor(jobs.size(), options.jobs, [&](size_t j) {
+  forEachIndex(testPool, jobs.size(), [&](size_t j) {
     Job &job = jobs[j];
     codegen::CompileOptions compileOptions;
     compileOptions.symbolPrefix = fmt::format("t{}_", j);
@@ -112,7 +108,7 @@ std::vector<frontend::OnnxTestResult> runCompiledTests(const std::vector<std::st
     batches.pop_back();
   codegen::CompilerCounters before = codegen::compilerCounters();
   auto compileStart = std::chrono::steady_clock::now();
-  parallelFor(batches.size(), options.jobs, [&](size_t b) {
+  forEachIndex(testPool, batches.size(), [&](size_t b) {
     std::vector<const codegen::LoweredModel *> models;
     for (Job *job : batches[b])
       models.push_back(&*job->lowered);
@@ -144,7 +140,7 @@ std::vector<frontend::OnnxTestResult> runCompiledTests(const std::vector<std::st
 
   // One thread per model run: the jobs already run side by side.
   auto pool = std::make_shared<runtime::ThreadPool>(1);
-  parallelFor(jobs.size(), options.jobs, [&](size_t j) {
+  forEachIndex(testPool, jobs.size(), [&](size_t j) {
     Job &job = jobs[j];
     if (!job.lowered)
       return;
@@ -187,11 +183,14 @@ int runConformanceCommand(const RunOptions &options) {
       fail("--list-passing: cannot write '{}'", options.listPassing);
   }
 
+  // The tests run side by side on options.jobs threads of a pool of their own.
+  runtime::ThreadPool testPool(options.jobs);
   std::vector<frontend::OnnxTestResult> results(dirs.size());
   if (options.compiled)
-    results = runCompiledTests(dirs, testOptions, options);
+    results = runCompiledTests(dirs, testOptions, options, testPool);
   else
-    parallelFor(dirs.size(), options.jobs, [&](size_t i) { results[i] = frontend::runOnnxTestDir(dirs[i], testOptions); });
+    forEachIndex(testPool, dirs.size(),
+                 [&](size_t i) { results[i] = frontend::runOnnxTestDir(dirs[i], testOptions); });
 
   int passed = 0, failed = 0, skipped = 0;
   std::vector<std::string> passing;

@@ -9,7 +9,7 @@
 //       the 3x3 stride-1 layers of ResNet-18/50 (batch 1 and 8) and VGG16 by Winograd F(2x2, 3x3)
 //       and F(4x4, 3x3), weights transformed ahead as compiled models have them, which of the
 //       two conv2d's gate picks, and conv2d with plain weights (the GEMM where the gate says
-//       F0): the data behind the gate's tables in Conv2dWinograd.cpp
+//       F0): the data behind the gate's tables in Conv2dWinogradPlan.cpp
 //
 // Each figure is the median of R timed runs (default: as many as fit in ~0.6 s, at least 5)
 // after one warm-up run. --cold evicts the caches before each run. --cpu-time times the

@@ -16,6 +16,7 @@
 #include <climits>
 #include <unordered_map>
 
+#include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxLoad.h"
 #include "frontend/onnx/OnnxOpTable.h"
 #include "frontend/onnx/OnnxTensor.h"
@@ -101,7 +102,7 @@ bool tryFold(ImportContext &ctx, const OnnxOpEntry &entry, const onnx::NodeProto
   int64_t elements = 0;
   for (ir::Node *n : scratch.nodes())
     for (ir::Value *v : n->outputs()) {
-      elements += v->type().numElements(); // each is at most 2^62, the running total stays below 2^63
+      elements = checkedAdd(elements, v->type().numElements(), "folded element count");
       if (elements > kMaxFoldElements)
         return false;
     }
@@ -150,8 +151,8 @@ void mapNode(ImportContext &ctx, const onnx::NodeProto &node) {
       if (!name.empty() && !ctx.lookup(name))
         fail("output '{}' is not supported", name);
   }
-  // Op inference checks dims, not their product: pads of 2^62 around an empty input give a
-  // shape whose element count no tensor can hold. Refused here, where the node can be named.
+  // Every value's type is within kiln's size limit (ir::inferTypes refuses results past it);
+  // checked again here, where the node is named, for values a mapping defined without a node.
   for (const std::string &name : node.output())
     if (!name.empty())
       numElements(ctx.lookup(name)->type.shape);

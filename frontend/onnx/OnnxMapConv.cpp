@@ -3,6 +3,7 @@
 // pads here and add the bias per channel.
 #include <algorithm>
 
+#include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxWindow.h"
 
 namespace kiln::frontend {
@@ -76,24 +77,21 @@ std::vector<ir::Value *> mapConvTranspose(ImportContext &ctx, const onnx::NodePr
 
   std::vector<int64_t> pads(2 * rank, 0), leading(rank, 0);
   if (outputShape || mode == "SAME_UPPER" || mode == "SAME_LOWER") {
-    // The sizes come from the file (output_padding and output_shape are any int64), so they
-    // are computed in 128 bits and the padding must land within +-2^62 to go on.
-    constexpr int64_t kLimit = int64_t{1} << 62;
+    // The sizes come from the file (output_padding and output_shape are any int64), so the
+    // arithmetic is checked, and the size asked for must be a dim within kiln's limit.
     for (size_t d = 0; d < rank; ++d) {
       int64_t in = x->shape()[2 + d];
-      __int128 natural =
-          __int128{strides[d]} * (in - 1) + outputPadding[d] + __int128{kernel[d] - 1} * dilations[d] + 1;
-      __int128 target = outputShape ? __int128{(*outputShape)[d]} : __int128{in} * strides[d];
-      __int128 wideTotal = natural - target;
-      if (target < 0 || wideTotal < -kLimit || wideTotal > kLimit)
-        fail("spatial dim {}: the output size asked for (output_shape {}, auto_pad {}) is out of range", d,
-             outputShape ? shapeToString(*outputShape) : std::string("none"), mode);
-      auto total = static_cast<int64_t>(wideTotal);
+      std::string what = fmt::format("spatial dim {}: the output size asked for (output_shape {}, auto_pad {})", d,
+                                     outputShape ? shapeToString(*outputShape) : std::string("none"), mode);
+      int64_t span = checkedAdd(checkedMul(kernel[d] - 1, dilations[d], what), 1, what);
+      int64_t natural = checkedMul(strides[d], in - 1, what);
+      natural = checkedAdd(checkedAdd(natural, outputPadding[d], what), span, what);
+      int64_t target = checkedDim(outputShape ? (*outputShape)[d] : checkedMul(in, strides[d], what), what);
+      int64_t total = checkedSub(natural, target, what);
       int64_t begin = mode == "SAME_UPPER" ? floorDiv2(total) : total - floorDiv2(total);
       int64_t end = total - begin;
       if (end < 0) {
-        if (__builtin_sub_overflow(outputPadding[d], end, &outputPadding[d]))
-          fail("'output_padding' {} is out of range", shapeToString(outputPadding));
+        outputPadding[d] = checkedSub(outputPadding[d], end, "output_padding");
         end = 0;
       }
       if (begin < 0) {

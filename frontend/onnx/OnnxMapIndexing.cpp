@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxWindow.h"
 
 namespace kiln::frontend {
@@ -192,12 +193,12 @@ std::vector<ir::Value *> mapMaxUnpool(ImportContext &ctx, const onnx::NodeProto 
   for (size_t d = 0; d < rank; ++d) {
     if (kernel[d] < 1 || pads[d] < 0 || pads[rank + d] < 0)
       fail("kernel_shape {} must be >= 1 and pads {} >= 0", shapeToString(kernel), shapeToString(pads));
-    // In 128 bits: the attributes are any int64; the dim is checked before it is used.
-    __int128 size = __int128{x->shape()[2 + d] - 1} * strides[d] + kernel[d] - pads[d] - pads[rank + d];
-    if (size < 0 || size > (int64_t{1} << 62))
-      fail("the unpooled size of spatial dim {} is out of range (kernel_shape {}, strides {}, pads {})", d,
-           shapeToString(kernel), shapeToString(strides), shapeToString(pads));
-    unpooled.push_back(static_cast<int64_t>(size));
+    // Checked: the attributes are any int64.
+    std::string what = fmt::format("the unpooled size of spatial dim {} (kernel_shape {}, strides {}, pads {})", d,
+                                   shapeToString(kernel), shapeToString(strides), shapeToString(pads));
+    int64_t size = checkedAdd(checkedMul(x->shape()[2 + d] - 1, strides[d], what), kernel[d], what);
+    size = checkedSub(checkedSub(size, pads[d], what), pads[rank + d], what);
+    unpooled.push_back(checkedDim(size, what));
   }
   int64_t total = numElements(unpooled);
   ir::Value *zeros = broadcastTo(ctx, ctx.constant(Tensor::scalar(x->dtype(), 0)), {total});

@@ -4,6 +4,7 @@
 // time and becomes an attribute; ONNX-only conventions (Reshape's 0 = "copy this dim",
 // Expand's two-way broadcast, Flatten's 2-D result) are resolved here, so kiln's ops keep
 // their one plain meaning.
+#include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxOpTable.h"
 #include "ir/ops/Common.h"
 
@@ -127,7 +128,8 @@ std::vector<ir::Value *> mapDepthToSpace(ImportContext &ctx, const onnx::NodePro
   ir::Value *split = reshapeTo(ctx, x, dcr ? Shape{s[0], b, b, c, s[2], s[3]} : Shape{s[0], c, b, b, s[2], s[3]});
   ir::Value *moved =
       permute(ctx, split, dcr ? std::vector<int64_t>{0, 3, 4, 1, 5, 2} : std::vector<int64_t>{0, 1, 4, 2, 5, 3});
-  return {reshapeTo(ctx, moved, {s[0], c, s[2] * b, s[3] * b})};
+  // Checked: with C = 0 the spatial dims can be up to 2^48 each, and b up to 2^16.
+  return {reshapeTo(ctx, moved, {s[0], c, checkedMul(s[2], b, "output height"), checkedMul(s[3], b, "output width")})};
 }
 
 std::vector<ir::Value *> mapSpaceToDepth(ImportContext &ctx, const onnx::NodeProto &node) {
@@ -138,7 +140,7 @@ std::vector<ir::Value *> mapSpaceToDepth(ImportContext &ctx, const onnx::NodePro
     fail("spatial dims {}x{} are not multiples of blocksize {}", s[2], s[3], b);
   ir::Value *split = reshapeTo(ctx, x, {s[0], s[1], s[2] / b, b, s[3] / b, b});
   ir::Value *moved = permute(ctx, split, {0, 3, 5, 1, 2, 4});
-  return {reshapeTo(ctx, moved, {s[0], s[1] * b * b, s[2] / b, s[3] / b})};
+  return {reshapeTo(ctx, moved, {s[0], checkedMul(s[1], b * b, "output channels"), s[2] / b, s[3] / b})};
 }
 
 } // namespace kiln::frontend

@@ -48,10 +48,11 @@ ir::Value *maxPoolIndices(ImportContext &ctx, ir::Value *x, const OnnxWindow &w,
   size_t rank = w.kernel.size();
   Shape in(x->shape().begin() + 2, x->shape().end()), out(outShape.begin() + 2, outShape.end());
   int64_t batch = x->shape()[0], channels = x->shape()[1];
-  int64_t spatial = numElements(in), windows = numElements(out), taps = numElements(w.kernel), tableSize = 0;
-  if (__builtin_mul_overflow(windows, taps, &tableSize) || tableSize > kMaxIndexTaps)
+  int64_t spatial = numElements(in), windows = numElements(out), taps = numElements(w.kernel);
+  if (taps != 0 && windows > kMaxIndexTaps / taps)
     fail("the Indices output needs {} windows of {} taps, more than the {} kiln builds at import time", windows, taps,
          kMaxIndexTaps);
+  int64_t tableSize = windows * taps; // at most kMaxIndexTaps
   std::vector<int64_t> tapTable, positionTable;
   tapTable.reserve(static_cast<size_t>(tableSize));
   positionTable.reserve(static_cast<size_t>(tableSize));

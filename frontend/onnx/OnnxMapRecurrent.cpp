@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxOpTable.h"
 
 namespace kiln::frontend {
@@ -230,10 +231,11 @@ std::vector<ir::Value *> mapRecurrent(ImportContext &ctx, const onnx::NodeProto 
   if (r.steps > kMaxUnrolledSteps)
     fail("sequence length {} is longer than kiln unrolls ({} steps)", r.steps, kMaxUnrolledSteps);
   r.hidden = attrs.getInt("hidden_size", rec->shape()[2]);
-  // R's last dim is the hidden size; checked first, and bounded (a dim of an empty tensor
-  // can be anything), so that the products below cannot overflow.
-  if (r.hidden != rec->shape()[2] || r.hidden > (int64_t{1} << 56) || w->shape()[0] != r.directions ||
-      w->shape()[1] != r.gates * r.hidden || rec->shape() != Shape{r.directions, r.gates * r.hidden, r.hidden})
+  // R's last dim is the hidden size; checked first, so that it is a dim within kiln's limit
+  // (2^48) and the products with the gate count (at most 4) below cannot overflow.
+  if (r.hidden != rec->shape()[2] || w->shape()[0] != r.directions ||
+      w->shape()[1] != checkedMul(r.gates, r.hidden, "gates * hidden_size") ||
+      rec->shape() != Shape{r.directions, r.gates * r.hidden, r.hidden})
     fail("W {} and R {} do not fit {} direction(s) of {} gate(s) with hidden size {}", shapeToString(w->shape()),
          shapeToString(rec->shape()), r.directions, r.gates, r.hidden);
   r.clip = attrs.getFloat("clip", 0);

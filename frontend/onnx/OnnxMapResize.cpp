@@ -13,6 +13,7 @@
 // as ONNX computes them.
 #include <cmath>
 
+#include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxOpTable.h"
 
 namespace kiln::frontend {
@@ -33,7 +34,7 @@ std::vector<int64_t> sizesFromScales(const Shape &in, const std::vector<double> 
   std::vector<int64_t> sizes;
   for (size_t d = 0; d < in.size(); ++d) {
     double size = std::floor(static_cast<double>(in[d]) * scales[d]);
-    if (!(std::isfinite(scales[d]) && scales[d] > 0) || size > 9.0e15)
+    if (!(std::isfinite(scales[d]) && scales[d] > 0) || size > static_cast<double>(kMaxElements))
       fail("scales [{}] do not give a valid output size for input {}", fmt::join(scales, ","), shapeToString(in));
     sizes.push_back(static_cast<int64_t>(size));
   }
@@ -74,7 +75,7 @@ void keepAspectRatio(const std::string &policy, const Shape &in, const std::vect
   for (int64_t axis : axes) {
     double size = std::round(scale * static_cast<double>(in[axis]));
     // An empty input dim makes the ratio infinite or NaN; converting that would be undefined.
-    if (!(size >= 0 && size <= 9.0e15))
+    if (!(size >= 0 && size <= static_cast<double>(kMaxElements)))
       fail("keep_aspect_ratio_policy {} gives no valid size for axis {} of input {} (sizes {})", policy, axis,
            shapeToString(in), shapeToString(sizes));
     sizes[axis] = static_cast<int64_t>(size);

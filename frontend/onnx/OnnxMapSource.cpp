@@ -71,7 +71,7 @@ std::vector<ir::Value *> mapConstantOfShape(ImportContext &ctx, const onnx::Node
   for (int64_t dim : shape)
     if (dim < 0)
       fail("output shape {} has a negative dim", shapeToString(shape));
-  numElements(shape);                          // refuses shapes past 2^62 elements with a clear message
+  numElements(shape);                          // refuses shapes past kiln's limit with a clear message
   Tensor fill = Tensor::scalar(DType::F32, 0); // ONNX's default: a float 0
   if (const onnx::TensorProto *value = OnnxAttrs(node).getTensor("value")) {
     fill = decodeTensorProto(*value, ctx.modelDir(), "the fill value");

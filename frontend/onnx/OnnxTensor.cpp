@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::frontend {
 
@@ -110,13 +111,7 @@ TensorType tensorProtoType(const onnx::TensorProto &proto, const std::string &wh
   if (!dtype)
     fail("{} has element type {}, which kiln cannot represent", what, onnxTypeName(proto.data_type()));
   TensorType type{*dtype, Shape(proto.dims().begin(), proto.dims().end())};
-  for (int64_t dim : type.shape)
-    if (dim < 0)
-      fail("{} has a negative dim in {}", what, shapeToString(type.shape));
-  int64_t count = 1;
-  for (int64_t dim : type.shape)
-    if (__builtin_mul_overflow(count, dim, &count) || count > (int64_t{1} << 40))
-      fail("{} declares {} elements, more than kiln accepts in one tensor", what, shapeToString(type.shape));
+  elementCount(type.shape, what); // no negative dim, and kiln's size limit, also beside a zero dim
   return type;
 }
 
@@ -397,7 +392,8 @@ Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &mode
   int32_t onnxType = proto.data_type();
   bool widened = isWidenedOnnxType(onnxType);
   int64_t count = type.numElements();
-  uint64_t bytes = static_cast<uint64_t>(count) * storedElementBytes(onnxType, type.dtype); // at most 2^43
+  auto bytes = static_cast<uint64_t>(
+      checkedMul(count, static_cast<int64_t>(storedElementBytes(onnxType, type.dtype)), what)); // at most 2^51
   // Every size is checked against the data actually present before anything is allocated.
   bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;
   int64_t typedCount = typedFieldSize(proto);

@@ -36,7 +36,8 @@ std::string onnxTypeName(int32_t onnxType);
 Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what);
 
 /// The kiln type that holds a TensorProto (its held dtype), without reading its data. Fails
-/// naming `what` for a dtype kiln cannot hold or a negative dim.
+/// naming `what` for a dtype kiln cannot hold, a negative dim, or a shape past kiln's size
+/// limit (core/ShapeMath.h).
 TensorType tensorProtoType(const onnx::TensorProto &proto, const std::string &what);
 
 /// Checks that an external-data `location` is a relative path that stays inside `modelDir`

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/ShapeMath.h"
+
 namespace kiln::frontend {
 
 namespace {
@@ -72,12 +74,10 @@ OnnxWindow readWindow(const onnx::NodeProto &node, const ir::Value *x, std::vect
     int64_t in = x->shape()[2 + d], stride = w.strides[d];
     int64_t out = in / stride + (in % stride != 0 ? 1 : 0);
     // Attributes come from the file: overflow is an error, not undefined behaviour.
-    int64_t span = 0, reach = 0;
-    if (__builtin_mul_overflow(w.kernel[d] - 1, w.dilations[d], &span) ||
-        __builtin_mul_overflow(std::max<int64_t>(out - 1, 0), stride, &reach) ||
-        __builtin_add_overflow(reach, span + 1, &reach))
-      fail("window arithmetic overflows int64 (kernel {}, strides {}, dilations {})", shapeToString(w.kernel),
-           shapeToString(w.strides), shapeToString(w.dilations));
+    std::string what = fmt::format("window arithmetic (kernel {}, strides {}, dilations {})", shapeToString(w.kernel),
+                                   shapeToString(w.strides), shapeToString(w.dilations));
+    int64_t span = checkedAdd(checkedMul(w.kernel[d] - 1, w.dilations[d], what), 1, what);
+    int64_t reach = checkedAdd(checkedMul(std::max<int64_t>(out - 1, 0), stride, what), span, what);
     int64_t total = std::max<int64_t>(0, reach - in);
     int64_t begin = mode == "SAME_UPPER" ? total / 2 : total - total / 2;
     w.pads[d] = begin;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/ShapeMath.h"
+
 namespace kiln::ir::ops {
 
 Shape broadcastShapes(const Shape &a, const Shape &b) {
@@ -75,24 +77,7 @@ void forEachIndex(const Shape &shape, const std::function<void(const std::vector
   }
 }
 
-int64_t productOf(const Shape &shape, size_t from, size_t to) {
-  int64_t product = 1;
-  for (size_t d = from; d < to; ++d)
-    product *= shape[d];
-  return product;
-}
-
-int64_t checkedNumElements(const Shape &shape, std::string_view what) {
-  int64_t count = 1;
-  for (int64_t dim : shape)
-    if (dim < 0)
-      fail("{} {} is not a valid shape: it has a negative dimension {}", what, shapeToString(shape), dim);
-  for (int64_t dim : shape)
-    if (__builtin_mul_overflow(count, dim, &count))
-      fail("{} {} is not a valid shape: it has too many elements (more elements than fit in int64)", what,
-           shapeToString(shape));
-  return count;
-}
+int64_t productOf(const Shape &shape, size_t from, size_t to) { return elementCount(shape, from, to, "shape"); }
 
 void copyElements(const Tensor &from, int64_t fromFlat, Tensor &to, int64_t toFlat, int64_t count) {
   if (count == 0) // an empty tensor may have no storage at all

@@ -1,9 +1,13 @@
 #pragma once
 // Helpers shared by the op family files: shape rules (broadcasting, axes) and the index
 // arithmetic of the reference evaluator. Written for clarity: the evaluator is the oracle.
+// Shape arithmetic in inference (sums and products of dims and attributes) goes through
+// core/ShapeMath.h, included here for every family; the evaluator's flat indices stay below
+// the element count of a valid type (at most 2^48), so they need no checks.
 #include <functional>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "ir/Attribute.h"
 #include "ir/Op.h"
 
@@ -29,13 +33,9 @@ int64_t broadcastSourceIndex(const std::vector<int64_t> &outIndex, const Shape &
 /// Calls fn(index, flat) for every element of `shape` in row-major order.
 void forEachIndex(const Shape &shape, const std::function<void(const std::vector<int64_t> &, int64_t)> &fn);
 
-/// The product of shape[from, to): the element count of a block of dims. Unchecked: meant for the
-/// dims of a shape whose total count numElements has already accepted.
+/// The product of shape[from, to): the element count of a block of dims, checked like
+/// kiln::elementCount (core/ShapeMath.h); a block of a valid shape always passes.
 int64_t productOf(const Shape &shape, size_t from, size_t to);
-
-/// The element count of a shape taken from attribute `what`: a negative dim, or a count that does
-/// not fit in int64, is an error naming the shape.
-int64_t checkedNumElements(const Shape &shape, std::string_view what);
 
 /// Copies `count` elements between tensors of one dtype, by flat index. Bytes move as they are,
 /// so every dtype (an i64 above 2^53, a NaN payload) survives exactly.

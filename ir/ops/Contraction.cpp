@@ -6,11 +6,15 @@
 // Each op derives every shape fact from one function (matMulShapes, convGeometry,
 // convTransposeGeometry) that inference and evaluation share, so the evaluator can never disagree
 // with the types it was promised.
-// The reference loops accumulate in double (uint64 with wrap-around for integers, which is what
-// int64 arithmetic means without the undefined behaviour of signed overflow) and keep the
-// innermost loop contiguous: ResNet-50 and BERT-base run through them.
+// Floats contract in double through Eigen's blocked product (ir/ops/MatrixProduct.h): matmul one
+// product per batch matrix, conv one per image and group of the weights with the input unfolded
+// (im2col), conv_transpose one of the transposed weights with the input, folded back into the
+// output (col2im). ResNet-50 and BERT-base run through them. Integer matmul keeps its own loop in
+// uint64 with wrap-around, which is what int64 arithmetic means without the undefined behaviour
+// of signed overflow.
 #include <algorithm>
 
+#include "ir/ops/MatrixProduct.h"
 #include "ir/ops/Window.h"
 
 namespace kiln::ir {
@@ -65,21 +69,35 @@ std::vector<TensorType> inferMatMul(const std::vector<TensorType> &in, const Att
   return {TensorType{dtype, matMulShapes(in[0], in[1]).out}};
 }
 
-// One loop nest for both element kinds: T is double for floats and uint64_t (wrapping) for
-// integers. i-k-j order keeps the innermost loop contiguous in b and out.
-template <typename T>
-std::vector<T> matMulLoops(const MatMulShapes &s, const std::vector<T> &a, const std::vector<T> &b) {
+// Every matrix of the broadcast batch: body(aMatrix, bMatrix, outMatrix), the operands' and the
+// result's offsets in elements.
+template <typename Body> void forEachBatchMatrix(const MatMulShapes &s, Body body) {
   int64_t aMatrix = s.rows * s.inner, bMatrix = s.inner * s.cols, outMatrix = s.rows * s.cols;
-  std::vector<T> out(static_cast<size_t>(numElements(s.batch) * outMatrix), T(0));
   forEachIndex(s.batch, [&](const std::vector<int64_t> &index, int64_t flat) {
-    const T *aBase = a.data() + broadcastSourceIndex(index, s.aBatch) * aMatrix;
-    const T *bBase = b.data() + broadcastSourceIndex(index, s.bBatch) * bMatrix;
-    T *outBase = out.data() + flat * outMatrix;
+    body(broadcastSourceIndex(index, s.aBatch) * aMatrix, broadcastSourceIndex(index, s.bBatch) * bMatrix,
+         flat * outMatrix);
+  });
+}
+
+std::vector<double> matMulDoubles(const MatMulShapes &s, const std::vector<double> &a, const std::vector<double> &b) {
+  std::vector<double> out(static_cast<size_t>(numElements(s.batch) * s.rows * s.cols), 0.0);
+  forEachBatchMatrix(s, [&](int64_t aAt, int64_t bAt, int64_t outAt) {
+    multiplyMatrices({a.data() + aAt, s.rows, s.inner, s.inner}, false, {b.data() + bAt, s.inner, s.cols, s.cols},
+                     out.data() + outAt, s.cols);
+  });
+  return out;
+}
+
+// Integers wrap (uint64_t). i-k-j order keeps the innermost loop contiguous in b and out.
+std::vector<uint64_t> matMulWrapping(const MatMulShapes &s, const std::vector<uint64_t> &a,
+                                     const std::vector<uint64_t> &b) {
+  std::vector<uint64_t> out(static_cast<size_t>(numElements(s.batch) * s.rows * s.cols), 0);
+  forEachBatchMatrix(s, [&](int64_t aAt, int64_t bAt, int64_t outAt) {
     for (int64_t i = 0; i < s.rows; ++i) {
-      T *outRow = outBase + i * s.cols;
+      uint64_t *outRow = out.data() + outAt + i * s.cols;
       for (int64_t k = 0; k < s.inner; ++k) {
-        T aik = aBase[i * s.inner + k];
-        const T *bRow = bBase + k * s.cols;
+        uint64_t aik = a[static_cast<size_t>(aAt + i * s.inner + k)];
+        const uint64_t *bRow = b.data() + bAt + k * s.cols;
         for (int64_t j = 0; j < s.cols; ++j)
           outRow[j] += aik * bRow[j];
       }
@@ -100,11 +118,11 @@ std::vector<Tensor> evalMatMul(const std::vector<Tensor> &in, const AttrMap &,
   MatMulShapes s = matMulShapes(in[0].type(), in[1].type());
   Tensor out(outTypes[0]);
   if (isFloat(out.dtype())) {
-    std::vector<double> values = matMulLoops(s, in[0].toDoubles(), in[1].toDoubles());
+    std::vector<double> values = matMulDoubles(s, in[0].toDoubles(), in[1].toDoubles());
     for (size_t i = 0; i < values.size(); ++i)
       out.setDouble(static_cast<int64_t>(i), values[i]);
   } else {
-    std::vector<uint64_t> values = matMulLoops(s, toWrappingInts(in[0]), toWrappingInts(in[1]));
+    std::vector<uint64_t> values = matMulWrapping(s, toWrappingInts(in[0]), toWrappingInts(in[1]));
     for (size_t i = 0; i < values.size(); ++i)
       out.setInt(static_cast<int64_t>(i), static_cast<int64_t>(values[i]));
   }
@@ -196,7 +214,8 @@ ConvGeometry convGeometry(const TensorType &x, const TensorType &w, const AttrMa
   std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
   std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
   setSpatialDims(g, x, w, strides, dilations, pads, [&](int64_t d, int64_t in, int64_t k) {
-    int64_t padded = checkedAdd(checkedAdd(in, pads[d]), pads[spatialRank + d]);
+    int64_t padded = checkedAdd(in, pads[d], "padded input size");
+    padded = checkedAdd(padded, pads[spatialRank + d], "padded input size");
     int64_t span = dilatedSpan(k, dilations[d]);
     // Floor division; padded - span may be negative, which C++ would round toward zero.
     int64_t excess = padded - span;
@@ -217,15 +236,16 @@ ConvGeometry convTransposeGeometry(const TensorType &x, const TensorType &w, con
          shapeToString(w.shape), g.inChannels, shapeToString(x.shape));
   if (g.inChannels % g.groups != 0)
     fail("groups {} must divide the input channels {}", g.groups, g.inChannels);
-  g.outChannels = checkedMul(w.shape[1], g.groups);
+  g.outChannels = checkedMul(w.shape[1], g.groups, "output channels");
   std::vector<int64_t> strides = perSpatialDim(attrs, "strides", spatialRank, 1, 1);
   std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
   std::vector<int64_t> outputPadding = perSpatialDim(attrs, "output_padding", spatialRank, 0, 0);
   std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
   setSpatialDims(g, x, w, strides, dilations, pads, [&](int64_t d, int64_t in, int64_t k) {
     int64_t span = dilatedSpan(k, dilations[d]);
-    int64_t full = checkedAdd(checkedAdd(checkedMul(strides[d], in - 1), outputPadding[d]), span);
-    int64_t out = checkedAdd(checkedAdd(full, -pads[d]), -pads[spatialRank + d]);
+    int64_t full = checkedMul(strides[d], in - 1, "output size");
+    full = checkedAdd(checkedAdd(full, outputPadding[d], "output size"), span, "output size");
+    int64_t out = checkedSub(checkedSub(full, pads[d], "output size"), pads[spatialRank + d], "output size");
     if (out < 1)
       fail("spatial dim {}: output size would be {} (input {}, stride {}, output_padding {}, dilated "
            "kernel {}, pads {}+{})",
@@ -244,44 +264,78 @@ std::vector<TensorType> inferConvFamily(const std::vector<TensorType> &in, const
   return {TensorType{dtype, geometry(in[0], in[1], attrs).outShape}};
 }
 
-// Adds one weight kernel's contribution between an input plane and an output plane, tap by tap.
-// conv gathers (output o reads input o*stride + offset); conv_transpose scatters (input i feeds
-// output i*stride + offset), the same loop nest with the roles of input and output swapped, so it
-// costs the same. Either way the loops run over the positions p of the side that is not strided,
-// whose valid range stridedRange computes once per tap, and the innermost loop is contiguous in
-// that side.
-template <bool scatter>
-void accumulateKernel(const ConvGeometry &g, const double *xPlane, const double *wKernel, double *yPlane) {
-  const int64_t *dense = scatter ? g.in : g.out, *strided = scatter ? g.out : g.in;
-  for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
-    for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
-      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-        double weight = wKernel[(kd * g.kernel[1] + kh) * g.kernel[2] + kw];
-        int64_t offD = kd * g.dilation[0] - g.padBegin[0];
-        int64_t offH = kh * g.dilation[1] - g.padBegin[1];
-        int64_t offW = kw * g.dilation[2] - g.padBegin[2];
-        auto [d0, d1] = stridedRange(offD, g.stride[0], strided[0], dense[0]);
-        auto [h0, h1] = stridedRange(offH, g.stride[1], strided[1], dense[1]);
-        auto [w0, w1] = stridedRange(offW, g.stride[2], strided[2], dense[2]);
-        for (int64_t pd = d0; pd < d1; ++pd) {
-          int64_t sd = pd * g.stride[0] + offD; // the strided side's position
-          for (int64_t ph = h0; ph < h1; ++ph) {
-            int64_t sh = ph * g.stride[1] + offH;
-            if constexpr (scatter) {
-              const double *xRow = xPlane + (pd * g.in[1] + ph) * g.in[2];
-              double *yRow = yPlane + (sd * g.out[1] + sh) * g.out[2];
-              for (int64_t pw = w0; pw < w1; ++pw)
-                yRow[pw * g.stride[2] + offW] += weight * xRow[pw];
-            } else {
-              const double *xRow = xPlane + (sd * g.in[1] + sh) * g.in[2];
-              double *yRow = yPlane + (pd * g.out[1] + ph) * g.out[2];
-              for (int64_t pw = w0; pw < w1; ++pw)
-                yRow[pw] += weight * xRow[pw * g.stride[2] + offW];
-            }
-          }
+// Both ops as matrix products over the taps: with K = the kernel's taps and rows of the lifted
+// spatial dims (d, h) cut into bands,
+//   conv:           Y_g (Cout/groups x positions) = W_g (Cout/groups x C/groups*K) * unfold(X_g)
+//   conv_transpose: columns (Cout/groups*K x positions) = W_g^T * X_g, folded into Y_g
+// where unfold (im2col) writes, for every (input channel, tap) row and output position, the
+// input value that position reads through that tap (zero where it reads padding), and fold
+// (col2im) adds every (output channel, tap) row into the output positions the input positions
+// reach through that tap. The unfolded matrix is built a band of rows at a time, within
+// kUnfoldedDoubles.
+constexpr int64_t kUnfoldedDoubles = int64_t{1} << 22; // 32 MiB
+
+/// Rows of the lifted spatial dims (d, h), of which a band of at most kUnfoldedDoubles /
+/// (taps rows x row length) is unfolded at a time, at least one.
+int64_t bandRows(int64_t matrixRows, int64_t rowLength) {
+  return std::max<int64_t>(1, kUnfoldedDoubles / std::max<int64_t>(1, matrixRows * rowLength));
+}
+
+/// Calls tap(row, offD, offH, offW) for each tap of the kernel, row = its index in the kernel
+/// (d, h, w order), off* the position it adds to the strided side's coordinate.
+template <typename Tap> void forEachTap(const ConvGeometry &g, Tap tap) {
+  for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
+    for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
+      for (int64_t kw = 0; kw < g.kernel[2]; ++kw)
+        tap((kd * g.kernel[1] + kh) * g.kernel[2] + kw, kd * g.dilation[0] - g.padBegin[0],
+            kh * g.dilation[1] - g.padBegin[1], kw * g.dilation[2] - g.padBegin[2]);
+}
+
+/// conv's unfolded input for output rows [row0, row1) (row = d * out[1] + h) of one image and
+/// group: row (c * K + tap) holds, at column (row - row0) * out[2] + w, the input value output
+/// (d, h, w) reads through that tap of input channel c, or zero.
+void unfoldInput(const ConvGeometry &g, const double *xGroup, int64_t row0, int64_t row1, double *unfolded) {
+  const int64_t width = (row1 - row0) * g.out[2];
+  for (int64_t c = 0; c < g.inPerGroup(); ++c) {
+    const double *xPlane = xGroup + c * g.inPlane();
+    forEachTap(g, [&](int64_t tap, int64_t offD, int64_t offH, int64_t offW) {
+      double *dst = unfolded + (c * g.kernelSize() + tap) * width;
+      auto [w0, w1] = stridedRange(offW, g.stride[2], g.in[2], g.out[2]);
+      for (int64_t row = row0; row < row1; ++row, dst += g.out[2]) {
+        int64_t sd = row / g.out[1] * g.stride[0] + offD, sh = row % g.out[1] * g.stride[1] + offH;
+        if (sd < 0 || sd >= g.in[0] || sh < 0 || sh >= g.in[1]) {
+          std::fill(dst, dst + g.out[2], 0.0);
+          continue;
         }
+        const double *xRow = xPlane + (sd * g.in[1] + sh) * g.in[2];
+        std::fill(dst, dst + w0, 0.0);
+        for (int64_t ow = w0; ow < w1; ++ow)
+          dst[ow] = xRow[ow * g.stride[2] + offW];
+        std::fill(dst + w1, dst + g.out[2], 0.0);
       }
-    }
+    });
+  }
+}
+
+/// conv_transpose's fold for input rows [row0, row1) (row = d * in[1] + h) of one image and
+/// group: adds row (m * K + tap) of `columns`, column (row - row0) * in[2] + w, to output channel
+/// m at the position input (d, h, w) reaches through that tap, where it lies inside the output.
+void foldColumns(const ConvGeometry &g, const double *columns, int64_t row0, int64_t row1, double *yGroup) {
+  const int64_t width = (row1 - row0) * g.in[2];
+  for (int64_t m = 0; m < g.outPerGroup(); ++m) {
+    double *yPlane = yGroup + m * g.outPlane();
+    forEachTap(g, [&](int64_t tap, int64_t offD, int64_t offH, int64_t offW) {
+      const double *src = columns + (m * g.kernelSize() + tap) * width;
+      auto [w0, w1] = stridedRange(offW, g.stride[2], g.out[2], g.in[2]);
+      for (int64_t row = row0; row < row1; ++row, src += g.in[2]) {
+        int64_t sd = row / g.in[1] * g.stride[0] + offD, sh = row % g.in[1] * g.stride[1] + offH;
+        if (sd < 0 || sd >= g.out[0] || sh < 0 || sh >= g.out[1])
+          continue;
+        double *yRow = yPlane + (sd * g.out[1] + sh) * g.out[2];
+        for (int64_t iw = w0; iw < w1; ++iw)
+          yRow[iw * g.stride[2] + offW] += src[iw];
+      }
+    });
   }
 }
 
@@ -289,18 +343,22 @@ std::vector<Tensor> evalConv(const std::vector<Tensor> &in, const AttrMap &attrs
                              const std::vector<TensorType> &outTypes) {
   ConvGeometry g = convGeometry(in[0].type(), in[1].type(), attrs);
   std::vector<double> x = in[0].toDoubles(), w = in[1].toDoubles();
-  int64_t inPerGroup = g.inPerGroup(), outPerGroup = g.outPerGroup();
+  const int64_t depth = g.inPerGroup() * g.kernelSize(), outRows = g.out[0] * g.out[1];
+  const int64_t band = std::min(outRows, bandRows(depth, g.out[2]));
   std::vector<double> y(static_cast<size_t>(g.batch * g.outChannels * g.outPlane()), 0.0);
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t co = 0; co < g.outChannels; ++co) {
-      int64_t group = co / outPerGroup;
-      double *yPlane = y.data() + (n * g.outChannels + co) * g.outPlane();
-      for (int64_t ci = 0; ci < inPerGroup; ++ci) {
-        const double *xPlane = x.data() + (n * g.inChannels + group * inPerGroup + ci) * g.inPlane();
-        accumulateKernel<false>(g, xPlane, w.data() + (co * inPerGroup + ci) * g.kernelSize(), yPlane);
+  std::vector<double> unfolded(static_cast<size_t>(depth * band * g.out[2]));
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t group = 0; group < g.groups; ++group) {
+      const double *xGroup = x.data() + (n * g.inChannels + group * g.inPerGroup()) * g.inPlane();
+      const DoubleMatrix weights{w.data() + group * g.outPerGroup() * depth, g.outPerGroup(), depth, depth};
+      double *yGroup = y.data() + (n * g.outChannels + group * g.outPerGroup()) * g.outPlane();
+      for (int64_t row0 = 0; row0 < outRows; row0 += band) {
+        const int64_t row1 = std::min(outRows, row0 + band), width = (row1 - row0) * g.out[2];
+        unfoldInput(g, xGroup, row0, row1, unfolded.data());
+        multiplyMatrices(weights, false, {unfolded.data(), depth, width, width}, yGroup + row0 * g.out[2],
+                         g.outPlane());
       }
     }
-  }
   return {Tensor::fromDoubles(outTypes[0].dtype, outTypes[0].shape, y)};
 }
 
@@ -308,18 +366,23 @@ std::vector<Tensor> evalConvTranspose(const std::vector<Tensor> &in, const AttrM
                                       const std::vector<TensorType> &outTypes) {
   ConvGeometry g = convTransposeGeometry(in[0].type(), in[1].type(), attrs);
   std::vector<double> x = in[0].toDoubles(), w = in[1].toDoubles();
-  int64_t inPerGroup = g.inPerGroup(), outPerGroup = g.outPerGroup();
+  const int64_t depth = g.outPerGroup() * g.kernelSize(), inRows = g.in[0] * g.in[1];
+  const int64_t band = std::min(inRows, bandRows(depth, g.in[2]));
   std::vector<double> y(static_cast<size_t>(numElements(outTypes[0].shape)), 0.0);
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t ci = 0; ci < g.inChannels; ++ci) {
-      int64_t group = ci / inPerGroup;
-      const double *xPlane = x.data() + (n * g.inChannels + ci) * g.inPlane();
-      for (int64_t m = 0; m < outPerGroup; ++m) {
-        double *yPlane = y.data() + (n * g.outChannels + group * outPerGroup + m) * g.outPlane();
-        accumulateKernel<true>(g, xPlane, w.data() + (ci * outPerGroup + m) * g.kernelSize(), yPlane);
+  std::vector<double> columns(static_cast<size_t>(depth * band * g.in[2]));
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t group = 0; group < g.groups; ++group) {
+      const double *xGroup = x.data() + (n * g.inChannels + group * g.inPerGroup()) * g.inPlane();
+      // [C/groups rows of this group, Cout/groups * K], read transposed.
+      const DoubleMatrix weights{w.data() + group * g.inPerGroup() * depth, g.inPerGroup(), depth, depth};
+      double *yGroup = y.data() + (n * g.outChannels + group * g.outPerGroup()) * g.outPlane();
+      for (int64_t row0 = 0; row0 < inRows; row0 += band) {
+        const int64_t row1 = std::min(inRows, row0 + band), width = (row1 - row0) * g.in[2];
+        multiplyMatrices(weights, true, {xGroup + row0 * g.in[2], g.inPerGroup(), width, g.inPlane()},
+                         columns.data(), width);
+        foldColumns(g, columns.data(), row0, row1, yGroup);
       }
     }
-  }
   return {Tensor::fromDoubles(outTypes[0].dtype, outTypes[0].shape, y)};
 }
 

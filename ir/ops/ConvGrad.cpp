@@ -69,7 +69,8 @@ WeightGradGeometry weightGradGeometry(const TensorType &x, const TensorType &g, 
   int64_t lifted = kMaxWindowSpatial - spatialRank;
   for (int64_t d = 0; d < spatialRank; ++d) {
     int64_t in = x.shape[2 + d], k = ws[2 + d];
-    int64_t padded = checkedAdd(checkedAdd(in, pads[d]), pads[spatialRank + d]);
+    int64_t padded = checkedAdd(in, pads[d], "padded input size");
+    padded = checkedAdd(padded, pads[spatialRank + d], "padded input size");
     int64_t excess = padded - dilatedSpan(k, dilations[d]);
     int64_t out = excess < 0 ? 0 : excess / strides[d] + 1; // floor division of a non-negative excess
     if (out < 1)

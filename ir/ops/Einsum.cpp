@@ -208,9 +208,8 @@ EinsumPlan planEinsum(const std::string &equation, const std::vector<TensorType>
   plan.indexSpaceSize = 1;
   bool empty = std::find(plan.axisSizes.begin(), plan.axisSizes.end(), 0) != plan.axisSizes.end();
   for (int64_t size : plan.axisSizes)
-    if (!empty && __builtin_mul_overflow(plan.indexSpaceSize, size, &plan.indexSpaceSize))
-      fail("equation '{}': the index space {} has more points than fit in int64", equation,
-           shapeToString(plan.axisSizes));
+    if (!empty)
+      plan.indexSpaceSize = checkedMul(plan.indexSpaceSize, size, "the index space's size");
   if (empty)
     plan.indexSpaceSize = 0;
   return plan;

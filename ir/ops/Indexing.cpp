@@ -124,7 +124,7 @@ OpDef defineIota() {
     TensorType type{attrDType(attrs, "dtype"), attrInts(attrs, "shape")};
     if (type.dtype == DType::Bool)
       fail("iota cannot produce bool (indices are not truth values)");
-    checkedNumElements(type.shape, "shape");
+    elementCount(type.shape, "shape");
     normalizeAxis(attrInt(attrs, "axis"), type.rank(), "axis");
     return std::vector<TensorType>{type};
   };

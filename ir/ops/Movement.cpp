@@ -30,7 +30,7 @@ Shape reshapeTarget(const Shape &input, const std::vector<int64_t> &spec) {
            shapeToString(spec), spec[i]);
     }
   }
-  int64_t known = checkedNumElements(target, "shape");
+  int64_t known = elementCount(target, "shape");
   int64_t total = numElements(input);
   if (inferredAxis < 0) {
     if (known != total)
@@ -57,7 +57,7 @@ std::vector<int64_t> resolvePerm(const std::vector<int64_t> &perm, int64_t rank)
 
 // broadcast: numpy broadcast_to; the operand is right-aligned and its size-1 dims stretch.
 void checkBroadcastable(const Shape &input, const Shape &target) {
-  checkedNumElements(target, "shape");
+  elementCount(target, "shape");
   if (input.size() > target.size())
     fail("cannot broadcast {} to {}: the target has a lower rank", shapeToString(input),
          shapeToString(target));
@@ -111,10 +111,7 @@ Shape flattenedShape(const Shape &input, int64_t startAttr, int64_t endAttr) {
   if (start > end)
     fail("start {} comes after end {} (rank {})", startAttr, endAttr, rank);
   Shape out(shape.begin(), shape.begin() + start);
-  int64_t merged = 1;
-  for (int64_t d = start; d <= end; ++d)
-    merged *= shape[d];
-  out.push_back(merged);
+  out.push_back(productOf(shape, static_cast<size_t>(start), static_cast<size_t>(end) + 1));
   out.insert(out.end(), shape.begin() + end + 1, shape.end());
   return out;
 }

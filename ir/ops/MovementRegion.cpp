@@ -128,8 +128,8 @@ Shape paddedShape(const Shape &shape, const AttrMap &attrs) {
       fail("reflect padding of {} and {} on axis {} needs pads smaller than its size {}", begin, end, d, dim);
     if (mode == PadMode::Edge && dim == 0 && (begin > 0 || end > 0))
       fail("edge padding on axis {} of size 0: there is no edge element to repeat", d);
-    if (__builtin_add_overflow(dim, begin, &out[d]) || __builtin_add_overflow(out[d], end, &out[d]))
-      fail("pads {} and {} on axis {} overflow int64", begin, end, d);
+    std::string what = fmt::format("pads {} and {} on axis {}", begin, end, d);
+    out[d] = checkedAdd(checkedAdd(dim, begin, what), end, what);
     if (out[d] < 0)
       fail("pads {} and {} on axis {} crop more than its {} elements", begin, end, d, dim);
   }
@@ -217,8 +217,7 @@ OpDef defineConcat() {
       if (!matches)
         fail("operand {} has shape {}, which differs from operand 0's {} outside axis {}", k,
              shapeToString(shape), shapeToString(first), axis);
-      if (__builtin_add_overflow(out[axis], shape[axis], &out[axis])) // dims of empty operands can be anything
-        fail("the concatenated size of axis {} overflows int64", axis);
+      out[axis] = checkedAdd(out[axis], shape[axis], fmt::format("the concatenated size of axis {}", axis));
     }
     return std::vector<TensorType>{{dtype, out}};
   };

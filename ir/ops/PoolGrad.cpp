@@ -60,7 +60,7 @@ PoolGradGeometry poolGradGeometry(const TensorType &x, const TensorType &y, cons
   std::vector<int64_t> dilations = perSpatialDim(attrs, "dilations", spatialRank, 1, 1);
   std::vector<int64_t> pads = spatialPads(attrs, spatialRank);
   PoolGradGeometry geo;
-  geo.planes = x.shape[0] * x.shape[1];
+  geo.planes = productOf(x.shape, 0, 2);
   int64_t lifted = kMaxWindowSpatial - spatialRank;
   for (int64_t d = 0; d < spatialRank; ++d) {
     int64_t l = lifted + d;

@@ -58,7 +58,7 @@ PoolGeometry poolGeometry(const TensorType &x, const AttrMap &attrs, bool hasDil
   for (int64_t d = 0; d < spatialRank; ++d) {
     int64_t in = x.shape[2 + d], padBegin = pads[d], padEnd = pads[spatialRank + d];
     int64_t span = dilatedSpan(kernel[d], dilations[d]);
-    int64_t excess = checkedAdd(checkedAdd(in, padBegin), padEnd) - span;
+    int64_t excess = checkedAdd(checkedAdd(in, padBegin, "padded input size"), padEnd, "padded input size") - span;
     if (excess < 0)
       fail("spatial dim {}: output size would be < 1 (input {} with pads {}+{}, dilated kernel {})", d, in,
            padBegin, padEnd, span);

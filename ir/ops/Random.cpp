@@ -74,7 +74,7 @@ OpDef defineRandomUniform() {
     for (int64_t d : type.shape)
       if (d < 0)
         fail("random_uniform: negative dimension in shape {}", shapeToString(type.shape));
-    checkedNumElements(type.shape, "shape");
+    elementCount(type.shape, "shape");
     if (!inputs.empty() &&
         (inputs[0].rank() != 0 || (inputs[0].dtype != DType::I64 && inputs[0].dtype != DType::F32)))
       fail("random_uniform: the offset must be an i64 or f32 scalar (rank 0), got {}", inputs[0].toString());

@@ -41,8 +41,8 @@ ReducePlan planReduction(const TensorType &in, const AttrMap &attrs) {
     plan.reduced[axis] = true;
   for (size_t d = 0; d < in.shape.size(); ++d) {
     plan.keptShape.push_back(plan.reduced[d] ? 1 : in.shape[d]);
-    if (plan.reduced[d] && __builtin_mul_overflow(plan.count, in.shape[d], &plan.count)) // an empty input's dims
-      fail("reducing axes {} of {} folds more than 2^63 elements", shapeToString(axes), shapeToString(in.shape));
+    if (plan.reduced[d])
+      plan.count = checkedMul(plan.count, in.shape[d], "the reduced element count");
     if (!plan.reduced[d] || keepdims)
       plan.outShape.push_back(plan.keptShape.back());
   }

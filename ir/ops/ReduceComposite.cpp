@@ -86,7 +86,7 @@ std::vector<Value *> decomposeReduceLogSumExp(Builder &b, const std::vector<Valu
   if (axes.empty())
     count = numElements(x->shape());
   for (int64_t axis : axes)
-    count *= x->shape()[axis];
+    count = checkedMul(count, x->shape()[axis], "the reduced element count");
   // An empty slice has no maximum (reduce_max rejects it); its sum of exponentials is 0 and
   // the result -inf without any shifting.
   if (count == 0)

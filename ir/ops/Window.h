@@ -1,6 +1,7 @@
 #pragma once
 // Window arithmetic shared by the windowed op families (conv, conv_transpose, pooling): reading
-// per-spatial-dim attributes, overflow-checked sizes, and the strided index ranges that keep
+// per-spatial-dim attributes, sizes checked with core/ShapeMath.h (they come from user
+// attributes: overflow is a user error, not undefined behaviour), and the strided index ranges that keep
 // bounds checks out of the reference evaluator's innermost loops. Header-only: each helper is a
 // few lines and sits on hot paths of the reference loops.
 #include <algorithm>
@@ -16,27 +17,12 @@ namespace kiln::ir::ops {
 /// stride 1, no padding), so one loop nest serves every rank.
 inline constexpr int kMaxWindowSpatial = 3;
 
-/// Window sizes come from user attributes: overflow is a user error, not undefined behaviour.
-inline int64_t checkedAdd(int64_t a, int64_t b) {
-  int64_t sum;
-  if (__builtin_add_overflow(a, b, &sum))
-    fail("window arithmetic overflows int64 ({} + {})", a, b);
-  return sum;
-}
-
-inline int64_t checkedMul(int64_t a, int64_t b) {
-  int64_t product;
-  if (__builtin_mul_overflow(a, b, &product))
-    fail("window arithmetic overflows int64 ({} * {})", a, b);
-  return product;
-}
-
 /// Rounds a / b up for b > 0, without forming a + b - 1.
 inline int64_t ceilDiv(int64_t a, int64_t b) { return a / b + (a % b > 0 ? 1 : 0); }
 
 /// The extent a kernel of `kernel` taps spans at `dilation`: (kernel - 1) * dilation + 1.
 inline int64_t dilatedSpan(int64_t kernel, int64_t dilation) {
-  return checkedAdd(checkedMul(dilation, kernel - 1), 1);
+  return checkedAdd(checkedMul(dilation, kernel - 1, "dilated kernel span"), 1, "dilated kernel span");
 }
 
 /// Reads an ints attribute with one entry per spatial dim; empty means `fallback` everywhere.

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/ShapeMath.h"
 #include "ir/ops/DecomposeHelpers.h"
 #include "ir/ops/Window.h"
 #include "passes/autodiff/GradientRules.h"
@@ -201,6 +202,18 @@ std::vector<Value *> gradConvTranspose(Builder &b, const Node &node, const std::
   ConvAttrs a = readConvAttrs(node, x->rank() - 2);
   Value *gx = b.create(OpKind::Conv, {g, w},
                        {{"strides", a.strides}, {"pads", a.pads}, {"dilations", a.dilations}, {"groups", a.groups}});
+  // An output_padding of at least the stride (allowed up to the dilation) adds output rows that
+  // no input element reaches; the conv of g then has floor(output_padding / stride) positions
+  // more than x along that dim, which belong to no element of x: slice them off.
+  if (gx->shape() != x->shape()) {
+    std::vector<int64_t> starts, ends, axes;
+    for (int64_t d = 2; d < x->rank(); ++d) {
+      starts.push_back(0);
+      ends.push_back(x->shape()[static_cast<size_t>(d)]);
+      axes.push_back(d);
+    }
+    gx = b.create(OpKind::Slice, {gx}, {{"starts", starts}, {"ends", ends}, {"axes", axes}});
+  }
   return {gx, convWeightGradient(b, g, x, w->shape(), a)};
 }
 
@@ -231,7 +244,7 @@ WindowTable windowTable(const Node &node) {
   // i32 when it can hold the spare slot: half the bytes for the broadcast index table the
   // scatter reads (the same indices either way).
   bool narrow = t.planeSize < std::numeric_limits<int32_t>::max();
-  t.positions = Tensor(narrow ? DType::I32 : DType::I64, {t.windows * t.taps});
+  t.positions = Tensor(narrow ? DType::I32 : DType::I64, {checkedMul(t.windows, t.taps, "avg_pool window table")});
   int64_t slot = 0;
   ops::forEachIndex(outPlane, [&](const std::vector<int64_t> &out, int64_t) {
     int64_t valid = 0, padded = 0;
@@ -265,7 +278,7 @@ std::vector<Value *> gradPool(Builder &b, const Node &node, const std::vector<Va
   DType dtype = x->dtype();
   const Shape &xs = x->shape();
   WindowTable t = windowTable(node);
-  int64_t planes = xs[0] * xs[1], spread = t.windows * t.taps;
+  int64_t planes = ops::productOf(xs, 0, 2), spread = t.windows * t.taps; // windowTable checked the product
   Value *g = reshape(b, gradOutputs[0], {planes, t.windows, 1});
   Value *positions = b.constant(t.positions);
   Tensor weights(dtype, {t.windows, t.taps});

@@ -1,10 +1,10 @@
-// fuse, in stages: (1) analyse the graph (passes/fusion/FusionAnalysis.cpp holds the rules) and write
+// fuse, in stages: (1) analyse the graph (passes/fusion/FusionRules.cpp holds the rules) and write
 // the report while the analysed nodes still exist; (2) for each group, give it its own copies
 // of the views of parameters and constants it reads (they are index arithmetic, recomputed by
 // every kernel that reads them, so one view never ties two kernels together), then outline the
-// group with ir::outlineKernel, which checks convexity again with Boost.Graph; (3) erase the
-// original views that no node uses any more. Outlining a group replaces its nodes but leaves
-// every other node in place, so the analysis stays valid for the groups still to outline.
+// group with ir::outlineKernel, which checks convexity again; (3) erase the original views that
+// no node uses any more. Outlining a group replaces its nodes but leaves every other node in
+// place, so the analysis stays valid for the groups still to outline.
 #include "passes/fusion/Fuse.h"
 
 #include <algorithm>

@@ -117,9 +117,10 @@ struct FusionAnalysis {
   int64_t numKernels() const { return static_cast<int64_t>(groups.size() + singles.size()); }
 };
 
-/// Groups the graph's ops by the fusion rules (passes/fusion/FusionAnalysis.cpp explains each).
+/// Groups the graph's ops by the fusion rules (passes/fusion/FusionRules.cpp explains each).
 /// Linear in the graph apart from the cycle checks, each a search bounded by the list span
-/// between the two groups.
+/// between the two groups, and a final check that the kernels form no cycle (when they do,
+/// which a search so bounded can miss, the grouping is redone with unbounded searches).
 FusionAnalysis analyzeFusion(const ir::Graph &graph, const FusionOptions &options = {});
 
 /// The --explain-fusion report: a summary line, then each kernel group with its ops and the

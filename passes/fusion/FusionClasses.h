@@ -1,5 +1,5 @@
 #pragma once
-// The op classes fusion works with (passes/fusion/FusionAnalysis.cpp, rules 1-4), shared with the
+// The op classes fusion works with (passes/fusion/FusionRules.cpp, rules 1-4), shared with the
 // fusion report (passes/fusion/FusionReport.cpp). Internal to passes/.
 #include "ir/Graph.h"
 

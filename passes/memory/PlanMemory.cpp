@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "ir/Printer.h"
 #include "passes/fusion/AccumulatedOperand.h"
 #include "passes/memory/Liveness.h"
@@ -33,15 +34,11 @@ namespace kiln::passes {
 
 namespace {
 
-int64_t checkedAdd(int64_t a, int64_t b) {
-  int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum))
-    fail("memory plan: the arena would exceed {} bytes", INT64_MAX);
-  return sum;
-}
+/// Byte offsets and sizes are checked (core/ShapeMath.h): an arena past int64 is an error.
+constexpr std::string_view kArenaBytes = "memory plan: arena bytes";
 
 int64_t alignUp(int64_t bytes, int64_t alignment) {
-  return checkedAdd(bytes, alignment - 1) / alignment * alignment;
+  return checkedAdd(bytes, alignment - 1, kArenaBytes) / alignment * alignment;
 }
 
 int64_t valueBytes(const ir::Value *value) {
@@ -111,7 +108,7 @@ int64_t peakLiveBytes(const std::vector<PlannedBuffer> &buffers, size_t numSteps
   }
   int64_t live = 0, peak = 0;
   for (size_t step = 0; step < numSteps; ++step) {
-    live = checkedAdd(live, delta[step]);
+    live = checkedAdd(live, delta[step], kArenaBytes);
     peak = std::max(peak, live);
   }
   return peak;
@@ -151,7 +148,7 @@ int64_t assignOffsets(std::vector<PlannedBuffer> &buffers) {
       lowestFree = std::max(lowestFree, placed.offset + placed.bytes);
     }
     buffer.offset = bestOffset >= 0 ? bestOffset : lowestFree;
-    arenaBytes = std::max(arenaBytes, checkedAdd(buffer.offset, buffer.bytes));
+    arenaBytes = std::max(arenaBytes, checkedAdd(buffer.offset, buffer.bytes, kArenaBytes));
     auto position = std::upper_bound(placedByOffset.begin(), placedByOffset.end(), buffer.offset,
                                      [&](int64_t offset, size_t other) { return offset < buffers[other].offset; });
     placedByOffset.insert(position, index);
@@ -176,7 +173,7 @@ MemoryPlan planMemory(const ir::Graph &graph, const PlanOptions &options) {
   mergeReuses(liveness, options, plan.buffers, plan.reuses);
 
   for (const LiveInterval &interval : liveness.intervals())
-    plan.naiveBytes = checkedAdd(plan.naiveBytes, alignUp(valueBytes(interval.value), options.alignment));
+    plan.naiveBytes = checkedAdd(plan.naiveBytes, alignUp(valueBytes(interval.value), options.alignment), kArenaBytes);
   // Members of one buffer have equal byte sizes, so the first one's size is the buffer's.
   for (PlannedBuffer &buffer : plan.buffers)
     buffer.bytes = alignUp(valueBytes(buffer.values.front()), options.alignment);
@@ -254,7 +251,7 @@ void verifyPlan(const ir::Graph &graph, const MemoryPlan &plan) {
       fail("memory plan: intermediate %{} has no offset", name);
     if (offset % plan.alignment != 0)
       fail("memory plan: %{} at offset {} is not aligned to {} bytes", name, offset, plan.alignment);
-    if (checkedAdd(offset, bytes) > plan.arenaBytes)
+    if (checkedAdd(offset, bytes, kArenaBytes) > plan.arenaBytes)
       fail("memory plan: %{} ({} bytes at offset {}) ends past the arena of {} bytes", name, bytes, offset,
            plan.arenaBytes);
     offsets.push_back(offset);

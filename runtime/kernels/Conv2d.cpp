@@ -310,7 +310,7 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
     detail::runProducts(rt, ConvProducts(a, PaddedInput{}, true));
     return;
   }
-  // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.cpp
+  // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.h
   const int stored = detail::winogradTileOfLayout(a.weights_layout);
   if (const int tile = stored ? stored : detail::winogradTile(a, false)) {
     detail::winogradConv(rt, a, tile);

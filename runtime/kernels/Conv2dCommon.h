@@ -1,6 +1,6 @@
 #pragma once
 // Pieces shared by the convolution paths (Conv2d.cpp: GEMM; Conv2dDepthwise.cpp and
-// Conv2dDirect.cpp: direct; Conv2dWinograd.cpp).
+// Conv2dDirect.cpp: direct; Conv2dWinograd*.cpp).
 // Internal to runtime/kernels/.
 #include <cstdint>
 
@@ -48,7 +48,7 @@ void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const Padded
 bool directConvShape(const kiln_conv2d_args &args);
 void directConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
 
-// Winograd F(M x M, 3x3), M = 2 or 4 (Conv2dWinograd.cpp).
+// Winograd F(M x M, 3x3), M = 2 or 4 (Conv2dWinograd.h).
 
 /// Whether the convolution is one Winograd computes at all: 3x3, stride 1, dilation 1, one
 /// group. Only such convolutions may come with transformed weights.

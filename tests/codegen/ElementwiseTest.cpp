@@ -174,6 +174,22 @@ TEST(CodegenElementwise, OutputsThatAreInputsParamsConstantsOrRepeated) {
   expectMatchesReference(*graph, randomInputs(*graph, 14));
 }
 
+TEST(CodegenElementwise, ANamedValueReturnedTwiceGetsTwoOutputNames) {
+  // The runtime finds outputs by name; a named value returned twice once made two outputs "x"
+  // and a model that compiled but would not load (found by kiln-fuzz-compile, seed 102031).
+  GraphBuilder gb("repeated_names");
+  Var x = gb.input("x", DType::F32, {2, 3});
+  Var y = frontend::exp(x);
+  y.setName("y");
+  auto graph = gb.finish({x, y, x, y});
+  expectMatchesReference(*graph, randomInputs(*graph, 15));
+  runtime::Executable executable = compile(*graph, testOptions());
+  std::vector<std::string> names;
+  for (const runtime::TensorSpec &output : executable.outputs())
+    names.push_back(output.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "y", "x_1", "y_1"}));
+}
+
 TEST(CodegenElementwise, UnfusedGraphMatchesToo) {
   GraphBuilder gb("unfused");
   Var x = gb.input("x", DType::F32, {4, 6});

@@ -261,6 +261,12 @@ TEST(TrainingManifest, TextRoundTripsAndBadTextIsAnError) {
   EXPECT_NE(parseError("kiln-training\t1\nwhat\t1\n").find("unknown entry 'what'"), std::string::npos);
   EXPECT_NE(parseError("kiln-training\t1\nupdate\t1\tparam\tw\n").find("has 4 fields, expected 5"), std::string::npos);
   EXPECT_NE(parseError("kiln-training\t1\nlr\t0.1\n").find("which inputs take the learning rate"), std::string::npos);
+  // What toText could not write back: no optimizer, a name ending in '\r' (a CRLF line).
+  EXPECT_NE(parseError("kiln-training\t1\nloss\tmse\ninput\tlr\t0\ninput\tstep\t1\n")
+                .find("name its loss and optimizer"),
+            std::string::npos);
+  EXPECT_NE(parseError("kiln-training\t1\nloss\tmse\r\n").find("line 2 ('loss') has a carriage return"),
+            std::string::npos);
   manifest.params = {"bad\tname"};
   EXPECT_NE(errorOf([&] { manifest.toText(); }).find("holds a tab or a line break"), std::string::npos);
 }

@@ -2,6 +2,8 @@
 // errors (undefined Vars, Vars of another builder, use after finish).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/Error.h"
 #include "frontend/Frontend.h"
 #include "ir/Evaluator.h"
@@ -121,6 +123,24 @@ TEST(FrontendGraphBuilder, NamesAreIdentifiersAndUnique) {
   expectError([&] { exp(x).setName("a b"); }, {"not a valid name"});
   y.setName("renamed"); // a rename frees the old name
   exp(x).setName("fc1.out");
+}
+
+// kiln's size limit (core/ShapeMath.h: 2^48 per dim and per product of the non-zero dims)
+// holds for the graph API too, also where a zero dim makes the tensor empty.
+TEST(FrontendGraphBuilder, ShapesPastKilnsLimitAreRefusedAlsoBesideAZeroDim) {
+  constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max(), kLimit = int64_t{1} << 48;
+  GraphBuilder gb;
+  expectError([&] { gb.input("a", DType::F32, {64, 0, 2, kI64Max}); },
+              {"input 'a'", "[64,0,2,9223372036854775807]", "larger than kiln's limit of 2^48"});
+  expectError([&] { gb.input("b", DType::F32, {int64_t{1} << 30, int64_t{1} << 30, 0}); },
+              {"input 'b'", "has too many elements"});
+  expectError([&] { gb.param("w", TensorType{DType::F32, {0, kLimit + 1}}); },
+              {"param", "larger than kiln's limit of 2^48"});
+  Var x = gb.input("x", DType::F32, {0, kLimit});
+  EXPECT_EQ(x.type().numElements(), 0);
+  // Ops whose result would pass the limit name the op.
+  expectError([&] { concat({x, x}, 1); }, {"concat", "larger than kiln's limit of 2^48"});
+  expectError([&] { reshape(x, {0, kLimit, 2}); }, {"reshape", "has too many elements"});
 }
 
 TEST(FrontendGraphBuilder, UndefinedVarsAreErrorsNotCrashes) {

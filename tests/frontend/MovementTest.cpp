@@ -2,6 +2,7 @@
 // to what an index loop in the test computes.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 
 #include "core/Error.h"
@@ -93,6 +94,10 @@ TEST(FrontendMovement, NarrowRejectsRangesOutsideTheAxis) {
   EXPECT_THROW(narrow(x, 1, 4, 2), Error);
   EXPECT_THROW(narrow(x, 1, 0, -1), Error);
   EXPECT_THROW(narrow(x, 2, 0, 1), Error);
+  // Extreme starts and lengths are refused without overflowing start + length.
+  EXPECT_THROW(narrow(x, 1, 1, std::numeric_limits<int64_t>::max()), Error);
+  EXPECT_THROW(narrow(x, 1, std::numeric_limits<int64_t>::max(), 1), Error);
+  EXPECT_THROW(narrow(x, 1, std::numeric_limits<int64_t>::min(), 1), Error);
 }
 
 TEST(FrontendMovement, PadModes) {
@@ -135,6 +140,7 @@ TEST(FrontendMovement, SplitAndChunk) {
   EXPECT_EQ(chunks[1].shape(), (Shape{2, 2}));
   EXPECT_EQ(chunk(x, 4, 0).size(), 3u); // torch: ceil(5/4) = 2 per chunk, so 3 chunks
   EXPECT_THROW(chunk(x, 0, 0), Error);
+  EXPECT_EQ(chunk(x, std::numeric_limits<int64_t>::max(), 0).size(), 5u); // one row each, no overflow
   auto out = runAll(gb, {parts[1], chunks[1]}, {counting({5, 2})});
   EXPECT_EQ(out[0].toDoubles(), (std::vector<double>{2, 3, 4, 5, 6, 7, 8, 9}));
   EXPECT_EQ(out[1].toDoubles(), (std::vector<double>{6, 7, 8, 9}));

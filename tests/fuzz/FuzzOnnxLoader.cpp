@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/onnx/OnnxOpTable.h"
 #include "ir/Evaluator.h"
@@ -131,7 +132,8 @@ size_t pick(Rng &rng, size_t count) { return static_cast<size_t>(rng() % count);
 /// Edge values of dims, axes, counts and indices, and small ones.
 int64_t edgeInt(Rng &rng) {
   static const int64_t edges[] = {0, 1, 2, 3, -1, -2, -3, 7, 64, 4096, 65536, int64_t{1} << 31, int64_t{1} << 32,
-                                  int64_t{1} << 40, int64_t{1} << 62, std::numeric_limits<int64_t>::max(),
+                                  int64_t{1} << 40, kMaxElements / 2, kMaxElements, kMaxElements + 1,
+                                  int64_t{1} << 62, std::numeric_limits<int64_t>::max(),
                                   std::numeric_limits<int64_t>::min(), std::numeric_limits<int32_t>::max(),
                                   std::numeric_limits<int32_t>::min()};
   if (rng() % 3 == 0)

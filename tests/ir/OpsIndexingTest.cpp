@@ -194,7 +194,7 @@ TEST(OpsIndexingIota, Errors) {
   };
   EXPECT_ERROR(infer({}, 0, DType::I64), "axis 0 is out of range for rank 0");
   EXPECT_ERROR(infer({2, 3}, 2, DType::I64), "axis 2 is out of range for rank 2");
-  EXPECT_ERROR(infer({2, -1}, 0, DType::I64), "shape [2,-1] is not a valid shape");
+  EXPECT_ERROR(infer({2, -1}, 0, DType::I64), "shape [2,-1] has a negative dimension -1");
   EXPECT_ERROR(infer({int64_t{1} << 40, int64_t{1} << 40}, 0, DType::I64), "too many elements");
   EXPECT_ERROR(infer({2}, 0, DType::Bool), "cannot produce bool");
   Graph graph;

@@ -190,6 +190,15 @@ TEST(OpsMovementConcat, Errors) {
   EXPECT_ERROR(infer({f32({2, 3}), f32({2})}, 0), "operand 1 has shape [2]");
   EXPECT_ERROR(infer({f32({}), f32({})}, 0), "rank-0");
   EXPECT_ERROR(infer({f32({2}), f32({2})}, 1), "axis 1 is out of range for rank 1");
+  // The fuzzer's finding: operands with a dim of 2^63-1 beside a zero dim (so empty) and a
+  // negative axis; evaluating multiplied 2 * (2^63-1). Refused as operands past kiln's limit.
+  EXPECT_ERROR(infer({f32({64, 0, 2, kI64Max}), f32({64, 0, 2, kI64Max})}, -3),
+               "concat(f32[64,0,2,9223372036854775807], f32[64,0,2,9223372036854775807]): operand shape "
+               "[64,0,2,9223372036854775807] has a dimension 9223372036854775807 larger than kiln's limit of 2^48");
+  // Valid empty operands whose concatenated dim passes the limit: refused as a result.
+  int64_t half = int64_t(1) << 47;
+  EXPECT_ERROR(infer({f32({0, 2, half}), f32({0, 2, half}), f32({0, 2, 1})}, -1),
+               "result shape [0,2,281474976710657] has a dimension 281474976710657 larger than kiln's limit");
 }
 
 TEST(OpsMovementSplit, SeveralOutputsIncludingEmpty) {

@@ -88,7 +88,7 @@ TEST(OnnxBadModels, InitializerDimsDisagreeWithItsData) {
   h = tensorProto(iota(DType::F32, {4}), "h", false);
   h.set_dims(0, int64_t{1} << 40);
   h.add_dims(int64_t{1} << 20);
-  expectError([&] { import(huge); }, {"initializer 'h'", "more than kiln accepts"});
+  expectError([&] { import(huge); }, {"initializer 'h'", "more than kiln's limit of 2^48"});
 
   ModelBuilder raw = reluModel();
   onnx::TensorProto &r = *raw.model.mutable_graph()->add_initializer();

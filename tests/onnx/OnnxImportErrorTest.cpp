@@ -1,5 +1,7 @@
 // Bad ONNX models: every one must be a kiln::Error with a message that names the file and
 // what is wrong (and the node, where there is one) - never a crash.
+#include <limits>
+
 #include "OnnxTestModel.h"
 
 using namespace kiln;
@@ -66,6 +68,48 @@ TEST(OnnxImportErrors, NegativeAndHugeInputDims) {
   huge.node("Relu", {"x"}, {"y"});
   huge.output("y", DType::F32, {-1, -1});
   expectError([&] { import(huge); }, {"graph input 'x'"});
+}
+
+// kiln's size limit (2^48 per dim and per count of non-zero dims, core/ShapeMath.h) holds for
+// every shape a model brings, also where a zero dim makes the tensor empty: the dims of an
+// empty tensor still feed strides and block sizes.
+TEST(OnnxImportErrors, ShapesPastKilnsLimitAlsoBesideAZeroDim) {
+  constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max(), kLimit = int64_t{1} << 48;
+  // The ONNX loader fuzzer's Concat (tests/onnx/fuzz-regressions/concat-huge-dim-beside-zero.onnx):
+  // evaluating it multiplied 2 * (2^63-1), and the Release build printed f32[64,0,2,2^63-1].
+  ModelBuilder fuzzed(13);
+  fuzzed.input("a", DType::F32, {64, 0, 2, kI64Max});
+  fuzzed.input("b", DType::F32, {64, 0, 2, kI64Max});
+  setInt(fuzzed.node("Concat", {"a", "b"}, {"y"}, "concat"), "axis", -3);
+  fuzzed.output("y", DType::F32, {64, 0, 2, kI64Max});
+  expectError([&] { import(fuzzed); },
+              {"graph input 'a': shape [64,0,2,9223372036854775807] has a dimension 9223372036854775807 larger "
+               "than kiln's limit of 2^48"});
+
+  // Valid empty operands whose concatenated dim passes the limit: the error names the node.
+  ModelBuilder joined(13);
+  joined.input("a", DType::F32, {1, 0, 2, kLimit / 2});
+  joined.input("b", DType::F32, {1, 0, 2, 1});
+  setInt(joined.node("Concat", {"a", "a", "b"}, {"y"}, "concat"), "axis", -1);
+  joined.output("y", DType::F32, {1, 0, 2, -1});
+  expectError([&] { import(joined); },
+              {"node 'concat' (Concat)", "[1,0,2,281474976710657]", "larger than kiln's limit"});
+
+  // A shape computed in the model: ConstantOfShape of [0, 2^62].
+  ModelBuilder filled(13);
+  filled.constant("shape", Tensor::fromDoubles(DType::I64, {2}, {0, 4611686018427387904.0}));
+  filled.node("ConstantOfShape", {"shape"}, {"y"}, "fill");
+  filled.output("y", DType::F32, {0, -1});
+  expectError([&] { import(filled); }, {"'fill'", "larger than kiln's limit of 2^48"});
+
+  // An empty initializer with a huge dim.
+  ModelBuilder weights = reluModel();
+  onnx::TensorProto &w = *weights.model.mutable_graph()->add_initializer();
+  w.set_name("w");
+  w.set_data_type(onnx::TensorProto::FLOAT);
+  w.add_dims(0);
+  w.add_dims(kI64Max);
+  expectError([&] { import(weights); }, {"initializer 'w'", "larger than kiln's limit of 2^48"});
 }
 
 TEST(OnnxImportErrors, UndefinedInputAndCycle) {

@@ -418,6 +418,27 @@ TEST(Fusion, NeverMergesAcrossAPathThroughAnOpaqueOp) {
   EXPECT_NE(edge->detail.find("%c (cumsum)"), std::string::npos) << edge->detail;
 }
 
+TEST(Fusion, NeverMergesAcrossAPathThroughAKernelStraddlingTheCut) {
+  // {%r0, %v, %m} forms first (a reduction with a row consumer) and spans the list past %q;
+  // merging %s into {%t, %q} would then close the cycle {%t,%s,%q} -> %u -> %v in {%r0,%v,%m}
+  // -> %s, whose way back starts at %u, after %q: the bounded search missed it and outlining
+  // rejected the non-convex group (found by kiln-fuzz-compile, seed 20131's gradient graph).
+  FuseRun run = fuse(R"(graph @g(%x: f32[2,4], %y: f32[], %z: f32[2]) -> (f32[2]) {
+    %r0 = reduce_sum(%x) {axes = [1]} : f32[2]
+    %t = reduce_sum(%z) : f32[]
+    %s = reduce_sum(%r0) : f32[]
+    %q = div(%s, %t) : f32[]
+    %u = div(%y, %t) : f32[]
+    %w = mul(%y, %q) : f32[]
+    %v = reshape(%u) {shape = [1]} : f32[1]
+    %k = reshape(%w) {shape = [1]} : f32[1]
+    %m = mul(%v, %r0) : f32[2]
+    %o = add(%k, %m) : f32[2]
+    return %o
+  })");
+  EXPECT_GE(run.kernels().size(), 2u);
+}
+
 TEST(Fusion, GroupSizeAndOperandLimitsAreNamedReasons) {
   std::string text = "graph @g(%x: f32[3]) -> (f32[3]) {\n  %v0 = exp(%x) : f32[3]\n";
   for (int i = 1; i < 10; ++i)

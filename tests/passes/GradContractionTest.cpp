@@ -126,6 +126,12 @@ TEST(GradContraction, ConvTranspose) {
                        op2(OpKind::ConvTranspose, {{"strides", Ints{2, 1}}, {"pads", Ints{1, 0, 0, 1}},
                                                    {"dilations", Ints{1, 2}}, {"output_padding", Ints{1, 0}},
                                                    {"groups", int64_t(2)}}));
+  // output_padding at least the stride (allowed up to the dilation): output rows no input
+  // element reaches, which x's gradient must not have (found by kiln-fuzz-compile, seed 195).
+  expectGradientsMatch({{f64({2, 1, 1, 3})}, {f64({1, 2, 1, 3})}},
+                       op2(OpKind::ConvTranspose, {{"dilations", Ints{1, 2}}, {"output_padding", Ints{0, 1}}}));
+  expectGradientsMatch({{f64({1, 2, 4})}, {f64({2, 1, 2})}},
+                       op2(OpKind::ConvTranspose, {{"dilations", Ints{3}}, {"output_padding", Ints{2}}}));
 }
 
 TEST(GradPool, MaxPool) {

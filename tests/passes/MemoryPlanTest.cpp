@@ -81,15 +81,21 @@ TEST(MemoryPlan, GreedyBySizeBestFitPlacement) {
 }
 
 TEST(MemoryPlan, LowerBoundIsReachableOnThePackingGraph) {
-  // Greedy is a heuristic: here the bound is attainable. Step 4 tiles [0,640) with e, d, c;
-  // b avoids d and c at [0,128); a avoids b and c at [128,384).
+  // Greedy is a heuristic: here the planner's lower bound is attainable. Step 4 tiles [0,640)
+  // with e, d, c; b avoids d and c at [0,128); a avoids b and c at [128,384). That placement in
+  // an arena of the planner's bound passes verifyPlan, and in one alignment unit less does not.
   auto graph = test::parseKir(kPackingGraph);
+  MemoryPlan planned = planMemory(*graph);
+  EXPECT_EQ(planned.lowerBoundBytes, 640);
+  EXPECT_LE(planned.lowerBoundBytes, planned.arenaBytes);
   MemoryPlan optimal;
-  optimal.arenaBytes = 640;
+  optimal.arenaBytes = planned.lowerBoundBytes;
   for (auto [name, offset] : std::vector<std::pair<std::string, int64_t>>{
            {"e", 0}, {"d", 320}, {"c", 576}, {"b", 0}, {"a", 128}})
     optimal.offsets[valueNamed(*graph, name)] = offset;
   EXPECT_NO_THROW(verifyPlan(*graph, optimal));
+  optimal.arenaBytes -= optimal.alignment;
+  EXPECT_THROW(verifyPlan(*graph, optimal), Error);
 }
 
 TEST(MemoryPlan, ChainReusesTheBufferOfTheValueTwoStepsBack) {

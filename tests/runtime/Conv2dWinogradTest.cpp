@@ -1,4 +1,4 @@
-// The Winograd paths of kiln::runtime::kernels::conv2d (Conv2dWinograd.cpp), F(2x2, 3x3) and
+// The Winograd paths of kiln::runtime::kernels::conv2d (Conv2dWinograd*.cpp), F(2x2, 3x3) and
 // F(4x4, 3x3), reached through the public conv2d where the shape passes its gate for that
 // variant (so that the dispatch is exercised too) and called directly otherwise, against a
 // direct double-precision loop written here. Shapes cover output sizes of every remainder

@@ -333,7 +333,7 @@ struct Damage {
 const Damage kDamages[] = {
     {[](TinyModel &m) { m.input.dtype = "f31"; }, "tiny: input 'x' has unknown dtype 'f31'"},
     {[](TinyModel &m) { m.output.name = nullptr; }, "tiny: output 0 has no name"},
-    {[](TinyModel &m) { m.shape[0] = -2; }, "tiny: input 'x': shape [-2] has a negative dimension"},
+    {[](TinyModel &m) { m.shape[0] = -2; }, "tiny: input 'x': shape [-2] has a negative dimension -2"},
     {[](TinyModel &m) { m.input.shape = nullptr; },
      "tiny: input 'x' has an invalid shape (rank 1)"},
     {[](TinyModel &m) { m.input.rank = -1; }, "tiny: input 'x' has an invalid shape (rank -1)"},

@@ -141,6 +141,13 @@ TEST(SafeTensors, MalformedFilesAreErrors) {
         parse(handMade("{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,8]}}", data));
       },
       "tensor 'x'");
+  // An empty tensor with a dim past kiln's limit (2^48) beside its zero dim: refused too.
+  auto emptyOfShape = [](const std::string &shape) {
+    return "{\"x\":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[0,0]}}";
+  };
+  expectErrorContaining([&] { parse(handMade(emptyOfShape("[0,1152921504606846976]"), "")); },
+                        "dimension 1152921504606846976 is larger than kiln's limit of 2^48");
+  expectErrorContaining([&] { parse(handMade(emptyOfShape("[0,16777216,16777217]"), "")); }, "has too many elements");
   expectErrorContaining([&] { parse(handMade("{\"__metadata__\":{\"k\":1}}", "")); }, "is not a string");
   expectErrorContaining([&] { readSafeTensors("/nonexistent/kiln.safetensors"); }, "cannot open file");
 }

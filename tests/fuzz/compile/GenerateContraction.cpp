@@ -1,0 +1,350 @@
+// Emitters of the contractions and windows: matmul with batch broadcasting and 1-d operands,
+// conv / conv_transpose / conv_weight_grad with random shapes, strides, pads, dilations and
+// groups (depthwise included) over 1 to 3 spatial dims, max_pool / avg_pool / max_pool_grad,
+// einsum with random equations (diagonals, sums, "...", implicit outputs) and resize in every
+// mode. The library kernels take no 16-bit floats, so those operands become f32 first.
+#include <algorithm>
+#include <cmath>
+
+#include "tests/fuzz/compile/Generator.h"
+
+namespace kiln::fuzz {
+
+namespace {
+
+/// The dtype of a contraction: the case's float dtype (f32 for 16-bit ones, which the library
+/// kernels do not take), an integer one now and then.
+DType contractionType(Gen &gen, bool allowInt) {
+  if (allowInt && gen.chance(15))
+    return gen.intType;
+  return gen.floatType == DType::F16 || gen.floatType == DType::BF16 ? DType::F32 : gen.floatType;
+}
+
+/// An operand of exactly `type`: a pool value of that type now and then, else a new leaf; for
+/// an f32 operand of a case computing in f16 or bf16, often such a value converted.
+GenValue operandOf(Gen &gen, DType dtype, const Shape &shape) {
+  if (dtype == DType::F32 && gen.floatType != dtype && isFloat(gen.floatType) && gen.chance(50))
+    return gen.noHalf(gen.ofType(gen.floatType, shape));
+  return gen.ofType(dtype, shape);
+}
+
+/// The accumulated bound and grid of a sum of `terms` products of a and b.
+void productSum(const GenValue &a, const GenValue &b, double terms, double &bound, int &bits) {
+  bound = std::max(terms, 1.0) * a.maxAbs() * b.maxAbs();
+  bits = a.fracBits < 0 || b.fracBits < 0 ? -1 : a.fracBits + b.fracBits;
+}
+
+struct Window {
+  int64_t spatial = 2;
+  std::vector<int64_t> kernel, strides, dilations, pads, in;
+};
+
+/// Kernel, strides, dilations and pads per spatial dim, and input sizes that give at least one
+/// output position; `padLimit` bounds the pads relative to the kernel span.
+Window randomWindow(Gen &gen, int64_t spatial, bool dilated) {
+  Window w;
+  w.spatial = spatial;
+  w.pads.assign(static_cast<size_t>(2 * spatial), 0);
+  for (int64_t d = 0; d < spatial; ++d) {
+    int64_t k = gen.chance(10) ? gen.between(4, 5) : gen.between(1, 3);
+    int64_t dilation = dilated && gen.chance(25) ? gen.between(2, 3) : 1;
+    int64_t span = (k - 1) * dilation + 1;
+    int64_t begin = gen.chance(50) ? 0 : gen.between(0, std::min<int64_t>(span - 1, 2));
+    int64_t end = gen.chance(50) ? begin : gen.between(0, std::min<int64_t>(span - 1, 2));
+    w.kernel.push_back(k);
+    w.dilations.push_back(dilation);
+    w.strides.push_back(gen.chance(60) ? 1 : gen.between(2, 3));
+    w.pads[static_cast<size_t>(d)] = begin;
+    w.pads[static_cast<size_t>(spatial + d)] = end;
+    int64_t smallest = std::max<int64_t>(1, span - begin - end);
+    w.in.push_back(smallest + gen.between(0, spatial == 3 ? 3 : 6) * (gen.large && spatial < 3 ? 4 : 1));
+  }
+  return w;
+}
+
+/// Sets an optional per-dim attribute: written out, written as its default, or left out.
+void maybeSet(Gen &gen, ir::AttrMap &attrs, const std::string &name, const std::vector<int64_t> &values,
+              int64_t defaultValue) {
+  bool isDefault = std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == defaultValue; });
+  if (!isDefault || gen.chance(40))
+    attrs[name] = values;
+}
+
+int64_t spatialRank(Gen &gen) {
+  int r = gen.pick(100);
+  return r < 25 ? 1 : r < 85 ? 2 : 3;
+}
+
+} // namespace
+
+void emitMatMul(Gen &gen, OpKind op) {
+  DType dtype = contractionType(gen, true);
+  int64_t m = gen.dim(8, 160), k = gen.dim(8, 160), n = gen.dim(8, 160);
+  if (gen.chance(5))
+    k = 0;
+  else if (gen.chance(10))
+    n = gen.between(9, 24);
+  Shape batch = gen.randomShape(0, 2, 6, false);
+  Shape aShape = gen.broadcastableTo(batch), bShape = gen.broadcastableTo(batch);
+  bool vectorA = gen.chance(10), vectorB = !vectorA && gen.chance(10);
+  if (vectorA)
+    aShape = {k};
+  else
+    aShape.insert(aShape.end(), {m, k});
+  if (vectorB)
+    bShape = {k};
+  else
+    bShape.insert(bShape.end(), {k, n});
+  GenValue a = gen.noHalf(operandOf(gen, dtype, aShape));
+  GenValue b = gen.noHalf(operandOf(gen, dtype, bShape));
+  if (gen.chance(20) && bShape.size() >= 2) { // a transposed operand: the library reads it strided
+    Shape transposed = bShape;
+    std::swap(transposed[transposed.size() - 1], transposed[transposed.size() - 2]);
+    std::vector<int64_t> perm;
+    for (size_t d = 0; d < bShape.size(); ++d)
+      perm.push_back(static_cast<int64_t>(d));
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    GenValue t = gen.noHalf(operandOf(gen, dtype, transposed));
+    b = gen.emit(OpKind::Permute, {t}, {{"perm", perm}}, t.lo, t.hi, t.fracBits);
+  }
+  double bound;
+  int bits;
+  productSum(a, b, static_cast<double>(k), bound, bits);
+  gen.add(gen.emit(op, {a, b}, {}, -bound, bound, bits));
+}
+
+void emitConv(Gen &gen, OpKind op) {
+  DType dtype = contractionType(gen, false);
+  int64_t spatial = spatialRank(gen);
+  Window w = randomWindow(gen, spatial, true);
+  int64_t batch = gen.between(1, 2);
+  int r = gen.pick(100);
+  int64_t groups = r < 55 ? 1 : r < 75 ? 2 : r < 85 ? 3 : 0; // 0: depthwise
+  int64_t perGroupIn = gen.dim(3, 8), perGroupOut = gen.dim(3, 8);
+  if (groups == 0) {
+    groups = gen.between(2, 6);
+    perGroupIn = 1;
+  }
+  if (gen.large && op == OpKind::Conv && spatial == 2 && gen.chance(40)) {
+    // A deep layer, 3x3 (or 1x1) with stride 1: the runtime's Winograd and direct paths take
+    // only such convolutions, with at least 16 channels each way and a few million MACs.
+    int64_t k = gen.chance(75) ? 3 : 1;
+    w.kernel = {k, k};
+    w.strides = {1, 1};
+    w.dilations = {1, 1};
+    w.pads = gen.chance(70) ? std::vector<int64_t>(4, k / 2) : std::vector<int64_t>(4, 0);
+    w.in = {gen.between(12, 32), gen.between(12, 32)};
+    groups = 1;
+    perGroupIn = gen.between(16, 40);
+    perGroupOut = gen.between(16, 40);
+    batch = 1;
+  }
+  int64_t channels = groups * perGroupIn, outChannels = groups * perGroupOut;
+  Shape kernelShape(w.kernel.begin(), w.kernel.end());
+  ir::AttrMap attrs;
+  maybeSet(gen, attrs, "strides", w.strides, 1);
+  maybeSet(gen, attrs, "dilations", w.dilations, 1);
+  maybeSet(gen, attrs, "pads", w.pads, 0);
+  if (groups != 1 || gen.chance(30))
+    attrs["groups"] = groups;
+  Shape xShape{batch, channels};
+  xShape.insert(xShape.end(), w.in.begin(), w.in.end());
+  if (op == OpKind::ConvTranspose) {
+    // The input holds the conv's output: its sizes are free; output_padding below the stride.
+    std::vector<int64_t> outputPadding;
+    for (int64_t d = 0; d < spatial; ++d) {
+      int64_t stride = w.strides[static_cast<size_t>(d)], dilation = w.dilations[static_cast<size_t>(d)];
+      outputPadding.push_back(gen.chance(70) ? 0 : gen.between(0, std::max(stride, dilation) - 1));
+      xShape[static_cast<size_t>(2 + d)] = gen.between(1, spatial == 3 ? 3 : 5);
+    }
+    maybeSet(gen, attrs, "output_padding", outputPadding, 0);
+    Shape weightShape{channels, perGroupOut};
+    weightShape.insert(weightShape.end(), kernelShape.begin(), kernelShape.end());
+    GenValue x = gen.noHalf(operandOf(gen, dtype, xShape));
+    GenValue weight = gen.noHalf(operandOf(gen, dtype, weightShape));
+    double bound;
+    int bits;
+    productSum(x, weight, static_cast<double>(perGroupIn * numElements(kernelShape)), bound, bits);
+    GenValue y = gen.emit(op, {x, weight}, attrs, -bound, bound, bits);
+    if (y.numElements() > 4 * gen.maxElements())
+      return;
+    gen.add(y);
+    return;
+  }
+  Shape weightShape{outChannels, perGroupIn};
+  weightShape.insert(weightShape.end(), kernelShape.begin(), kernelShape.end());
+  GenValue x = gen.noHalf(operandOf(gen, dtype, xShape));
+  if (op == OpKind::ConvWeightGrad) {
+    // g has the shape conv(x, w) has; the output is the weight's gradient.
+    Shape gShape{batch, outChannels};
+    for (int64_t d = 0; d < spatial; ++d) {
+      size_t i = static_cast<size_t>(d);
+      int64_t span = (w.kernel[i] - 1) * w.dilations[i] + 1;
+      gShape.push_back((w.in[i] + w.pads[i] + w.pads[i + static_cast<size_t>(spatial)] - span) / w.strides[i] + 1);
+    }
+    GenValue g = gen.noHalf(operandOf(gen, dtype, gShape));
+    attrs["weight_shape"] = std::vector<int64_t>(weightShape);
+    double bound;
+    int bits;
+    productSum(x, g, static_cast<double>(batch * numElements(Shape(gShape.begin() + 2, gShape.end()))), bound, bits);
+    gen.add(gen.emit(op, {x, g}, attrs, -bound, bound, bits));
+    return;
+  }
+  GenValue weight = gen.noHalf(operandOf(gen, dtype, weightShape));
+  double bound;
+  int bits;
+  productSum(x, weight, static_cast<double>(perGroupIn * numElements(kernelShape)), bound, bits);
+  GenValue y = gen.emit(op, {x, weight}, attrs, -bound, bound, bits);
+  if (gen.chance(50)) { // a per-channel bias, which fuses into the convolution's epilogue
+    Shape biasShape(static_cast<size_t>(spatial + 1), 1);
+    biasShape[0] = outChannels;
+    GenValue bias = operandOf(gen, dtype, biasShape);
+    y = gen.emit(OpKind::Add, {y, bias}, {}, y.lo + bias.lo, y.hi + bias.hi,
+                 y.fracBits < 0 || bias.fracBits < 0 ? -1 : std::max(y.fracBits, bias.fracBits));
+  }
+  gen.add(y);
+}
+
+void emitPool(Gen &gen, OpKind op) {
+  DType dtype = contractionType(gen, false);
+  int64_t spatial = spatialRank(gen);
+  bool maxPool = op != OpKind::AvgPool;
+  Window w = randomWindow(gen, spatial, maxPool);
+  Shape xShape{gen.between(1, 2), gen.between(1, 4)};
+  xShape.insert(xShape.end(), w.in.begin(), w.in.end());
+  ir::AttrMap attrs{{"kernel", w.kernel}};
+  maybeSet(gen, attrs, "strides", w.strides, 1);
+  maybeSet(gen, attrs, "pads", w.pads, 0);
+  if (gen.chance(30))
+    attrs["ceil_mode"] = int64_t(1);
+  if (maxPool)
+    maybeSet(gen, attrs, "dilations", w.dilations, 1);
+  else if (gen.chance(50))
+    attrs["count_include_pad"] = int64_t(1);
+  // max_pool_grad finds the window maxima by comparing x with max_pool(x): x must be exact.
+  GenValue x = gen.noHalf(op == OpKind::MaxPoolGrad ? gen.leaf(dtype, xShape, InputDomain::Kind::Signed)
+                                                    : operandOf(gen, dtype, xShape));
+  if (op == OpKind::AvgPool) {
+    gen.add(gen.emit(op, {x}, attrs, std::min(x.lo, 0.0), std::max(x.hi, 0.0), -1));
+    return;
+  }
+  GenValue y = gen.emit(OpKind::MaxPool, {x}, attrs, x.lo, x.hi, x.fracBits);
+  if (op == OpKind::MaxPool) {
+    gen.add(y);
+    return;
+  }
+  attrs.erase("count_include_pad");
+  GenValue g = gen.noHalf(operandOf(gen, dtype, y.shape()));
+  double bound = g.maxAbs() * static_cast<double>(numElements(Shape(w.kernel.begin(), w.kernel.end())));
+  gen.add(gen.emit(op, {x, y, g}, attrs, -bound, bound, -1));
+}
+
+void emitEinsum(Gen &gen, OpKind op) {
+  DType dtype = contractionType(gen, true);
+  // Letters with sizes; each operand names a few of them (a repeat takes a diagonal), the
+  // output a subset of those named (letters left out are summed), in any order.
+  int64_t letters = gen.between(1, 5);
+  std::vector<char> names;
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < letters; ++i) {
+    names.push_back(gen.chance(15) ? static_cast<char>('A' + i) : static_cast<char>('a' + i));
+    sizes.push_back(gen.between(1, 4));
+  }
+  bool ellipsis = gen.chance(20);
+  Shape ellipsisShape = ellipsis ? gen.randomShape(0, 2, 6, false) : Shape{};
+  int64_t operands = gen.chance(15) ? 3 : gen.chance(25) ? 1 : 2;
+  std::vector<std::string> terms;
+  std::vector<GenValue> values;
+  std::vector<bool> used(static_cast<size_t>(letters), false);
+  for (int64_t k = 0; k < operands; ++k) {
+    std::string term;
+    Shape shape;
+    for (int64_t i : gen.permutation(letters))
+      if (gen.chance(55)) {
+        term += names[static_cast<size_t>(i)];
+        shape.push_back(sizes[static_cast<size_t>(i)]);
+        used[static_cast<size_t>(i)] = true;
+      }
+    if (!term.empty() && gen.chance(10)) { // a repeated letter: the diagonal
+      size_t at = static_cast<size_t>(gen.pick(static_cast<int>(term.size())));
+      term += term[at];
+      shape.push_back(shape[at]);
+    }
+    if (ellipsis) {
+      Shape own = gen.broadcastableTo(ellipsisShape);
+      size_t at = static_cast<size_t>(gen.pick(static_cast<int>(term.size()) + 1));
+      term.insert(at, "...");
+      shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(at), own.begin(), own.end());
+    }
+    terms.push_back(term);
+    values.push_back(gen.noHalf(operandOf(gen, dtype, shape)));
+  }
+  std::string equation;
+  for (size_t k = 0; k < terms.size(); ++k)
+    equation += (k ? "," : "") + terms[k];
+  if (gen.chance(80)) {
+    std::string output = ellipsis && gen.chance(70) ? "..." : "";
+    for (int64_t i : gen.permutation(letters))
+      if (used[static_cast<size_t>(i)] && gen.chance(50))
+        output.insert(static_cast<size_t>(gen.pick(static_cast<int>(output.size()) + 1)), 1, names[static_cast<size_t>(i)]);
+    // "..." must stay in one piece: put it back in front when a letter landed inside it.
+    if (output.find("...") == std::string::npos && output.find('.') != std::string::npos) {
+      output.erase(std::remove(output.begin(), output.end(), '.'), output.end());
+      output = "..." + output;
+    }
+    equation += "->" + output;
+  }
+  double space = static_cast<double>(numElements(ellipsisShape));
+  double bound = 1;
+  int bits = 0;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    space *= static_cast<double>(sizes[i]);
+  for (const GenValue &value : values) {
+    bound *= value.maxAbs();
+    bits = bits < 0 || value.fracBits < 0 ? -1 : bits + value.fracBits;
+  }
+  if (space > gen.maxElements())
+    return;
+  gen.add(gen.emit(op, values, {{"equation", equation}}, -bound * space, bound * space, bits));
+}
+
+void emitResize(Gen &gen, OpKind op) {
+  bool integer = gen.chance(15);
+  DType dtype = integer ? gen.intType : contractionType(gen, false);
+  Shape shape = gen.randomShape(1, 4, 128, false);
+  GenValue x = gen.noHalf(operandOf(gen, dtype, shape));
+  // Integers only take nearest: interpolating them truncates, which amplifies the last bit.
+  std::string mode = integer ? "nearest" : gen.oneOf<std::string>({"nearest", "linear", "cubic"});
+  std::string coordinates =
+      gen.oneOf<std::string>({"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"});
+  std::vector<int64_t> sizes;
+  std::vector<double> scales;
+  bool withScales = gen.chance(50);
+  for (int64_t dim : shape) {
+    // The first dims (batch, channels) are usually kept.
+    double scale = gen.chance(40) ? 1.0 : gen.oneOf<double>({0.5, 0.75, 1.5, 2.0, 3.0, 1.25});
+    int64_t size = std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(dim) * scale)));
+    sizes.push_back(size);
+    scales.push_back(scale);
+  }
+  if (numElements(sizes) > gen.maxElements())
+    return;
+  ir::AttrMap attrs{{"sizes", sizes}, {"mode", mode}, {"coordinate_transformation_mode", coordinates}};
+  if (withScales)
+    attrs["scales"] = scales;
+  if (mode == "nearest")
+    attrs["nearest_mode"] = gen.oneOf<std::string>({"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
+  if (mode == "cubic")
+    attrs["cubic_coeff_a"] = gen.oneOf<double>({-0.75, -0.5});
+  if (mode != "nearest" && gen.chance(30))
+    attrs["exclude_outside"] = int64_t(1);
+  if (mode == "nearest") {
+    gen.add(gen.emit(op, {x}, attrs, x.lo, x.hi, x.fracBits));
+    return;
+  }
+  // Cubic weights reach outside [0, 1]: the result can overshoot the input's range a little.
+  double m = x.maxAbs() * (mode == "cubic" ? 2.0 : 1.0);
+  gen.add(gen.emit(op, {x}, attrs, -m, m, -1));
+}
+
+} // namespace kiln::fuzz
