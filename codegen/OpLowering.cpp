@@ -11,9 +11,8 @@ Lowering loweringOf(OpKind op) {
 
 #define UNARY_OP(Enum, ...) case OpKind::Enum:
 #include "ir/ElementwiseOps.def"
-  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
-  case OpKind::Max: case OpKind::Min: case OpKind::Eq: case OpKind::Ne: case OpKind::Lt:
-  case OpKind::Le: case OpKind::Gt: case OpKind::Ge: case OpKind::And: case OpKind::Or: case OpKind::Xor:
+#define BINARY_OP(Enum, ...) case OpKind::Enum:
+#include "ir/ElementwiseOps.def"
   case OpKind::Mod:
   case OpKind::Where:
   case OpKind::Cast:

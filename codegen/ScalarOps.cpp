@@ -105,35 +105,22 @@ std::string unaryExpression(const ir::UnaryOpRow &row, DType dtype, const std::s
   return fmt::format(fmt::runtime(spelling), fmt::arg("x", a), fmt::arg("type", type), fmt::arg("one", one));
 }
 
-std::string binaryExpression(const ir::Node &node, DType dtype, const std::string &a, const std::string &b,
+// A binary row of ir/ElementwiseOps.def spelled for operands `a` and `b` of `dtype`.
+std::string binaryExpression(const ir::BinaryOpRow &row, DType dtype, const std::string &a, const std::string &b,
                              const std::string &type) {
+  std::string_view spelling = isFloat(dtype) ? row.spelling : row.intSpelling;
+  if (spelling.empty())
+    fail("codegen: internal error: {} has no spelling for {}", ir::opName(row.op), dtypeName(dtype));
+  return fmt::format(fmt::runtime(spelling), fmt::arg("a", a), fmt::arg("b", b), fmt::arg("type", type));
+}
+
+// mod, the binary op with an attribute: fmod=1 truncates (C's fmod), fmod=0 floors (Python's %).
+std::string modExpression(const ir::Node &node, DType dtype, const std::string &a, const std::string &b,
+                          const std::string &type) {
   bool floating = isFloat(dtype);
-  auto wrapping = [&](const char *fn) { return fmt::format("(({})kiln_{}({}, {}))", type, fn, a, b); };
-  auto infix = [&](const char *op) { return fmt::format("({} {} {})", a, op, b); };
-  switch (node.op()) {
-  case OpKind::Add: return floating ? infix("+") : wrapping("wadd");
-  case OpKind::Sub: return floating ? infix("-") : wrapping("wsub");
-  case OpKind::Mul: return floating ? infix("*") : wrapping("wmul");
-  case OpKind::Div: return floating ? infix("/") : wrapping("idiv");
-  case OpKind::Pow: return floating ? fmt::format("std::pow({}, {})", a, b) : wrapping("ipow");
-  case OpKind::Max: return floating ? fmt::format("kiln_fmax({}, {})", a, b) : fmt::format("({0} > {1} ? {0} : {1})", a, b);
-  case OpKind::Min: return floating ? fmt::format("kiln_fmin({}, {})", a, b) : fmt::format("({0} < {1} ? {0} : {1})", a, b);
-  case OpKind::Mod:
-    if (node.attrInt("fmod") == 1)
-      return floating ? fmt::format("std::fmod({}, {})", a, b) : wrapping("imod_trunc");
-    return floating ? fmt::format("kiln_fmod_floor({}, {})", a, b) : wrapping("imod_floor");
-  case OpKind::Eq: return infix("==");
-  case OpKind::Ne: return infix("!=");
-  case OpKind::Lt: return infix("<");
-  case OpKind::Le: return infix("<=");
-  case OpKind::Gt: return infix(">");
-  case OpKind::Ge: return infix(">=");
-  case OpKind::And: return infix("&&");
-  case OpKind::Or: return infix("||");
-  case OpKind::Xor: return infix("!=");
-  default: break;
-  }
-  fail("codegen: internal error: {} is not a binary op", node.opName());
+  if (node.attrInt("fmod") == 1)
+    return floating ? fmt::format("std::fmod({}, {})", a, b) : fmt::format("(({})kiln_imod_trunc({}, {}))", type, a, b);
+  return floating ? fmt::format("kiln_fmod_floor({}, {})", a, b) : fmt::format("(({})kiln_imod_floor({}, {}))", type, a, b);
 }
 
 std::string castExpression(DType from, DType to, const std::string &a) {
@@ -172,45 +159,21 @@ std::string clipExpression(const ir::Node &node, DType dtype, const std::string 
                      intLiteral(saturate(std::ceil(lo))), intLiteral(saturate(std::floor(hi))));
 }
 
-// A unary op on an f16/bf16 operand (a float holding a value of the dtype; see ScalarOps.h).
-std::string halfUnaryExpression(const ir::UnaryOpRow &row, DType out, const std::string &a) {
-  switch (row.half) {
-  case ir::HalfPrecision::Exact: return unaryExpression(row, DType::F32, a, cType(out));
-  case ir::HalfPrecision::Rounded: return roundExpression(out, unaryExpression(row, DType::F32, a, "float"));
+// An op on f16/bf16 operands (floats holding values of the dtype; see ScalarOps.h), computed
+// as `half` says; spell(dtype, operands, type) spells the op on operands of dtype.
+template <typename Spell>
+std::string halfExpression(ir::HalfPrecision half, DType out, const std::vector<std::string> &operands, Spell spell) {
+  switch (half) {
+  case ir::HalfPrecision::Exact: return spell(DType::F32, operands, cType(out));
+  case ir::HalfPrecision::Rounded: return roundExpression(out, spell(DType::F32, operands, "float"));
   case ir::HalfPrecision::Wide: {
-    std::string value = unaryExpression(row, DType::F64, fmt::format("((double){})", a), "double");
-    return roundExpression(out, fmt::format("((float){})", value));
+    std::vector<std::string> wide;
+    for (const std::string &operand : operands)
+      wide.push_back(fmt::format("((double){})", operand));
+    return roundExpression(out, fmt::format("((float){})", spell(DType::F64, wide, "double")));
   }
   }
-  fail("codegen: internal error: unknown half precision of {}", ir::opName(row.op));
-}
-
-// A binary op on f16/bf16 operands (floats holding values of the dtype; see ScalarOps.h).
-std::string halfBinaryExpression(const ir::Node &node, const std::vector<std::string> &operands) {
-  OpKind op = node.op();
-  DType out = node.output()->dtype();
-  switch (op) {
-  // Exact in float: the result is an operand or bool.
-  case OpKind::Max:
-  case OpKind::Min:
-  case OpKind::Eq:
-  case OpKind::Ne:
-  case OpKind::Lt:
-  case OpKind::Le:
-  case OpKind::Gt:
-  case OpKind::Ge: return binaryExpression(node, DType::F32, operands[0], operands[1], cType(out));
-  // Correctly rounded in float, as after double (see ScalarOps.h).
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-    return roundExpression(out, binaryExpression(node, DType::F32, operands[0], operands[1], "float"));
-  default: break;
-  }
-  // Everything else as the evaluator computes it: in double, then rounded to float.
-  std::string value = binaryExpression(node, DType::F64, fmt::format("((double){})", operands[0]),
-                                       fmt::format("((double){})", operands[1]), "double");
-  return roundExpression(out, fmt::format("((float){})", value));
+  fail("codegen: internal error: unknown half precision {}", static_cast<int>(half));
 }
 
 } // namespace
@@ -219,19 +182,34 @@ std::string scalarExpression(const ir::Node &node, const std::vector<std::string
   DType out = node.output()->dtype();
   std::string type = cType(out);
   OpKind op = node.op();
+  DType in = node.input(0)->dtype();
+  bool half = isHalfFloat(in);
+  if (const ir::UnaryOpRow *row = ir::unaryOpRow(op)) {
+    auto spell = [row](DType dtype, const std::vector<std::string> &x, const std::string &t) {
+      return unaryExpression(*row, dtype, x[0], t);
+    };
+    return half ? halfExpression(row->half, out, operands, spell) : spell(in, operands, type);
+  }
+  if (const ir::BinaryOpRow *row = ir::binaryOpRow(op)) {
+    auto spell = [row](DType dtype, const std::vector<std::string> &x, const std::string &t) {
+      return binaryExpression(*row, dtype, x[0], x[1], t);
+    };
+    return half ? halfExpression(row->half, out, operands, spell) : spell(in, operands, type);
+  }
+  if (op == OpKind::Mod) { // f16/bf16 as the evaluator computes it: in double
+    auto spell = [&node](DType dtype, const std::vector<std::string> &x, const std::string &t) {
+      return modExpression(node, dtype, x[0], x[1], t);
+    };
+    return half ? halfExpression(ir::HalfPrecision::Wide, out, operands, spell) : spell(in, operands, type);
+  }
   if (op == OpKind::Where)
     return fmt::format("({} ? {} : {})", operands[0], operands[1], operands[2]);
   if (op == OpKind::Cast)
-    return castExpression(node.input(0)->dtype(), out, operands[0]);
+    return castExpression(in, out, operands[0]);
   if (op == OpKind::Clip) // exact for f16/bf16: the bounds are literals of the dtype
     return clipExpression(node, out, operands[0], type);
-  DType in = node.input(0)->dtype();
-  if (const ir::UnaryOpRow *row = ir::unaryOpRow(op))
-    return isHalfFloat(in) ? halfUnaryExpression(*row, out, operands[0]) : unaryExpression(*row, in, operands[0], type);
-  if (isHalfFloat(in) && operands.size() == 2)
-    return halfBinaryExpression(node, operands);
-  if (operands.size() == 2)
-    return binaryExpression(node, in, operands[0], operands[1], type);
+  // OpLoweringTest spells every op that codegen/OpLowering.h lowers as Scalar, so this is a
+  // codegen bug, never a user's graph.
   fail("codegen: internal error: {} is not an elementwise op", node.opName());
 }
 

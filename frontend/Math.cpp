@@ -45,14 +45,19 @@ std::pair<Var, Var> promoted(std::string_view what, const Var &a, const Var &b) 
   return {cast(a, common), cast(b, common)};
 }
 
-Var binary(OpKind op, const Var &a, const Var &b) {
+/// A binary row of ir/ElementwiseOps.def on `a` and `b`, converted as its ApiOperands column says.
+Var tableBinary(OpKind op, const Var &a, const Var &b) {
   auto [x, y] = promoted(ir::opName(op), a, b);
+  switch (ir::binaryOpRow(op)->apiOperands) {
+  case ir::ApiOperands::Promoted: break;
+  case ir::ApiOperands::PromotedToFloat: return x.builder().op(op, {floatOperand(x), floatOperand(y)});
+  }
   return x.builder().op(op, {x, y});
 }
 
-Var trueDivide(const Var &a, const Var &b) {
-  auto [x, y] = promoted("div", a, b);
-  return x.builder().op(OpKind::Div, {floatOperand(x), floatOperand(y)});
+Var floorMod(const Var &a, const Var &b) {
+  auto [x, y] = promoted("mod", a, b);
+  return x.builder().op(OpKind::Mod, {x, y});
 }
 
 Var reduce(OpKind op, const Var &x, std::vector<int64_t> axes, bool keepdims) {
@@ -113,32 +118,18 @@ Var cast(const Var &x, DType dtype) {
   Var name(const Var &a, Scalar b) { return body(a, scalarLike(a, b)); }                              \
   Var name(Scalar a, const Var &b) { return body(scalarLike(b, a), b); }
 
-#define KILN_IR_BINARY(kind) [](const Var &x, const Var &y) { return binary(OpKind::kind, x, y); }
 #define KILN_LOGICAL(kind) [](const Var &x, const Var &y) { return logical(OpKind::kind, x, y); }
 
-KILN_DEFINE_BINARY(add, KILN_IR_BINARY(Add))
-KILN_DEFINE_BINARY(sub, KILN_IR_BINARY(Sub))
-KILN_DEFINE_BINARY(mul, KILN_IR_BINARY(Mul))
-KILN_DEFINE_BINARY(div, trueDivide)
-KILN_DEFINE_BINARY(pow, KILN_IR_BINARY(Pow))
-KILN_DEFINE_BINARY(maximum, KILN_IR_BINARY(Max))
-KILN_DEFINE_BINARY(minimum, KILN_IR_BINARY(Min))
-KILN_DEFINE_BINARY(mod, KILN_IR_BINARY(Mod))
-KILN_DEFINE_BINARY(eq, KILN_IR_BINARY(Eq))
-KILN_DEFINE_BINARY(ne, KILN_IR_BINARY(Ne))
-KILN_DEFINE_BINARY(lt, KILN_IR_BINARY(Lt))
-KILN_DEFINE_BINARY(le, KILN_IR_BINARY(Le))
-KILN_DEFINE_BINARY(gt, KILN_IR_BINARY(Gt))
-KILN_DEFINE_BINARY(ge, KILN_IR_BINARY(Ge))
-KILN_DEFINE_BINARY(bitwiseAnd, KILN_IR_BINARY(And))
-KILN_DEFINE_BINARY(bitwiseOr, KILN_IR_BINARY(Or))
-KILN_DEFINE_BINARY(bitwiseXor, KILN_IR_BINARY(Xor))
+#define BINARY_OP(Enum, mnemonic, apiName, ...)                                                     \
+  KILN_DEFINE_BINARY(apiName, [](const Var &x, const Var &y) { return tableBinary(OpKind::Enum, x, y); })
+#include "ir/ElementwiseOps.def"
+// mod has an attribute (fmod), so it is no row of the table: the default, floored as Python's %.
+KILN_DEFINE_BINARY(mod, floorMod)
 KILN_DEFINE_BINARY(logicalAnd, KILN_LOGICAL(And))
 KILN_DEFINE_BINARY(logicalOr, KILN_LOGICAL(Or))
 KILN_DEFINE_BINARY(logicalXor, KILN_LOGICAL(Xor))
 
 #undef KILN_LOGICAL
-#undef KILN_IR_BINARY
 #undef KILN_DEFINE_BINARY
 
 Var where(const Var &cond, const Var &x, const Var &y) {

@@ -1,8 +1,8 @@
 #pragma once
 // The data columns of ir/ElementwiseOps.def, the table of plain elementwise ops, for the layers
 // that expand them at run time: codegen spells an op from them, autodiff builds its gradient,
-// the graph API converts its operand, the ONNX importer maps an op type onto it. (ir itself
-// expands the reference columns at compile time, in ir/ops/Unary.cpp.)
+// the graph API converts its operands, the ONNX importer maps an op type onto it. (ir itself
+// expands the reference columns at compile time, in ir/ops/Unary.cpp and Binary.cpp.)
 #include <string_view>
 #include <vector>
 
@@ -18,6 +18,20 @@ enum class UnaryDomain {
   FloatToBool, // a float operand; a bool result
 };
 
+/// Which operand dtypes a binary op accepts (both have one dtype) and what it returns.
+enum class BinaryDomain {
+  Arithmetic, // numeric operands (not bool); the result has their dtype
+  Ordering,   // numeric operands; a bool result (lt le gt ge)
+  Equality,   // any dtype, bool included; a bool result (eq ne)
+  Logical,    // bool operands and result (and or xor)
+};
+
+/// How the graph API converts a binary op's operands (the ApiOperands column).
+enum class ApiOperands {
+  Promoted,        // to their common dtype (frontend::promoteTypes)
+  PromotedToFloat, // to their common dtype, then integer and bool to f32 (torch's true division)
+};
+
 /// How generated code computes an op on f16 or bf16 operands (the Half column).
 enum class HalfPrecision {
   Exact,   // in float: the result is exact (an operand, a value with fewer bits, or bool)
@@ -25,7 +39,7 @@ enum class HalfPrecision {
   Wide,    // in double, then rounded: as the evaluator computes it
 };
 
-/// One row of the table: everything but the reference functions.
+/// One unary row of the table: everything but the reference functions.
 struct UnaryOpRow {
   OpKind op;
   std::string_view apiName;     // the graph API function (frontend/Math.h)
@@ -38,9 +52,27 @@ struct UnaryOpRow {
   std::string_view onnxName;    // the ONNX op type that is exactly this op, or empty
 };
 
-/// Every row, in table order.
+/// One binary row of the table: everything but the reference functions.
+struct BinaryOpRow {
+  OpKind op;
+  std::string_view apiName; // the graph API function (frontend/Math.h), with scalar forms
+  BinaryDomain domain;
+  ApiOperands apiOperands;
+  std::string_view spelling;    // generated C++ for float operands: a format of {a}, {b}, {type}
+  std::string_view intSpelling; // for integer and bool operands; empty where inference rejects them
+  HalfPrecision half;
+  std::string_view gradient; // "dA; dB" of g, a, b, y (after "name = formula;" definitions); empty: none
+  std::string_view onnxName; // the ONNX op type that is exactly this op, or empty
+};
+
+/// Every unary row, in table order.
 const std::vector<UnaryOpRow> &unaryOpRows();
-/// The row of `op`, or nullptr when `op` is not a row of the table.
+/// The unary row of `op`, or nullptr when `op` is not a unary row of the table.
 const UnaryOpRow *unaryOpRow(OpKind op);
+
+/// Every binary row, in table order.
+const std::vector<BinaryOpRow> &binaryOpRows();
+/// The binary row of `op`, or nullptr when `op` is not a binary row of the table.
+const BinaryOpRow *binaryOpRow(OpKind op);
 
 } // namespace kiln::ir

@@ -1,11 +1,11 @@
-// Elementwise ONNX ops that need more than one kiln op or an attribute (the unary ones that are
-// exactly a kiln op are mapped from ir/ElementwiseOps.def's OnnxName column): the inverse
-// hyperbolic functions and IsInf, binary arithmetic and comparisons (numpy broadcasting,
-// which kiln's binary ops share), the variadic Sum/Mean/Max/Min, logic, Where, Cast,
-// CastLike and Clip. ONNX requires both operands of a binary op to have one type, as kiln
-// does, so a mismatch is reported by kiln's builder; only Pow (opset 12+) lets the exponent
-// differ, and it is cast to the base's type. Before opset 7 binary ops broadcast only on
-// request (broadcast=1, axis), which is resolved into numpy broadcasting here.
+// Elementwise ONNX ops that are more than one kiln op or read attributes (those that are exactly
+// one op are mapped from ir/ElementwiseOps.def's OnnxName column, the binary ones through
+// mapBinaryOp here): the inverse hyperbolic functions and IsInf, Pow, BitShift, Mod, the
+// variadic Sum/Mean/Max/Min, Where, Cast, CastLike and Clip. ONNX requires both operands of a
+// binary op to have one type, as kiln does, so a mismatch is reported by kiln's builder; only
+// Pow (opset 12+) lets the exponent differ, and it is cast to the base's type. Before opset 7
+// binary ops broadcast only on request (broadcast=1, axis), which is resolved into numpy
+// broadcasting here.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -42,13 +42,6 @@ ir::Value *legacyBroadcastOperand(const onnx::NodeProto &node, ImportContext &ct
   return reshapeTo(ctx, b, aligned);
 }
 
-std::vector<ir::Value *> binary(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
-  ir::Value *a = ctx.input(node, 0), *b = ctx.input(node, 1);
-  if (ctx.opset() < 7)
-    b = legacyBroadcastOperand(node, ctx, a, b);
-  return {ctx.op(op, {a, b})};
-}
-
 /// Sum, Max, Min: a left-to-right chain over every operand (one operand is a copy of it).
 ir::Value *chain(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
   int n = ctx.numInputs(node);
@@ -61,6 +54,13 @@ ir::Value *chain(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
 }
 
 } // namespace
+
+ir::Value *mapBinaryOp(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
+  ir::Value *a = ctx.input(node, 0), *b = ctx.input(node, 1);
+  if (ctx.opset() < 7)
+    b = legacyBroadcastOperand(node, ctx, a, b);
+  return ctx.op(op, {a, b});
+}
 
 // The inverse hyperbolic functions have no kiln op; their closed forms are accurate enough
 // for a reference (atanh via log1p keeps precision near 0).
@@ -100,43 +100,6 @@ std::vector<ir::Value *> mapIsInf(ImportContext &ctx, const onnx::NodeProto &nod
   ir::Value *wanted = !positive && !negative ? ctx.op(OpKind::Ne, {x, x})
                                              : ctx.op(positive ? OpKind::Gt : OpKind::Lt, {x, ctx.scalarLike(x, 0)});
   return {ctx.op(OpKind::And, {isInf, wanted})};
-}
-
-std::vector<ir::Value *> mapAdd(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Add);
-}
-std::vector<ir::Value *> mapSub(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Sub);
-}
-std::vector<ir::Value *> mapMul(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Mul);
-}
-std::vector<ir::Value *> mapDiv(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Div);
-}
-std::vector<ir::Value *> mapEqual(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Eq);
-}
-std::vector<ir::Value *> mapLess(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Lt);
-}
-std::vector<ir::Value *> mapLessOrEqual(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Le);
-}
-std::vector<ir::Value *> mapGreater(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Gt);
-}
-std::vector<ir::Value *> mapGreaterOrEqual(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Ge);
-}
-std::vector<ir::Value *> mapAnd(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::And);
-}
-std::vector<ir::Value *> mapOr(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Or);
-}
-std::vector<ir::Value *> mapXor(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Xor);
 }
 
 std::vector<ir::Value *> mapPow(ImportContext &ctx, const onnx::NodeProto &node) {

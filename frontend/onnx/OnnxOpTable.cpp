@@ -18,16 +18,24 @@ constexpr OnnxOpEntry kMappedOps[] = {
 #include "frontend/onnx/OnnxOps.def"
 };
 
-/// An ONNX op type that is exactly one kiln op on its one input.
-template <ir::OpKind op> std::vector<ir::Value *> mapOneToOne(ImportContext &ctx, const onnx::NodeProto &node) {
+/// An ONNX op type that is exactly one unary kiln op.
+template <ir::OpKind op> std::vector<ir::Value *> mapUnaryRow(ImportContext &ctx, const onnx::NodeProto &node) {
   return {ctx.op(op, {ctx.input(node, 0)})};
+}
+
+/// An ONNX op type that is exactly one binary kiln op (with the legacy broadcast before opset 7).
+template <ir::OpKind op> std::vector<ir::Value *> mapBinaryRow(ImportContext &ctx, const onnx::NodeProto &node) {
+  return {mapBinaryOp(ctx, node, op)};
 }
 
 // Every row of ir/ElementwiseOps.def; those with an empty OnnxName are dropped below.
 constexpr OnnxOpEntry kTableRows[] = {
 #define UNARY_OP(Enum, mnemonic, apiName, domain, floatRef, intRef, spelling, f32Spelling, intSpelling, half,   \
                  gradient, onnxName)                                                                          \
-  {onnxName, mapOneToOne<ir::OpKind::Enum>, nullptr},
+  {onnxName, mapUnaryRow<ir::OpKind::Enum>, nullptr},
+#define BINARY_OP(Enum, mnemonic, apiName, domain, symmetry, apiOperands, floatRef, intRef, spelling, intSpelling,  \
+                  half, gradient, onnxName)                                                                       \
+  {onnxName, mapBinaryRow<ir::OpKind::Enum>, nullptr},
 #include "ir/ElementwiseOps.def"
 };
 

@@ -235,8 +235,7 @@ Shape tiledShape(const TensorType &x, const std::vector<int64_t> &repeats) {
   for (size_t d = 0; d < shape.size(); ++d) {
     if (repeats[d] < 0)
       fail("repeats {} has a negative entry {}", shapeToString(repeats), repeats[d]);
-    if (__builtin_mul_overflow(x.shape[d], repeats[d], &shape[d]))
-      fail("tiling {} by {} overflows int64", shapeToString(x.shape), shapeToString(repeats));
+    shape[d] = checkedMul(x.shape[d], repeats[d], "tiled dim");
   }
   numElements(shape); // rejects counts that do not fit
   return shape;

@@ -1,9 +1,10 @@
 // A recursive-descent reader of gradient formulas (GradientFormula.h) that builds each operator
-// as it reads it; a formula is a few dozen characters, read once per differentiated node.
+// as it reads it; a gradient is a few dozen characters, read once per differentiated node.
 #include "passes/autodiff/GradientFormula.h"
 
 #include <cctype>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "core/Error.h"
@@ -26,26 +27,59 @@ struct Operand {
 
 class FormulaBuilder {
 public:
-  FormulaBuilder(Builder &b, OpKind op, std::string_view formula, const FormulaValues &values)
-      : b_(b), op_(op), text_(formula), values_(values) {}
+  FormulaBuilder(Builder &b, OpKind op, std::string_view text, const FormulaValues &values)
+      : b_(b), op_(op), text_(text), values_(values) {
+    const char *names[] = {"x"};
+    const char *binaryNames[] = {"a", "b"};
+    bool unary = values.operands.size() == 1;
+    for (size_t i = 0; i < values.operands.size(); ++i)
+      names_[unary ? names[0] : binaryNames[i]] = values.operands[i];
+    names_["g"] = values.g;
+    names_["y"] = values.y;
+  }
 
-  Value *build() {
-    Operand result = formula();
+  std::vector<Value *> build() {
+    while (startsDefinition()) {
+      std::string name = identifier();
+      expect("=");
+      if (names_.count(name))
+        error("'{}' is already defined", name);
+      names_[name] = materialize(formula());
+      expect(";");
+    }
+    std::vector<Value *> results = {materialize(formula())};
+    while (accept(";"))
+      results.push_back(materialize(formula()));
     skipSpaces();
     if (pos_ != text_.size())
       error("unexpected '{}'", text_[pos_]);
-    return materialize(result);
+    if (results.size() != values_.operands.size())
+      error("{} results for {} operands", results.size(), values_.operands.size());
+    return results;
   }
 
 private:
   Value *materialize(const Operand &operand) {
-    return operand.value ? operand.value : ops::constantLike(b_, values_.x, operand.number);
+    return operand.value ? operand.value : ops::constantLike(b_, values_.operands[0], operand.number);
   }
 
   Operand binary(OpKind kind, const Operand &lhs, const Operand &rhs) {
     Value *l = materialize(lhs);
     Value *r = materialize(rhs);
     return {ops::binary(b_, kind, l, r)};
+  }
+
+  /// A name followed by a single '=': a definition.
+  bool startsDefinition() {
+    size_t start = pos_;
+    skipSpaces();
+    bool named = pos_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[pos_]));
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
+      ++pos_;
+    skipSpaces();
+    bool definition = named && text_.substr(pos_, 1) == "=" && text_.substr(pos_, 2) != "==";
+    pos_ = start;
+    return definition;
   }
 
   Operand formula() {
@@ -108,24 +142,47 @@ private:
       return value;
     }
     std::string name = identifier();
-    if (name == "g")
-      return {values_.g};
-    if (name == "x")
-      return {values_.x};
-    if (name == "y")
-      return {values_.y};
-    expect("(");
-    Operand argumentOperand = formula();
+    if (!accept("(")) {
+      auto it = names_.find(name);
+      if (it == names_.end())
+        error("'{}' is not a name of this gradient", name);
+      return {it->second};
+    }
+    std::vector<Value *> arguments = {materialize(formula())};
+    while (accept(","))
+      arguments.push_back(materialize(formula()));
     expect(")");
-    if (name == "cast")
-      return {b_.create(OpKind::Cast, {materialize(argumentOperand)}, {{"to", values_.x->dtype()}})};
-    std::optional<OpKind> kind = parseOpName(name);
-    if (!kind || !unaryOpRow(*kind))
-      error("'{}' is neither cast nor a unary op of ir/ElementwiseOps.def", name);
-    return {ops::unary(b_, *kind, materialize(argumentOperand))};
+    return call(name, arguments);
   }
 
-  bool startsNumber() const { return pos_ < text_.size() && (std::isdigit(text_[pos_]) || text_[pos_] == '.'); }
+  Operand call(const std::string &name, const std::vector<Value *> &arguments) {
+    auto arity = [&](size_t count) {
+      if (arguments.size() != count)
+        error("{} takes {} arguments, got {}", name, count, arguments.size());
+    };
+    if (name == "cast") {
+      arity(1);
+      return {b_.create(OpKind::Cast, {arguments[0]}, {{"to", values_.operands[0]->dtype()}})};
+    }
+    if (name == "where") {
+      arity(3);
+      return {ops::select(b_, arguments[0], arguments[1], arguments[2])};
+    }
+    std::optional<OpKind> kind = parseOpName(name);
+    if (kind && unaryOpRow(*kind)) {
+      arity(1);
+      return {ops::unary(b_, *kind, arguments[0])};
+    }
+    if (kind && binaryOpRow(*kind)) {
+      arity(2);
+      return {ops::binary(b_, *kind, arguments[0], arguments[1])};
+    }
+    error("'{}' is neither cast, where nor an op of ir/ElementwiseOps.def", name);
+  }
+
+  bool startsNumber() const {
+    return pos_ < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.');
+  }
 
   double number() {
     std::string rest(text_.substr(pos_));
@@ -140,7 +197,7 @@ private:
   std::string identifier() {
     skipSpaces();
     size_t start = pos_;
-    while (pos_ < text_.size() && (std::isalnum(text_[pos_]) || text_[pos_] == '_'))
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
       ++pos_;
     if (pos_ == start)
       error("expected a name, a number or '('");
@@ -174,13 +231,15 @@ private:
   OpKind op_;
   std::string_view text_;
   FormulaValues values_;
+  std::map<std::string, Value *> names_;
   size_t pos_ = 0;
 };
 
 } // namespace
 
-Value *buildGradientFormula(Builder &b, OpKind op, std::string_view formula, const FormulaValues &values) {
-  return FormulaBuilder(b, op, formula, values).build();
+std::vector<Value *> buildGradientFormula(Builder &b, OpKind op, std::string_view gradient,
+                                          const FormulaValues &values) {
+  return FormulaBuilder(b, op, gradient, values).build();
 }
 
 } // namespace kiln::passes::autodiff

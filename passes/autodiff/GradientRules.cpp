@@ -11,6 +11,16 @@ namespace kiln::passes::autodiff {
 
 using namespace ir;
 
+namespace {
+
+std::string_view tableRowGradient(OpKind op) {
+  if (const UnaryOpRow *row = unaryOpRow(op))
+    return row->gradient;
+  return binaryOpRow(op)->gradient;
+}
+
+} // namespace
+
 GradientRule gradientRule(OpKind op) {
   constexpr GradientRule kNone{GradKind::NotDifferentiable};
   constexpr GradientRule kComposite{GradKind::DecomposeFirst};
@@ -23,19 +33,14 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::RandomUniform:
     return kNone; // random numbers: their offset input is a counter, not a differentiable value
 
-  // The unary table's rows: a Gradient formula, or none (piecewise constant, or a bool result:
-  // the derivative is zero wherever it exists, as PyTorch agrees).
+  // The rows of ir/ElementwiseOps.def: a Gradient formula, or none (piecewise constant, or a
+  // bool result: the derivative is zero wherever it exists, as PyTorch agrees).
 #define UNARY_OP(Enum, ...) case OpKind::Enum:
+#define BINARY_OP(Enum, ...) case OpKind::Enum:
 #include "ir/ElementwiseOps.def"
-    return unaryOpRow(op)->gradient.empty() ? kNone : GradientRule{GradKind::Rule, gradUnary};
-  // Bool results.
-  case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
-  case OpKind::And: case OpKind::Or: case OpKind::Xor:
-    return kNone;
-
-  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
-  case OpKind::Max: case OpKind::Min: case OpKind::Mod:
-    return {GradKind::Rule, gradBinary};
+    return tableRowGradient(op).empty() ? kNone : GradientRule{GradKind::Rule, gradTableRow};
+  case OpKind::Mod:
+    return {GradKind::Rule, gradMod};
   case OpKind::Where:
     return {GradKind::Rule, gradWhere};
   case OpKind::Cast:

@@ -1,6 +1,6 @@
 // The Family column of ir/Ops.def names the file that defines each op: for every op,
 // ir/ops/<Family>.cpp exists and holds the definition `OpDef define<Enum>() {` (or, for a row
-// of ir/ElementwiseOps.def, the UNARY_OP expansion that defines it). The column
+// of ir/ElementwiseOps.def, the UNARY_OP or BINARY_OP expansion that defines it). The column
 // is what a reader follows to an op's semantics, so a line that names the wrong file (or a
 // definition moved without its line) fails here rather than misleading them.
 #include <gtest/gtest.h>
@@ -33,10 +33,11 @@ const std::vector<std::string> kEnumNames = {
 #include "ir/Ops.def"
 };
 
-/// The enum names of the rows of ir/ElementwiseOps.def, read from the file.
-std::vector<std::string> elementwiseTableRows() {
+/// The enum names of the rows of ir/ElementwiseOps.def made by `macro` (UNARY_OP, BINARY_OP),
+/// read from the file.
+std::vector<std::string> elementwiseTableRows(const std::string &macro) {
   std::string text = readFile(std::filesystem::path(KILN_SOURCE_DIR) / "ir" / "ElementwiseOps.def");
-  const std::regex row(R"(^UNARY_OP\((\w+),)", std::regex::multiline);
+  const std::regex row("^" + macro + R"(\((\w+),)", std::regex::multiline);
   std::vector<std::string> names;
   for (std::sregex_iterator it(text.begin(), text.end(), row), end; it != end; ++it)
     names.push_back((*it)[1].str());
@@ -45,20 +46,22 @@ std::vector<std::string> elementwiseTableRows() {
 
 /// Every op definition under ir/ops/: Name -> the file's stem. A definition is a line
 /// `OpDef define<Name>() {`, or for the rows of ir/ElementwiseOps.def the file whose UNARY_OP
-/// expansion defines `OpDef define##Enum()`.
+/// (or BINARY_OP) expansion defines `OpDef define##Enum()`.
 std::map<std::string, std::string> definitionsInSourceTree() {
   std::map<std::string, std::string> where;
   const std::regex definition(R"(^OpDef define(\w+)\(\) \{)", std::regex::multiline);
-  const std::regex tableExpansion(R"(#define UNARY_OP\([^)]*\)[^#]*OpDef define##Enum\(\))");
   for (const auto &entry : std::filesystem::directory_iterator(kOpsDir)) {
     if (entry.path().extension() != ".cpp")
       continue;
     std::string text = readFile(entry.path()), stem = entry.path().stem().string();
     for (std::sregex_iterator it(text.begin(), text.end(), definition), end; it != end; ++it)
       where[(*it)[1].str()] = stem;
-    if (std::regex_search(text, tableExpansion))
-      for (const std::string &name : elementwiseTableRows())
-        where[name] = stem;
+    for (std::string macro : {"UNARY_OP", "BINARY_OP"}) {
+      const std::regex tableExpansion("#define " + macro + R"(\([^)]*\)[^#]*OpDef define##Enum\(\))");
+      if (std::regex_search(text, tableExpansion))
+        for (const std::string &name : elementwiseTableRows(macro))
+          where[name] = stem;
+    }
   }
   return where;
 }
@@ -88,7 +91,9 @@ TEST(OpFamily, FindsDefinitionsWhereTheyAre) {
   std::map<std::string, std::string> where = definitionsInSourceTree();
   EXPECT_EQ(where.at("Slice"), "MovementRegion");
   EXPECT_EQ(where.at("Add"), "Binary");
+  EXPECT_EQ(where.at("Mod"), "Binary");
   EXPECT_EQ(where.at("Sinh"), "Unary");
-  EXPECT_EQ(elementwiseTableRows().size(), 28u);
+  EXPECT_EQ(elementwiseTableRows("UNARY_OP").size(), 28u);
+  EXPECT_EQ(elementwiseTableRows("BINARY_OP").size(), 16u);
   EXPECT_EQ(where.count("NoSuchOp"), 0u);
 }
