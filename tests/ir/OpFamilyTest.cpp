@@ -93,7 +93,14 @@ TEST(OpFamily, FindsDefinitionsWhereTheyAre) {
   EXPECT_EQ(where.at("Add"), "Binary");
   EXPECT_EQ(where.at("Mod"), "Binary");
   EXPECT_EQ(where.at("Sinh"), "Unary");
-  EXPECT_EQ(elementwiseTableRows("UNARY_OP").size(), 28u);
-  EXPECT_EQ(elementwiseTableRows("BINARY_OP").size(), 16u);
+  // The file's rows are all read: every op of family Unary is a row, every one of Binary but mod.
+  size_t unary = 0, binary = 0;
+  for (int i = 0; i < kNumOps; ++i) {
+    unary += opTraits(static_cast<OpKind>(i)).family == "Unary";
+    binary += opTraits(static_cast<OpKind>(i)).family == "Binary";
+  }
+  EXPECT_GE(unary, 28u);
+  EXPECT_EQ(elementwiseTableRows("UNARY_OP").size(), unary);
+  EXPECT_EQ(elementwiseTableRows("BINARY_OP").size(), binary - 1);
   EXPECT_EQ(where.count("NoSuchOp"), 0u);
 }
