@@ -1,6 +1,6 @@
 // Elementwise ONNX ops that are more than one kiln op or read attributes (those that are exactly
 // one op are mapped from ir/ElementwiseOps.def's OnnxName column, the binary ones through
-// mapBinaryOp here): the inverse hyperbolic functions and IsInf, Pow, BitShift, Mod, the
+// mapBinaryOp here): Acosh, Atanh and IsInf, Pow, BitShift, Mod, the
 // variadic Sum/Mean/Max/Min, Where, Cast, CastLike and Clip. ONNX requires both operands of a
 // binary op to have one type, as kiln does, so a mismatch is reported by kiln's builder; only
 // Pow (opset 12+) lets the exponent differ, and it is cast to the base's type. Before opset 7
@@ -62,17 +62,8 @@ ir::Value *mapBinaryOp(ImportContext &ctx, const onnx::NodeProto &node, OpKind o
   return ctx.op(op, {a, b});
 }
 
-// The inverse hyperbolic functions have no kiln op; their closed forms are accurate enough
-// for a reference (atanh via log1p keeps precision near 0).
-std::vector<ir::Value *> mapAsinh(ImportContext &ctx, const onnx::NodeProto &node) {
-  // asinh(x) = sign(x) * log(|x| + sqrt(x^2 + 1)), symmetric so large negative x stays exact.
-  ir::Value *x = ctx.input(node, 0);
-  ir::Value *ax = ctx.op(OpKind::Abs, {x});
-  ir::Value *root = ctx.op(OpKind::Sqrt, {ctx.op(OpKind::Add, {ctx.op(OpKind::Mul, {x, x}), ctx.scalarLike(x, 1)})});
-  ir::Value *magnitude = ctx.op(OpKind::Log, {ctx.op(OpKind::Add, {ax, root})});
-  return {ctx.op(OpKind::Mul, {ctx.op(OpKind::Sign, {x}), magnitude})};
-}
-
+// acosh and atanh have no kiln op; their closed forms are accurate enough for a reference
+// (atanh via log1p keeps precision near 0).
 std::vector<ir::Value *> mapAcosh(ImportContext &ctx, const onnx::NodeProto &node) {
   // acosh(x) = log(x + sqrt(x^2 - 1)); NaN below 1, as the function is undefined there.
   ir::Value *x = ctx.input(node, 0);
