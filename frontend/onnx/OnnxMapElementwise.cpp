@@ -1,11 +1,10 @@
 // Elementwise ONNX ops that are more than one kiln op or read attributes (those that are exactly
 // one op are mapped from ir/ElementwiseOps.def's OnnxName column, the binary ones through
-// mapBinaryOp here): Acosh, Atanh and IsInf, Pow, BitShift, Mod, the
-// variadic Sum/Mean/Max/Min, Where, Cast, CastLike and Clip. ONNX requires both operands of a
-// binary op to have one type, as kiln does, so a mismatch is reported by kiln's builder; only
-// Pow (opset 12+) lets the exponent differ, and it is cast to the base's type. Before opset 7
-// binary ops broadcast only on request (broadcast=1, axis), which is resolved into numpy
-// broadcasting here.
+// mapBinaryOp here): IsInf, Pow, BitShift, Mod, the variadic Sum/Mean/Max/Min, Where, Cast,
+// CastLike and Clip. ONNX requires both operands of a binary op to have one type, as kiln does,
+// so a mismatch is reported by kiln's builder; only Pow (opset 12+) lets the exponent differ,
+// and it is cast to the base's type. Before opset 7 binary ops broadcast only on request
+// (broadcast=1, axis), which is resolved into numpy broadcasting here.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -60,23 +59,6 @@ ir::Value *mapBinaryOp(ImportContext &ctx, const onnx::NodeProto &node, OpKind o
   if (ctx.opset() < 7)
     b = legacyBroadcastOperand(node, ctx, a, b);
   return ctx.op(op, {a, b});
-}
-
-// acosh and atanh have no kiln op; their closed forms are accurate enough for a reference
-// (atanh via log1p keeps precision near 0).
-std::vector<ir::Value *> mapAcosh(ImportContext &ctx, const onnx::NodeProto &node) {
-  // acosh(x) = log(x + sqrt(x^2 - 1)); NaN below 1, as the function is undefined there.
-  ir::Value *x = ctx.input(node, 0);
-  ir::Value *root = ctx.op(OpKind::Sqrt, {ctx.op(OpKind::Sub, {ctx.op(OpKind::Mul, {x, x}), ctx.scalarLike(x, 1)})});
-  return {ctx.op(OpKind::Log, {ctx.op(OpKind::Add, {x, root})})};
-}
-
-std::vector<ir::Value *> mapAtanh(ImportContext &ctx, const onnx::NodeProto &node) {
-  // atanh(x) = (log1p(x) - log1p(-x)) / 2
-  ir::Value *x = ctx.input(node, 0);
-  ir::Value *diff =
-      ctx.op(OpKind::Sub, {ctx.op(OpKind::Log1p, {x}), ctx.op(OpKind::Log1p, {ctx.op(OpKind::Neg, {x})})});
-  return {ctx.op(OpKind::Mul, {diff, ctx.scalarLike(x, 0.5)})};
 }
 
 std::vector<ir::Value *> mapIsInf(ImportContext &ctx, const onnx::NodeProto &node) {
