@@ -44,8 +44,8 @@ test-zoo: build
 # with the line tables that reports need). `make test-asan` builds and runs the unit tests of
 # the parts that read user input (the IR and its parser, the graph API, the ONNX importer):
 # run it before landing changes to those parts (CI runs `make test` only). `make test-asan-all`
-# builds everything and runs every unit and golden test (the ONNX suite and the seed workloads
-# run in `make test` only: they would multiply the time under the sanitizers).
+# builds everything and runs every unit and golden test (the ONNX suite, the seed workloads
+# and the model zoo run in `make test` only: they would multiply the time under the sanitizers).
 ASAN_CONFIGURE = cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \
 	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
@@ -58,7 +58,7 @@ test-asan: deps
 test-asan-all: deps
 	$(ASAN_CONFIGURE)
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed|training'
+	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE 'conformance|seed|training|zoo'
 
 # libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs the .kir parser fuzzer,
 # `make fuzz-onnx` the ONNX loader's, `make fuzz-tensors`, `fuzz-manifest` and `fuzz-artifact`
@@ -170,3 +170,16 @@ bench: deps $(BUILD)/build.ninja
 	bash scripts/export-seeds.sh $(abspath $(BUILD)/seeds) $(BENCH_NAMES)
 	/usr/bin/python3 bench/bench.py --names $(BENCH_NAMES) --rounds $(BENCH_ROUNDS) \
 	  --seeds $(BUILD)/seeds --kiln-bin $(BUILD) --out bench/results.md
+
+# The model zoo (bench/zoo/models.py, about 58 models from torchvision and torch.nn) beside ONNX
+# Runtime and PyTorch eager at 1 and 2 threads: exported and checked once, then timed in
+# interleaved rounds; writes the zoo section of bench/results.md. A separate target because the
+# whole zoo takes over an hour here: `make bench-zoo ZOO_NAMES=small` for the small models.
+ZOO_NAMES ?= all
+ZOO_ROUNDS ?= 3
+.PHONY: bench-zoo
+bench-zoo: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-run
+	bash scripts/install-peers.sh
+	/usr/bin/python3 bench/zoo/bench_zoo.py --names $(ZOO_NAMES) --rounds $(ZOO_ROUNDS) \
+	  --zoo $(abspath $(BUILD)/zoo) --kiln-bin $(abspath $(BUILD)) --out bench/results.md

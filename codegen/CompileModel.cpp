@@ -72,11 +72,27 @@ std::vector<Tensor> collectWeights(const LoweredModel &lowered, const ir::ParamV
   return weights;
 }
 
-runtime::Executable compile(const ir::Graph &graph, const CompileOptions &options) {
-  LoweredModel lowered = lowerGraph(graph, options);
+runtime::Executable compileLowered(LoweredModel lowered, const CompileOptions &options) {
   std::vector<Tensor> weights = collectWeights(lowered, options.params);
   CompiledObject object = compileSource(lowered.model.source, options.compiler);
+  // Released before loading: a graph holding the weights would keep each plain copy alive
+  // beside the packed one the runtime makes.
+  lowered = LoweredModel();
   return runtime::Executable::load(object.soPath, std::move(weights), options.runtime);
+}
+
+runtime::Executable compile(const ir::Graph &graph, const CompileOptions &options) {
+  return compileLowered(lowerGraph(graph, options), options);
+}
+
+runtime::Executable compile(std::unique_ptr<ir::Graph> graph, const CompileOptions &options) {
+  if (!graph)
+    fail("codegen: compile was given no graph");
+  // Lowered as compile(const Graph &) lowers (a copy, so the source and its disk cache entry
+  // are the same), then the caller's graph goes.
+  LoweredModel lowered = lowerGraph(*graph, options);
+  graph.reset();
+  return compileLowered(std::move(lowered), options);
 }
 
 namespace {
@@ -306,7 +322,7 @@ std::shared_ptr<const runtime::Executable> CompileCache::get(const std::vector<T
   std::unique_ptr<ir::Graph> graph = build_(inputTypes);
   if (!graph)
     fail("codegen: the compile cache's graph builder returned no graph for inputs {}", key);
-  auto executable = std::make_shared<const runtime::Executable>(compile(*graph, options_));
+  auto executable = std::make_shared<const runtime::Executable>(compile(std::move(graph), options_));
   int64_t bytes = executableBytes(*executable);
   std::lock_guard<std::mutex> lock(mutex_);
   ++compiles_;

@@ -69,8 +69,20 @@ void runLoweringPasses(LoweredModel &lowered, const std::vector<std::string> &pa
 /// parameter that has neither.
 std::vector<Tensor> collectWeights(const LoweredModel &lowered, const ir::ParamValues &params);
 
-/// Lowers, compiles (or loads from the disk cache) and loads `graph`.
+/// Lowers, compiles (or loads from the disk cache) and loads `graph`. The executable shares
+/// the graph's weights: a weight the runtime repacks at load (Executable.h) then lives twice,
+/// plain in the graph and packed in the executable, for as long as the caller keeps the graph.
 runtime::Executable compile(const ir::Graph &graph, const CompileOptions &options = {});
+/// compile() for a graph the caller hands over: it is released once lowered, so that a weight
+/// the runtime repacks at load is replaced by its packed copy instead of living beside it
+/// (unless options.params holds it too), and the process's peak stays near one copy of the
+/// weights.
+runtime::Executable compile(std::unique_ptr<ir::Graph> graph, const CompileOptions &options = {});
+/// compile()'s second half, for a model the caller lowered (lowerGraph) and hands over: its
+/// weights are collected (collectWeights, from options.params or the graph), its graph is
+/// released, and its source is compiled and loaded. For the weights to be packed in place, the
+/// caller must hold no other graph that shares them.
+runtime::Executable compileLowered(LoweredModel lowered, const CompileOptions &options);
 
 /// Where compileAheadOfTime writes its intermediate files.
 struct AotOptions {

@@ -4,7 +4,8 @@
 //  1. Number the graph's inputs, outputs and weights (parameters in order, then large
 //     constants in node order).
 //  2. One kernel per non-source node, in node order, with refs for its operands (kernel
-//     operands in order, inlined constants skipped) and results; aliased reshapes are skipped.
+//     operands in order, inlined constants skipped) and results; aliased reshapes, and concats
+//     laid out over their operands, are skipped.
 //  3. Copy kernels for outputs no node writes (inputs, weights, constants, repeats).
 //  4. The descriptor tables and kiln_model().
 #include "codegen/EmitModel.h"
@@ -92,7 +93,8 @@ public:
   ModelSource run() {
     numberBuffers();
     for (const ir::Node *node : graph_.nodes()) {
-      if (node->op() == OpKind::Param || node->op() == OpKind::Constant || isAliasedView(*node))
+      if (node->op() == OpKind::Param || node->op() == OpKind::Constant || isAliasedView(*node) ||
+          isConcatInPlace(*node))
         continue;
       std::string label = "%" + names_.at(node->output());
       Unit unit = node->op() == OpKind::Kernel ? unitForKernel(*node, label) : unitForNode(*node, label);
@@ -187,6 +189,11 @@ private:
       if (reuse.output == node.output() && reuse.kind == passes::ReuseKind::View)
         return true;
     return false;
+  }
+
+  /// A concat the plan laid out over its operands: its producers wrote its bytes already.
+  bool isConcatInPlace(const ir::Node &node) const {
+    return node.op() == OpKind::Concat && plan_.isConcatInPlace(node.output());
   }
 
   Ref refFor(const ir::Value *value) const {

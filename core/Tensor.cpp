@@ -152,6 +152,18 @@ Tensor Tensor::reshaped(Shape shape) const {
   return view;
 }
 
+Tensor Tensor::viewAs(TensorType type) const {
+  // Compared as element counts: numElements refuses a negative or overflowing shape, and no
+  // product can wrap.
+  const size_t elementBytes = dtypeSize(type.dtype);
+  if (byteSize() % elementBytes != 0 ||
+      static_cast<uint64_t>(kiln::numElements(type.shape)) != byteSize() / elementBytes)
+    fail("cannot view a tensor of type {} as {}", type_.toString(), type.toString());
+  Tensor view = *this;
+  view.type_ = std::move(type);
+  return view;
+}
+
 bool Tensor::identical(const Tensor &other) const {
   if (type_ != other.type_ || defined() != other.defined())
     return false;

@@ -31,6 +31,9 @@ public:
   int64_t numElements() const { return type_.numElements(); }
   size_t byteSize() const { return type_.byteSize(); }
   bool defined() const { return storage_ != nullptr; }
+  /// Whether this tensor is the only one holding its storage (no copy or view of it is alive
+  /// elsewhere): then rewriting its bytes in place changes no one else's values.
+  bool ownsStorageAlone() const { return storage_ != nullptr && storage_.use_count() == 1; }
 
   /// The elements, 64-byte aligned (a cache line, one AVX-512 vector).
   void *data() { return storage_.get(); }
@@ -49,6 +52,10 @@ public:
   Tensor clone() const;
   /// Same data viewed with another shape of equal element count.
   Tensor reshaped(Shape shape) const;
+  /// Same storage viewed as `type`, of any dtype, which must need exactly this tensor's bytes:
+  /// bytes read before their type was known (a u8 tensor filled from a file) become the
+  /// tensor they hold without a copy.
+  Tensor viewAs(TensorType type) const;
   /// Bitwise equality of type and contents.
   bool identical(const Tensor &other) const;
 

@@ -239,9 +239,18 @@ void Executable::Impl::packWeights() {
       if (!shapeOk)
         fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
              packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
-      packed = Tensor(spec.type);
-      kernels::packGemmB(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
-                         static_cast<float *>(packed.data()));
+      // A weight the executable alone holds, stored N x K, is packed over itself (each panel
+      // is the rows it is made of): no second copy of it is alive even for a moment.
+      Tensor *alone = weightTensors.empty() ? nullptr : &weightTensors[static_cast<size_t>(packing.weight)];
+      if (alone && alone->ownsStorageAlone() && alone->data() == plain && packing.stride_k == 1 &&
+          packing.stride_n == packing.k) {
+        packed = std::move(*alone);
+        kernels::packGemmBInPlace(static_cast<float *>(packed.data()), packing.k, packing.n);
+      } else {
+        packed = Tensor(spec.type);
+        kernels::packGemmB(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
+                           static_cast<float *>(packed.data()));
+      }
     } else if (packing.kind == KILN_PACK_CONV_WINOGRAD_F2 || packing.kind == KILN_PACK_CONV_WINOGRAD_F4) {
       // The weight must be exactly the k x n x 3 x 3 convolution weight the transform reads.
       const int tile = packing.kind == KILN_PACK_CONV_WINOGRAD_F4 ? 4 : 2;
@@ -256,7 +265,7 @@ void Executable::Impl::packWeights() {
     }
     weightData[static_cast<size_t>(packing.weight)] = static_cast<unsigned char *>(packed.data());
     packedWeights.push_back(std::move(packed));
-    if (!weightTensors.empty()) // the plain copy the loader gave is no longer read
+    if (!weightTensors.empty()) // the plain copy the loader gave (if not packed over) is no longer read
       weightTensors[static_cast<size_t>(packing.weight)] = Tensor();
   }
 }

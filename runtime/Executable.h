@@ -54,6 +54,10 @@ public:
   /// is an error too, not a crash: its ELF segments are checked against its size before dlopen
   /// maps them (touching a mapped page past the end of a file is a SIGBUS). The weights'
   /// storage is shared, not copied (as Tensor copies share it): the model reads it in place.
+  /// A weight the model repacks at load (kiln_weight_packing) gets a packed copy, and the
+  /// executable drops its reference to the plain one; a GEMM weight stored N x K that no
+  /// other tensor shares (Tensor::ownsStorageAlone: the caller kept no copy) is packed over
+  /// its own storage instead, so that a model's largest weight is never held twice.
   ///
   /// The shared object stays loaded as long as the Executable. dlopen() returns the already
   /// loaded object for a path it has open, so a model rewritten in place needs a new path.

@@ -18,15 +18,18 @@ namespace kiln::tools {
 namespace {
 
 /// The graph compiled for the runtime, or nothing when codegen does not support one of its ops
-/// or dtypes yet (then the caller runs the reference evaluator; the note says why).
-std::optional<runtime::Executable> compileOrFallBack(const ir::Graph &graph, const RunOptions &options,
+/// or dtypes yet (then the caller runs the reference evaluator on `graph`; the note says why).
+/// Once lowered, `graph` is released: the executable is then the only holder of the weights,
+/// and packing one at load replaces its plain copy instead of adding to it.
+std::optional<runtime::Executable> compileOrFallBack(std::unique_ptr<ir::Graph> &graph, const RunOptions &options,
                                                      const ir::ParamValues &params) {
   codegen::CompileOptions compileOptions;
   compileOptions.params = params;
   if (options.threads > 0)
     compileOptions.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
+  codegen::LoweredModel lowered;
   try {
-    return codegen::compile(graph, compileOptions);
+    lowered = codegen::lowerGraph(*graph, compileOptions);
   } catch (const Error &e) {
     std::string message = e.what();
     if (message.rfind("codegen: ", 0) != 0 || message.find("is not supported yet") == std::string::npos)
@@ -34,6 +37,8 @@ std::optional<runtime::Executable> compileOrFallBack(const ir::Graph &graph, con
     std::cerr << "kiln-run: note: " << oneLine(message) << "; running the reference evaluator instead\n";
     return std::nullopt;
   }
+  graph.reset();
+  return codegen::compileLowered(std::move(lowered), compileOptions);
 }
 
 /// --bisect-passes: one line per pass, then the first pass out of tolerance or that all agree.
@@ -96,7 +101,7 @@ int runGraphCommand(const RunOptions &options) {
   std::optional<runtime::Executable> executable;
   auto compileStart = std::chrono::steady_clock::now();
   if (!options.reference)
-    executable = compileOrFallBack(*graph, options, params);
+    executable = compileOrFallBack(graph, options, params);
   RunTarget target;
   target.loadMs = loadMs;
   if (executable) {

@@ -19,6 +19,7 @@
 #include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxLoad.h"
 #include "frontend/onnx/OnnxOpTable.h"
+#include "frontend/onnx/OnnxPayloads.h"
 #include "frontend/onnx/OnnxTensor.h"
 #include "frontend/onnx/OnnxUnsupported.h"
 #include "ir/Evaluator.h"
@@ -178,8 +179,8 @@ void removeDeadNodes(ir::Graph &graph) {
   }
 }
 
-std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, const OnnxImportOptions &options,
-                                       const std::string &modelDir) {
+std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, LiftedPayloads payloads,
+                                       const OnnxImportOptions &options, const std::string &modelDir) {
   checkModelStructure(model, modelDir);
   // The scan runs before ONNX's checker, which would stop at the first unknown op type.
   std::string unsupported = unsupportedSummary(model, scanModel(model, opset));
@@ -191,9 +192,17 @@ std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, c
   const onnx::GraphProto &onnxGraph = model.graph();
   auto graph = std::make_unique<ir::Graph>(onnxGraph.name().empty() ? "main" : onnxGraph.name());
   ImportContext ctx(*graph, opset, modelDir);
-  // The proto keeps its copy of the data: ONNX's shape inference reads initializers later.
-  for (const onnx::TensorProto &init : onnxGraph.initializer())
-    ctx.defineInitializer(init.name(), decodeTensorProto(init, modelDir, fmt::format("initializer '{}'", init.name())));
+  // A lifted payload moves into its tensor (which then owns the bytes alone). The proto keeps
+  // the data of the others: ONNX's shape inference reads small initializers later.
+  if (!payloads.empty() && payloads.size() != static_cast<size_t>(onnxGraph.initializer_size()))
+    fail("internal error: {} initializers, but {} entries of lifted raw_data", onnxGraph.initializer_size(),
+         payloads.size());
+  for (int i = 0; i < onnxGraph.initializer_size(); ++i) {
+    const onnx::TensorProto &init = onnxGraph.initializer(i);
+    Tensor lifted = static_cast<size_t>(i) < payloads.size() ? std::move(payloads[i]) : Tensor();
+    ctx.defineInitializer(init.name(),
+                          decodeTensorProto(init, modelDir, fmt::format("initializer '{}'", init.name()), std::move(lifted)));
+  }
   for (const auto &input : onnxGraph.input()) {
     if (ctx.lookup(input.name())) // an initializer listed as an input (IR < 4 style): a parameter
       continue;
@@ -275,18 +284,20 @@ std::unique_ptr<ir::Graph> importOnnxBytes(const std::string &bytes, const OnnxI
   return withSource(sourceName, [&] {
     if (bytes.size() > options.maxFileBytes)
       fail("{} bytes, more than the limit of {}", bytes.size(), options.maxFileBytes);
+    LiftedPayloads payloads;
+    std::optional<std::string> skeleton = splitOnnxBytes(bytes, payloads);
     onnx::ModelProto model;
-    int64_t opset = parseOnnxModel(bytes, model);
-    return importModel(model, opset, options, options.baseDir);
+    int64_t opset = parseOnnxModel(skeleton ? *skeleton : bytes, model);
+    return importModel(model, opset, std::move(payloads), options, options.baseDir);
   });
 }
 
 std::unique_ptr<ir::Graph> importOnnxFile(const std::string &path, const OnnxImportOptions &options) {
   return withSource(path, [&] {
-    std::string bytes = readFileLimited(path, options.maxFileBytes, "ONNX model");
+    LiftedPayloads payloads;
     onnx::ModelProto model;
-    int64_t opset = parseOnnxModel(bytes, model);
-    return importModel(model, opset, options, modelDirOf(path));
+    int64_t opset = parseOnnxModel(readOnnxFileSplit(path, options.maxFileBytes, payloads), model);
+    return importModel(model, opset, std::move(payloads), options, modelDirOf(path));
   });
 }
 

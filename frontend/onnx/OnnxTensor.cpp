@@ -115,7 +115,7 @@ TensorType tensorProtoType(const onnx::TensorProto &proto, const std::string &wh
   return type;
 }
 
-std::string readFileLimited(const std::string &path, uint64_t maxBytes, const std::string &what) {
+uint64_t checkedFileSize(const std::string &path, uint64_t maxBytes, const std::string &what) {
   std::error_code error;
   fs::file_status status = fs::status(path, error);
   if (error || !fs::exists(status))
@@ -127,6 +127,11 @@ std::string readFileLimited(const std::string &path, uint64_t maxBytes, const st
     fail("cannot read the file size: {}", error.message());
   if (size > maxBytes)
     fail("the {} has {} bytes, more than the limit of {}", what, size, maxBytes);
+  return size;
+}
+
+std::string readFileLimited(const std::string &path, uint64_t maxBytes, const std::string &what) {
+  uint64_t size = checkedFileSize(path, maxBytes, what);
   std::string bytes(static_cast<size_t>(size), '\0');
   FILE *file = std::fopen(path.c_str(), "rb");
   if (!file)
@@ -385,7 +390,8 @@ const char *typedFieldName(int32_t onnxType) {
 
 } // namespace
 
-Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what) {
+Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what,
+                         Tensor liftedRawData) {
   TensorType type = tensorProtoType(proto, what);
   if (proto.has_segment())
     fail("{} is a segment of a larger tensor, which kiln does not support", what);
@@ -394,34 +400,41 @@ Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &mode
   int64_t count = type.numElements();
   auto bytes = static_cast<uint64_t>(
       checkedMul(count, static_cast<int64_t>(storedElementBytes(onnxType, type.dtype)), what)); // at most 2^51
+  // The raw bytes: the proto's raw_data, or the payload read apart in its stead.
+  const bool lifted = liftedRawData.defined();
+  const bool hasRaw = lifted || proto.has_raw_data();
+  const char *raw = lifted ? static_cast<const char *>(liftedRawData.data()) : proto.raw_data().data();
+  const uint64_t rawBytes = lifted ? liftedRawData.byteSize() : proto.raw_data().size();
   // Every size is checked against the data actually present before anything is allocated.
   bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;
   int64_t typedCount = typedFieldSize(proto);
-  if ((external || proto.has_raw_data()) && typedCount > 0)
+  if ((external || hasRaw) && typedCount > 0)
     fail("{} has data both in {} and in {}", what, typedFieldName(onnxType),
          external ? "an external file" : "raw_data");
   std::optional<ExternalData> file;
   if (external)
     file.emplace(proto, modelDir, what, bytes);
-  else if (proto.has_raw_data() && proto.raw_data().size() != bytes)
-    fail("{} has {} bytes of raw_data but its type {}{} needs {}", what, proto.raw_data().size(),
-         elementTypeName(onnxType), shapeToString(type.shape), bytes);
-  else if (!proto.has_raw_data() && typedCount != count)
+  else if (hasRaw && rawBytes != bytes)
+    fail("{} has {} bytes of raw_data but its type {}{} needs {}", what, rawBytes, elementTypeName(onnxType),
+         shapeToString(type.shape), bytes);
+  else if (!hasRaw && typedCount != count)
     fail("{} holds {} values in {} but its dims need {}", what, typedCount, typedFieldName(onnxType), count);
 
-  Tensor out(type);
-  if ((file || proto.has_raw_data()) && widened) {
+  // Lifted bytes of the held type become the tensor in place: the weights are not copied again.
+  const bool adopt = lifted && !external && !widened;
+  Tensor out = adopt ? liftedRawData.viewAs(type) : Tensor(type);
+  if ((file || hasRaw) && widened) {
     std::string stored;
     if (file) {
       stored.resize(static_cast<size_t>(bytes));
       file->readInto(stored.data());
     }
-    widenStoredElements(file ? stored.data() : proto.raw_data().data(), onnxType, out, what);
+    widenStoredElements(file ? stored.data() : raw, onnxType, out, what);
   } else if (file) {
     file->readInto(out.data());
-  } else if (proto.has_raw_data()) {
-    if (bytes)
-      std::memcpy(out.data(), proto.raw_data().data(), bytes);
+  } else if (hasRaw) {
+    if (bytes && !adopt)
+      std::memcpy(out.data(), raw, bytes);
   } else {
     switch (onnxType) {
     case onnx::TensorProto::FLOAT:
@@ -445,7 +458,7 @@ Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &mode
       break;
     }
   }
-  if (type.dtype == DType::Bool && (file || proto.has_raw_data())) // any non-zero byte is true; kiln stores 0/1
+  if (type.dtype == DType::Bool && (file || hasRaw)) // any non-zero byte is true; kiln stores 0/1
     for (int64_t i = 0; i < count; ++i)
       out.dataAs<uint8_t>()[i] = out.dataAs<uint8_t>()[i] != 0;
   return out;

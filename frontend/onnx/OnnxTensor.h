@@ -32,8 +32,11 @@ std::string onnxTypeName(int32_t onnxType);
 
 /// Decodes `proto` into a tensor of its held dtype (heldDTypeFromOnnx). External data is read
 /// from under `modelDir` (the model's folder; empty refuses external data). `what` names the
-/// tensor in errors.
-Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what);
+/// tensor in errors. `liftedRawData`, when defined, is the proto's raw_data read apart from it
+/// (OnnxPayloads.h: a u8 tensor, used instead of the placeholder the proto holds); a tensor of
+/// the held dtype is then those bytes, not a copy, and may alter them (bools become 0/1).
+Tensor decodeTensorProto(const onnx::TensorProto &proto, const std::string &modelDir, const std::string &what,
+                         Tensor liftedRawData = {});
 
 /// The kiln type that holds a TensorProto (its held dtype), without reading its data. Fails
 /// naming `what` for a dtype kiln cannot hold, a negative dim, or a shape past kiln's size
@@ -44,6 +47,10 @@ TensorType tensorProtoType(const onnx::TensorProto &proto, const std::string &wh
 /// (symlinks resolved) and names a regular file with a single link; returns its canonical
 /// path. Does not read the file.
 std::string resolveExternalLocation(const std::string &modelDir, const std::string &location, const std::string &what);
+
+/// The size of the file at `path`, after readFileLimited's checks (a regular file of at most
+/// `maxBytes` bytes), for a caller that reads it itself.
+uint64_t checkedFileSize(const std::string &path, uint64_t maxBytes, const std::string &what);
 
 /// Reads a whole file, refusing anything but a regular file of at most `maxBytes` bytes
 /// before reading it. Messages do not name the path: callers prefix it. `what` names the

@@ -130,6 +130,7 @@ private:
   std::unordered_map<const Node *, int> index_; // lookup only, never iterated
   std::vector<OpClass> classes_;
   std::vector<bool> sourceView_;
+  std::vector<bool> concatAlone_; // concats fusion leaves alone (passes/memory/ConcatSlices.h)
   std::vector<int> parent_;
   std::vector<std::vector<int>> members_;
   std::vector<std::pair<int, int>> span_;  // first and last list position of each group

@@ -22,6 +22,8 @@
 
 #include "core/Error.h"
 #include "passes/fusion/Fuser.h"
+#include "passes/memory/ConcatSlices.h"
+#include "passes/memory/PlanMemory.h"
 
 namespace kiln::passes {
 
@@ -37,6 +39,7 @@ Fuser::Fuser(const ir::Graph &graph, const FusionOptions &options, bool exactCyc
   reach_.resize(n);
   classes_.resize(n);
   sourceView_.assign(n, false);
+  concatAlone_.assign(n, false);
   mark_.assign(n, 0);
   visit_.assign(n, 0);
   queued_.assign(n, 0);
@@ -47,6 +50,7 @@ Fuser::Fuser(const ir::Graph &graph, const FusionOptions &options, bool exactCyc
     span_[i] = {static_cast<int>(i), static_cast<int>(i)};
     reach_[i] = static_cast<int>(i);
     classes_[i] = classify(*nodes_[i]);
+    concatAlone_[i] = concatStandsAlone(graph, *nodes_[i], PlanOptions{}.alignment);
   }
   // Stage 1: views of sources, in list order so that a view's producers are decided first.
   for (size_t i = 0; i < n; ++i) {

@@ -88,6 +88,8 @@ enum class UnfusedReason {
   DomainMismatch,       // elementwise ops over domains of different sizes (a broadcast would
                         // recompute the smaller one per element of the larger)
   NeededInFull,         // a movement op whose value is also needed in memory outside the group
+  ConcatInPlace,        // a concat whose operands memory planning can lay out in its buffer
+                        // (passes/memory/ConcatSlices.h, concatStandsAlone): free alone
   Cycle,                // merging would create a cycle between kernels
   GroupSizeLimit,       // FusionOptions::maxGroupOps
   OperandLimit,         // FusionOptions::maxGroupOperands

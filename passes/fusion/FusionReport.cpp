@@ -10,6 +10,8 @@
 #include "ir/Printer.h"
 #include "passes/fusion/FusionAnalysis.h"
 #include "passes/fusion/FusionClasses.h"
+#include "passes/memory/ConcatSlices.h"
+#include "passes/memory/PlanMemory.h"
 
 namespace kiln::passes {
 
@@ -35,6 +37,7 @@ std::string_view unfusedReasonName(UnfusedReason reason) {
   case UnfusedReason::RowDomain: return "outside the reduction's rows";
   case UnfusedReason::DomainMismatch: return "different iteration domains";
   case UnfusedReason::NeededInFull: return "value is needed in full";
+  case UnfusedReason::ConcatInPlace: return "concat laid out in place";
   case UnfusedReason::Cycle: return "would create a cycle";
   case UnfusedReason::GroupSizeLimit: return "group size limit";
   case UnfusedReason::OperandLimit: return "operand limit";
@@ -65,6 +68,10 @@ std::string_view unfusedReasonWhy(UnfusedReason reason) {
   case UnfusedReason::NeededInFull:
     return "in a group a movement op is index arithmetic and never stored; another kernel reads this value from "
            "memory, so the op stays a node (a copy, or a free view for a reshape)";
+  case UnfusedReason::ConcatInPlace:
+    return "memory planning lays the operands of a concat of contiguous slices (every dim before the axis 1) "
+           "out inside its buffer, so alone it costs no copy and its readers read one buffer; in a kernel every "
+           "element read would select between its operands";
   case UnfusedReason::Cycle: return "a kernel runs once all its operands exist: the merged kernel would wait on itself";
   case UnfusedReason::GroupSizeLimit:
   case UnfusedReason::OperandLimit: return "a larger kernel compiles slowly and spills registers for little gain";
@@ -104,7 +111,7 @@ std::string_view roleText(FusionRole role, FusionRule rule) {
   return "?";
 }
 
-std::string_view singleText(const Node &node) {
+std::string_view singleText(const ir::Graph &graph, const Node &node) {
   switch (classify(node)) {
   case OpClass::Opaque:
     return ir::isComposite(node.op())    ? "composite: not decomposed, so opaque to fusion"
@@ -114,8 +121,12 @@ std::string_view singleText(const Node &node) {
   case OpClass::Reduction: return "reduction alone";
   case OpClass::Elementwise: return "elementwise alone";
   case OpClass::Movement:
-    return isFreeView(node) ? "free view: memory planning aliases it to its operand, no copy runs"
-                            : "copy kernel: its value is needed in memory";
+    if (isFreeView(node))
+      return "free view: memory planning aliases it to its operand, no copy runs";
+    if (concatStandsAlone(graph, node, PlanOptions{}.alignment))
+      return "concat in place: memory planning lays each operand out inside its buffer, no copy runs (unless an "
+             "operand already lies in another concat's buffer elsewhere: --print-memory-plan shows which)";
+    return "copy kernel: its value is needed in memory";
   case OpClass::Source: break;
   }
   return "source";
@@ -130,7 +141,7 @@ std::string formatFusionReport(const ir::Graph &graph, const FusionAnalysis &ana
     return "%" + (it == names.end() ? std::string("?") : it->second);
   };
   std::unordered_map<const Node *, std::string> placeOf; // lookup only
-  int64_t fusedOps = 0, freeViews = 0;
+  int64_t fusedOps = 0, freeViews = 0, concatsInPlace = 0;
   for (size_t g = 0; g < analysis.groups.size(); ++g)
     for (const FusedOp &op : analysis.groups[g].ops) {
       ++fusedOps;
@@ -140,12 +151,13 @@ std::string formatFusionReport(const ir::Graph &graph, const FusionAnalysis &ana
   for (const Node *node : analysis.singles) {
     placeOf[node] = "single";
     freeViews += isFreeView(*node);
+    concatsInPlace += concatStandsAlone(graph, *node, PlanOptions{}.alignment);
   }
   std::string out = fmt::format(
-      "fusion of @{}: {} ops -> {} kernels ({} fused groups holding {} ops, {} single ops of which {} free views)\n"
+      "fusion of @{}: {} ops -> {} kernels ({} fused groups holding {} ops, {} single ops of which {} free views{})\n"
       "names are those of the graph before fusion\n",
       graph.name(), analysis.numOps, analysis.numKernels(), analysis.groups.size(), fusedOps, analysis.singles.size(),
-      freeViews);
+      freeViews, concatsInPlace > 0 ? fmt::format(" and {} concats in place", concatsInPlace) : "");
   for (size_t g = 0; g < analysis.groups.size(); ++g) {
     const FusionGroup &group = analysis.groups[g];
     std::vector<std::string> results;
@@ -172,7 +184,7 @@ std::string formatFusionReport(const ir::Graph &graph, const FusionAnalysis &ana
       opWidth = std::max(opWidth, node->opName().size());
     }
     for (const Node *node : analysis.singles)
-      out += fmt::format("  {:<{}}  {:<{}}  {}\n", name(node), nameWidth, node->opName(), opWidth, singleText(*node));
+      out += fmt::format("  {:<{}}  {:<{}}  {}\n", name(node), nameWidth, node->opName(), opWidth, singleText(graph, *node));
   }
   if (!analysis.unfused.empty()) {
     out += "\nunfused edges (producer [kernel] -> consumer [kernel]: reason: detail):\n";

@@ -24,8 +24,14 @@
 //  4. Movement: inside a group a movement op is index arithmetic on its operand, never stored,
 //     so one whose value another kernel reads from memory stays a node: a copy kernel, or, for
 //     a reshape, a free view that memory planning aliases. Chains of movement ops that no
-//     computing op absorbs merge into one copy. Views of parameters and constants are
-//     recomputed as indexing by every group that reads them.
+//     computing op absorbs merge into one copy. A concat whose operands memory planning can
+//     lay out inside its buffer, each written there by a node that stores it anyway
+//     (passes/memory/ConcatSlices.h, concatStandsAlone), joins no group: alone it costs
+//     nothing, and its readers read one buffer, where in a group every element read would
+//     select between its operands (DenseNet's batch norms, an unrolled LSTM's 16 steps and
+//     permute), and a copy kernel would write it anyway (Inception-v3's concat and the pad of
+//     the next block's average pool wrote the concat twice over). Views of parameters and
+//     constants are recomputed as indexing by every group that reads them.
 //  5. No cycle: two groups do not merge when a path leaves one and re-enters the other through
 //     other kernels: the merged kernel would wait on itself.
 //  6. Limits: FusionOptions::maxGroupOps and maxGroupOperands, each a named reason.
@@ -86,6 +92,10 @@ Verdict Fuser::checkEdge(int producer, int consumer) const {
     return opaque(producer, UnfusedReason::ProducerOpaque);
   if (isOpaque(consumer))
     return opaque(consumer, UnfusedReason::ConsumerOpaque);
+  for (int i : {producer, consumer})
+    if (concatAlone_[i])
+      return refuse(UnfusedReason::ConcatInPlace,
+                    fmt::format("{} stays alone, for memory planning to lay its operands out in its buffer", label(i)));
   if (classes_[consumer] == OpClass::Contraction)
     return refuse(UnfusedReason::ContractionOperand,
                   fmt::format("{} is an operand of {}", label(producer), label(consumer)));

@@ -4,8 +4,9 @@
 //      names of the text form (ir/Printer.h) so that the picture lines up with `kiln-dump`.
 //   2. Furniture: the header line, the step and offset rulers with light grid lines, the arena
 //      frame and the dashed lower-bound line.
-//   3. Buffers, in plan order: a rectangle each, at least minBufferHeight tall, labelled when
-//      the label fits inside it.
+//   3. Buffers, in plan order but each buffer inside another (a concat's operand, laid out in
+//      the concat's buffer) right after it, so that it is drawn on top: a rectangle each, at
+//      least minBufferHeight tall, labelled when the label fits inside it.
 // Coordinates are printed with at most two decimals, so the output is the same on every
 // machine; names are looked up in maps keyed by pointer but never iterated.
 #include "passes/memory/MemoryPlanSvg.h"
@@ -19,6 +20,7 @@
 #include "ir/Lexer.h"
 #include "ir/Printer.h"
 #include "passes/memory/Liveness.h"
+#include "passes/memory/PlanMemoryDetail.h"
 
 namespace kiln::passes {
 
@@ -159,7 +161,9 @@ std::vector<BufferNames> bufferNames(const ir::Graph &graph, const MemoryPlan &p
       if (source != original.end() && !source->second.empty() && source->second != shown.substr(1))
         described += " " + ir::quoteString(source->second);
       if (auto kind = reuseKind.find(value); kind != reuseKind.end())
-        described += kind->second == ReuseKind::InPlace ? " (in place)" : " (view)";
+        described += kind->second == ReuseKind::InPlace ? " (in place)"
+                     : kind->second == ReuseKind::View  ? " (view)"
+                                                        : " (concat over its operands)";
       shownNames.push_back(std::move(shown));
       describedNames.push_back(std::move(described));
     }
@@ -171,6 +175,13 @@ std::vector<BufferNames> bufferNames(const ir::Graph &graph, const MemoryPlan &p
     entry.tooltip = fmt::format("{}: {} bytes at offset {}, steps {}..{}", fmt::join(describedNames, ", "),
                                 buffer.bytes, buffer.offset, buffer.def, buffer.lastUse);
     names.push_back(std::move(entry));
+  }
+  // A buffer inside another (a concat's operand) says where: after its parent's first name.
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const int parent = plan.buffers[b].parent;
+    if (parent >= 0 && static_cast<size_t>(parent) < names.size())
+      names[b].tooltip += fmt::format(", inside {} at +{}", names[static_cast<size_t>(parent)].firstName,
+                                      plan.buffers[b].offsetInParent);
   }
   return names;
 }
@@ -257,8 +268,8 @@ std::string memoryPlanSvg(const ir::Graph &graph, const MemoryPlan &plan, const 
     out += "</g>\n";
   }
 
-  // --- stage 3: buffers
-  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+  // --- stage 3: buffers, each drawn before those inside it
+  for (size_t i : detail::bufferTreeOrder(plan)) {
     const PlannedBuffer &buffer = plan.buffers[i];
     double x = layout.plotLeft + static_cast<double>(buffer.def) * stepWidth;
     double w = static_cast<double>(buffer.lastUse - buffer.def + 1) * stepWidth;

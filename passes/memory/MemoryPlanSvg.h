@@ -35,10 +35,11 @@ struct MemoryPlanSvgLayout {
 
 /// The SVG: a header line (graph name; arena, lower bound and naive bytes; alignment; buffer
 /// and step counts), a step ruler across the top and an offset ruler down the left, the arena
-/// frame, a dashed lower-bound line, and one `<g class="buffer">` per buffer in plan order with
-/// a `<title>` tooltip (its values by printed name, with their original name when that differs,
-/// and how each took the buffer over; bytes; offset; steps), a `<rect>` and, when it fits, a
-/// `<text>` label with the value names.
+/// frame, a dashed lower-bound line, and one `<g class="buffer">` per buffer in plan order (a
+/// buffer inside another right after it, drawn over it) with a `<title>` tooltip (its values by
+/// printed name, with their original name when that differs, and how each took the buffer
+/// over; bytes; offset; steps; for a buffer inside another, which and where), a `<rect>` and,
+/// when it fits, a `<text>` label with the value names.
 std::string memoryPlanSvg(const ir::Graph &graph, const MemoryPlan &plan, const MemoryPlanSvgLayout &layout = {});
 
 } // namespace kiln::passes

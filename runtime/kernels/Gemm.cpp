@@ -4,6 +4,8 @@
 // A batch over one shared B whose A and C rows are contiguous across products is first folded
 // into one tall product (foldBatchIntoRows).
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "runtime/kernels/GemmDriver.h"
 #include "runtime/kernels/GemmMicroKernel.h" // kPanelWidth
@@ -202,6 +204,16 @@ static_assert(kGemmBPanelWidth == detail::kPanelWidth, "prepacked B panels are t
 void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst) {
   // The driver's own packing of all K rows as one block: panel q at dst + q*64*K, 64 wide.
   DenseSource(src, strideK, strideN).packPanels(dst, 0, k, 0, n);
+}
+
+void packGemmBInPlace(float *matrix, int64_t k, int64_t n) {
+  const int64_t panelFloats = kGemmBPanelWidth * k;
+  std::vector<float> rows(static_cast<size_t>(panelFloats));
+  for (int64_t q = 0; q < n / kGemmBPanelWidth; ++q) {
+    float *panel = matrix + q * panelFloats;
+    std::memcpy(rows.data(), panel, static_cast<size_t>(panelFloats) * sizeof(float));
+    packGemmB(rows.data(), k, kGemmBPanelWidth, 1, k, panel);
+  }
 }
 
 } // namespace kiln::runtime::kernels

@@ -29,6 +29,11 @@ inline constexpr int64_t kGemmBPanelWidth = 64;
 /// dst[(n/64)*64*K + k*64 + n%64]. The runtime packs matmul weights so once, at load
 /// (kiln_weight_packing).
 void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst);
+/// packGemmB of a matrix whose columns are rows of memory (strideK 1, strideN K: an N x K
+/// row-major weight, as nn.Linear stores it), written over the matrix itself. Panel q holds
+/// the very 64 rows it is made of, so each panel is packed from a copy of its own rows: the
+/// load needs one panel of scratch instead of a second matrix. The result equals packGemmB's.
+void packGemmBInPlace(float *matrix, int64_t k, int64_t n);
 
 /// The M of the Winograd F(M x M, 3x3) that conv2d computes a convolution of these shapes
 /// (pointers aside) with: 2 or 4, or 0 when it does not use Winograd. weightsStored: when its

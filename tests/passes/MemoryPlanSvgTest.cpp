@@ -122,6 +122,47 @@ TEST(MemoryPlanSvgTest, RectanglesSitAtTheirOffsetsAndSteps) {
   EXPECT_DOUBLE_EQ(box.height, 64);
 }
 
+TEST(MemoryPlanSvgTest, BuffersInsideAConcatAreDrawnOverIt) {
+  // The plan of tests/passes/MemoryPlanTest.cpp's packing graph, ConcatSlicesOfThePackingGraph:
+  // %e is laid out over %c (+0) and %d (+64). Buffers inside another follow it, so that they
+  // are drawn on top, and their tooltips say where they lie.
+  auto graph = test::parseKir(R"(
+graph @packing(%x: f32[1,16]) -> (f32[1,16]) {
+  %w1 = param "w1" : f32[16,64]
+  %w2 = param "w2" : f32[64,32]
+  %w3 = param "w3" : f32[64,16]
+  %w4 = param "w4" : f32[32,64]
+  %w5 = param "w5" : f32[80,16]
+  %a = matmul(%x, %w1) : f32[1,64]
+  %b = matmul(%a, %w2) : f32[1,32]
+  %c = matmul(%a, %w3) : f32[1,16]
+  %d = matmul(%b, %w4) : f32[1,64]
+  %e = concat(%c, %d) {axis = 1} : f32[1,80]
+  %f = matmul(%e, %w5) : f32[1,16]
+  return %f
+}
+)");
+  MemoryPlanSvgLayout layout;
+  std::string svg = memoryPlanSvg(*graph, planMemory(*graph), layout);
+  std::vector<std::string> titles;
+  static const std::regex title("<g class=\"buffer\">\n<title>([^<]*)</title>");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), title); it != std::sregex_iterator(); ++it)
+    titles.push_back((*it)[1]);
+  EXPECT_EQ(titles, (std::vector<std::string>{
+                        "%a: 256 bytes at offset 320, steps 0..2",
+                        "%b: 128 bytes at offset 576, steps 1..3",
+                        "%e (concat over its operands): 320 bytes at offset 0, steps 2..5",
+                        "%c: 64 bytes at offset 0, steps 2..5, inside %e at +0",
+                        "%d: 256 bytes at offset 64, steps 3..5, inside %e at +64",
+                    }));
+  // 6 steps, 704 bytes over 600 px: %d's rectangle lies inside %e's.
+  Box e = rectOf(bufferGroup(svg, "%e ")), d = rectOf(bufferGroup(svg, "%d:"));
+  EXPECT_NEAR(d.y, layout.plotTop + 64 * 600.0 / 704, 0.005); // printed to two decimals
+  EXPECT_GE(d.x, e.x);
+  EXPECT_LE(d.x + d.width, e.x + e.width);
+  EXPECT_LE(d.y + d.height, e.y + e.height + 1e-9);
+}
+
 TEST(MemoryPlanSvgTest, TinyBuffersKeepTheMinimumHeightAndNoLabel) {
   // %big is 4 MiB and %tiny 64 bytes, both read by the concat at step 2: arena 4 MiB + 64.
   auto graph = test::parseKir(R"(

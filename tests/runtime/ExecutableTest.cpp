@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "runtime/Executable.h"
 #include "runtime/KernelRuntime.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/kernels/Kernels.h"
 
 using namespace kiln;
 using kiln::runtime::Executable;
@@ -466,6 +468,59 @@ TEST(ExecutableTest, WarmRunIntoAllocatesNothing) {
   // The counter does see allocations: run() allocates its outputs.
   exe.run(inputs);
   EXPECT_GT(gAllocations.load(), after);
+}
+
+namespace {
+
+const void *gWeightReadAt = nullptr; // where copyWeightKernel last read its weight
+
+void copyWeightKernel(const kiln_rt *, void *const *buffers) {
+  gWeightReadAt = buffers[1];
+  std::memcpy(buffers[0], buffers[1], 128 * sizeof(float));
+}
+
+/// y = w as its kernel reads it: w, f32[64, 2], stored N x K (a 2 -> 64 nn.Linear weight) and
+/// packed at load as gemm's B panels.
+struct PackedWeightModel {
+  int64_t outputShape[1] = {128}, weightShape[2] = {64, 2};
+  kiln_tensor_desc output{"y", "f32", 1, outputShape};
+  kiln_tensor_desc weight{"w", "f32", 2, weightShape};
+  std::array<kiln_buffer_ref, 2> refs{{{KILN_OUTPUT, 0, 0}, {KILN_WEIGHT, 0, 0}}};
+  kiln_launch launch{copyWeightKernel, "k0_copy_weight", 0, 2};
+  kiln_weight_packing packing{0, KILN_PACK_GEMM_B_PANELS, 2, 64, 1, 2};
+  kiln_model_desc desc{KILN_ABI_VERSION, 0,      1,          1, 1, nullptr,  &output,
+                       &weight,          &launch, refs.data(), 0, nullptr, 1, &packing};
+};
+
+} // namespace
+
+TEST(ExecutableTest, AWeightHeldAloneIsPackedOverItself) {
+  PackedWeightModel model;
+  Tensor plain = Tensor::fromDoubles(DType::F32, {64, 2}, std::vector<double>(128, 0));
+  for (int i = 0; i < 128; ++i)
+    plain.dataAs<float>()[i] = static_cast<float>(i);
+  const Tensor original = plain.clone();
+  std::vector<float> packed(128);
+  runtime::kernels::packGemmB(original.dataAs<float>(), 2, 64, 1, 2, packed.data());
+  auto expectPacked = [&](const Tensor &y) {
+    ASSERT_EQ(y.numElements(), 128);
+    EXPECT_EQ(std::vector<float>(y.dataAs<float>(), y.dataAs<float>() + 128), packed);
+  };
+  {
+    // The caller keeps the weight: it is packed into a copy and stays as it was.
+    Executable shared = Executable::fromDescription(model.desc, {plain}, {}, "packed");
+    expectPacked(shared.run({})[0]);
+    EXPECT_NE(gWeightReadAt, plain.data());
+    EXPECT_TRUE(plain.identical(original));
+  }
+  // Handed over alone (not through an initializer list, whose elements are copied): packed
+  // over its own storage, no second copy.
+  const void *storage = plain.data();
+  std::vector<Tensor> weights;
+  weights.push_back(std::move(plain));
+  Executable alone = Executable::fromDescription(model.desc, std::move(weights), {}, "packed");
+  expectPacked(alone.run({})[0]);
+  EXPECT_EQ(gWeightReadAt, storage);
 }
 
 TEST(ExecutableTest, RunOverheadOfOneKernelGraph) {

@@ -179,6 +179,21 @@ TEST(GemmKernel, PrepackedBIsReadInPlace) {
   checkGemm(packed({200, 64, 90, 1, true, false, false, false, 1, 0, 2, 2}));
 }
 
+TEST(GemmKernel, PackingInPlaceEqualsPackingIntoACopy) {
+  // An N x K matrix (strideK 1, strideN K) packed over itself, for one panel and several, K
+  // from 1 to more than a cache line of floats: the same floats as packGemmB writes.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 64}, {3, 64}, {37, 192}, {300, 128}}) {
+    std::vector<float> matrix(static_cast<size_t>(k * n)), copy(matrix.size());
+    for (float &x : matrix)
+      x = dist(rng);
+    kiln::runtime::kernels::packGemmB(matrix.data(), k, n, 1, k, copy.data());
+    kiln::runtime::kernels::packGemmBInPlace(matrix.data(), k, n);
+    EXPECT_EQ(matrix, copy) << "k=" << k << " n=" << n;
+  }
+}
+
 TEST(GemmKernel, LargeKSpansSeveralKBlocks) {
   checkGemm({7, 33, 3000});
   checkGemm({20, 70, 1100, 1, true, true});
