@@ -72,8 +72,11 @@ namespace {
 /// permute folded into the access) only.
 bool weightReadOnlyBy(const ir::Node &node) {
   const ir::Value *value = node.input(1);
-  while (value->producer() && ir::opTraits(value->producer()->op()).family == "Movement" &&
-         value->uses().size() == 1)
+  auto isMovement = [](const ir::Node &node) { // the ops of ir/ops/Movement*.cpp
+    std::string_view family = ir::opTraits(node.op()).family;
+    return family == "Movement" || family == "MovementRegion";
+  };
+  while (value->producer() && isMovement(*value->producer()) && value->uses().size() == 1)
     value = value->producer()->input(0);
   return value->isGraphInput() && value->uses().size() == 1;
 }

@@ -120,18 +120,16 @@ RowSplit emitTopK(DirectOp &op, std::string &) {
 
 } // namespace direct
 
-bool isDirectOp(OpKind op) {
+direct::Emitter direct::emitterOf(OpKind op) {
   switch (op) {
   case OpKind::ScatterElements:
-  case OpKind::ScatterAdd:
-  case OpKind::ScatterNd:
-  case OpKind::CumSum:
-  case OpKind::TopK:
-  case OpKind::Resize:
-  case OpKind::MaxPoolGrad:
-    return true;
-  default:
-    return false;
+  case OpKind::ScatterAdd: return emitScatterElements;
+  case OpKind::ScatterNd: return emitScatterNd;
+  case OpKind::CumSum: return emitCumSum;
+  case OpKind::TopK: return emitTopK;
+  case OpKind::Resize: return emitResize;
+  case OpKind::MaxPoolGrad: return emitMaxPoolGrad;
+  default: return nullptr;
   }
 }
 
@@ -157,30 +155,10 @@ void emitDirectStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     op.outputs.push_back(buffer);
   }
   std::string tables;
-  direct::RowSplit split;
-  switch (node.op()) {
-  case OpKind::ScatterElements:
-  case OpKind::ScatterAdd:
-    split = direct::emitScatterElements(op, tables);
-    break;
-  case OpKind::ScatterNd:
-    split = direct::emitScatterNd(op, tables);
-    break;
-  case OpKind::CumSum:
-    split = direct::emitCumSum(op, tables);
-    break;
-  case OpKind::TopK:
-    split = direct::emitTopK(op, tables);
-    break;
-  case OpKind::Resize:
-    split = direct::emitResize(op, tables);
-    break;
-  case OpKind::MaxPoolGrad:
-    split = direct::emitMaxPoolGrad(op, tables);
-    break;
-  default:
+  direct::Emitter emit = direct::emitterOf(node.op());
+  if (!emit)
     fail("codegen: internal error: {} is not a direct op", node.opName());
-  }
+  direct::RowSplit split = emit(op, tables);
   std::string body = e.endFunction();
   out.functions += tables;
   out.functions +=

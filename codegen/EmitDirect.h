@@ -22,9 +22,6 @@
 
 namespace kiln::codegen {
 
-/// Whether `op` is lowered by a Direct stage (always per op).
-bool isDirectOp(ir::OpKind op);
-
 /// Emits the Direct stage `stage` (its anchor is the node it runs).
 void emitDirectStage(KernelEmitter &emitter, int stage, KernelText &out);
 
@@ -61,6 +58,11 @@ RowSplit emitCumSum(DirectOp &op, std::string &tables);
 RowSplit emitTopK(DirectOp &op, std::string &tables);
 RowSplit emitResize(DirectOp &op, std::string &tables);
 RowSplit emitMaxPoolGrad(DirectOp &op, std::string &tables);
+
+using Emitter = RowSplit (*)(DirectOp &op, std::string &tables);
+/// The emitter of `op`, an op codegen/OpLowering.h lowers as Direct; nullptr for any other op
+/// (OpLoweringTest checks that every Direct op has one).
+Emitter emitterOf(ir::OpKind op);
 
 /// `dims`, `strides` etc. as a C++ initializer list "{a, b, c}".
 std::string intList(const std::vector<int64_t> &values);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "codegen/EmitDirect.h"
+#include "codegen/OpLowering.h"
 #include "codegen/ScalarOps.h"
 #include "core/Error.h"
 
@@ -271,10 +272,7 @@ Scalar KernelEmitter::compute(const ir::Value *value, const std::vector<Index> &
   }
   default: break;
   }
-  ir::FusionKind kind = ir::opTraits(node->op()).fusion;
-  bool elementwise = (kind == ir::FusionKind::Elementwise || kind == ir::FusionKind::Broadcast) &&
-                     ir::opTraits(node->op()).tier == ir::OpTier::Primitive;
-  if (!elementwise)
+  if (loweringOf(node->op()) != Lowering::Scalar)
     throw StrategyMismatch(fmt::format("{} cannot be computed inline", node->opName()));
   std::vector<std::string> operands;
   int level = 0;

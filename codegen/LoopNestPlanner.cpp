@@ -12,6 +12,7 @@
 #include "codegen/EmitDirect.h"
 #include "codegen/GenericContraction.h"
 #include "codegen/LoopNest.h"
+#include "codegen/OpLowering.h"
 #include "core/Error.h"
 #include "core/ShapeMath.h"
 
@@ -21,43 +22,11 @@ using ir::OpKind;
 
 namespace {
 
-bool isReduction(OpKind op) {
-  switch (op) {
-  case OpKind::ReduceSum:
-  case OpKind::ReduceMax:
-  case OpKind::ReduceMin:
-  case OpKind::ReduceProd:
-  case OpKind::ArgMax:
-  case OpKind::ArgMin: return true;
-  default: return false;
-  }
-}
-
-bool isContraction(OpKind op) {
-  return op == OpKind::MatMul || op == OpKind::Conv || op == OpKind::ConvTranspose || op == OpKind::Einsum;
-}
-bool isPool(OpKind op) { return op == OpKind::MaxPool || op == OpKind::AvgPool; }
-
-bool isInlinable(OpKind op) {
-  const ir::OpTraits &traits = ir::opTraits(op);
-  if (traits.tier != ir::OpTier::Primitive)
-    return false;
-  if (traits.fusion == ir::FusionKind::Elementwise || traits.fusion == ir::FusionKind::Broadcast)
-    return true;
-  switch (op) {
-  case OpKind::Reshape:
-  case OpKind::Permute:
-  case OpKind::Slice:
-  case OpKind::Pad:
-  case OpKind::Concat:
-  case OpKind::Split:
-  case OpKind::Gather:
-  case OpKind::GatherElements:
-  case OpKind::GatherNd:
-  case OpKind::Iota: return true;
-  default: return false;
-  }
-}
+// What each op is to the planner: codegen/OpLowering.h's one table.
+bool isReduction(OpKind op) { return loweringOf(op) == Lowering::Reduction; }
+bool isContraction(OpKind op) { return loweringOf(op) == Lowering::Contraction; }
+bool isPool(OpKind op) { return loweringOf(op) == Lowering::Pool; }
+bool isDirectOp(OpKind op) { return loweringOf(op) == Lowering::Direct; }
 
 // f16 and bf16 are stored as 16-bit patterns and computed in float by the inline and row
 // emitters (codegen/ScalarOps.h); library and direct stages take no 16-bit floats.
@@ -99,7 +68,7 @@ public:
       reductions += isReduction(node->op());
       pools += isPool(node->op());
       perOp = perOp || isDirectOp(node->op()); // Direct stages exist only per op
-      perOp = perOp || node->op() == OpKind::ConvWeightGrad; // as do weight-gradient stages
+      perOp = perOp || loweringOf(node->op()) == Lowering::WeightGrad; // as do weight-gradient stages
     }
     if (ops.size() == 1 && pools == 1) {
       planPerOp(ops);
@@ -316,7 +285,7 @@ private:
       std::vector<Store> stores;
       for (const ir::Value *output : node->outputs())
         stores.push_back({output, takeExport(output)});
-      if (isContraction(node->op()) || isPool(node->op()) || node->op() == OpKind::ConvWeightGrad) {
+      if (isContraction(node->op()) || isPool(node->op()) || loweringOf(node->op()) == Lowering::WeightGrad) {
         addAnchorStage(*node, stores);
         continue;
       }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/Error.h"
+#include "ir/ElementwiseOps.h"
 #include "ir/Printer.h"
 
 namespace kiln::codegen {
@@ -91,77 +92,35 @@ std::string elementLiteral(const Tensor &tensor, int64_t index) {
 
 namespace {
 
-std::string unaryExpression(OpKind op, DType dtype, const std::string &a, const std::string &type) {
+// A row of ir/ElementwiseOps.def spelled for an operand `a` of `dtype` (its float, f32 or integer
+// spelling), with a result of C++ type `type`.
+std::string unaryExpression(const ir::UnaryOpRow &row, DType dtype, const std::string &a, const std::string &type) {
   bool floating = isFloat(dtype);
+  std::string_view spelling = !floating                                           ? row.intSpelling
+                              : dtype == DType::F32 && !row.f32Spelling.empty() ? row.f32Spelling
+                                                                                : row.spelling;
+  if (spelling.empty())
+    fail("codegen: internal error: {} has no spelling for {}", ir::opName(row.op), dtypeName(dtype));
   std::string one = floating ? literal(dtype, 1.0) : "1";
-  auto call = [&](const char *fn) { return fmt::format("std::{}({})", fn, a); };
-  switch (op) {
-  case OpKind::Neg: return floating ? fmt::format("(-{})", a) : fmt::format("(({})kiln_wneg({}))", type, a);
-  case OpKind::Abs: return floating ? call("fabs") : fmt::format("(({})kiln_iabs({}))", type, a);
-  case OpKind::Exp: return dtype == DType::F32 ? fmt::format("kiln_expf({})", a) : call("exp");
-  case OpKind::Expm1: return call("expm1");
-  case OpKind::Log: return call("log");
-  case OpKind::Log1p: return call("log1p");
-  case OpKind::Sqrt: return call("sqrt");
-  case OpKind::Rsqrt: return fmt::format("({} / std::sqrt({}))", one, a);
-  case OpKind::Reciprocal: return fmt::format("({} / {})", one, a);
-  case OpKind::Tanh: return dtype == DType::F32 ? fmt::format("kiln_tanhf({})", a) : call("tanh");
-  case OpKind::Sigmoid:
-    return fmt::format("({0} / ({0} + {2}(-{1})))", one, a, dtype == DType::F32 ? "kiln_expf" : "std::exp");
-  case OpKind::Erf: return dtype == DType::F32 ? fmt::format("kiln_erff({})", a) : call("erf");
-  case OpKind::Relu:
-    return floating ? fmt::format("(({0} > 0 || {0} != {0}) ? {0} : ({1})0)", a, type)
-                    : fmt::format("({0} > 0 ? {0} : ({1})0)", a, type);
-  case OpKind::Sin: return call("sin");
-  case OpKind::Cos: return call("cos");
-  case OpKind::Tan: return call("tan");
-  case OpKind::Asin: return call("asin");
-  case OpKind::Acos: return call("acos");
-  case OpKind::Atan: return call("atan");
-  case OpKind::Sinh: return call("sinh");
-  case OpKind::Cosh: return call("cosh");
-  case OpKind::Floor: return floating ? call("floor") : a;
-  case OpKind::Ceil: return floating ? call("ceil") : a;
-  case OpKind::Round: return floating ? call("nearbyint") : a;
-  case OpKind::Sign:
-    return floating ? fmt::format("kiln_fsign({})", a) : fmt::format("(({0})(({1} > 0) - ({1} < 0)))", type, a);
-  case OpKind::Not: return fmt::format("(!{})", a);
-  case OpKind::IsNan: return fmt::format("({0} != {0})", a);
-  case OpKind::IsInf: return fmt::format("((bool)std::isinf({}))", a);
-  default: break;
-  }
-  fail("codegen: internal error: {} is not a unary op", ir::opName(op));
+  return fmt::format(fmt::runtime(spelling), fmt::arg("x", a), fmt::arg("type", type), fmt::arg("one", one));
 }
 
-std::string binaryExpression(const ir::Node &node, DType dtype, const std::string &a, const std::string &b,
+// A binary row of ir/ElementwiseOps.def spelled for operands `a` and `b` of `dtype`.
+std::string binaryExpression(const ir::BinaryOpRow &row, DType dtype, const std::string &a, const std::string &b,
                              const std::string &type) {
+  std::string_view spelling = isFloat(dtype) ? row.spelling : row.intSpelling;
+  if (spelling.empty())
+    fail("codegen: internal error: {} has no spelling for {}", ir::opName(row.op), dtypeName(dtype));
+  return fmt::format(fmt::runtime(spelling), fmt::arg("a", a), fmt::arg("b", b), fmt::arg("type", type));
+}
+
+// mod, the binary op with an attribute: fmod=1 truncates (C's fmod), fmod=0 floors (Python's %).
+std::string modExpression(const ir::Node &node, DType dtype, const std::string &a, const std::string &b,
+                          const std::string &type) {
   bool floating = isFloat(dtype);
-  auto wrapping = [&](const char *fn) { return fmt::format("(({})kiln_{}({}, {}))", type, fn, a, b); };
-  auto infix = [&](const char *op) { return fmt::format("({} {} {})", a, op, b); };
-  switch (node.op()) {
-  case OpKind::Add: return floating ? infix("+") : wrapping("wadd");
-  case OpKind::Sub: return floating ? infix("-") : wrapping("wsub");
-  case OpKind::Mul: return floating ? infix("*") : wrapping("wmul");
-  case OpKind::Div: return floating ? infix("/") : wrapping("idiv");
-  case OpKind::Pow: return floating ? fmt::format("std::pow({}, {})", a, b) : wrapping("ipow");
-  case OpKind::Max: return floating ? fmt::format("kiln_fmax({}, {})", a, b) : fmt::format("({0} > {1} ? {0} : {1})", a, b);
-  case OpKind::Min: return floating ? fmt::format("kiln_fmin({}, {})", a, b) : fmt::format("({0} < {1} ? {0} : {1})", a, b);
-  case OpKind::Mod:
-    if (node.attrInt("fmod") == 1)
-      return floating ? fmt::format("std::fmod({}, {})", a, b) : wrapping("imod_trunc");
-    return floating ? fmt::format("kiln_fmod_floor({}, {})", a, b) : wrapping("imod_floor");
-  case OpKind::Eq: return infix("==");
-  case OpKind::Ne: return infix("!=");
-  case OpKind::Lt: return infix("<");
-  case OpKind::Le: return infix("<=");
-  case OpKind::Gt: return infix(">");
-  case OpKind::Ge: return infix(">=");
-  case OpKind::And: return infix("&&");
-  case OpKind::Or: return infix("||");
-  case OpKind::Xor: return infix("!=");
-  default: break;
-  }
-  fail("codegen: internal error: {} is not a binary op", node.opName());
+  if (node.attrInt("fmod") == 1)
+    return floating ? fmt::format("std::fmod({}, {})", a, b) : fmt::format("(({})kiln_imod_trunc({}, {}))", type, a, b);
+  return floating ? fmt::format("kiln_fmod_floor({}, {})", a, b) : fmt::format("(({})kiln_imod_floor({}, {}))", type, a, b);
 }
 
 std::string castExpression(DType from, DType to, const std::string &a) {
@@ -200,46 +159,21 @@ std::string clipExpression(const ir::Node &node, DType dtype, const std::string 
                      intLiteral(saturate(std::ceil(lo))), intLiteral(saturate(std::floor(hi))));
 }
 
-// An op on f16/bf16 operands (floats holding values of the dtype; see ScalarOps.h).
-std::string halfExpression(const ir::Node &node, const std::vector<std::string> &operands) {
-  OpKind op = node.op();
-  DType out = node.output()->dtype();
-  switch (op) {
-  // Exact in float: the result is an operand, a value of the dtype with fewer bits, or bool.
-  case OpKind::Neg:
-  case OpKind::Abs:
-  case OpKind::Relu:
-  case OpKind::Floor:
-  case OpKind::Ceil:
-  case OpKind::Round:
-  case OpKind::Sign:
-  case OpKind::IsNan:
-  case OpKind::IsInf: return unaryExpression(op, DType::F32, operands[0], cType(out));
-  case OpKind::Max:
-  case OpKind::Min:
-  case OpKind::Eq:
-  case OpKind::Ne:
-  case OpKind::Lt:
-  case OpKind::Le:
-  case OpKind::Gt:
-  case OpKind::Ge: return binaryExpression(node, DType::F32, operands[0], operands[1], cType(out));
-  // Correctly rounded in float, as after double (see ScalarOps.h).
-  case OpKind::Sqrt:
-  case OpKind::Reciprocal: return roundExpression(out, unaryExpression(op, DType::F32, operands[0], "float"));
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-    return roundExpression(out, binaryExpression(node, DType::F32, operands[0], operands[1], "float"));
-  default: break;
+// An op on f16/bf16 operands (floats holding values of the dtype; see ScalarOps.h), computed
+// as `half` says; spell(dtype, operands, type) spells the op on operands of dtype.
+template <typename Spell>
+std::string halfExpression(ir::HalfPrecision half, DType out, const std::vector<std::string> &operands, Spell spell) {
+  switch (half) {
+  case ir::HalfPrecision::Exact: return spell(DType::F32, operands, cType(out));
+  case ir::HalfPrecision::Rounded: return roundExpression(out, spell(DType::F32, operands, "float"));
+  case ir::HalfPrecision::Wide: {
+    std::vector<std::string> wide;
+    for (const std::string &operand : operands)
+      wide.push_back(fmt::format("((double){})", operand));
+    return roundExpression(out, fmt::format("((float){})", spell(DType::F64, wide, "double")));
   }
-  // Everything else as the evaluator computes it: in double, then rounded to float.
-  std::vector<std::string> wide;
-  for (const std::string &operand : operands)
-    wide.push_back(fmt::format("((double){})", operand));
-  std::string value = wide.size() == 1 ? unaryExpression(op, DType::F64, wide[0], "double")
-                                       : binaryExpression(node, DType::F64, wide[0], wide[1], "double");
-  return roundExpression(out, fmt::format("((float){})", value));
+  }
+  fail("codegen: internal error: unknown half precision {}", static_cast<int>(half));
 }
 
 } // namespace
@@ -248,19 +182,34 @@ std::string scalarExpression(const ir::Node &node, const std::vector<std::string
   DType out = node.output()->dtype();
   std::string type = cType(out);
   OpKind op = node.op();
+  DType in = node.input(0)->dtype();
+  bool half = isHalfFloat(in);
+  if (const ir::UnaryOpRow *row = ir::unaryOpRow(op)) {
+    auto spell = [row](DType dtype, const std::vector<std::string> &x, const std::string &t) {
+      return unaryExpression(*row, dtype, x[0], t);
+    };
+    return half ? halfExpression(row->half, out, operands, spell) : spell(in, operands, type);
+  }
+  if (const ir::BinaryOpRow *row = ir::binaryOpRow(op)) {
+    auto spell = [row](DType dtype, const std::vector<std::string> &x, const std::string &t) {
+      return binaryExpression(*row, dtype, x[0], x[1], t);
+    };
+    return half ? halfExpression(row->half, out, operands, spell) : spell(in, operands, type);
+  }
+  if (op == OpKind::Mod) { // f16/bf16 as the evaluator computes it: in double
+    auto spell = [&node](DType dtype, const std::vector<std::string> &x, const std::string &t) {
+      return modExpression(node, dtype, x[0], x[1], t);
+    };
+    return half ? halfExpression(ir::HalfPrecision::Wide, out, operands, spell) : spell(in, operands, type);
+  }
   if (op == OpKind::Where)
     return fmt::format("({} ? {} : {})", operands[0], operands[1], operands[2]);
   if (op == OpKind::Cast)
-    return castExpression(node.input(0)->dtype(), out, operands[0]);
+    return castExpression(in, out, operands[0]);
   if (op == OpKind::Clip) // exact for f16/bf16: the bounds are literals of the dtype
     return clipExpression(node, out, operands[0], type);
-  DType in = node.input(0)->dtype();
-  if (isHalfFloat(in))
-    return halfExpression(node, operands);
-  if (operands.size() == 1)
-    return unaryExpression(op, in, operands[0], type);
-  if (operands.size() == 2)
-    return binaryExpression(node, in, operands[0], operands[1], type);
+  // OpLoweringTest spells every op that codegen/OpLowering.h lowers as Scalar, so this is a
+  // codegen bug, never a user's graph.
   fail("codegen: internal error: {} is not an elementwise op", node.opName());
 }
 

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/Error.h"
+#include "ir/ElementwiseOps.h"
 
 namespace kiln::frontend {
 
@@ -15,11 +16,21 @@ int category(DType dtype) { return dtype == DType::Bool ? 0 : isInteger(dtype) ?
 
 Var floatOperand(const Var &x) { return isFloat(x.dtype()) ? x : cast(x, DType::F32); }
 
-Var unary(OpKind op, const Var &x) { return x.builder().op(op, {x}); }
-
-Var floatUnary(OpKind op, const Var &x) {
-  Var operand = floatOperand(x);
-  return operand.builder().op(op, {operand});
+/// A row of ir/ElementwiseOps.def on `x`, converted first to the kind of operand the row takes.
+Var tableUnary(OpKind op, const Var &x) {
+  switch (ir::unaryOpRow(op)->domain) {
+  case ir::UnaryDomain::FloatOnly:
+  case ir::UnaryDomain::FloatToBool: {
+    Var operand = floatOperand(x);
+    return operand.builder().op(op, {operand});
+  }
+  case ir::UnaryDomain::BoolOnly: {
+    Var operand = cast(x, DType::Bool);
+    return operand.builder().op(op, {operand});
+  }
+  case ir::UnaryDomain::Numeric: break;
+  }
+  return x.builder().op(op, {x});
 }
 
 /// Both operands converted to their promoted dtype; checks they share a builder first so that
@@ -34,14 +45,19 @@ std::pair<Var, Var> promoted(std::string_view what, const Var &a, const Var &b) 
   return {cast(a, common), cast(b, common)};
 }
 
-Var binary(OpKind op, const Var &a, const Var &b) {
+/// A binary row of ir/ElementwiseOps.def on `a` and `b`, converted as its ApiOperands column says.
+Var tableBinary(OpKind op, const Var &a, const Var &b) {
   auto [x, y] = promoted(ir::opName(op), a, b);
+  switch (ir::binaryOpRow(op)->apiOperands) {
+  case ir::ApiOperands::Promoted: break;
+  case ir::ApiOperands::PromotedToFloat: return x.builder().op(op, {floatOperand(x), floatOperand(y)});
+  }
   return x.builder().op(op, {x, y});
 }
 
-Var trueDivide(const Var &a, const Var &b) {
-  auto [x, y] = promoted("div", a, b);
-  return x.builder().op(OpKind::Div, {floatOperand(x), floatOperand(y)});
+Var floorMod(const Var &a, const Var &b) {
+  auto [x, y] = promoted("mod", a, b);
+  return x.builder().op(OpKind::Mod, {x, y});
 }
 
 Var reduce(OpKind op, const Var &x, std::vector<int64_t> axes, bool keepdims) {
@@ -91,34 +107,9 @@ Var cast(const Var &x, DType dtype) {
   return x.builder().op(OpKind::Cast, {x}, {{"to", dtype}});
 }
 
-Var neg(const Var &x) { return unary(OpKind::Neg, x); }
-Var abs(const Var &x) { return unary(OpKind::Abs, x); }
-Var exp(const Var &x) { return floatUnary(OpKind::Exp, x); }
-Var expm1(const Var &x) { return floatUnary(OpKind::Expm1, x); }
-Var log(const Var &x) { return floatUnary(OpKind::Log, x); }
-Var log1p(const Var &x) { return floatUnary(OpKind::Log1p, x); }
-Var sqrt(const Var &x) { return floatUnary(OpKind::Sqrt, x); }
-Var rsqrt(const Var &x) { return floatUnary(OpKind::Rsqrt, x); }
-Var reciprocal(const Var &x) { return floatUnary(OpKind::Reciprocal, x); }
-Var tanh(const Var &x) { return floatUnary(OpKind::Tanh, x); }
-Var sigmoid(const Var &x) { return floatUnary(OpKind::Sigmoid, x); }
-Var erf(const Var &x) { return floatUnary(OpKind::Erf, x); }
-Var relu(const Var &x) { return unary(OpKind::Relu, x); }
-Var sin(const Var &x) { return floatUnary(OpKind::Sin, x); }
-Var cos(const Var &x) { return floatUnary(OpKind::Cos, x); }
-Var tan(const Var &x) { return floatUnary(OpKind::Tan, x); }
-Var asin(const Var &x) { return floatUnary(OpKind::Asin, x); }
-Var acos(const Var &x) { return floatUnary(OpKind::Acos, x); }
-Var atan(const Var &x) { return floatUnary(OpKind::Atan, x); }
-Var sinh(const Var &x) { return floatUnary(OpKind::Sinh, x); }
-Var cosh(const Var &x) { return floatUnary(OpKind::Cosh, x); }
-Var floor(const Var &x) { return unary(OpKind::Floor, x); }
-Var ceil(const Var &x) { return unary(OpKind::Ceil, x); }
-Var round(const Var &x) { return unary(OpKind::Round, x); }
-Var sign(const Var &x) { return unary(OpKind::Sign, x); }
-Var isnan(const Var &x) { return floatUnary(OpKind::IsNan, x); }
-Var isinf(const Var &x) { return floatUnary(OpKind::IsInf, x); }
-Var logicalNot(const Var &x) { return unary(OpKind::Not, cast(x, DType::Bool)); }
+#define UNARY_OP(Enum, mnemonic, apiName, ...)                                                      \
+  Var apiName(const Var &x) { return tableUnary(OpKind::Enum, x); }
+#include "ir/ElementwiseOps.def"
 
 // Each binary function in its three forms; the scalar forms turn the scalar into a constant
 // of the type it takes next to the tensor, then share the tensor-tensor path.
@@ -127,32 +118,18 @@ Var logicalNot(const Var &x) { return unary(OpKind::Not, cast(x, DType::Bool)); 
   Var name(const Var &a, Scalar b) { return body(a, scalarLike(a, b)); }                              \
   Var name(Scalar a, const Var &b) { return body(scalarLike(b, a), b); }
 
-#define KILN_IR_BINARY(kind) [](const Var &x, const Var &y) { return binary(OpKind::kind, x, y); }
 #define KILN_LOGICAL(kind) [](const Var &x, const Var &y) { return logical(OpKind::kind, x, y); }
 
-KILN_DEFINE_BINARY(add, KILN_IR_BINARY(Add))
-KILN_DEFINE_BINARY(sub, KILN_IR_BINARY(Sub))
-KILN_DEFINE_BINARY(mul, KILN_IR_BINARY(Mul))
-KILN_DEFINE_BINARY(div, trueDivide)
-KILN_DEFINE_BINARY(pow, KILN_IR_BINARY(Pow))
-KILN_DEFINE_BINARY(maximum, KILN_IR_BINARY(Max))
-KILN_DEFINE_BINARY(minimum, KILN_IR_BINARY(Min))
-KILN_DEFINE_BINARY(mod, KILN_IR_BINARY(Mod))
-KILN_DEFINE_BINARY(eq, KILN_IR_BINARY(Eq))
-KILN_DEFINE_BINARY(ne, KILN_IR_BINARY(Ne))
-KILN_DEFINE_BINARY(lt, KILN_IR_BINARY(Lt))
-KILN_DEFINE_BINARY(le, KILN_IR_BINARY(Le))
-KILN_DEFINE_BINARY(gt, KILN_IR_BINARY(Gt))
-KILN_DEFINE_BINARY(ge, KILN_IR_BINARY(Ge))
-KILN_DEFINE_BINARY(bitwiseAnd, KILN_IR_BINARY(And))
-KILN_DEFINE_BINARY(bitwiseOr, KILN_IR_BINARY(Or))
-KILN_DEFINE_BINARY(bitwiseXor, KILN_IR_BINARY(Xor))
+#define BINARY_OP(Enum, mnemonic, apiName, ...)                                                     \
+  KILN_DEFINE_BINARY(apiName, [](const Var &x, const Var &y) { return tableBinary(OpKind::Enum, x, y); })
+#include "ir/ElementwiseOps.def"
+// mod has an attribute (fmod), so it is no row of the table: the default, floored as Python's %.
+KILN_DEFINE_BINARY(mod, floorMod)
 KILN_DEFINE_BINARY(logicalAnd, KILN_LOGICAL(And))
 KILN_DEFINE_BINARY(logicalOr, KILN_LOGICAL(Or))
 KILN_DEFINE_BINARY(logicalXor, KILN_LOGICAL(Xor))
 
 #undef KILN_LOGICAL
-#undef KILN_IR_BINARY
 #undef KILN_DEFINE_BINARY
 
 Var where(const Var &cond, const Var &x, const Var &y) {

@@ -38,64 +38,27 @@ Var scalarLike(const Var &like, Scalar value);
 /// Converts to `dtype`; returns `x` itself when it already has that dtype.
 Var cast(const Var &x, DType dtype);
 
-// Unary. The float-only functions (exp, log, sqrt, trigonometry, ...) convert integer and bool
-// operands to f32 first, as torch does.
-Var neg(const Var &x);
-Var abs(const Var &x);
-Var exp(const Var &x);
-Var expm1(const Var &x);
-Var log(const Var &x);
-Var log1p(const Var &x);
-Var sqrt(const Var &x);
-Var rsqrt(const Var &x);
-Var reciprocal(const Var &x);
-Var tanh(const Var &x);
-Var sigmoid(const Var &x);
-Var erf(const Var &x);
-Var relu(const Var &x);
-Var sin(const Var &x);
-Var cos(const Var &x);
-Var tan(const Var &x);
-Var asin(const Var &x);
-Var acos(const Var &x);
-Var atan(const Var &x);
-Var sinh(const Var &x);
-Var cosh(const Var &x);
-Var floor(const Var &x);
-Var ceil(const Var &x);
-Var round(const Var &x);
-Var sign(const Var &x);
-Var isnan(const Var &x);
-Var isinf(const Var &x);
-/// Logical not; a non-bool operand is first compared with zero.
-Var logicalNot(const Var &x);
+// Unary: one function per row of ir/ElementwiseOps.def, named by its ApiName column (neg, abs,
+// exp, ..., sinh, ..., floor, sign, logicalNot, isnan, isinf). The float-only functions (exp,
+// log, sqrt, trigonometry, isnan, ...) convert integer and bool operands to f32 first, as torch
+// does; logicalNot compares a non-bool operand with zero first.
+#define UNARY_OP(Enum, mnemonic, apiName, ...) Var apiName(const Var &x);
+#include "ir/ElementwiseOps.def"
 
-// Binary, each also with a scalar on either side.
+// Binary, each also with a scalar on either side: one function per binary row of
+// ir/ElementwiseOps.def, named by its ApiName column (add, sub, mul, div, pow, maximum, minimum,
+// eq, ne, lt, le, gt, ge, bitwiseAnd, bitwiseOr, bitwiseXor). The operands are promoted to
+// their common dtype; div is true division, as torch's `/` (integer and bool operands are
+// converted to f32); comparisons give bool; the bitwise functions are the IR's and/or/xor, so
+// their promoted operands must be bool (the IR has no integer bitwise ops yet).
 #define KILN_BINARY_FN(name)                                                                          \
   Var name(const Var &a, const Var &b);                                                               \
   Var name(const Var &a, Scalar b);                                                                   \
   Var name(Scalar a, const Var &b);
-KILN_BINARY_FN(add)
-KILN_BINARY_FN(sub)
-KILN_BINARY_FN(mul)
-/// True division, as torch's `/`: integer and bool operands are converted to f32.
-KILN_BINARY_FN(div)
-KILN_BINARY_FN(pow)
-KILN_BINARY_FN(maximum)
-KILN_BINARY_FN(minimum)
+#define BINARY_OP(Enum, mnemonic, apiName, ...) KILN_BINARY_FN(apiName)
+#include "ir/ElementwiseOps.def"
+/// Python's %: the remainder takes the divisor's sign (mod with fmod = 0).
 KILN_BINARY_FN(mod)
-// Comparisons promote their operands and give bool.
-KILN_BINARY_FN(eq)
-KILN_BINARY_FN(ne)
-KILN_BINARY_FN(lt)
-KILN_BINARY_FN(le)
-KILN_BINARY_FN(gt)
-KILN_BINARY_FN(ge)
-// The IR's and/or/xor on promoted operands, which must be bool (the IR has no integer
-// bitwise ops yet).
-KILN_BINARY_FN(bitwiseAnd)
-KILN_BINARY_FN(bitwiseOr)
-KILN_BINARY_FN(bitwiseXor)
 // Logical ops convert both operands to bool first.
 KILN_BINARY_FN(logicalAnd)
 KILN_BINARY_FN(logicalOr)

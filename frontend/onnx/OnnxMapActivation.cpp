@@ -1,6 +1,7 @@
-// Activation ONNX ops. Each has a kiln op of the same meaning (ir/ops/Unary.cpp and
-// ir/ops/Activation.cpp define them), so a mapping only reads the ONNX attributes, with ONNX's
-// defaults, and passes them on. Softmax, LogSoftmax and Hardmax differ by opset: before 13 the
+// Activation ONNX ops. Each has a kiln op of the same meaning (ir/ops/Activation.cpp and NN.cpp
+// define them), so a mapping only reads the ONNX attributes, with ONNX's defaults, and passes
+// them on. (Relu, Sigmoid and Tanh are rows of ir/ElementwiseOps.def, mapped from its OnnxName
+// column.) Softmax, LogSoftmax and Hardmax differ by opset: before 13 the
 // input is coerced to 2-D at `axis` (default 1) and normalised over the whole second dim; from
 // 13 on they normalise over the one dim `axis` (default -1).
 #include "frontend/onnx/OnnxOpTable.h"
@@ -47,18 +48,6 @@ ir::Value *overSoftmaxAxis(ImportContext &ctx, const onnx::NodeProto &node, OpKi
 }
 
 } // namespace
-
-std::vector<ir::Value *> mapRelu(ImportContext &ctx, const onnx::NodeProto &node) {
-  return {ctx.op(OpKind::Relu, {ctx.input(node, 0)})};
-}
-
-std::vector<ir::Value *> mapSigmoid(ImportContext &ctx, const onnx::NodeProto &node) {
-  return {ctx.op(OpKind::Sigmoid, {ctx.input(node, 0)})};
-}
-
-std::vector<ir::Value *> mapTanh(ImportContext &ctx, const onnx::NodeProto &node) {
-  return {ctx.op(OpKind::Tanh, {ctx.input(node, 0)})};
-}
 
 std::vector<ir::Value *> mapLeakyRelu(ImportContext &ctx, const onnx::NodeProto &node) {
   return floatAttrOp(ctx, node, OpKind::LeakyRelu, {{"alpha", 0.01}});

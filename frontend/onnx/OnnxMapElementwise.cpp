@@ -1,9 +1,10 @@
-// Elementwise ONNX ops: unary math, binary arithmetic and comparisons (numpy broadcasting,
-// which kiln's binary ops share), the variadic Sum/Mean/Max/Min, logic, Where, Cast,
-// CastLike and Clip. ONNX requires both operands of a binary op to have one type, as kiln
-// does, so a mismatch is reported by kiln's builder; only Pow (opset 12+) lets the exponent
-// differ, and it is cast to the base's type. Before opset 7 binary ops broadcast only on
-// request (broadcast=1, axis), which is resolved into numpy broadcasting here.
+// Elementwise ONNX ops that are more than one kiln op or read attributes (those that are exactly
+// one op are mapped from ir/ElementwiseOps.def's OnnxName column, the binary ones through
+// mapBinaryOp here): IsInf, Pow, BitShift, Mod, the variadic Sum/Mean/Max/Min, Where, Cast,
+// CastLike and Clip. ONNX requires both operands of a binary op to have one type, as kiln does,
+// so a mismatch is reported by kiln's builder; only Pow (opset 12+) lets the exponent differ,
+// and it is cast to the base's type. Before opset 7 binary ops broadcast only on request
+// (broadcast=1, axis), which is resolved into numpy broadcasting here.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,10 +17,6 @@ namespace kiln::frontend {
 using ir::OpKind;
 
 namespace {
-
-std::vector<ir::Value *> unary(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
-  return {ctx.op(op, {ctx.input(node, 0)})};
-}
 
 /// Before opset 7 a binary op broadcast only with broadcast=1, and then B's dims lined up with
 /// A's starting at `axis` (default: B's dims are A's trailing ones); without it the shapes had
@@ -44,13 +41,6 @@ ir::Value *legacyBroadcastOperand(const onnx::NodeProto &node, ImportContext &ct
   return reshapeTo(ctx, b, aligned);
 }
 
-std::vector<ir::Value *> binary(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
-  ir::Value *a = ctx.input(node, 0), *b = ctx.input(node, 1);
-  if (ctx.opset() < 7)
-    b = legacyBroadcastOperand(node, ctx, a, b);
-  return {ctx.op(op, {a, b})};
-}
-
 /// Sum, Max, Min: a left-to-right chain over every operand (one operand is a copy of it).
 ir::Value *chain(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
   int n = ctx.numInputs(node);
@@ -64,94 +54,11 @@ ir::Value *chain(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
 
 } // namespace
 
-std::vector<ir::Value *> mapAbs(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Abs);
-}
-std::vector<ir::Value *> mapAcos(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Acos);
-}
-std::vector<ir::Value *> mapAsin(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Asin);
-}
-std::vector<ir::Value *> mapAtan(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Atan);
-}
-std::vector<ir::Value *> mapCeil(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Ceil);
-}
-std::vector<ir::Value *> mapCos(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Cos);
-}
-std::vector<ir::Value *> mapCosh(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Cosh);
-}
-std::vector<ir::Value *> mapErf(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Erf);
-}
-std::vector<ir::Value *> mapExp(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Exp);
-}
-std::vector<ir::Value *> mapFloor(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Floor);
-}
-std::vector<ir::Value *> mapIsNaN(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::IsNan);
-}
-std::vector<ir::Value *> mapLog(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Log);
-}
-std::vector<ir::Value *> mapNeg(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Neg);
-}
-std::vector<ir::Value *> mapNot(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Not);
-}
-std::vector<ir::Value *> mapReciprocal(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Reciprocal);
-}
-std::vector<ir::Value *> mapRound(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Round);
-}
-std::vector<ir::Value *> mapSign(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Sign);
-}
-std::vector<ir::Value *> mapSin(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Sin);
-}
-std::vector<ir::Value *> mapSinh(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Sinh);
-}
-std::vector<ir::Value *> mapSqrt(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Sqrt);
-}
-std::vector<ir::Value *> mapTan(ImportContext &ctx, const onnx::NodeProto &node) {
-  return unary(ctx, node, OpKind::Tan);
-}
-
-// The inverse hyperbolic functions have no kiln op; their closed forms are accurate enough
-// for a reference (atanh via log1p keeps precision near 0).
-std::vector<ir::Value *> mapAsinh(ImportContext &ctx, const onnx::NodeProto &node) {
-  // asinh(x) = sign(x) * log(|x| + sqrt(x^2 + 1)), symmetric so large negative x stays exact.
-  ir::Value *x = ctx.input(node, 0);
-  ir::Value *ax = ctx.op(OpKind::Abs, {x});
-  ir::Value *root = ctx.op(OpKind::Sqrt, {ctx.op(OpKind::Add, {ctx.op(OpKind::Mul, {x, x}), ctx.scalarLike(x, 1)})});
-  ir::Value *magnitude = ctx.op(OpKind::Log, {ctx.op(OpKind::Add, {ax, root})});
-  return {ctx.op(OpKind::Mul, {ctx.op(OpKind::Sign, {x}), magnitude})};
-}
-
-std::vector<ir::Value *> mapAcosh(ImportContext &ctx, const onnx::NodeProto &node) {
-  // acosh(x) = log(x + sqrt(x^2 - 1)); NaN below 1, as the function is undefined there.
-  ir::Value *x = ctx.input(node, 0);
-  ir::Value *root = ctx.op(OpKind::Sqrt, {ctx.op(OpKind::Sub, {ctx.op(OpKind::Mul, {x, x}), ctx.scalarLike(x, 1)})});
-  return {ctx.op(OpKind::Log, {ctx.op(OpKind::Add, {x, root})})};
-}
-
-std::vector<ir::Value *> mapAtanh(ImportContext &ctx, const onnx::NodeProto &node) {
-  // atanh(x) = (log1p(x) - log1p(-x)) / 2
-  ir::Value *x = ctx.input(node, 0);
-  ir::Value *diff =
-      ctx.op(OpKind::Sub, {ctx.op(OpKind::Log1p, {x}), ctx.op(OpKind::Log1p, {ctx.op(OpKind::Neg, {x})})});
-  return {ctx.op(OpKind::Mul, {diff, ctx.scalarLike(x, 0.5)})};
+ir::Value *mapBinaryOp(ImportContext &ctx, const onnx::NodeProto &node, OpKind op) {
+  ir::Value *a = ctx.input(node, 0), *b = ctx.input(node, 1);
+  if (ctx.opset() < 7)
+    b = legacyBroadcastOperand(node, ctx, a, b);
+  return ctx.op(op, {a, b});
 }
 
 std::vector<ir::Value *> mapIsInf(ImportContext &ctx, const onnx::NodeProto &node) {
@@ -166,43 +73,6 @@ std::vector<ir::Value *> mapIsInf(ImportContext &ctx, const onnx::NodeProto &nod
   ir::Value *wanted = !positive && !negative ? ctx.op(OpKind::Ne, {x, x})
                                              : ctx.op(positive ? OpKind::Gt : OpKind::Lt, {x, ctx.scalarLike(x, 0)});
   return {ctx.op(OpKind::And, {isInf, wanted})};
-}
-
-std::vector<ir::Value *> mapAdd(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Add);
-}
-std::vector<ir::Value *> mapSub(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Sub);
-}
-std::vector<ir::Value *> mapMul(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Mul);
-}
-std::vector<ir::Value *> mapDiv(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Div);
-}
-std::vector<ir::Value *> mapEqual(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Eq);
-}
-std::vector<ir::Value *> mapLess(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Lt);
-}
-std::vector<ir::Value *> mapLessOrEqual(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Le);
-}
-std::vector<ir::Value *> mapGreater(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Gt);
-}
-std::vector<ir::Value *> mapGreaterOrEqual(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Ge);
-}
-std::vector<ir::Value *> mapAnd(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::And);
-}
-std::vector<ir::Value *> mapOr(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Or);
-}
-std::vector<ir::Value *> mapXor(ImportContext &ctx, const onnx::NodeProto &node) {
-  return binary(ctx, node, OpKind::Xor);
 }
 
 std::vector<ir::Value *> mapPow(ImportContext &ctx, const onnx::NodeProto &node) {

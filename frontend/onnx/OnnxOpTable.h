@@ -1,5 +1,6 @@
 #pragma once
-// The ONNX op mapping table (OnnxOps.def) and the declarations its family files implement.
+// The ONNX op mapping table (OnnxOps.def, and the OnnxName column of ir/ElementwiseOps.def) and
+// the declarations its family files implement.
 // A mapping function builds kiln ops for one ONNX node and returns one value per ONNX output
 // it supports (in order; a missing trailing value means that output is unsupported). It may
 // throw kiln::Error; the importer adds the node's name and op type to the message.
@@ -43,6 +44,9 @@ void checkResize(const onnx::NodeProto &node, int64_t opset, std::vector<std::st
 
 // ---- helpers shared by the family files ----
 
+/// The binary kiln op `op` on the node's two inputs; before opset 7, with the node's legacy
+/// broadcast attributes (broadcast, axis) resolved into numpy broadcasting.
+ir::Value *mapBinaryOp(ImportContext &ctx, const onnx::NodeProto &node, ir::OpKind op);
 /// Whether ONNX output `i` of `node` is requested (present with a non-empty name).
 bool hasOutput(const onnx::NodeProto &node, int i);
 /// `x` reshaped to `shape` (no node when the shape already matches).

@@ -124,6 +124,13 @@ Tensor mapElements(const std::vector<Tensor> &inputs, const TensorType &outType,
   return out;
 }
 
+bool attrFlag(const AttrMap &attrs, const std::string &name) {
+  int64_t value = attrInt(attrs, name);
+  if (value != 0 && value != 1)
+    fail("attribute '{}' must be 0 or 1, got {}", name, value);
+  return value == 1;
+}
+
 AttrSpec intAttr(std::string name, std::optional<int64_t> d) {
   return {std::move(name), AttrKind::Int, d ? std::optional<Attribute>(*d) : std::nullopt};
 }

@@ -55,6 +55,9 @@ using IntFn = std::function<int64_t(const std::vector<int64_t> &)>;
 Tensor mapElements(const std::vector<Tensor> &inputs, const TensorType &outType, const ScalarFn &floatFn,
                    const IntFn &intFn);
 
+/// An int attribute that ONNX uses as a boolean: 0 or 1, anything else an error naming it.
+bool attrFlag(const AttrMap &attrs, const std::string &name);
+
 /// Attribute spec shorthands for family files.
 AttrSpec intAttr(std::string name, std::optional<int64_t> defaultValue = std::nullopt);
 AttrSpec floatAttr(std::string name, std::optional<double> defaultValue = std::nullopt);

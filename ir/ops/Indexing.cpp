@@ -1,8 +1,11 @@
 // Indexing ops: gather (ONNX Gather), scatter_add (torch.scatter_add, i.e. ONNX
-// ScatterElements with reduction "add") and iota (each element's index along one axis).
+// ScatterElements with reduction "add") and iota (each element's index along one axis)
+// primitives; trilu (ONNX Trilu) and one_hot (ONNX OneHot), composites that compare iota
+// positions and select with where, so fusion and codegen see only ops they already know.
 //
 // Index values are data, not types, so inference cannot check them: an index out of range
 // is a kiln::Error from evaluation that names the index, where it sits and the dim.
+#include "ir/Builder.h"
 #include "ir/ops/Common.h"
 
 namespace kiln::ir {
@@ -135,6 +138,100 @@ OpDef defineIota() {
     for (int64_t flat = 0; flat < y.numElements(); ++flat)
       y.setInt(flat, (flat / inner) % dim);
     return std::vector<Tensor>{y};
+  };
+  return def;
+}
+
+namespace {
+
+Value *i64Constant(Builder &b, int64_t value) {
+  Tensor t(DType::I64, {});
+  t.setInt(0, value); // exact, where Builder::scalar would go through double
+  return b.constant(t);
+}
+
+Value *iotaAlong(Builder &b, Shape shape, int64_t axis) {
+  return b.create(OpKind::Iota, {}, {{"shape", std::move(shape)}, {"axis", axis}, {"dtype", DType::I64}});
+}
+
+void checkTrilu(const TensorType &x) {
+  if (x.rank() < 2)
+    fail("input must have rank >= 2 (a batch of matrices), got {}", shapeToString(x.shape));
+}
+
+/// one_hot's output shape: the indices shape with `depth` inserted at `axis` in [-r-1, r].
+Shape oneHotShape(const TensorType &indices, const TensorType &values, const AttrMap &attrs, int64_t &axis) {
+  if (!isInteger(indices.dtype))
+    fail("indices must be an integer dtype, got {}", dtypeName(indices.dtype));
+  if (values.shape != Shape{2})
+    fail("values must be [off, on] with shape [2], got {}", shapeToString(values.shape));
+  int64_t depth = attrInt(attrs, "depth");
+  if (depth < 1)
+    fail("depth must be >= 1, got {}", depth);
+  int64_t rank = indices.rank();
+  axis = attrInt(attrs, "axis");
+  if (axis < -rank - 1 || axis > rank)
+    fail("axis {} is out of range [{}, {}] for indices of rank {}", axis, -rank - 1, rank, rank);
+  if (axis < 0)
+    axis += rank + 1;
+  Shape shape = indices.shape;
+  shape.insert(shape.begin() + axis, depth);
+  numElements(shape); // rejects counts that do not fit
+  return shape;
+}
+
+} // namespace
+
+// trilu keeps x[..., r, c] where c - r >= k (upper) or c - r <= k (lower) and zeros the rest:
+// the mask is built once on the [rows, cols] matrix and broadcast over the batch dims.
+OpDef defineTrilu() {
+  OpDef def;
+  def.attrs = {intAttr("upper", 1), intAttr("k", 0)};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    checkTrilu(in[0]);
+    attrFlag(attrs, "upper");
+    return std::vector<TensorType>{in[0]};
+  };
+  def.decompose = [](Builder &b, const std::vector<Value *> &in, const AttrMap &attrs) {
+    Value *x = in[0];
+    Shape matrix(x->shape().end() - 2, x->shape().end());
+    // c - r lies in (-rows, cols), so the subtraction cannot overflow whatever k is.
+    Value *diagonal = b.create(OpKind::Sub, {iotaAlong(b, matrix, 1), iotaAlong(b, matrix, 0)});
+    Value *k = i64Constant(b, attrInt(attrs, "k"));
+    Value *keep = b.create(attrFlag(attrs, "upper") ? OpKind::Ge : OpKind::Le, {diagonal, k});
+    Value *zero = b.scalar(x->dtype(), 0);
+    return std::vector<Value *>{b.create(OpKind::Where, {keep, x, zero})};
+  };
+  return def;
+}
+
+// one_hot: out[..., j, ...] = values[1] where j == index (a negative index counts from
+// depth), else values[0]. An index outside [-depth, depth) equals no j, so its row is all off.
+OpDef defineOneHot() {
+  OpDef def;
+  def.attrs = {intAttr("depth"), intAttr("axis", -1)};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    int64_t axis = 0;
+    return std::vector<TensorType>{{in[1].dtype, oneHotShape(in[0], in[1], attrs, axis)}};
+  };
+  def.decompose = [](Builder &b, const std::vector<Value *> &in, const AttrMap &attrs) {
+    Value *indices = in[0], *values = in[1];
+    int64_t axis = 0;
+    Shape outShape = oneHotShape(indices->type(), values->type(), attrs, axis);
+    if (indices->dtype() != DType::I64)
+      indices = b.create(OpKind::Cast, {indices}, {{"to", DType::I64}});
+    // A size-1 dim at `axis` lines each index up against the depth positions.
+    Shape column = indices->shape();
+    column.insert(column.begin() + axis, 1);
+    indices = b.create(OpKind::Reshape, {indices}, {{"shape", column}});
+    Value *zero = i64Constant(b, 0), *depth = i64Constant(b, attrInt(attrs, "depth"));
+    // Negative indices are < 0, so adding depth (> 0) cannot overflow where it is selected.
+    Value *negative = b.create(OpKind::Lt, {indices, zero});
+    Value *wrapped = b.create(OpKind::Where, {negative, b.create(OpKind::Add, {indices, depth}), indices});
+    Value *hot = b.create(OpKind::Eq, {iotaAlong(b, outShape, axis), wrapped});
+    Value *off = b.create(OpKind::Gather, {values, zero});
+    Value *on = b.create(OpKind::Gather, {values, i64Constant(b, 1)});
+    return std::vector<Value *>{b.create(OpKind::Where, {hot, on, off})};
   };
   return def;
 }

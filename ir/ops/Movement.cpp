@@ -1,6 +1,7 @@
-// Movement ops that only re-index elements: reshape, permute and broadcast (primitives), and
-// squeeze, unsqueeze and flatten (composites, each defined as one reshape). The ops that cut
-// or assemble regions (slice, pad, concat, split) live in MovementRegion.cpp.
+// Movement ops that only re-index elements: reshape, permute and broadcast (primitives),
+// squeeze, unsqueeze and flatten (composites, each defined as one reshape) and tile (a
+// composite: reshape, broadcast, reshape). The ops that cut or assemble regions (slice, pad, concat,
+// split) live in MovementRegion.cpp.
 //
 // Reference evaluation copies element bytes rather than converting through double, so every
 // dtype moves exactly (an i64 above 2^53 or a NaN payload survives).
@@ -219,6 +220,50 @@ OpDef defineFlatten() {
   def.decompose = [](Builder &builder, const std::vector<Value *> &in, const AttrMap &attrs) {
     Shape shape = flattenedShape(in[0]->shape(), attrInt(attrs, "start"), attrInt(attrs, "end"));
     return std::vector<Value *>{reshapeTo(builder, in[0], std::move(shape))};
+  };
+  return def;
+}
+
+namespace {
+
+/// tile's output shape, dim d repeated repeats[d] times.
+Shape tiledShape(const TensorType &x, const std::vector<int64_t> &repeats) {
+  if (static_cast<int64_t>(repeats.size()) != x.rank())
+    fail("repeats {} has {} entries, but the input has rank {}", shapeToString(repeats), repeats.size(),
+         x.rank());
+  Shape shape(x.shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (repeats[d] < 0)
+      fail("repeats {} has a negative entry {}", shapeToString(repeats), repeats[d]);
+    shape[d] = checkedMul(x.shape[d], repeats[d], "tiled dim");
+  }
+  numElements(shape); // rejects counts that do not fit
+  return shape;
+}
+
+} // namespace
+
+// tile (numpy tile): x [d0, d1, ...] -> reshape [1, d0, 1, d1, ...] -> broadcast
+// [r0, d0, r1, d1, ...] -> reshape [r0*d0, r1*d1, ...]; row-major order makes each output
+// dim run through x's dim r times, which is exactly out[i] = x[i mod d].
+OpDef defineTile() {
+  OpDef def;
+  def.attrs = {intsAttr("repeats")};
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+    return std::vector<TensorType>{{in[0].dtype, tiledShape(in[0], attrInts(attrs, "repeats"))}};
+  };
+  def.decompose = [](Builder &b, const std::vector<Value *> &in, const AttrMap &attrs) {
+    Value *x = in[0];
+    const std::vector<int64_t> &repeats = attrInts(attrs, "repeats");
+    Shape outShape = tiledShape(x->type(), repeats);
+    Shape interleaved, expanded;
+    for (size_t d = 0; d < repeats.size(); ++d) {
+      interleaved.insert(interleaved.end(), {1, x->shape()[d]});
+      expanded.insert(expanded.end(), {repeats[d], x->shape()[d]});
+    }
+    Value *y = b.create(OpKind::Reshape, {x}, {{"shape", interleaved}});
+    y = b.create(OpKind::Broadcast, {y}, {{"shape", expanded}});
+    return std::vector<Value *>{b.create(OpKind::Reshape, {y}, {{"shape", outShape}})};
   };
   return def;
 }

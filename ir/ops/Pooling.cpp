@@ -1,6 +1,6 @@
 // Pooling: max_pool and avg_pool over the spatial dims of [N, C, spatial...] (ONNX MaxPool and
-// AveragePool without auto_pad). Their table entries sit with the contractions (Ops.def family
-// "Contraction"): codegen backs both with library kernels; the semantics live here.
+// AveragePool without auto_pad). Their Ops.def lines sit with the contractions: codegen backs both
+// with library kernels; the semantics live here.
 //
 // Window geometry, per spatial dim: output o covers the input positions
 //   o*stride - padBegin + j*dilation, j = 0..kernel-1.

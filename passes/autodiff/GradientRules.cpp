@@ -1,13 +1,25 @@
 // The gradient rule table and the helpers the rule families share. The table is a switch over
-// every OpKind without `default:`, so an op added to ir/Ops.def without a decision here is a
-// compile error (-Werror=switch), and "no rule yet" is an explicit, greppable entry.
+// every OpKind without `default:`, so a primitive added to ir/Ops.def without a decision here
+// is a compile error (-Werror=switch), and "no rule yet" is an explicit, greppable entry. The
+// composites' cases come from Ops.def's tier column, so they are never listed twice.
 #include "passes/autodiff/GradientRules.h"
 
+#include "ir/ElementwiseOps.h"
 #include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::passes::autodiff {
 
 using namespace ir;
+
+namespace {
+
+std::string_view tableRowGradient(OpKind op) {
+  if (const UnaryOpRow *row = unaryOpRow(op))
+    return row->gradient;
+  return binaryOpRow(op)->gradient;
+}
+
+} // namespace
 
 GradientRule gradientRule(OpKind op) {
   constexpr GradientRule kNone{GradKind::NotDifferentiable};
@@ -21,24 +33,14 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::RandomUniform:
     return kNone; // random numbers: their offset input is a counter, not a differentiable value
 
-  case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Expm1: case OpKind::Log:
-  case OpKind::Log1p: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal:
-  case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Erf: case OpKind::Relu: case OpKind::Sin:
-  case OpKind::Cos: case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan:
-  case OpKind::Sinh: case OpKind::Cosh:
-    return {GradKind::Rule, gradUnary};
-  // Piecewise constant: the derivative is zero wherever it exists (PyTorch agrees).
-  case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Sign:
-    return kNone;
-  // Bool results.
-  case OpKind::Not: case OpKind::IsNan: case OpKind::IsInf:
-  case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
-  case OpKind::And: case OpKind::Or: case OpKind::Xor:
-    return kNone;
-
-  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
-  case OpKind::Max: case OpKind::Min: case OpKind::Mod:
-    return {GradKind::Rule, gradBinary};
+  // The rows of ir/ElementwiseOps.def: a Gradient formula, or none (piecewise constant, or a
+  // bool result: the derivative is zero wherever it exists, as PyTorch agrees).
+#define UNARY_OP(Enum, ...) case OpKind::Enum:
+#define BINARY_OP(Enum, ...) case OpKind::Enum:
+#include "ir/ElementwiseOps.def"
+    return tableRowGradient(op).empty() ? kNone : GradientRule{GradKind::Rule, gradTableRow};
+  case OpKind::Mod:
+    return {GradKind::Rule, gradMod};
   case OpKind::Where:
     return {GradKind::Rule, gradWhere};
   case OpKind::Cast:
@@ -50,15 +52,10 @@ GradientRule gradientRule(OpKind op) {
     return {GradKind::Rule, gradReduce};
   case OpKind::ArgMax: case OpKind::ArgMin:
     return kNone; // integer results
-  case OpKind::ReduceMean: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceLogSum:
-  case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare:
-    return kComposite;
 
   case OpKind::Reshape: case OpKind::Permute: case OpKind::Broadcast: case OpKind::Slice:
   case OpKind::Pad: case OpKind::Concat: case OpKind::Split:
     return {GradKind::Rule, gradMovement};
-  case OpKind::Squeeze: case OpKind::Unsqueeze: case OpKind::Flatten:
-    return kComposite;
 
   case OpKind::Gather: case OpKind::GatherElements: case OpKind::ScatterAdd:
     return {GradKind::Rule, gradIndexing};
@@ -69,8 +66,6 @@ GradientRule gradientRule(OpKind op) {
     return {GradKind::Rule, gradCumSum};
   case OpKind::TopK:
     return {GradKind::Rule, gradTopK};
-  case OpKind::Trilu: case OpKind::OneHot: case OpKind::Tile:
-    return kComposite;
 
   case OpKind::MatMul:
     return {GradKind::Rule, gradMatMul};
@@ -85,13 +80,15 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::ConvWeightGrad: case OpKind::MaxPoolGrad:
     return kMissing; // second order through conv and max_pool: not supported
 
-  case OpKind::Linear: case OpKind::BatchNorm: case OpKind::LayerNorm: case OpKind::Softmax:
-  case OpKind::LogSoftmax: case OpKind::Gelu: case OpKind::Silu: case OpKind::MseLoss:
-  case OpKind::CrossEntropy: case OpKind::InstanceNorm: case OpKind::NllLoss: case OpKind::Lrn:
-  case OpKind::Elu: case OpKind::Selu: case OpKind::LeakyRelu: case OpKind::PRelu:
-  case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Softplus: case OpKind::Softsign:
-  case OpKind::Celu: case OpKind::ThresholdedRelu: case OpKind::Mish: case OpKind::Shrink:
-  case OpKind::Hardmax: case OpKind::SgdUpdate: case OpKind::AdamUpdate:
+  // Every composite, from Ops.def's tier column: autodiff sees them decomposed.
+#define OP(Enum, mnemonic, minIn, maxIn, tier, ...) KILN_CASE_IF_COMPOSITE_##tier(Enum)
+#define KILN_CASE_IF_COMPOSITE_Composite(Enum) case OpKind::Enum:
+#define KILN_CASE_IF_COMPOSITE_Primitive(Enum)
+#define KILN_CASE_IF_COMPOSITE_Source(Enum)
+#include "ir/Ops.def"
+#undef KILN_CASE_IF_COMPOSITE_Composite
+#undef KILN_CASE_IF_COMPOSITE_Primitive
+#undef KILN_CASE_IF_COMPOSITE_Source
     return kComposite;
 
   // Fusion runs after autodiff: a kernel group never needs a gradient.

@@ -55,8 +55,10 @@ ir::Value *scatterByIndexMap(ir::Builder &b, ir::Value *grad, const Tensor &inde
 // ---- rule families ------------------------------------------------------------------------------
 
 // GradElementwise.cpp
-std::vector<ir::Value *> gradUnary(ir::Builder &b, const ir::Node &node, const std::vector<ir::Value *> &gradOutputs);
-std::vector<ir::Value *> gradBinary(ir::Builder &b, const ir::Node &node, const std::vector<ir::Value *> &gradOutputs);
+/// A row of ir/ElementwiseOps.def with a Gradient formula.
+std::vector<ir::Value *> gradTableRow(ir::Builder &b, const ir::Node &node,
+                                      const std::vector<ir::Value *> &gradOutputs);
+std::vector<ir::Value *> gradMod(ir::Builder &b, const ir::Node &node, const std::vector<ir::Value *> &gradOutputs);
 std::vector<ir::Value *> gradWhere(ir::Builder &b, const ir::Node &node, const std::vector<ir::Value *> &gradOutputs);
 std::vector<ir::Value *> gradCast(ir::Builder &b, const ir::Node &node, const std::vector<ir::Value *> &gradOutputs);
 std::vector<ir::Value *> gradClip(ir::Builder &b, const ir::Node &node, const std::vector<ir::Value *> &gradOutputs);

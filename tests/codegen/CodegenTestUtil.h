@@ -24,6 +24,10 @@ void expectMatchesReference(const ir::Graph &graph, const std::vector<Tensor> &i
                             const CompileOptions &options = testOptions(), double rtol = 1e-4,
                             double atol = 1e-5);
 
+/// Compiles `graph`, runs it on `inputs` and expects every output to hold exactly the
+/// reference evaluator's bytes (the first few differing elements are reported as bit patterns).
+void expectBitIdentical(const ir::Graph &graph, const std::vector<Tensor> &inputs);
+
 /// A small trainable model: nn Linear(6, 8) -> ReLU -> Linear(8, 3) on input x f32[5, 6], its
 /// weights drawn after frontend::nn::manualSeed(seed).
 std::unique_ptr<ir::Graph> smallMlp(uint64_t seed);

@@ -22,34 +22,6 @@ namespace {
 using frontend::GraphBuilder;
 using frontend::Var;
 
-std::string elementBits(const Tensor &t, int64_t i) {
-  size_t size = dtypeSize(t.dtype());
-  uint64_t bits = 0;
-  std::memcpy(&bits, static_cast<const unsigned char *>(t.data()) + static_cast<size_t>(i) * size, size);
-  return fmt::format("0x{:0{}x}", bits, 2 * size);
-}
-
-// Compiles `graph`, runs it and expects every output to hold exactly the reference's bytes.
-void expectBitIdentical(const ir::Graph &graph, const std::vector<Tensor> &inputs) {
-  std::vector<Tensor> want = ir::evaluate(graph, inputs);
-  std::vector<Tensor> got = compile(graph, testOptions()).run(inputs);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size(); ++k) {
-    ASSERT_EQ(got[k].type(), want[k].type()) << "output " << k;
-    if (got[k].identical(want[k]))
-      continue;
-    int shown = 0;
-    for (int64_t i = 0; i < got[k].numElements() && shown < 5; ++i) {
-      std::string g = elementBits(got[k], i), w = elementBits(want[k], i);
-      if (g != w) {
-        ADD_FAILURE() << "output " << k << " (" << want[k].type().toString() << ") element " << i << ": got " << g
-                      << ", reference " << w;
-        ++shown;
-      }
-    }
-  }
-}
-
 // Every 16-bit pattern, as a tensor of `dtype` (f16 or bf16).
 Tensor allPatterns(DType dtype) {
   Tensor t(dtype, {65536});

@@ -1,7 +1,8 @@
-// Sequence and tensor-construction ops (ir/ops/Sequence.cpp): cumsum and topk (primitives),
-// trilu, one_hot and tile (composites, evaluated through their decompositions). Each is built
-// through ir::Builder, verified and evaluated with ir::evaluate; expected values are the ONNX
-// examples, hand-written cases, or plain loops over the defining formula.
+// Scans, selections and tensor construction: cumsum and topk (ir/ops/CumSumTopK.cpp,
+// primitives), trilu and one_hot (ir/ops/Indexing.cpp) and tile (ir/ops/Movement.cpp),
+// composites evaluated through their decompositions. Each is built through ir::Builder,
+// verified and evaluated with ir::evaluate; expected values are the ONNX examples, hand-written
+// cases, or plain loops over the defining formula.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -68,6 +68,11 @@ const std::vector<FloatCase> &floatCases() {
       {OpKind::Sinh,
        {{-2, -3.6268604078470187677}, {0, 0}, {0.375, 0.38385106791361456875}, {5, 74.203210577788758977}}},
       {OpKind::Cosh, {{-2, 3.7621956910836314596}, {0, 1}, {0.375, 1.0711403467045867673}, {5, 74.209948524787844444}}},
+      {OpKind::Asinh,
+       {{-2, -1.4436354751788103425}, {0, 0}, {0.375, 0.36672460423013676549}, {5, 2.3124383412727526203}}},
+      {OpKind::Acosh, {{1, 0}, {1.25, 0.69314718055994530942}, {2, 1.3169578969248167086}, {100, 5.2982923656104845907}}},
+      {OpKind::Atanh,
+       {{-0.5, -0.5493061443340548457}, {0, 0}, {0.375, 0.39422868018213508473}, {0.875, 1.354025100551105033}}},
       {OpKind::Floor, {{-2.5, -3}, {-0.25, -1}, {0, 0}, {1.75, 1}}},
       {OpKind::Ceil, {{-2.5, -2}, {-0.25, -0.0}, {0, 0}, {1.75, 2}}},
       {OpKind::Sign, {{-2.5, -1}, {-0.0, 0}, {0, 0}, {1e-30, 1}}},
@@ -78,7 +83,8 @@ const std::vector<FloatCase> &floatCases() {
 std::vector<OpKind> floatOnlyOps() {
   return {OpKind::Exp,        OpKind::Expm1, OpKind::Log,     OpKind::Log1p, OpKind::Sqrt, OpKind::Rsqrt,
           OpKind::Reciprocal, OpKind::Tanh,  OpKind::Sigmoid, OpKind::Erf,   OpKind::Sin,  OpKind::Cos,
-          OpKind::Tan,        OpKind::Asin,  OpKind::Acos,    OpKind::Atan,  OpKind::Sinh, OpKind::Cosh};
+          OpKind::Tan,        OpKind::Asin,  OpKind::Acos,    OpKind::Atan,  OpKind::Sinh, OpKind::Cosh, OpKind::Asinh,
+          OpKind::Acosh,      OpKind::Atanh};
 }
 
 std::vector<OpKind> numericOps() {

@@ -79,6 +79,15 @@ void emitUnaryFloat(Gen &gen, OpKind op) {
   case OpKind::Sigmoid: lo = 1 / (1 + std::exp(-x.lo)), hi = 1 / (1 + std::exp(-x.hi)); break;
   case OpKind::Erf: lo = std::erf(x.lo), hi = std::erf(x.hi); break;
   case OpKind::Atan: lo = std::atan(x.lo), hi = std::atan(x.hi); break;
+  case OpKind::Asinh: lo = std::asinh(x.lo), hi = std::asinh(x.hi); break;
+  case OpKind::Acosh: // inside its domain and away from 1, where its gradient blows up
+    x = gen.atLeast(x, 1.25);
+    lo = std::acosh(x.lo), hi = std::acosh(x.hi);
+    break;
+  case OpKind::Atanh: // away from +-1, where it and its gradient blow up
+    x = gen.tame(x, 0.9);
+    lo = std::atanh(x.lo), hi = std::atanh(x.hi);
+    break;
   default: break; // sin, cos: [-1, 1]
   }
   gen.add(gen.emit(op, {x}, {}, lo, hi, -1));

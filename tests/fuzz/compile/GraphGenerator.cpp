@@ -24,7 +24,8 @@ const std::vector<OpEntry> &opTable() {
     };
     using K = OpKind;
     add(emitUnaryFloat, {K::Exp, K::Expm1, K::Log, K::Log1p, K::Sqrt, K::Rsqrt, K::Reciprocal, K::Tanh, K::Sigmoid,
-                         K::Erf, K::Sin, K::Cos, K::Tan, K::Asin, K::Acos, K::Atan, K::Sinh, K::Cosh});
+                         K::Erf, K::Sin, K::Cos, K::Tan, K::Asin, K::Acos, K::Atan, K::Sinh, K::Cosh, K::Asinh,
+                         K::Acosh, K::Atanh});
     add(emitUnaryNumeric, {K::Neg, K::Abs, K::Relu, K::Floor, K::Ceil, K::Round, K::Sign});
     add(emitBoolUnary, {K::Not});
     add(emitSpecialValues, {K::IsNan, K::IsInf});
