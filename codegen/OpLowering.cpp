@@ -57,14 +57,7 @@ Lowering loweringOf(OpKind op) {
   case OpKind::Kernel: return Lowering::Group;
 
   // Every composite, from Ops.def's tier column: decomposed before codegen.
-#define OP(Enum, mnemonic, minIn, maxIn, tier, ...) KILN_CASE_IF_COMPOSITE_##tier(Enum)
-#define KILN_CASE_IF_COMPOSITE_Composite(Enum) case OpKind::Enum:
-#define KILN_CASE_IF_COMPOSITE_Primitive(Enum)
-#define KILN_CASE_IF_COMPOSITE_Source(Enum)
-#include "ir/Ops.def"
-#undef KILN_CASE_IF_COMPOSITE_Composite
-#undef KILN_CASE_IF_COMPOSITE_Primitive
-#undef KILN_CASE_IF_COMPOSITE_Source
+#include "ir/CompositeOpCases.inc"
     return Lowering::Decomposed;
   }
   return Lowering::Decomposed; // unreachable for valid enum values

@@ -81,14 +81,7 @@ GradientRule gradientRule(OpKind op) {
     return kMissing; // second order through conv and max_pool: not supported
 
   // Every composite, from Ops.def's tier column: autodiff sees them decomposed.
-#define OP(Enum, mnemonic, minIn, maxIn, tier, ...) KILN_CASE_IF_COMPOSITE_##tier(Enum)
-#define KILN_CASE_IF_COMPOSITE_Composite(Enum) case OpKind::Enum:
-#define KILN_CASE_IF_COMPOSITE_Primitive(Enum)
-#define KILN_CASE_IF_COMPOSITE_Source(Enum)
-#include "ir/Ops.def"
-#undef KILN_CASE_IF_COMPOSITE_Composite
-#undef KILN_CASE_IF_COMPOSITE_Primitive
-#undef KILN_CASE_IF_COMPOSITE_Source
+#include "ir/CompositeOpCases.inc"
     return kComposite;
 
   // Fusion runs after autodiff: a kernel group never needs a gradient.
