@@ -104,6 +104,20 @@ std::string resolveCompiler(const CompilerOptions &options) {
   return env && *env ? env : "c++";
 }
 
+// The flags the compiler runs with: the options' own, and for GCC -fno-tree-sink. GCC 12.2's
+// vectorizer miscompiles a reduction loop whose body selects between two loads of an
+// interleaved group (a where() summed over rows of 2-7 elements comes out short, or reads
+// past the group) once tree sinking has moved the load of the unselected arm into a branch,
+// making it a masked load. The generated kernels have no branches for sinking to help, and
+// clang does not know the flag. Tests: CodegenReduction.SumsOfASelectOverShortInterleavedRows,
+// tests/fuzz/compile/regressions/reduce-sum-square-of-where.kir.
+std::vector<std::string> effectiveFlags(const std::string &compiler, const CompilerOptions &options) {
+  std::vector<std::string> flags = options.flags;
+  if (compilerVersion(compiler).find("clang") == std::string::npos)
+    flags.push_back("-fno-tree-sink");
+  return flags;
+}
+
 std::string firstErrorLine(const std::string &log) {
   std::istringstream lines(log);
   std::string line, first;
@@ -124,7 +138,8 @@ void compileInto(const std::string &compiler, const CompilerOptions &options, co
   std::string tempSo = outputPath + tempSuffix();
   std::string log = logBase + tempSuffix();
   std::vector<std::string> argv{compiler};
-  argv.insert(argv.end(), options.flags.begin(), options.flags.end());
+  std::vector<std::string> flags = effectiveFlags(compiler, options);
+  argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"-o", tempSo, sourcePath});
   std::string spawnError;
   int status = runLogged(argv, log, spawnError);
@@ -190,7 +205,7 @@ CompiledObject compileSource(const std::string &source, const CompilerOptions &o
   std::string compiler = resolveCompiler(options);
   std::string dir = cacheDirectory(options);
   std::string flags;
-  for (const std::string &flag : options.flags)
+  for (const std::string &flag : effectiveFlags(compiler, options))
     flags += flag + " ";
   CompiledObject object;
   object.key = stableHash(source + '\0' + flags + '\0' + compiler + '\0' + compilerVersion(compiler));

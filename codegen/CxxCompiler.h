@@ -20,7 +20,8 @@ struct CompilerOptions {
   /// The compiler command; empty: $KILN_CXX, else "c++".
   std::string compiler;
   /// -fno-math-errno lets the compiler treat math functions as pure (hoist and vectorise
-  /// around them) without changing any result kiln's semantics define.
+  /// around them) without changing any result kiln's semantics define. GCC also gets
+  /// -fno-tree-sink, a workaround for a vectorizer bug (CxxCompiler.cpp, effectiveFlags).
   std::vector<std::string> flags = {"-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-w"};
   /// Most bytes the cache folder may hold; 0 means no limit.
   int64_t cacheByteLimit = int64_t(2) << 30;

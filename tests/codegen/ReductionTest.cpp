@@ -100,6 +100,23 @@ TEST(CodegenReduction, ShortReducedRowsMergeIntoLanes) {
   }
 }
 
+TEST(CodegenReduction, SumsOfASelectOverShortInterleavedRows) {
+  // GCC 12.2 miscompiled these nests at -O3 (a short innermost reduced dim that cannot merge,
+  // because a broadcast operand of the kernel's tail is not laid out along it; the summed
+  // select's other arm became a masked load in an interleaved group): the compiler driver
+  // passes it -fno-tree-sink. Every row length from 2 to 7 had a wrong sum before.
+  for (int64_t row = 2; row <= 7; ++row) {
+    GraphBuilder gb("select_rows");
+    Var x = gb.input("x", DType::F32, {4, 12, row});
+    Var y = gb.input("y", DType::F32, {4, 12, row});
+    Var p = gb.input("p", DType::F32, {12, 1});
+    Var selected = frontend::where(frontend::gt(x, 0.0), x, y);
+    auto graph = gb.finish({selected / p, frontend::sum(selected * selected, {}), frontend::sum(selected, {})});
+    SCOPED_TRACE(row);
+    expectMatchesReference(*graph, randomInputs(*graph, 40 + static_cast<uint64_t>(row)));
+  }
+}
+
 TEST(CodegenReduction, IndependentReductionsOfOneRowShareOnePass) {
   // A batch norm's gradient: sum(dy) and sum(dy * x-hat) per channel read the rows once, in one
   // lane loop; the variance's second sum reads the mean, so it keeps a pass of its own.
