@@ -2,9 +2,9 @@
 # The package test (ctest -L package): kiln as its users get it. Installs the build into a
 # temporary prefix, moves the prefix elsewhere (an installed kiln must not point back at where
 # it was installed, nor at the source or build folder), builds tests/package/ against it with
-# find_package(kiln), and runs the consumer: import an ONNX model, compile it (the C++ compiler
-# really runs, in an empty cache), run it, compare with the reference evaluator. The installed
-# kiln-run compiles the model too. Where the system allows a private mount namespace
+# find_package(kiln), and runs it (tests/package/UseInstalledKiln.cpp): an imported ONNX model
+# and an nn MLP, each compiled (the C++ compiler really runs, in an empty cache), run and
+# compared with the reference evaluator. The installed kiln-run compiles the ONNX model too. Where the system allows a private mount namespace
 # (unshare -rm), both run with the source and build folders hidden under empty mounts, so that
 # a file kiln reads from either at run time fails the test.
 #
@@ -39,7 +39,7 @@ fi
 cp "$source/tests/golden/onnx/conv-relu-pool.onnx" "$work/model.onnx"
 cat >"$work/run.sh" <<RUN
 set -e
-"$work/consumer/onnx_consumer" "$work/model.onnx" "$work/cache-consumer"
+"$work/consumer/use_installed_kiln" "$work/model.onnx" "$work/cache-consumer"
 KILN_CACHE_DIR="$work/cache-tool" "$prefix/bin/kiln-run" "$work/model.onnx"
 RUN
 # The build folder first: it may lie inside the source folder.
