@@ -12,10 +12,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "codegen/ScalarOps.h"
 #include "core/Error.h"
@@ -23,9 +21,9 @@
 #include "ir/Printer.h"
 #include "passes/fusion/AccumulatedOperand.h"
 
-#ifndef KILN_SOURCE_DIR
-#error "kiln_codegen needs KILN_SOURCE_DIR (set in the top-level CMakeLists.txt) to embed runtime/KernelAbi.h"
-#endif
+// kKernelAbiHeader: runtime/KernelAbi.h's text, embedded at build time (cmake/EmbedText.cmake)
+// so that codegen works from an installed kiln, with no source tree to read it from.
+#include "codegen/KernelAbiText.inc"
 
 namespace kiln::codegen {
 
@@ -33,13 +31,7 @@ using ir::OpKind;
 
 const std::string &kernelAbiText() {
   static const std::string text = [] {
-    std::string path = std::string(KILN_SOURCE_DIR) + "/runtime/KernelAbi.h";
-    std::ifstream file(path);
-    if (!file)
-      fail("codegen: cannot read the kernel ABI header {}", path);
-    std::stringstream contents;
-    contents << file.rdbuf();
-    std::string header = contents.str();
+    std::string header = kKernelAbiHeader;
     // The header guards itself with #pragma once, which means nothing inside another file.
     size_t pragma = header.find("#pragma once");
     if (pragma != std::string::npos)

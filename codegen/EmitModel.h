@@ -82,7 +82,7 @@ std::string cString(const std::string &text);
 std::string sourcePrelude();
 
 /// The text of runtime/KernelAbi.h, which every generated source embeds so that compiling it
-/// needs no kiln source tree. kiln::Error if the header cannot be read.
+/// needs no kiln source tree. Built into the library, so it needs none either.
 const std::string &kernelAbiText();
 
 } // namespace kiln::codegen
