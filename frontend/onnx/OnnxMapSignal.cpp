@@ -3,6 +3,7 @@
 // MelWeightMatrix, whose operands must be known, as a constant. Complex values are a last dim
 // of 2 (real, imaginary); a real input has a last dim of 1.
 #include <cmath>
+#include <vector>
 
 #include "frontend/onnx/OnnxOpTable.h"
 
@@ -40,13 +41,25 @@ ir::Value *castTo(ImportContext &ctx, ir::Value *v, DType dtype) {
 ir::Value *twiddles(ImportContext &ctx, int64_t length, int64_t bins, bool sine) {
   const double pi = std::acos(-1.0);
   checkTableSize(length, bins, "DFT matrix");
+  // Entry (n, k) is the function at 2 pi ((n * k) mod length) / length: the reduced angle keeps
+  // the matrix as exact as f64 allows, and there are only `length` of them to evaluate (a
+  // 4096-point matrix is 16.7 M entries but 4096 sines).
+  std::vector<double> unit(static_cast<size_t>(length));
+  for (int64_t m = 0; m < length; ++m) {
+    double angle = 2 * pi * static_cast<double>(m) / static_cast<double>(length);
+    unit[static_cast<size_t>(m)] = sine ? std::sin(angle) : std::cos(angle);
+  }
   Tensor t(DType::F64, {length, bins});
-  for (int64_t n = 0; n < length; ++n)
+  double *out = t.dataAs<double>();
+  for (int64_t n = 0; n < length; ++n) {
+    int64_t m = 0; // n * k mod length, stepped by n
     for (int64_t k = 0; k < bins; ++k) {
-      // n * k mod length keeps the angle small, so the matrix is as exact as f64 allows.
-      double angle = 2 * pi * static_cast<double>((n * k) % length) / static_cast<double>(length);
-      t.setDouble(n * bins + k, sine ? std::sin(angle) : std::cos(angle));
+      out[n * bins + k] = unit[static_cast<size_t>(m)];
+      m += n;
+      if (m >= length)
+        m -= length;
     }
+  }
   return ctx.constant(t);
 }
 
