@@ -65,7 +65,11 @@ std::shared_ptr<Session> openSession(const py::object &model, std::optional<int>
   }
   if (py::isinstance<py::bytes>(model) || py::isinstance<py::bytearray>(model) ||
       py::isinstance<py::memoryview>(model)) {
-    std::string bytes = py::bytes(model);
+    // bytes as they are; bytearray and memoryview through the buffer protocol.
+    auto asBytes = py::reinterpret_steal<py::bytes>(PyBytes_FromObject(model.ptr()));
+    if (!asBytes)
+      throw py::error_already_set();
+    std::string bytes = asBytes;
     py::gil_scoped_release release;
     return std::make_shared<Session>(kiln::python::ModelSource::onnxBytes(std::move(bytes), std::move(shapes)),
                                      options);
