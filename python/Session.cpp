@@ -1,7 +1,12 @@
 // kiln::python::Session (see Session.h).
 #include "python/Session.h"
 
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <system_error>
 
 #include "codegen/CompileModel.h"
@@ -55,6 +60,40 @@ codegen::CompileOptions compileOptions(const SessionOptions &options) {
   return compile;
 }
 
+/// Executable::load(path), also when this process loaded `path` before and the file there has
+/// been replaced since (a model saved again over the path it was loaded from): dlopen() would
+/// return the object already loaded under that name, the old model. Such a path is loaded
+/// through a name of its own, a hard link beside it (or a copy in the temporary folder), which
+/// dlopen tells apart by name, and then by inode when the file is the same after all.
+runtime::Executable loadCurrentFile(const std::string &path, const runtime::ExecutableOptions &options) {
+  std::string name = path.find('/') == std::string::npos ? "./" + path : path; // as Executable::load opens it
+  void *loaded = dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (!loaded)
+    return runtime::Executable::load(path, options);
+  dlclose(loaded); // RTLD_NOLOAD counted a reference
+  static std::atomic<uint64_t> next{0};
+  std::string suffix = fmt::format(".kiln-load-{}-{}", getpid(), next++);
+  fs::path alias = path + suffix;
+  std::error_code error;
+  fs::create_hard_link(path, alias, error);
+  if (error) {
+    alias = fs::temp_directory_path(error) / (fs::path(path).filename().string() + suffix);
+    if (!error)
+      fs::copy_file(path, alias, error);
+    if (error)
+      fail("'{}' was loaded before and cannot be loaded again under another name ({}): {}", path, alias.string(),
+           error.message());
+  }
+  struct Remove {
+    fs::path path;
+    ~Remove() {
+      std::error_code ignored;
+      fs::remove(path, ignored); // the mapping keeps the file's bytes
+    }
+  } remove{alias};
+  return runtime::Executable::load(alias.string(), options);
+}
+
 /// The byte range of a tensor, empty for a tensor with no bytes.
 struct ByteRange {
   const unsigned char *begin, *end;
@@ -73,12 +112,14 @@ ByteRange bytesOf(const Tensor &tensor) {
 ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string, Shape> inputShapes) {
   // What the file was when first read: size and modification time.
   struct Seen {
+    std::mutex mutex; // save() may be called from several threads
     bool read = false;
     uintmax_t size = 0;
     fs::file_time_type time;
   };
   auto seen = std::make_shared<Seen>();
   return ModelSource(path, [path, inputShapes = std::move(inputShapes), seen] {
+    std::lock_guard<std::mutex> lock(seen->mutex);
     checkFileExists(path);
     std::error_code sizeError, timeError;
     uintmax_t size = fs::file_size(path, sizeError);
@@ -88,7 +129,9 @@ ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string,
     frontend::OnnxImportOptions options;
     options.inputShapes = inputShapes;
     std::unique_ptr<ir::Graph> graph = frontend::importOnnxFile(path, options);
-    *seen = {true, size, time};
+    seen->read = true;
+    seen->size = size;
+    seen->time = time;
     return graph;
   });
 }
@@ -136,7 +179,7 @@ Session::Session(ModelSource source, SessionOptions options)
 Session Session::loadCompiled(const std::string &path, SessionOptions options) {
   checkFileExists(path);
   runtime::ExecutableOptions runtimeOptions = executableOptions(options);
-  return Session(path, nullptr, path, options, runtime::Executable::load(path, runtimeOptions));
+  return Session(path, nullptr, path, options, loadCurrentFile(path, runtimeOptions));
 }
 
 Session Session::open(const std::string &path, SessionOptions options, std::map<std::string, Shape> inputShapes) {

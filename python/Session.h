@@ -84,8 +84,10 @@ public:
   /// Builds and compiles `source` with the inference pipeline. kiln::Error for a model that
   /// does not import or compile (codegen's message names the op), ArgumentError for bad options.
   Session(ModelSource source, SessionOptions options);
-  /// Loads a shared object that kiln-compile or save() wrote: no compiler runs. ArgumentError
-  /// (FileNotFound) for a missing file, kiln::Error for anything the runtime refuses to load.
+  /// Loads a shared object that kiln-compile or save() wrote: no compiler runs. The model is
+  /// the file's as it is now, also when this process loaded the same path before and the file
+  /// was replaced since (which dlopen alone would not see). ArgumentError (FileNotFound) for a
+  /// missing file, kiln::Error for anything the runtime refuses to load.
   static Session loadCompiled(const std::string &path, SessionOptions options);
   /// What `path` holds, judged by its content and name: a compiled model (an ELF file), a .kir
   /// graph, or else an ONNX model; opened as loadCompiled or Session(ModelSource) would.

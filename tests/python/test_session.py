@@ -130,6 +130,19 @@ def test_save_writes_what_load_runs(tmp_path, matmul_session):
     assert (tmp_path / "copy.so").read_bytes() == (tmp_path / "mm.so").read_bytes()
 
 
+def test_a_path_saved_again_loads_the_new_model(tmp_path, add_session, matmul_session):
+    # dlopen hands back the object already loaded from a path: the session must not.
+    path = tmp_path / "model.so"
+    add_session.save(path)
+    first = kiln.load(path)
+    matmul_session.save(path)
+    second = kiln.load(path)
+    assert [i.name for i in first.inputs] == ["x", "y"] and [i.name for i in second.inputs] == ["x", "w"]
+    x = np.ones((4, 8), np.float32)
+    assert np.array_equal(first.run({"x": x, "y": x})["z"], x + x)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.so"]  # no alias left behind
+
+
 def test_save_refuses_a_model_file_that_changed(tmp_path):
     path = tmp_path / "relu.onnx"
     path.write_bytes(relu_onnx_bytes())
