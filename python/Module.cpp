@@ -20,6 +20,13 @@ using namespace pybind11::literals;
 using kiln::python::ArgumentError;
 using kiln::python::Session;
 using kiln::python::SessionOptions;
+/// How every binding takes its session: through the holder, which pybind11 checks was
+/// constructed, so that a Session made with __new__ and never initialised raises instead of
+/// handing C++ an object that does not exist.
+using SessionRef = std::shared_ptr<Session>;
+/// The same for TensorInfo, which is a copy of the spec (a view into the session would need
+/// a holder pybind11 cannot check).
+using InfoRef = std::shared_ptr<kiln::runtime::TensorSpec>;
 
 namespace {
 
@@ -96,7 +103,8 @@ std::vector<kiln::Tensor> bindInputs(const Session &session, const py::dict &fee
   return tensors;
 }
 
-py::dict run(const Session &session, const py::dict &feeds, bool copy) {
+py::dict run(const SessionRef &self, const py::dict &feeds, bool copy) {
+  const Session &session = *self;
   std::vector<py::object> keepAlive;
   std::vector<kiln::Tensor> inputs = bindInputs(session, feeds, copy, keepAlive);
   std::vector<kiln::Tensor> outputs;
@@ -110,7 +118,8 @@ py::dict run(const Session &session, const py::dict &feeds, bool copy) {
   return result;
 }
 
-void runInto(const Session &session, const py::dict &feeds, const py::dict &outputArrays, bool copy) {
+void runInto(const SessionRef &self, const py::dict &feeds, const py::dict &outputArrays, bool copy) {
+  const Session &session = *self;
   std::vector<py::object> keepAlive;
   std::vector<kiln::Tensor> inputs = bindInputs(session, feeds, copy, keepAlive);
   const auto &specs = session.outputs();
@@ -127,6 +136,13 @@ void runInto(const Session &session, const py::dict &feeds, const py::dict &outp
                                  specs[i].name, specs[i].type.toString());
   py::gil_scoped_release release;
   session.runInto(inputs, outputs);
+}
+
+std::vector<InfoRef> infos(const std::vector<kiln::runtime::TensorSpec> &specs) {
+  std::vector<InfoRef> result;
+  for (const kiln::runtime::TensorSpec &spec : specs)
+    result.push_back(std::make_shared<kiln::runtime::TensorSpec>(spec));
+  return result;
 }
 
 /// `with session.profile("trace.json"):` times the runs inside and writes their trace at the end.
@@ -157,27 +173,24 @@ PYBIND11_MODULE(_kiln, m) {
     }
   });
 
-  py::class_<kiln::runtime::TensorSpec>(m, "TensorInfo", "A model's input or output: name, shape and dtype.")
-      .def_readonly("name", &kiln::runtime::TensorSpec::name)
-      .def_property_readonly("shape",
-                             [](const kiln::runtime::TensorSpec &spec) {
-                               return py::tuple(py::cast(spec.type.shape));
-                             })
+  py::class_<kiln::runtime::TensorSpec, InfoRef>(m, "TensorInfo", "A model's input or output: name, shape and dtype.")
+      .def_property_readonly("name", [](const InfoRef &info) { return info->name; })
+      .def_property_readonly("shape", [](const InfoRef &info) { return py::tuple(py::cast(info->type.shape)); })
       .def_property_readonly(
-          "dtype", [](const kiln::runtime::TensorSpec &spec) { return kiln::python::numpyDType(spec.type.dtype); },
+          "dtype", [](const InfoRef &info) { return kiln::python::numpyDType(info->type.dtype); },
           "the numpy dtype of the arrays it takes or gives (bf16 as uint16 holding the bits)")
       .def_property_readonly(
-          "kiln_dtype", [](const kiln::runtime::TensorSpec &spec) { return std::string(kiln::dtypeName(spec.type.dtype)); },
+          "kiln_dtype", [](const InfoRef &info) { return std::string(kiln::dtypeName(info->type.dtype)); },
           "kiln's name of the dtype: f32, bf16, i64, ...")
-      .def("__repr__", [](const kiln::runtime::TensorSpec &spec) {
-        return "TensorInfo(name='" + spec.name + "', shape=" + kiln::python::shapeAsTuple(spec.type.shape) +
-               ", dtype=" + kiln::python::numpyDTypeName(spec.type.dtype) + ")";
+      .def("__repr__", [](const InfoRef &info) {
+        return "TensorInfo(name='" + info->name + "', shape=" + kiln::python::shapeAsTuple(info->type.shape) +
+               ", dtype=" + kiln::python::numpyDTypeName(info->type.dtype) + ")";
       });
 
-  py::class_<ProfileScope>(m, "_ProfileScope")
-      .def("__enter__", [](ProfileScope &scope) { return scope.session; })
-      .def("__exit__", [](ProfileScope &scope, const py::args &) {
-        scope.session->stopProfiling(scope.tracePath);
+  py::class_<ProfileScope, std::shared_ptr<ProfileScope>>(m, "_ProfileScope")
+      .def("__enter__", [](const std::shared_ptr<ProfileScope> &scope) { return scope->session; })
+      .def("__exit__", [](const std::shared_ptr<ProfileScope> &scope, const py::args &) {
+        scope->session->stopProfiling(scope->tracePath);
         return false;
       });
 
@@ -191,10 +204,16 @@ cached, `input_shapes` static shapes for an ONNX model's inputs by name (fixing 
 run() may be called from several threads at once.)")
       .def(py::init(&openSession), "model"_a, "threads"_a = py::none(), "cache_dir"_a = py::none(),
            "input_shapes"_a = py::none())
-      .def_property_readonly("inputs", &Session::inputs, "the model's inputs (TensorInfo), in order")
-      .def_property_readonly("outputs", &Session::outputs, "the model's outputs (TensorInfo), in order")
-      .def_property_readonly("threads", &Session::threads)
-      .def_property_readonly("arena_bytes", &Session::arenaBytes, "scratch bytes each concurrent run uses")
+      .def_property_readonly(
+          "inputs", [](const SessionRef &session) { return infos(session->inputs()); },
+          "the model's inputs (TensorInfo), in order")
+      .def_property_readonly(
+          "outputs", [](const SessionRef &session) { return infos(session->outputs()); },
+          "the model's outputs (TensorInfo), in order")
+      .def_property_readonly("threads", [](const SessionRef &session) { return session->threads(); })
+      .def_property_readonly(
+          "arena_bytes", [](const SessionRef &session) { return session->arenaBytes(); },
+          "scratch bytes each concurrent run uses")
       .def("run", &run, "feeds"_a, py::kw_only(), "copy"_a = false,
            R"(Runs the model on `feeds` ({input name: numpy array}, every input) and returns
 {output name: numpy array}. Arrays of the input's dtype and shape that are C-contiguous are read
@@ -206,40 +225,40 @@ unless copy=True, which converts what needs converting.)")
 no memory with an input or another output). `copy` applies to the inputs, as in run().)")
       .def(
           "save",
-          [](const Session &session, const py::object &path) {
+          [](const SessionRef &session, const py::object &path) {
             std::optional<std::string> target = pathOf(path);
             if (!target)
               throw py::type_error("save takes a path (str or os.PathLike)");
             py::gil_scoped_release release;
-            session.save(*target);
+            session->save(*target);
           },
           "path"_a, "Writes the model ahead of time as a shared object, as kiln-compile does; kiln.load(path) runs it.")
       .def(
           "profile",
-          [](const std::shared_ptr<Session> &session, const py::object &path) {
+          [](const SessionRef &session, const py::object &path) {
             std::optional<std::string> trace = pathOf(path);
             if (!trace)
               throw py::type_error("profile takes a path (str or os.PathLike) for the trace");
             session->startProfiling();
-            return ProfileScope{session, *trace};
+            return std::make_shared<ProfileScope>(ProfileScope{session, *trace});
           },
           "path"_a,
           "`with session.profile('trace.json'):` times every kernel launch of the runs inside and writes them as a "
           "Chrome trace (chrome://tracing, Perfetto) when the block ends.")
       .def("_bound_input_addresses",
-           [](const Session &session, const py::dict &feeds, bool copy) {
+           [](const SessionRef &session, const py::dict &feeds, bool copy) {
              // For the tests: the addresses run() would hand the kernels, to show that they
              // are the arrays' own buffers.
              std::vector<py::object> keepAlive;
              std::vector<uintptr_t> addresses;
-             for (const kiln::Tensor &tensor : bindInputs(session, feeds, copy, keepAlive))
+             for (const kiln::Tensor &tensor : bindInputs(*session, feeds, copy, keepAlive))
                addresses.push_back(reinterpret_cast<uintptr_t>(tensor.data()));
              return addresses;
            },
            "feeds"_a, py::kw_only(), "copy"_a = false)
-      .def("__repr__", [](const Session &session) {
-        return "<kiln.Session '" + session.what() + "', " + std::to_string(session.inputs().size()) + " inputs, " +
-               std::to_string(session.outputs().size()) + " outputs, " + std::to_string(session.threads()) +
+      .def("__repr__", [](const SessionRef &session) {
+        return "<kiln.Session '" + session->what() + "', " + std::to_string(session->inputs().size()) + " inputs, " +
+               std::to_string(session->outputs().size()) + " outputs, " + std::to_string(session->threads()) +
                " threads>";
       });
 

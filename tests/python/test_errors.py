@@ -125,3 +125,39 @@ def test_arguments_of_the_wrong_kind():
         kiln.Session(relu_onnx_bytes(), input_shapes={"nope": (2, 3)})
     with pytest.raises(TypeError):
         kiln.load(b"bytes are no path")
+
+
+def test_objects_made_without_init_raise_instead_of_crashing():
+    # pybind11 leaves an object made by __new__ alone uninitialised; every binding reaches its
+    # object through the holder, which pybind11 checks.
+    session = kiln.Session.__new__(kiln.Session)
+    for use in (lambda: session.run({}), lambda: session.run_into({}, {}), lambda: session.inputs,
+                lambda: session.outputs, lambda: session.threads, lambda: session.arena_bytes, lambda: repr(session),
+                lambda: session.save("never.so"), lambda: session.profile("never.json")):
+        with pytest.raises(RuntimeError):
+            use()
+    info = kiln.TensorInfo.__new__(kiln.TensorInfo)
+    for use in (lambda: info.name, lambda: info.shape, lambda: info.dtype, lambda: repr(info)):
+        with pytest.raises(RuntimeError):
+            use()
+    scope_type = type(kiln.Session(relu_onnx_bytes()).profile("never.json"))  # never entered: writes nothing
+    scope = scope_type.__new__(scope_type)
+    with pytest.raises(RuntimeError):
+        scope.__exit__(None, None, None)
+
+
+def test_what_a_session_handed_out_outlives_it(tmp_path):
+    import gc
+
+    session = kiln.Session(relu_onnx_bytes())
+    info = session.inputs[0]
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    y = session.run({"x": x})["y"]
+    scope = session.profile(tmp_path / "trace.json")
+    del session
+    gc.collect()
+    assert info.name == "x" and info.shape == (2, 3)
+    assert np.array_equal(y, np.maximum(x, 0))
+    with scope:
+        pass
+    assert (tmp_path / "trace.json").exists()
