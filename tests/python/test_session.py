@@ -33,6 +33,25 @@ def test_run_returns_numpy_arrays_of_every_output(matmul_session, mixed_session)
     assert out["o"].dtype == np.bool_ and np.array_equal(out["o"], ~m)
 
 
+def test_half_floats(tmp_path):
+    # f16 is numpy's float16; bf16, which numpy lacks, travels as uint16 holding its bits.
+    path = tmp_path / "halfs.kir"
+    path.write_text("""graph @halfs(%h: f16[4], %b: bf16[4]) -> (f16[4], bf16[4]) {
+  %h2 = add(%h, %h) : f16[4]
+  %b2 = add(%b, %b) : bf16[4]
+  return %h2, %b2
+}
+""")
+    session = kiln.Session(path)
+    assert [(i.dtype, i.kiln_dtype) for i in session.inputs] == [(np.float16, "f16"), (np.uint16, "bf16")]
+    values = np.array([1.5, -2.0, 0.25, 96.0], np.float32)
+    as_bf16 = (values.view(np.uint32) >> 16).astype(np.uint16)  # exact: these need 8 bits of mantissa
+    out = session.run({"h": values.astype(np.float16), "b": as_bf16})
+    assert out["h2"].dtype == np.float16 and np.array_equal(out["h2"], (2 * values).astype(np.float16))
+    doubled = (out["b2"].astype(np.uint32) << 16).view(np.float32)
+    assert out["b2"].dtype == np.uint16 and np.array_equal(doubled, 2 * values)
+
+
 def test_outputs_are_arrays_of_their_own(add_session):
     # Each run's outputs are fresh buffers, never the arena the next run reuses.
     x, y = np.ones((4, 8), np.float32), np.zeros((4, 8), np.float32)
