@@ -3,7 +3,7 @@
 
 usage: bench.py [--names A,B] [--train-names A,B] [--threads 1,2] [--rounds R] [--train-rounds R]
                 [--seeds DIR] [--kiln-bin DIR] [--peers DIR] [--node-modules DIR] [--out FILE]
-                [--no-infer] [--no-train] [--no-sgemm] [--no-compile]
+                [--no-infer] [--no-train] [--no-sgemm] [--no-compile] [--no-python]
 
 For each workload and thread count the three engines run interleaved in rounds (kiln, ORT,
 PyTorch, then again), each in its own process with its own warm-up; a figure is the median of
@@ -17,7 +17,8 @@ ONNX workloads through `kiln-run MODEL --train mean`, resnet18_bN through kiln-t
 which builds ResNet-18 with kiln's nn API with BatchNorm in training mode as PyTorch's model
 is (the ONNX export folds BatchNorm into the convolutions). Then square SGEMM, kiln
 (kiln-gemm-bench) against OpenBLAS (through numpy), and kiln's compile time for ResNet-50
-(cold: empty KILN_CACHE_DIR; cached: second run).
+(cold: empty KILN_CACHE_DIR; cached: second run). Last, what the Python package adds to a
+run: kiln.Session.run and run_into on a one-kernel graph against kiln-run's C++ run of it.
 Only ratios from one run mean anything: the machines are shared and their speed drifts.
 """
 import argparse
@@ -55,6 +56,29 @@ for n in map(int, sys.argv[1:]):
         s = time.perf_counter(); np.matmul(a, b, out=c); ts.append(time.perf_counter() - s)
     print(n, 2.0 * n ** 3 / statistics.median(ts) / 1e9, flush=True)
 """
+
+# The one-kernel graph whose run the Python overhead is measured on, and the timing in Python
+# (the build tree's package, argv: graph, timed calls); kiln-run --bench times the C++ side.
+ONE_KERNEL_KIR = """graph @add(%x: f32[4,8], %y: f32[4,8]) -> (f32[4,8]) {
+  %z = add(%x, %y) : f32[4,8]
+  return %z
+}
+"""
+PYTHON_OVERHEAD = r"""
+import sys, time, statistics, numpy as np, kiln
+session = kiln.Session(sys.argv[1], threads=1)
+feeds = {i.name: np.ones(i.shape, i.dtype) for i in session.inputs}
+outputs = {o.name: np.empty(o.shape, o.dtype) for o in session.outputs}
+for label, call in (("run", lambda: session.run(feeds)), ("run_into", lambda: session.run_into(feeds, outputs))):
+    for _ in range(500):
+        call()
+    times = []
+    for _ in range(int(sys.argv[2])):
+        start = time.perf_counter_ns(); call(); times.append(time.perf_counter_ns() - start)
+    print(label + "_us", statistics.median(times) / 1000, flush=True)
+"""
+PYTHON_OVERHEAD_CALLS = 5000
+PYTHON_OVERHEAD_ROUNDS = 3
 
 
 def log(message):
@@ -181,6 +205,20 @@ class Engines:
             return rows
         finally:
             shutil.rmtree(cache, ignore_errors=True)
+
+    def python_overhead(self, kir):
+        """{"cxx": us, "run": us, "run_into": us}: the median of one run of the graph in `kir`
+        on 1 thread, by kiln-run --bench (C++ runInto on a warm executable) and through the
+        build tree's Python package; None for what could not run."""
+        out, _ = run([self.kiln_run, kir, "--threads", "1", "--bench", str(PYTHON_OVERHEAD_CALLS)])
+        match = re.search(r"^median_ms\s+([0-9.]+)", out or "", re.M)
+        times = {"cxx": float(match.group(1)) * 1000 if match else None}
+        env = dict(os.environ, PYTHONPATH=os.path.join(self.args.kiln_bin, "python"))
+        out, _ = run([SYSTEM_PYTHON, "-c", PYTHON_OVERHEAD, kir, str(PYTHON_OVERHEAD_CALLS)], env=env)
+        for label in ("run", "run_into"):
+            match = re.search(rf"^{label}_us\s+([0-9.]+)", out or "", re.M)
+            times[label] = float(match.group(1)) if match else None
+        return times
 
 
 def median(values):
@@ -319,6 +357,7 @@ def main():
     parser.add_argument("--no-train", action="store_true", help="skip the training step comparison")
     parser.add_argument("--no-sgemm", action="store_true")
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--no-python", action="store_true", help="skip the Python binding's overhead")
     parser.add_argument("--torch-train", action="store_true",
                         help="in the inference table, also run the peers' torch_bench.py, which times one SGD "
                              "training step too (slow)")
@@ -349,6 +388,20 @@ def main():
         for name in compile_names:
             log(f"kiln: cold compile of {name}")
             compile_rows.append((name, *engines.compile_times(name)))
+
+    python_rows = []
+    if not args.no_python:
+        if os.path.isdir(os.path.join(args.kiln_bin, "python", "kiln")):
+            with tempfile.TemporaryDirectory(prefix="kiln-bench-python.") as folder:
+                kir = os.path.join(folder, "add.kir")
+                with open(kir, "w") as f:
+                    f.write(ONE_KERNEL_KIR)
+                for round_index in range(PYTHON_OVERHEAD_ROUNDS):
+                    log(f"Python overhead, round {round_index + 1}")
+                    python_rows.append(engines.python_overhead(kir))
+        else:
+            log(f"no Python package in {args.kiln_bin}/python (cmake --build {args.kiln_bin} --target _kiln): "
+                "no Python overhead")
 
     model, cores, simd = machine_description()
     lines = ["# kiln benchmark", "",
@@ -388,6 +441,17 @@ def main():
         for name, cold, cached in compile_rows:
             lines.append(f"| {name} | {fmt(cold[2], 3)} | {fmt(cached[2], 3)} | {fmt(cached[1], 3)} | "
                          f"{fmt(cold[0])} | {fmt(cached[0])} |")
+    if python_rows:
+        cxx, py_run, py_into = (median([row[k] for row in python_rows]) for k in ("cxx", "run", "run_into"))
+        extra = (lambda t: fmt(t - cxx, 2) if t is not None and cxx is not None else "n/a")
+        lines += ["", "## Python binding overhead", "",
+                  f"A one-kernel graph (add of two f32[4,8]) on 1 thread, median of {PYTHON_OVERHEAD_CALLS} calls, "
+                  f"median of {PYTHON_OVERHEAD_ROUNDS} rounds: kiln-run's C++ run (runInto on a warm executable) "
+                  "against `kiln.Session.run(feeds)` (fresh output arrays) and `run_into(feeds, outputs)` from "
+                  "Python.", "",
+                  "| C++ run, us | Session.run, us | run extra, us | Session.run_into, us | run_into extra, us |",
+                  "| ---: | ---: | ---: | ---: | ---: |",
+                  f"| {fmt(cxx, 2)} | {fmt(py_run, 2)} | {extra(py_run)} | {fmt(py_into, 2)} | {extra(py_into)} |"]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     # The model zoo's section (bench/zoo/bench_zoo.py) is its own run's: keep it.
     old = open(args.out).read() if os.path.exists(args.out) else ""

@@ -48,6 +48,20 @@ Tensor Tensor::fromDoubles(DType dtype, Shape shape, const std::vector<double> &
 
 Tensor Tensor::scalar(DType dtype, double value) { return fromDoubles(dtype, {}, {value}); }
 
+Tensor Tensor::borrow(TensorType type, void *data) {
+  // A zero-byte tensor may come with no address; it still needs one to count as defined.
+  static unsigned char noBytes;
+  size_t bytes = type.byteSize();
+  if (!data && bytes > 0)
+    fail("cannot borrow {} bytes at a null address for a tensor of type {}", bytes, type.toString());
+  Tensor tensor;
+  tensor.type_ = std::move(type);
+  // The aliasing constructor with no owner: a pointer that frees nothing and counts no owner.
+  tensor.storage_ = std::shared_ptr<unsigned char>(std::shared_ptr<unsigned char>(),
+                                                   data ? static_cast<unsigned char *>(data) : &noBytes);
+  return tensor;
+}
+
 double Tensor::getDouble(int64_t i) const {
   const unsigned char *p = storage_.get();
   switch (type_.dtype) {

@@ -2,7 +2,8 @@
 // kiln::Tensor: a dense, row-major host tensor of any DType. It is what the reference
 // evaluator computes on, what constants and parameters hold, and what users bind to a run.
 // Copies share storage (like a PyTorch tensor); clone() makes a deep copy. Storage is
-// 64-byte aligned, and tensors of 2 MiB and more ask the kernel for transparent huge pages.
+// 64-byte aligned, and tensors of 2 MiB and more ask the kernel for transparent huge pages,
+// except for a tensor borrowed over someone else's bytes (borrow(): a numpy array's buffer).
 #include <cstring>
 #include <memory>
 #include <string>
@@ -23,6 +24,13 @@ public:
   static Tensor fromDoubles(DType dtype, Shape shape, const std::vector<double> &values);
   /// A scalar (rank-0) tensor.
   static Tensor scalar(DType dtype, double value);
+  /// A tensor over `data`, bytes of `type` that the caller owns, without a copy (how the
+  /// Python package binds a numpy array to a run). The caller keeps them alive and in place
+  /// for as long as the tensor or a copy of it is used. They need only be aligned to the
+  /// element size (what compiled models assume of inputs and outputs), not to 64 bytes.
+  /// ownsStorageAlone() is false for such a tensor: it never holds its bytes. kiln::Error for
+  /// null data of a type that has bytes.
+  static Tensor borrow(TensorType type, void *data);
 
   const TensorType &type() const { return type_; }
   DType dtype() const { return type_.dtype; }

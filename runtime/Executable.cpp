@@ -442,6 +442,14 @@ void Executable::Impl::execute(const std::vector<Tensor> &inputValues,
 
 // --- Executable --------------------------------------------------------------------------
 
+bool isSharedObjectFile(const std::string &path) {
+  if (path.size() >= 3 && path.compare(path.size() - 3, 3, ".so") == 0)
+    return true;
+  char magic[4] = {};
+  std::ifstream file(path, std::ios::binary);
+  return file.read(magic, sizeof magic) && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F';
+}
+
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executable::Executable(Executable &&) noexcept = default;
 Executable &Executable::operator=(Executable &&) noexcept = default;

@@ -42,6 +42,10 @@ struct ExecutableOptions {
   bool profile = false;
 };
 
+/// Whether `path` names a compiled model (what Executable::load opens) rather than a graph
+/// file: named *.so, or an ELF file whatever its name (graph files are text or protobuf).
+bool isSharedObjectFile(const std::string &path);
+
 class Executable {
 public:
   using Options = ExecutableOptions;

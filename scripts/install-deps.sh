@@ -11,6 +11,9 @@ packages=(
   python3 python3-numpy python3-onnx ccache
   # PyTorch exports the seed workloads and is the reference that kiln's results are checked against
   python3-torch python3-torchvision
+  # the Python package (python/): its bindings, its pytest suite, and `pip install .` from the
+  # repository with Debian's setuptools and pip (no downloads; python3-venv for a test venv)
+  python3-dev python3-pybind11 python3-pytest python3-setuptools python3-wheel python3-pip python3-venv
 )
 
 missing=()

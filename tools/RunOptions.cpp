@@ -1,9 +1,8 @@
 // kiln-run's options: the flag table, the checks of what combines with what, and the help.
 #include "tools/RunOptions.h"
 
-#include <fstream>
-
 #include "core/Error.h"
+#include "runtime/Executable.h"
 
 namespace kiln::tools {
 
@@ -146,13 +145,7 @@ void checkConformance(const RunOptions &options) {
 
 } // namespace
 
-bool isSharedObject(const std::string &path) {
-  if (endsWith(path, ".so"))
-    return true;
-  char magic[4] = {};
-  std::ifstream file(path, std::ios::binary);
-  return file.read(magic, sizeof magic) && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F';
-}
+bool isSharedObject(const std::string &path) { return runtime::isSharedObjectFile(path); }
 
 namespace {
 

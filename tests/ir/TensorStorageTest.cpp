@@ -1,6 +1,7 @@
 // kiln::Tensor's storage: zero-filled, 64-byte aligned at every size (huge-page sized ones
 // too), shared by copies and deep-copied by clone(), and a byte count that would not fit is a
-// kiln::Error rather than a wrapped, undersized allocation.
+// kiln::Error rather than a wrapped, undersized allocation. A borrowed tensor reads and writes
+// the caller's bytes in place and never claims to own them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -45,6 +46,34 @@ TEST(TensorStorage, ByteCountsThatWouldWrapAreErrors) {
   std::string message = test::errorOf([] { Tensor t(DType::F64, {int64_t{1} << 31, int64_t{1} << 30}); });
   EXPECT_NE(message.find("has too many elements"), std::string::npos) << message;
   EXPECT_NE(message.find("f64[2147483648,1073741824]"), std::string::npos) << message;
+}
+
+TEST(TensorStorage, BorrowedBytesAreReadAndWrittenInPlace) {
+  float bytes[7] = {1, 2, 3, 4, 5, 6, 7};
+  // An address 4 bytes past a 64-byte boundary at best: borrowing needs only element alignment.
+  Tensor t = Tensor::borrow({DType::F32, {2, 3}}, bytes + 1);
+  EXPECT_EQ(t.data(), bytes + 1);
+  EXPECT_TRUE(t.defined());
+  EXPECT_FALSE(t.ownsStorageAlone());
+  EXPECT_EQ(t.getDouble(5), 7.0);
+  Tensor copy = t;
+  copy.setDouble(0, -2.5);
+  EXPECT_EQ(bytes[1], -2.5f);
+  EXPECT_FALSE(copy.ownsStorageAlone());
+  // clone() is a deep, owned, aligned copy.
+  Tensor deep = t.clone();
+  EXPECT_NE(deep.data(), t.data());
+  EXPECT_TRUE(deep.ownsStorageAlone());
+  EXPECT_TRUE(deep.identical(t));
+}
+
+TEST(TensorStorage, BorrowingNothingNeedsNoBytes) {
+  Tensor empty = Tensor::borrow({DType::F32, {0, 4}}, nullptr);
+  EXPECT_TRUE(empty.defined());
+  EXPECT_EQ(empty.byteSize(), 0u);
+  std::string message = test::errorOf([] { Tensor::borrow({DType::I64, {3}}, nullptr); });
+  EXPECT_NE(message.find("null address"), std::string::npos) << message;
+  EXPECT_NE(message.find("i64[3]"), std::string::npos) << message;
 }
 
 } // namespace

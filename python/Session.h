@@ -1,0 +1,136 @@
+#pragma once
+// kiln::python::Session: what `kiln.Session` is, in C++ and without Python. A compiled model
+// and the facts the bindings (python/Module.cpp) need to expose it: its inputs and outputs,
+// running it, writing it ahead of time, profiling it. The bindings only convert numpy arrays
+// and dicts to and from the tensors here; every decision about a model lives on this side.
+//
+// A session is compiled from a ModelSource (an ONNX file or bytes, a .kir file, later a graph
+// built in Python) or loaded from a shared object kiln-compile or save() wrote. run() and
+// runInto() may be called from several threads at once: runtime::Executable gives each
+// concurrent call its own arena (runtime/Executable.h), and nothing here is mutated by a run.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/Error.h"
+#include "core/Tensor.h"
+#include "ir/Graph.h"
+#include "runtime/Executable.h"
+
+namespace kiln::python {
+
+/// A mistake in what the caller passed rather than in the model: an unknown or missing name, a
+/// wrong dtype or shape, a file that does not exist. Still a kiln::Error (its message names
+/// what and where); the bindings raise the Python exception its kind names instead of
+/// kiln.Error.
+class ArgumentError : public Error {
+public:
+  enum class Kind { Value, Type, FileNotFound };
+  ArgumentError(Kind kind, const std::string &message) : Error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+private:
+  Kind kind_;
+};
+
+/// Throws ArgumentError of `kind` with a fmt-formatted message.
+template <typename... Args>
+[[noreturn]] void failArgument(ArgumentError::Kind kind, fmt::format_string<Args...> format, Args &&...args) {
+  throw ArgumentError(kind, fmt::format(format, std::forward<Args>(args)...));
+}
+
+/// Where a session's graph comes from. It can build the graph again: compiling releases it (so
+/// that the executable alone holds the weights) and save() builds it anew for the ahead-of-time
+/// writer rather than keep a second copy of the weights for the session's lifetime.
+class ModelSource {
+public:
+  using GraphBuilder = std::function<std::unique_ptr<ir::Graph>()>;
+
+  /// An ONNX model file; `inputShapes` fix its inputs' symbolic dims by input name. Building
+  /// it again fails when the file changed since it was first read (a save() of another model
+  /// than the one running would be a silent surprise).
+  static ModelSource onnxFile(const std::string &path, std::map<std::string, Shape> inputShapes = {});
+  /// A serialized ONNX model, kept for rebuilding.
+  static ModelSource onnxBytes(std::string bytes, std::map<std::string, Shape> inputShapes = {});
+  /// A graph in kiln's text form (.kir); every parameter needs its value in the file.
+  static ModelSource kirFile(const std::string &path);
+  /// Any graph `build` returns, `what` naming it in errors: the door for graphs built with
+  /// the graph API from Python.
+  static ModelSource graph(std::string what, GraphBuilder build);
+
+  std::unique_ptr<ir::Graph> build() const;
+  const std::string &what() const { return what_; }
+
+private:
+  ModelSource(std::string what, GraphBuilder build) : what_(std::move(what)), build_(std::move(build)) {}
+
+  std::string what_;
+  GraphBuilder build_;
+};
+
+struct SessionOptions {
+  /// Threads that run the kernels, the caller's included; 0: the runtime's shared pool (one
+  /// thread per core).
+  int threads = 0;
+  /// The compile cache's folder (codegen/CxxCompiler.h); empty: $KILN_CACHE_DIR or the default.
+  std::string cacheDir;
+};
+
+class Session {
+public:
+  /// Builds and compiles `source` with the inference pipeline. kiln::Error for a model that
+  /// does not import or compile (codegen's message names the op), ArgumentError for bad options.
+  Session(ModelSource source, SessionOptions options);
+  /// Loads a shared object that kiln-compile or save() wrote: no compiler runs. The model is
+  /// the file's as it is now, also when this process loaded the same path before and the file
+  /// was replaced since (which dlopen alone would not see). ArgumentError (FileNotFound) for a
+  /// missing file, kiln::Error for anything the runtime refuses to load.
+  static Session loadCompiled(const std::string &path, SessionOptions options);
+  /// What `path` holds, judged by its content and name: a compiled model (an ELF file), a .kir
+  /// graph, or else an ONNX model; opened as loadCompiled or Session(ModelSource) would.
+  static Session open(const std::string &path, SessionOptions options,
+                      std::map<std::string, Shape> inputShapes = {});
+
+  const std::vector<runtime::TensorSpec> &inputs() const { return executable_->inputs(); }
+  const std::vector<runtime::TensorSpec> &outputs() const { return executable_->outputs(); }
+  /// The position of the input (output) named `name`; ArgumentError (Value) naming the
+  /// model's inputs (outputs) when there is none.
+  size_t inputIndex(const std::string &name) const;
+  size_t outputIndex(const std::string &name) const;
+  int threads() const { return executable_->numThreads(); }
+  int64_t arenaBytes() const { return executable_->arenaBytes(); }
+  /// What the session runs, for messages and repr: the file, or "<onnx bytes>".
+  const std::string &what() const { return what_; }
+
+  /// Runs the model on `inputs` (in input order, of the declared types) into fresh outputs.
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs) const;
+  /// Writes the outputs into `outputs` (in output order, of the declared types), which may
+  /// share no byte with an input or with each other: ArgumentError (Value) naming the two.
+  void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const;
+
+  /// Writes the model ahead of time as the shared object `path` (what kiln-compile writes):
+  /// loadCompiled() runs it with no compiler. A session loaded from a shared object copies it.
+  void save(const std::string &path) const;
+
+  /// Times every launch of the runs that follow, forgetting those timed before.
+  void startProfiling();
+  /// Stops timing and writes the launches timed since startProfiling() as a Chrome trace.
+  void stopProfiling(const std::string &tracePath);
+  bool profiling() const { return executable_->profiling(); }
+
+private:
+  Session(std::string what, std::shared_ptr<ModelSource> source, std::string compiledPath,
+          SessionOptions options, runtime::Executable executable);
+
+  std::string what_;
+  /// How to build the graph again (null for a session loaded from a shared object).
+  std::shared_ptr<ModelSource> source_;
+  std::string compiledPath_; // the shared object it was loaded from, if it was
+  SessionOptions options_;
+  std::shared_ptr<runtime::Executable> executable_;
+};
+
+} // namespace kiln::python

@@ -1,0 +1,190 @@
+"""kiln.Session: what it says about a model, running it (in place and concurrently), writing
+it ahead of time and loading it back, profiling it."""
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import random_inputs, relu_onnx_bytes
+
+
+def test_inputs_and_outputs_describe_the_model(matmul_session, mixed_session):
+    assert [(i.name, i.shape, i.dtype) for i in matmul_session.inputs] == [
+        ("x", (64, 96), np.dtype(np.float32)), ("w", (96, 48), np.dtype(np.float32))]
+    assert [(o.name, o.shape) for o in matmul_session.outputs] == [("r", (64, 48)), ("n", (64, 96))]
+    assert [i.dtype for i in mixed_session.inputs] == [np.dtype(np.int64), np.dtype(np.int64), np.dtype(np.bool_)]
+    assert mixed_session.outputs[1].kiln_dtype == "bool"
+    assert repr(matmul_session.inputs[0]) == "TensorInfo(name='x', shape=(64, 96), dtype=float32)"
+    assert matmul_session.threads == 2
+
+
+def test_run_returns_numpy_arrays_of_every_output(matmul_session, mixed_session):
+    feeds = random_inputs(matmul_session)
+    out = matmul_session.run(feeds)
+    assert list(out) == ["r", "n"]
+    np.testing.assert_allclose(out["r"], np.maximum(feeds["x"] @ feeds["w"], 0), rtol=1e-5, atol=1e-5)
+    assert np.array_equal(out["n"], -feeds["x"])
+    a, b = np.arange(5, dtype=np.int64) * 10**12, np.arange(5, dtype=np.int64)
+    m = np.array([True, False, True, True, False])
+    out = mixed_session.run({"a": a, "b": b, "m": m})
+    assert out["s"].dtype == np.int64 and np.array_equal(out["s"], a + b)
+    assert out["o"].dtype == np.bool_ and np.array_equal(out["o"], ~m)
+
+
+def test_half_floats(tmp_path):
+    # f16 is numpy's float16; bf16, which numpy lacks, travels as uint16 holding its bits.
+    path = tmp_path / "halfs.kir"
+    path.write_text("""graph @halfs(%h: f16[4], %b: bf16[4]) -> (f16[4], bf16[4]) {
+  %h2 = add(%h, %h) : f16[4]
+  %b2 = add(%b, %b) : bf16[4]
+  return %h2, %b2
+}
+""")
+    session = kiln.Session(path)
+    assert [(i.dtype, i.kiln_dtype) for i in session.inputs] == [(np.float16, "f16"), (np.uint16, "bf16")]
+    values = np.array([1.5, -2.0, 0.25, 96.0], np.float32)
+    as_bf16 = (values.view(np.uint32) >> 16).astype(np.uint16)  # exact: these need 8 bits of mantissa
+    out = session.run({"h": values.astype(np.float16), "b": as_bf16})
+    assert out["h2"].dtype == np.float16 and np.array_equal(out["h2"], (2 * values).astype(np.float16))
+    doubled = (out["b2"].astype(np.uint32) << 16).view(np.float32)
+    assert out["b2"].dtype == np.uint16 and np.array_equal(doubled, 2 * values)
+
+
+def test_outputs_are_arrays_of_their_own(add_session):
+    # Each run's outputs are fresh buffers, never the arena the next run reuses.
+    x, y = np.ones((4, 8), np.float32), np.zeros((4, 8), np.float32)
+    first = add_session.run({"x": x, "y": y})["z"]
+    second = add_session.run({"x": x, "y": y + 5})["z"]
+    assert np.all(first == 1) and np.all(second == 6)
+    assert first.flags.writeable and first.flags.c_contiguous
+
+
+def test_inputs_are_read_in_place(add_session):
+    x = np.zeros((4, 8), np.float32)
+    y = np.arange(32, dtype=np.float32).reshape(4, 8)
+    # The addresses run() hands the kernels are the arrays' own buffers.
+    assert add_session._bound_input_addresses({"x": x, "y": y}) == [x.ctypes.data, y.ctypes.data]
+    # ... also for a read-only array and a C-contiguous view into a larger one.
+    big = np.zeros((8, 8), np.float32)
+    view = big[2:6]
+    y.flags.writeable = False
+    assert add_session._bound_input_addresses({"x": view, "y": y}) == [view.ctypes.data, y.ctypes.data]
+    # Mutated in place, the same arrays give the new result.
+    assert np.array_equal(add_session.run({"x": view, "y": y})["z"], y)
+    big[2:6] = 100
+    assert np.array_equal(add_session.run({"x": view, "y": y})["z"], y + 100)
+    # copy=True converts only what needs converting.
+    assert add_session._bound_input_addresses({"x": x, "y": y}, copy=True) == [x.ctypes.data, y.ctypes.data]
+    as64 = x.astype(np.float64)
+    assert add_session._bound_input_addresses({"x": as64, "y": y}, copy=True)[0] != as64.ctypes.data
+
+
+def test_copy_converts_dtype_layout_and_lists(add_session):
+    x = np.arange(64, dtype=np.float64).reshape(8, 8)[::2]  # float64, not contiguous
+    y = [[1.0] * 8] * 4
+    out = add_session.run({"x": x, "y": y}, copy=True)["z"]
+    assert np.array_equal(out, x.astype(np.float32) + 1)
+
+
+def test_run_into_writes_the_callers_arrays(matmul_session):
+    feeds = random_inputs(matmul_session, seed=3)
+    r = np.full((64, 48), np.nan, np.float32)
+    n = np.empty((64, 96), np.float32)
+    assert matmul_session.run_into(feeds, {"r": r, "n": n}) is None
+    expected = matmul_session.run(feeds)
+    assert np.array_equal(r, expected["r"]) and np.array_equal(n, expected["n"])
+
+
+def test_sixteen_python_threads_share_one_session(matmul_session):
+    # Results computed one at a time first; then 16 threads run the same feeds concurrently
+    # (the GIL is released while running) and every result must be bit-identical.
+    feeds = [random_inputs(matmul_session, seed=s) for s in range(16)]
+    expected = [matmul_session.run(f) for f in feeds]
+    failures, start = [], threading.Barrier(16)
+
+    def worker(t):
+        start.wait()
+        for _ in range(25):
+            out = matmul_session.run(feeds[t])
+            if not all(np.array_equal(out[k].view(np.uint32), expected[t][k].view(np.uint32)) for k in out):
+                failures.append(t)
+                return
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_bytes_and_paths_give_the_same_model(tmp_path):
+    data = relu_onnx_bytes()
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(data)
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    for model in (data, bytearray(data), memoryview(data), path, str(path)):
+        assert np.array_equal(kiln.Session(model).run({"x": x})["y"], np.maximum(x, 0)), type(model)
+
+
+def test_input_shapes_fix_symbolic_dims():
+    session = kiln.Session(relu_onnx_bytes(shape=("batch", 3)), input_shapes={"x": (5, 3)})
+    assert session.inputs[0].shape == (5, 3)
+    x = np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3)
+    assert np.array_equal(session.run({"x": x})["y"], np.maximum(x, 0))
+
+
+def test_save_writes_what_load_runs(tmp_path, matmul_session):
+    feeds = random_inputs(matmul_session, seed=7)
+    expected = matmul_session.run(feeds)
+    matmul_session.save(tmp_path / "mm.so")
+    for loaded in (kiln.load(tmp_path / "mm.so", threads=2), kiln.Session(str(tmp_path / "mm.so"), threads=2)):
+        assert [i.name for i in loaded.inputs] == ["x", "w"]
+        out = loaded.run(feeds)
+        assert all(np.array_equal(out[k], expected[k]) for k in expected)
+    # A loaded session saves by copying its file.
+    kiln.load(tmp_path / "mm.so").save(tmp_path / "copy.so")
+    assert (tmp_path / "copy.so").read_bytes() == (tmp_path / "mm.so").read_bytes()
+
+
+def test_a_path_saved_again_loads_the_new_model(tmp_path, add_session, matmul_session):
+    # dlopen hands back the object already loaded from a path: the session must not.
+    path = tmp_path / "model.so"
+    add_session.save(path)
+    first = kiln.load(path)
+    matmul_session.save(path)
+    second = kiln.load(path)
+    assert [i.name for i in first.inputs] == ["x", "y"] and [i.name for i in second.inputs] == ["x", "w"]
+    x = np.ones((4, 8), np.float32)
+    assert np.array_equal(first.run({"x": x, "y": x})["z"], x + x)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.so"]  # no alias left behind
+
+
+def test_save_refuses_a_model_file_that_changed(tmp_path):
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(relu_onnx_bytes())
+    session = kiln.Session(path)
+    path.write_bytes(relu_onnx_bytes(shape=(4, 4)))
+    with pytest.raises(kiln.Error, match="changed since the session read it"):
+        session.save(tmp_path / "relu.so")
+
+
+def test_profile_writes_a_chrome_trace(tmp_path, add_session):
+    x = np.ones((4, 8), np.float32)
+    with add_session.profile(tmp_path / "trace.json"):
+        for _ in range(3):
+            add_session.run({"x": x, "y": x})
+    events = [e for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"] if e.get("ph") == "X"]
+    assert len(events) == 3  # one launch per run
+    # Profiling stops with the block.
+    add_session.run({"x": x, "y": x})
+    with add_session.profile(tmp_path / "again.json"):
+        pass
+    assert [e for e in json.loads((tmp_path / "again.json").read_text())["traceEvents"] if e.get("ph") == "X"] == []
+
+
+def test_cache_dir_holds_the_compiled_kernels(tmp_path, add_path):
+    kiln.Session(add_path, cache_dir=tmp_path / "cache")
+    assert list((tmp_path / "cache").glob("*.so"))
