@@ -7,9 +7,9 @@ downloaded: Debian's setuptools, wheel, pybind11 and CMake do it all (scripts/in
 Extra CMake arguments come from $CMAKE_ARGS (space-separated). The project's metadata is in
 pyproject.toml.
 
-The installed module compiles models at run time with the system compiler, as kiln-run does,
-and reads the kernel ABI header from this repository (codegen's KILN_SOURCE_DIR): keep the
-checkout where it was built.
+The installed module compiles models at run time with the system compiler, as kiln-run does;
+the kernel ABI header it pastes into generated code is built into it, so the checkout may be
+moved or removed after installing.
 """
 import os
 import pathlib
