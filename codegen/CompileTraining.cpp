@@ -205,7 +205,8 @@ void checkLaunches(const runtime::Executable &executable, const LoweredModel &lo
 runtime::TrainingStep compileSplitTrainingStep(const ir::Graph &forward, const LossSpec &loss,
                                                const OptimizerSpec &optimizer, const TrainingOptions &options) {
   passes::autodiff::SplitTrainingGraph split =
-      passes::autodiff::buildSplitTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+      passes::autodiff::buildSplitTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
+                                                options.frozen);
   runtime::TrainingManifest manifest = trainingManifest(forward, split.whole, loss, optimizer);
   std::map<std::string, Tensor> params = initialParameters(*split.whole.graph, options);
   if (options.reference)
@@ -265,7 +266,8 @@ runtime::TrainingManifest trainingManifest(const ir::Graph &forward, const passe
 LoweredTrainingStep lowerTrainingStep(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                       const TrainingOptions &options) {
   LoweredTrainingStep step;
-  step.training = passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+  step.training = passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
+                                                       options.frozen);
   step.lowered = lowerTrainingGraph(*step.training.graph, step.training.updates, options.compile);
   checkInPlaceUpdates(step.lowered, step.training.updates);
   // The manifest's input positions are the training graph's; the executable's inputs are the
@@ -299,7 +301,8 @@ runtime::TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSp
   if (!options.reference)
     return compileLoweredTrainingStep(lowerTrainingStep(forward, loss, optimizer, options), options);
   passes::autodiff::TrainingGraph training =
-      passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+      passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
+                                           options.frozen);
   std::map<std::string, Tensor> params = initialParameters(*training.graph, options);
   runtime::TrainingManifest manifest = trainingManifest(forward, training, loss, optimizer);
   return runtime::TrainingStep(std::make_unique<ReferenceBackend>(std::move(training.graph)), std::move(manifest),

@@ -37,8 +37,11 @@ using passes::autodiff::OptimizerKind;
 using passes::autodiff::OptimizerSpec;
 
 struct TrainingOptions {
-  /// Parameters to train; empty: every float parameter the loss depends on.
+  /// Parameters to train; empty: every float parameter the loss depends on but `frozen`.
   std::vector<std::string> params;
+  /// Parameters not to train, with `params` empty: their backward is not built at all
+  /// (passes::autodiff::buildTrainingGraph), and they keep their values bit for bit.
+  std::vector<std::string> frozen;
   /// Forward outputs written back into (untrained) parameters every step, in place: BatchNorm
   /// running statistics in training mode (see buildTrainingGraph). A graph traced from nn
   /// modules lists its own in frontend::GraphBuilder::bufferWrites() (BatchNorm2d's running

@@ -75,6 +75,8 @@ Trainer::Trainer(TrainingStep &step, Dataset train, TrainerOptions options, Trai
     fail("trainer: the number of micro-batches to accumulate must be >= 1, got {}", options_.accumulate);
   if (options_.saveEvery < 0)
     fail("trainer: checkpoints every {} updates: expected a count >= 0", options_.saveEvery);
+  if (options_.stopAfter < 0)
+    fail("trainer: stop after update {}: expected a count >= 0", options_.stopAfter);
   if (options_.saveEvery > 0 && options_.savePath.empty())
     fail("trainer: checkpoints every {} updates need a path to save to", options_.saveEvery);
   if (!step_.isSplit() && options_.accumulate > 1)
@@ -235,8 +237,11 @@ double Trainer::update(const std::vector<int64_t> &indices) {
 std::vector<EpochReport> Trainer::run() {
   const int64_t total = totalUpdates(), perEpoch = updatesPerEpoch_, start = step_.stepCount();
   if (start > total)
-    fail("trainer: the step has taken {} updates, past the end of this run ({} epochs of {} updates: {})", start,
-         options_.epochs, perEpoch, total);
+    fail("trainer: the step has taken {} updates, past the end of this run: {} updates ({} per epoch)", start, total,
+         perEpoch);
+  if (options_.stopAfter > 0 && start >= options_.stopAfter)
+    fail("trainer: the step has taken {} updates already, none left before the stop after update {}", start,
+         options_.stopAfter);
   std::vector<EpochReport> reports;
   int64_t lastSaved = -1;
   for (int64_t epoch = start / perEpoch; epoch < options_.epochs; ++epoch) {
@@ -265,6 +270,7 @@ std::vector<EpochReport> Trainer::run() {
         save();
         lastSaved = step_.stepCount();
       }
+      bool stop = step_.stepCount() == options_.stopAfter;
       if (hooks_.onProgress) {
         progress.update = u + 1;
         progress.samples = report.samples;
@@ -272,6 +278,11 @@ std::vector<EpochReport> Trainer::run() {
         progress.seconds = secondsSince(began);
         progress.lr = lr;
         hooks_.onProgress(progress);
+      }
+      if (stop) {
+        if (!options_.savePath.empty() && lastSaved != step_.stepCount())
+          save();
+        return reports;
       }
     }
     report.meanLoss = report.samples > 0 ? lossSum / static_cast<double>(report.samples) : 0.0;

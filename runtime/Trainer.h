@@ -52,6 +52,10 @@ struct TrainerOptions {
   /// last, so a run killed while saving keeps the previous one.
   int64_t saveEvery = 0;
   std::string savePath;
+  /// Stop after update `stopAfter` of the run (counting from its start; 0: run to the end), and
+  /// save as at the end: a time-boxed job that a later one resumes from the checkpoint. The
+  /// run's length, and so its schedule, stays the epochs'.
+  int64_t stopAfter = 0;
 };
 
 /// Where a run is, after each update.
@@ -113,6 +117,9 @@ public:
   /// kiln::Error for a loss that is one value for the whole batch (`value`).
   void setValidation(Dataset data, EvaluateFn evaluate);
 
+  const Dataset &data() const { return train_; }
+  /// The validation data; null without.
+  const Dataset *validationData() const { return validation_ ? &*validation_ : nullptr; }
   /// The step's batch b, the samples of one update B = b * accumulate.
   int64_t microBatch() const { return microBatch_; }
   int64_t batchSize() const { return microBatch_ * options_.accumulate; }
@@ -121,7 +128,8 @@ public:
   /// Samples each epoch leaves out (a short last batch the loss cannot pad, or dropLast).
   int64_t droppedPerEpoch() const;
 
-  /// Trains from the step's step count to the end of the last epoch; returns the epochs' reports.
+  /// Trains from the step's step count to the end of the last epoch (or to stopAfter); returns
+  /// the reports of the epochs it finished.
   /// kiln::Error when the step count is past the run's end (a checkpoint of a longer run), or
   /// when a loss is not finite (naming the epoch and update; the parameters are then those of
   /// the update before).

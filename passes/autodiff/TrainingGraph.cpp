@@ -49,15 +49,25 @@ void checkOptimizer(const OptimizerSpec &spec) {
   nonNegative(spec.eps, "eps");
 }
 
-/// The parameters to train, as param values of `graph`, in the order asked (graph order by default).
-std::vector<Value *> resolveParams(const Graph &graph, const std::vector<std::string> &names) {
+/// The parameters to train, as param values of `graph`, in the order asked (graph order by
+/// default, without the frozen ones).
+std::vector<Value *> resolveParams(const Graph &graph, const std::vector<std::string> &names,
+                                   const std::vector<std::string> &frozen) {
   std::map<std::string, Value *> byName;
-  std::vector<Value *> all;
-  for (Node *param : graph.params()) {
+  for (Node *param : graph.params())
     byName[param->attrString("name")] = param->output();
-    if (isFloat(param->output()->dtype()))
-      all.push_back(param->output());
+  std::set<std::string> frozenNames;
+  for (const std::string &name : frozen) {
+    if (!byName.count(name))
+      fail("training graph: graph @{} has no parameter '{}' to freeze", graph.name(), name);
+    frozenNames.insert(name);
   }
+  if (!frozen.empty() && !names.empty())
+    fail("training graph: give the parameters to train or the ones to freeze, not both");
+  std::vector<Value *> all;
+  for (Node *param : graph.params())
+    if (isFloat(param->output()->dtype()) && !frozenNames.count(param->attrString("name")))
+      all.push_back(param->output());
   if (names.empty())
     return all;
   std::vector<Value *> chosen;
@@ -327,14 +337,15 @@ std::vector<std::string> TrainingGraph::trainedParams() const {
 }
 
 TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
-                                 const std::vector<std::string> &params, const std::vector<BufferWrite> &buffers) {
+                                 const std::vector<std::string> &params, const std::vector<BufferWrite> &buffers,
+                                 const std::vector<std::string> &frozen) {
   // 1.
   checkOptimizer(optimizer);
   TrainingGraph result;
   result.graph = forward.clone();
   Graph &graph = *result.graph;
   std::vector<Value *> bufferValues = resolveBuffers(graph, buffers);
-  std::vector<Value *> trained = resolveParams(graph, params);
+  std::vector<Value *> trained = resolveParams(graph, params, frozen);
   std::set<std::string> paramNames, bufferNames;
   for (Node *param : graph.params())
     paramNames.insert(param->attrString("name"));
@@ -409,9 +420,10 @@ TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, con
 
 SplitTrainingGraph buildSplitTrainingGraph(const Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                            const std::vector<std::string> &params,
-                                           const std::vector<BufferWrite> &buffers) {
+                                           const std::vector<BufferWrite> &buffers,
+                                           const std::vector<std::string> &frozen) {
   SplitTrainingGraph split;
-  split.whole = buildTrainingGraph(forward, loss, optimizer, params, buffers);
+  split.whole = buildTrainingGraph(forward, loss, optimizer, params, buffers, frozen);
   const TrainingGraph &whole = split.whole;
 
   // The gradient part: the whole graph returning each update's gradient operand instead of the

@@ -121,9 +121,16 @@ struct TrainingGraph {
 /// A graph with the i64 parameter ir::random::kOffsetParam that no buffer write names gets one
 /// more, last: offset + 1, so its random ops draw fresh numbers every step. kiln::Error when
 /// the output or parameter does not exist, their types differ, or the parameter is trained.
+///
+/// `frozen` names parameters left out of the default list (with `params` empty): they stay
+/// parameters of the graph, read as they are, and since autodiff differentiates only what
+/// depends on a trained parameter, nothing of their backward is built (no gradient of a frozen
+/// weight, no gradient flowing into layers that only frozen ones follow). kiln::Error for a
+/// name that is no parameter, or with `params` given too.
 TrainingGraph buildTrainingGraph(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                  const std::vector<std::string> &params = {},
-                                 const std::vector<BufferWrite> &buffers = {});
+                                 const std::vector<BufferWrite> &buffers = {},
+                                 const std::vector<std::string> &frozen = {});
 
 /// A training step in two graphs, for a caller that acts on the gradients between the backward
 /// pass and the update (runtime/TrainingStep.h's split steps: gradient accumulation, averaging
@@ -150,7 +157,8 @@ struct SplitTrainingGraph {
 /// buildTrainingGraph's step split at the gradients. kiln::Error as buildTrainingGraph.
 SplitTrainingGraph buildSplitTrainingGraph(const ir::Graph &forward, const LossSpec &loss,
                                            const OptimizerSpec &optimizer, const std::vector<std::string> &params = {},
-                                           const std::vector<BufferWrite> &buffers = {});
+                                           const std::vector<BufferWrite> &buffers = {},
+                                           const std::vector<std::string> &frozen = {});
 
 /// The forward graph with the loss of each element, for evaluating a model on held-out data:
 /// inputs the forward graph's, then the target or labels as in the training graph; outputs
