@@ -26,18 +26,22 @@ using runtime::Dataset;
 using runtime::Trainer;
 using runtime::TrainerOptions;
 
-/// The seed MLP's shape scaled down (inputs 32, hidden 16 and 12, 5 classes), no BatchNorm,
-/// at batch `batch`, with PyTorch's initialisation from `seed`.
-std::unique_ptr<ir::Graph> mlp(int64_t batch, uint64_t seed = 3) {
+/// An MLP in -> hidden -> hidden2 -> classes with ReLUs and no BatchNorm, at batch `batch`,
+/// with PyTorch's initialisation from `seed`: by default the seed MLP's shape scaled down
+/// (inputs 32, hidden 16 and 12, 5 classes).
+std::unique_ptr<ir::Graph> mlp(int64_t batch, uint64_t seed = 3, std::vector<int64_t> sizes = {32, 16, 12, 5}) {
   namespace nn = frontend::nn;
   nn::manualSeed(seed);
-  nn::Sequential model{std::make_shared<nn::Linear>(32, 16), std::make_shared<nn::ReLU>(),
-                       std::make_shared<nn::Linear>(16, 12), std::make_shared<nn::ReLU>(),
-                       std::make_shared<nn::Linear>(12, 5)};
+  nn::Sequential model{std::make_shared<nn::Linear>(sizes[0], sizes[1]), std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::Linear>(sizes[1], sizes[2]), std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::Linear>(sizes[2], sizes[3])};
   frontend::GraphBuilder builder("mlp");
-  frontend::Var x = builder.input("x", DType::F32, {batch, 32});
+  frontend::Var x = builder.input("x", DType::F32, {batch, sizes[0]});
   return builder.finish({model(x)});
 }
+
+/// The seed MLP (examples/train_classifier): 1024-512-256-10.
+const std::vector<int64_t> kSeedMlp = {1024, 512, 256, 10};
 
 LossSpec crossEntropy(bool ignorePadding = true) {
   LossSpec loss{LossKind::CrossEntropy, 0, "", "labels"};
@@ -69,11 +73,12 @@ protected:
 
   /// `samples` inputs x [samples, 32] and labels in [0, 5), written as NAME_x.npy and
   /// NAME_labels.npy; the dataset over them.
-  Dataset classification(const std::string &name, int64_t samples, uint64_t seed) {
-    Tensor x = randomTensor({DType::F32, {samples, 32}}, seed);
+  Dataset classification(const std::string &name, int64_t samples, uint64_t seed, int64_t features = 32,
+                         int64_t classes = 5) {
+    Tensor x = randomTensor({DType::F32, {samples, features}}, seed);
     Tensor labels(DType::I64, {samples});
     for (int64_t i = 0; i < samples; ++i)
-      labels.setInt(i, (i * 7 + static_cast<int64_t>(seed)) % 5);
+      labels.setInt(i, (i * 7 + static_cast<int64_t>(seed)) % classes);
     runtime::writeNpy(path(name + "_x.npy"), x);
     runtime::writeNpy(path(name + "_labels.npy"), labels);
     return Dataset::open({{"x", path(name + "_x.npy")}, {"labels", path(name + "_labels.npy")}});
@@ -119,27 +124,32 @@ TEST_F(TrainerTest, SplitStepMatchesTheWholeStep) {
 }
 
 TEST_F(TrainerTest, AccumulatedMicroBatchesGiveTheUpdateOfTheFullBatch) {
-  // SGD with momentum, two epochs of two updates of 16 samples in shuffled order: 4
-  // micro-batches of 4 each against one batch of 16.
-  OptimizerSpec sgd = OptimizerSpec::sgd(0.2, 0.9);
-  TrainingStep full = compileTrainingStep(*mlp(16), crossEntropy(false), sgd, options());
-  TrainingStep micro = compileTrainingStep(*mlp(4), crossEntropy(false), sgd, options(true));
-  Dataset data = classification("train", 32, 2);
-  TrainerOptions fullOptions;
-  fullOptions.epochs = 2;
-  fullOptions.shuffle = true;
-  TrainerOptions microOptions = fullOptions;
-  microOptions.accumulate = 4;
-  Trainer fullTrainer(full, data, fullOptions);
-  Trainer microTrainer(micro, data, microOptions);
-  EXPECT_EQ(microTrainer.batchSize(), 16);
-  EXPECT_EQ(microTrainer.updatesPerEpoch(), 2);
-  std::vector<runtime::EpochReport> want = fullTrainer.run(), got = microTrainer.run();
-  ASSERT_EQ(got.size(), 2u);
-  for (size_t e = 0; e < got.size(); ++e)
-    EXPECT_NEAR(got[e].meanLoss, want[e].meanLoss, 1e-5 * want[e].meanLoss) << "epoch " << e;
-  EXPECT_EQ(micro.stepCount(), 4);
-  expectParametersClose(micro, full, 1e-5, 1e-7);
+  // SGD with momentum, two epochs in shuffled order of 38 samples: two updates of 16 samples,
+  // 4 micro-batches of 4 against one batch of 16, then a short one of 6: micro-batches of 4 and
+  // 2 (padded) weighted 4/6 and 2/6, against a batch of 16 padded from 6. On the seed MLP and
+  // on a small one.
+  for (const std::vector<int64_t> &sizes : {kSeedMlp, std::vector<int64_t>{32, 16, 12, 5}}) {
+    SCOPED_TRACE(fmt::format("MLP {}", fmt::join(sizes, "-")));
+    OptimizerSpec sgd = OptimizerSpec::sgd(0.2, 0.9);
+    TrainingStep full = compileTrainingStep(*mlp(16, 3, sizes), crossEntropy(), sgd, options());
+    TrainingStep micro = compileTrainingStep(*mlp(4, 3, sizes), crossEntropy(), sgd, options(true));
+    Dataset data = classification(fmt::format("train{}", sizes[0]), 38, 2, sizes[0], sizes[3]);
+    TrainerOptions fullOptions;
+    fullOptions.epochs = 2;
+    fullOptions.shuffle = true;
+    TrainerOptions microOptions = fullOptions;
+    microOptions.accumulate = 4;
+    Trainer fullTrainer(full, data, fullOptions);
+    Trainer microTrainer(micro, data, microOptions);
+    EXPECT_EQ(microTrainer.batchSize(), 16);
+    EXPECT_EQ(microTrainer.updatesPerEpoch(), 3);
+    std::vector<runtime::EpochReport> want = fullTrainer.run(), got = microTrainer.run();
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t e = 0; e < got.size(); ++e)
+      EXPECT_NEAR(got[e].meanLoss, want[e].meanLoss, 1e-5 * want[e].meanLoss) << "epoch " << e;
+    EXPECT_EQ(micro.stepCount(), 6);
+    expectParametersClose(micro, full, 1e-5, 1e-7);
+  }
 }
 
 TEST_F(TrainerTest, AShortLastBatchPaddedWithIgnoredLabelsTrainsAsTheShortBatch) {
