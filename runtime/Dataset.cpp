@@ -11,22 +11,40 @@
 
 namespace kiln::runtime {
 
+void Dataset::add(DatasetArray array) {
+  if (has(array.name))
+    fail("dataset: '{}' is given twice ({} and {})", array.name, this->array(array.name).source, array.source);
+  if (array.type.rank() == 0)
+    fail("{}: holds a scalar ({}), not samples along a first dimension", array.source, array.type.toString());
+  int64_t samples = array.type.shape[0];
+  if (!arrays_.empty() && samples != size_)
+    fail("{}: holds {} samples (shape {}), but {} holds {}", array.source, samples, shapeToString(array.type.shape),
+         arrays_[0].source, size_);
+  size_ = samples;
+  arrays_.push_back(std::move(array));
+}
+
 Dataset Dataset::open(const std::vector<std::pair<std::string, std::string>> &namesAndPaths) {
   if (namesAndPaths.empty())
     fail("dataset: no arrays");
   Dataset dataset;
   for (const auto &[name, path] : namesAndPaths) {
-    if (dataset.has(name))
-      fail("dataset: '{}' is given twice ({} and {})", name, dataset.array(name).file.path(), path);
     MappedNpy file = MappedNpy::open(path);
-    if (file.type().rank() == 0)
-      fail("{}: holds a scalar ({}), not samples along a first dimension", path, file.type().toString());
-    int64_t samples = file.type().shape[0];
-    if (!dataset.arrays_.empty() && samples != dataset.size_)
-      fail("{}: holds {} samples (shape {}), but {} holds {}", path, samples, shapeToString(file.type().shape),
-           dataset.arrays_[0].file.path(), dataset.size_);
-    dataset.size_ = samples;
-    dataset.arrays_.push_back({name, std::move(file)});
+    dataset.add({name, path, file.type(), file.data(), file.owner()});
+  }
+  return dataset;
+}
+
+Dataset Dataset::fromTensors(const std::vector<std::pair<std::string, Tensor>> &namedTensors) {
+  if (namedTensors.empty())
+    fail("dataset: no arrays");
+  Dataset dataset;
+  for (const auto &[name, tensor] : namedTensors) {
+    if (!tensor.defined())
+      fail("dataset: tensor '{}' holds nothing", name);
+    auto owner = std::make_shared<const Tensor>(tensor);
+    dataset.add({name, fmt::format("tensor '{}'", name), tensor.type(),
+                 static_cast<const unsigned char *>(owner->data()), owner});
   }
   return dataset;
 }
@@ -49,8 +67,8 @@ const DatasetArray &Dataset::array(const std::string &name) const {
 }
 
 TensorType Dataset::sampleType(const DatasetArray &array) {
-  const Shape &shape = array.file.type().shape;
-  return TensorType{array.file.type().dtype, Shape(shape.begin() + 1, shape.end())};
+  const Shape &shape = array.type.shape;
+  return TensorType{array.type.dtype, Shape(shape.begin() + 1, shape.end())};
 }
 
 void Dataset::gather(const std::string &name, const std::vector<int64_t> &indices, Tensor &batch) const {
@@ -70,7 +88,7 @@ void Dataset::gather(const std::string &name, const std::vector<int64_t> &indice
     if (index < 0 || index >= size_)
       fail("dataset: sample {} of '{}' is outside [0, {})", index, name, size_);
     if (rowBytes > 0)
-      std::memcpy(out + static_cast<size_t>(row) * rowBytes, source.file.data() + static_cast<size_t>(index) * rowBytes,
+      std::memcpy(out + static_cast<size_t>(row) * rowBytes, source.data + static_cast<size_t>(index) * rowBytes,
                   rowBytes);
   }
   if (sample.dtype == DType::Bool)

@@ -1,13 +1,15 @@
 #pragma once
 // A training dataset: named arrays whose first dimension is the sample dimension (one per model
 // input, and one for the labels), memory-mapped from .npy files (runtime/MappedNpy.h) so that
-// a dataset larger than memory streams; and the order an epoch reads it in.
+// a dataset larger than memory streams, or tensors already in memory; and the order an epoch
+// reads it in.
 //
 // Batches are gathered row by row into tensors the caller owns and reuses: a batch costs one
 // copy of its rows and no allocation. A batch with fewer samples than rows (the last one of an
 // epoch) is padded by repeating its own samples: real values, so that no padding row can put
 // an infinity or a NaN into a forward pass whose loss then ignores it (runtime/Trainer.h).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,10 +19,13 @@
 
 namespace kiln::runtime {
 
-/// One array of a dataset: the input it feeds (or the labels' input name) and its file.
+/// One array of a dataset: the input it feeds (or the labels' input name) and its elements.
 struct DatasetArray {
   std::string name;
-  MappedNpy file;
+  std::string source; // the file it is mapped from, or "tensor 'NAME'": what errors name
+  TensorType type;    // [samples, sample dims...]
+  const unsigned char *data = nullptr; // C order, as stored (a bool may be any non-zero byte)
+  std::shared_ptr<const void> owner;   // keeps `data` alive: the mapping, or the tensor
 };
 
 class Dataset {
@@ -29,6 +34,9 @@ public:
   /// MappedNpy::open) or is a scalar, when two arrays share a name, when there is none, or when
   /// the arrays' sample counts differ (naming both files and both counts).
   static Dataset open(const std::vector<std::pair<std::string, std::string>> &namesAndPaths);
+  /// The same over tensors in memory (shared, not copied: they must not change while the
+  /// dataset is read).
+  static Dataset fromTensors(const std::vector<std::pair<std::string, Tensor>> &namedTensors);
 
   /// The number of samples (every array's dim 0).
   int64_t size() const { return size_; }
@@ -46,6 +54,8 @@ public:
   void gather(const std::string &name, const std::vector<int64_t> &indices, Tensor &batch) const;
 
 private:
+  void add(DatasetArray array);
+
   std::vector<DatasetArray> arrays_;
   int64_t size_ = 0;
 };

@@ -25,6 +25,8 @@ public:
   const TensorType &type() const;
   /// The first element (C order); null when the array is empty.
   const unsigned char *data() const;
+  /// What keeps the mapping (and data()) alive, for holders that outlive this object.
+  std::shared_ptr<const void> owner() const { return mapping_; }
 
 private:
   MappedNpy() = default;

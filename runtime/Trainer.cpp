@@ -129,30 +129,30 @@ void Trainer::checkDataset(const Dataset &data, const char *what) const {
     if (sample.dtype != input.type.dtype || sample.shape != perSample)
       fail("{}: {} holds samples of {} (the file is {}), but the step's input '{}' takes {} per sample ({}: "
            "batches of {})",
-           what, array.file.path(), sample.toString(), array.file.type().toString(), input.name,
+           what, array.source, sample.toString(), array.type.toString(), input.name,
            TensorType{input.type.dtype, perSample}.toString(), input.type.toString(), microBatch_);
   }
   for (const DatasetArray &array : data.arrays())
     if (std::find(names.begin(), names.end(), array.name) == names.end())
-      fail("{}: array '{}' ({}) feeds no input of the step (inputs: {})", what, array.name, array.file.path(),
+      fail("{}: array '{}' ({}) feeds no input of the step (inputs: {})", what, array.name, array.source,
            fmt::join(names, ", "));
 
   int64_t classes = step_.manifest().classes;
   if (step_.targetInput() >= 0 && classes > 0 && !isFloat(step_.inputs()[step_.targetInput()].type.dtype)) {
     const DatasetArray &labels = data.array(step_.inputs()[static_cast<size_t>(step_.targetInput())].name);
-    size_t bytes = dtypeSize(labels.file.type().dtype);
-    int64_t count = labels.file.type().numElements();
+    size_t bytes = dtypeSize(labels.type.dtype);
+    int64_t count = labels.type.numElements();
     for (int64_t i = 0; i < count; ++i) {
       int64_t label = 0;
       if (bytes == 8)
-        std::memcpy(&label, labels.file.data() + i * 8, 8);
+        std::memcpy(&label, labels.data + i * 8, 8);
       else {
         int32_t narrow = 0;
-        std::memcpy(&narrow, labels.file.data() + i * 4, 4);
+        std::memcpy(&narrow, labels.data + i * 4, 4);
         label = narrow;
       }
       if (label < 0 || label >= classes)
-        fail("{}: {} holds class {} at sample {}, outside [0, {})", what, labels.file.path(), label, i, classes);
+        fail("{}: {} holds class {} at sample {}, outside [0, {})", what, labels.source, label, i, classes);
     }
   }
 }

@@ -100,6 +100,19 @@ TEST_F(DatasetTest, BatchesGatherRowsAndPadWithRepeats) {
   expectErrorContaining([&] { data.array("z"); }, "no array 'z' (arrays: x, flag)");
 }
 
+TEST_F(DatasetTest, TensorsInMemoryMakeADatasetToo) {
+  Tensor x = Tensor::fromDoubles(DType::F32, {3, 2}, {0, 1, 2, 3, 4, 5});
+  Dataset data = Dataset::fromTensors({{"x", x}, {"y", Tensor::fromDoubles(DType::I64, {3}, {7, 8, 9})}});
+  EXPECT_EQ(data.size(), 3);
+  EXPECT_EQ(data.array("x").source, "tensor 'x'");
+  Tensor batch(DType::F32, {2, 2});
+  data.gather("x", {2, 0}, batch);
+  EXPECT_EQ(batch.toDoubles(), (std::vector<double>{4, 5, 0, 1}));
+  expectErrorContaining([&] { Dataset::fromTensors({{"x", x}, {"y", Tensor(DType::I64, {4})}}); },
+                        "tensor 'y': holds 4 samples (shape [4]), but tensor 'x' holds 3");
+  expectErrorContaining([&] { Dataset::fromTensors({{"x", Tensor()}}); }, "tensor 'x' holds nothing");
+}
+
 TEST(EpochOrder, IsAPermutationFixedBySeedAndEpoch) {
   std::vector<int64_t> plain = epochOrder(6, false, 1, 3);
   EXPECT_EQ(plain, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
