@@ -10,6 +10,10 @@
 //  4. compileLoweredTrainingStep: copies of the initial values become the executable's weights
 //     and, in runtime::TrainingStep, its update outputs. The reference backend instead hands
 //     the training graph to the reference evaluator (ReferenceBackend).
+//  5. Split steps (compileSplitTrainingStep): the gradient and update graphs each lowered and
+//     checked as in 1-2, compiled in one translation unit, both loaded over the same tensors.
+//  6. compileEvaluation: the forward graph with its loss per element, lowered by the training
+//     pipeline with no updates, over the step's own parameter tensors.
 #include "codegen/CompileTraining.h"
 
 #include <algorithm>
@@ -104,7 +108,9 @@ LoweredModel lowerTrainingGraph(const ir::Graph &graph, const std::vector<ParamU
   std::vector<std::pair<size_t, std::string>> outputsOverParams;
   for (const ParamUpdate &update : updates)
     outputsOverParams.emplace_back(update.output, update.name);
-  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, outputsOverParams);
+  // The parameters change between runs, in their own storage: none may be repacked at load.
+  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, outputsOverParams,
+                            /*paramsChange=*/true);
   return lowered;
 }
 
@@ -182,6 +188,51 @@ std::string stepName(const ir::Graph &forward) {
   return forward.name().empty() ? "training step" : "training step @" + forward.name();
 }
 
+/// Checks that `executable` runs the launch list of `lowered`, the one checkInPlaceUpdates checked.
+void checkLaunches(const runtime::Executable &executable, const LoweredModel &lowered) {
+  const std::vector<LaunchInfo> &launches = lowered.model.launches;
+  if (executable.numLaunches() != static_cast<int64_t>(launches.size()))
+    fail("training step: the executable has {} launches, the lowered model {}", executable.numLaunches(),
+         launches.size());
+  for (size_t l = 0; l < launches.size(); ++l)
+    if (executable.launchName(static_cast<int64_t>(l)) != launches[l].name)
+      fail("training step: launch {} is '{}' in the executable, '{}' in the lowered model", l,
+           executable.launchName(static_cast<int64_t>(l)), launches[l].name);
+}
+
+/// A split step (runtime/TrainingStep.h): its two graphs lowered, checked and compiled in one
+/// translation unit, or on the reference backend.
+runtime::TrainingStep compileSplitTrainingStep(const ir::Graph &forward, const LossSpec &loss,
+                                               const OptimizerSpec &optimizer, const TrainingOptions &options) {
+  passes::autodiff::SplitTrainingGraph split =
+      passes::autodiff::buildSplitTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
+                                                options.frozen);
+  runtime::TrainingManifest manifest = trainingManifest(forward, split.whole, loss, optimizer);
+  std::map<std::string, Tensor> params = initialParameters(*split.whole.graph, options);
+  if (options.reference)
+    return runtime::TrainingStep(std::make_unique<ReferenceBackend>(std::move(split.gradients)),
+                                 std::make_unique<ReferenceBackend>(std::move(split.update)), std::move(manifest),
+                                 std::move(params), stepName(forward));
+  CompileOptions gradientOptions = options.compile, updateOptions = options.compile;
+  gradientOptions.symbolPrefix += "gradients_";
+  updateOptions.symbolPrefix += "update_";
+  LoweredModel gradients = lowerTrainingGraph(*split.gradients, split.gradientWrites, gradientOptions);
+  checkInPlaceUpdates(gradients, split.gradientWrites);
+  LoweredModel update = lowerTrainingGraph(*split.update, split.updateWrites, updateOptions);
+  checkInPlaceUpdates(update, split.updateWrites);
+  CompiledObject object = compileLoweredBatch({&gradients, &update}, options.compile.compiler);
+  auto load = [&](const LoweredModel &lowered) {
+    runtime::Executable executable = runtime::Executable::load(object.soPath, collectWeights(lowered, params),
+                                                               options.compile.runtime, lowered.model.modelSymbol);
+    checkLaunches(executable, lowered);
+    return executable;
+  };
+  runtime::Executable gradientPart = load(gradients);
+  runtime::Executable updatePart = load(update);
+  return runtime::TrainingStep(std::move(gradientPart), std::move(updatePart), std::move(manifest), std::move(params),
+                               stepName(forward));
+}
+
 } // namespace
 
 runtime::TrainingManifest trainingManifest(const ir::Graph &forward, const passes::autodiff::TrainingGraph &training,
@@ -203,6 +254,7 @@ runtime::TrainingManifest trainingManifest(const ir::Graph &forward, const passe
           output = forward.outputs()[i];
     if (output && output->type().rank() >= 2)
       manifest.classes = output->type().shape[1];
+    manifest.ignoreIndex = loss.ignoreIndex;
   }
   for (const ir::Node *param : training.graph->params())
     manifest.params.push_back(param->attrString("name"));
@@ -214,7 +266,8 @@ runtime::TrainingManifest trainingManifest(const ir::Graph &forward, const passe
 LoweredTrainingStep lowerTrainingStep(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                       const TrainingOptions &options) {
   LoweredTrainingStep step;
-  step.training = passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+  step.training = passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
+                                                       options.frozen);
   step.lowered = lowerTrainingGraph(*step.training.graph, step.training.updates, options.compile);
   checkInPlaceUpdates(step.lowered, step.training.updates);
   // The manifest's input positions are the training graph's; the executable's inputs are the
@@ -237,28 +290,37 @@ runtime::TrainingStep compileLoweredTrainingStep(const LoweredTrainingStep &step
   CompiledObject object = compileSource(step.lowered.model.source, options.compile.compiler);
   runtime::Executable executable =
       runtime::Executable::load(object.soPath, std::move(weights), options.compile.runtime);
-  // The checked launch list must be the one that runs.
-  const std::vector<LaunchInfo> &launches = step.lowered.model.launches;
-  if (executable.numLaunches() != static_cast<int64_t>(launches.size()))
-    fail("training step: the executable has {} launches, the lowered model {}", executable.numLaunches(),
-         launches.size());
-  for (size_t l = 0; l < launches.size(); ++l)
-    if (executable.launchName(static_cast<int64_t>(l)) != launches[l].name)
-      fail("training step: launch {} is '{}' in the executable, '{}' in the lowered model", l,
-           executable.launchName(static_cast<int64_t>(l)), launches[l].name);
+  checkLaunches(executable, step.lowered); // the checked launch list must be the one that runs
   return runtime::TrainingStep(std::move(executable), step.manifest, std::move(params), stepName(*step.training.graph));
 }
 
 runtime::TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSpec &loss,
                                           const OptimizerSpec &optimizer, const TrainingOptions &options) {
+  if (options.split)
+    return compileSplitTrainingStep(forward, loss, optimizer, options);
   if (!options.reference)
     return compileLoweredTrainingStep(lowerTrainingStep(forward, loss, optimizer, options), options);
   passes::autodiff::TrainingGraph training =
-      passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers);
+      passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
+                                           options.frozen);
   std::map<std::string, Tensor> params = initialParameters(*training.graph, options);
   runtime::TrainingManifest manifest = trainingManifest(forward, training, loss, optimizer);
   return runtime::TrainingStep(std::make_unique<ReferenceBackend>(std::move(training.graph)), std::move(manifest),
                                std::move(params), stepName(forward));
+}
+
+runtime::EvaluateFn compileEvaluation(const ir::Graph &forward, const LossSpec &loss, const runtime::TrainingStep &step,
+                                      const TrainingOptions &options) {
+  std::shared_ptr<const ir::Graph> graph = passes::autodiff::buildEvaluationGraph(forward, loss);
+  std::map<std::string, Tensor> params = step.parameters(); // the step's own tensors (copies share storage)
+  if (options.reference)
+    return [graph, params](const std::vector<Tensor> &inputs) { return ir::evaluate(*graph, inputs, params); };
+  // The training pipeline (no BatchNorm folding: the parameters change), no updates.
+  LoweredModel lowered = lowerTrainingGraph(*graph, {}, options.compile);
+  CompiledObject object = compileSource(lowered.model.source, options.compile.compiler);
+  auto executable = std::make_shared<runtime::Executable>(
+      runtime::Executable::load(object.soPath, collectWeights(lowered, params), options.compile.runtime));
+  return [executable](const std::vector<Tensor> &inputs) { return executable->run(inputs); };
 }
 
 const char *lossKindName(LossKind kind) {

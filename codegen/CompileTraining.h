@@ -24,6 +24,7 @@
 
 #include "codegen/CompileModel.h"
 #include "passes/autodiff/TrainingGraph.h"
+#include "runtime/Trainer.h"
 #include "runtime/TrainingManifest.h"
 #include "runtime/TrainingStep.h"
 
@@ -36,8 +37,11 @@ using passes::autodiff::OptimizerKind;
 using passes::autodiff::OptimizerSpec;
 
 struct TrainingOptions {
-  /// Parameters to train; empty: every float parameter the loss depends on.
+  /// Parameters to train; empty: every float parameter the loss depends on but `frozen`.
   std::vector<std::string> params;
+  /// Parameters not to train, with `params` empty: their backward is not built at all
+  /// (passes::autodiff::buildTrainingGraph), and they keep their values bit for bit.
+  std::vector<std::string> frozen;
   /// Forward outputs written back into (untrained) parameters every step, in place: BatchNorm
   /// running statistics in training mode (see buildTrainingGraph). A graph traced from nn
   /// modules lists its own in frontend::GraphBuilder::bufferWrites() (BatchNorm2d's running
@@ -45,6 +49,11 @@ struct TrainingOptions {
   std::vector<passes::autodiff::BufferWrite> buffers;
   /// Run on the reference evaluator instead of compiled code.
   bool reference = false;
+  /// Compile the step in two parts, its gradients apart from its update, so that the caller can
+  /// act on the gradients between them (runtime/TrainingStep.h: gradient accumulation,
+  /// averaging across processes). It costs the gradients a round trip through memory that a
+  /// whole step's update, fused into the backward kernels, saves.
+  bool split = false;
   /// Fusion, compiler and runtime options; `compile.params` gives initial values (by name)
   /// for parameters and, optionally, optimizer states. Training graphs go through the
   /// `training` pipeline (see lowerTrainingGraph).
@@ -54,7 +63,7 @@ struct TrainingOptions {
 /// Builds the training graph of `forward` and compiles it into a step that starts from the
 /// initial values of TrainingOptions::compile.params, else the parameters' own (optimizer
 /// states: zeros), at step 0 and the optimizer's learning rate; or prepares the reference
-/// backend when options.reference. kiln::Error as buildTrainingGraph, for a parameter without
+/// backend when options.reference; split in two when options.split. kiln::Error as buildTrainingGraph, for a parameter without
 /// a value or with a value of another type, or when the step cannot update in place.
 runtime::TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSpec &loss,
                                           const OptimizerSpec &optimizer, const TrainingOptions &options = {});
@@ -71,6 +80,15 @@ struct LoweredTrainingStep {
   /// graph, steps is 0.
   runtime::TrainingManifest manifest;
 };
+
+/// A forward pass with the loss of each element (runtime/Trainer.h's EvaluateFn) of `forward`
+/// (passes::autodiff::buildEvaluationGraph) that reads `step`'s parameter tensors as they are
+/// when it runs, for validation between epochs; compiled (the `training` pipeline: nothing
+/// folds the parameters' values) or, with options.reference, on the reference evaluator. It
+/// shares the step's tensors and must not run while the step does. kiln::Error as
+/// buildEvaluationGraph.
+runtime::EvaluateFn compileEvaluation(const ir::Graph &forward, const LossSpec &loss, const runtime::TrainingStep &step,
+                                      const TrainingOptions &options = {});
 
 /// compileTrainingStep's first half: builds the training graph, lowers it
 /// (lowerTrainingGraph) and checks the in-place updates (checkInPlaceUpdates). options.reference

@@ -78,9 +78,9 @@ struct Ref {
 class ModelEmitter {
 public:
   ModelEmitter(const ir::Graph &graph, const passes::MemoryPlan &plan, std::string symbolPrefix,
-               const std::vector<std::pair<size_t, std::string>> &outputsOverParams)
+               const std::vector<std::pair<size_t, std::string>> &outputsOverParams, bool paramsChange)
       : graph_(graph), plan_(plan), names_(ir::printedValueNames(graph)), prefix_(std::move(symbolPrefix)),
-        outputsOverParams_(outputsOverParams) {}
+        outputsOverParams_(outputsOverParams), paramsChange_(paramsChange) {}
 
   ModelSource run() {
     numberBuffers();
@@ -156,6 +156,8 @@ private:
     auto index = weightIndex_.find(&value);
     if (index == weightIndex_.end() || value.uses().size() != 1 || firstOutput_.count(&value))
       return false;
+    if (paramsChange_ && value.producer()->op() == OpKind::Param)
+      return false; // a copy repacked at load would not see the values change
     for (const auto &[output, weight] : aliasedOutputWeights_)
       if (weight == index->second)
         return false;
@@ -323,6 +325,7 @@ private:
   std::vector<Ref> refs_;
   std::string prefix_; // starts every name the model defines
   const std::vector<std::pair<size_t, std::string>> &outputsOverParams_;
+  bool paramsChange_;
   std::set<std::pair<int, int>> aliasedOutputWeights_; // (output index, weight index) sharing storage
 };
 
@@ -349,11 +352,11 @@ std::string sourcePrelude() {
 }
 
 ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix,
-                      const std::vector<std::pair<size_t, std::string>> &outputsOverParams) {
+                      const std::vector<std::pair<size_t, std::string>> &outputsOverParams, bool paramsChange) {
   for (char ch : symbolPrefix)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
       fail("codegen: symbol prefix '{}' is not a C identifier part", symbolPrefix);
-  return ModelEmitter(graph, plan, symbolPrefix, outputsOverParams).run();
+  return ModelEmitter(graph, plan, symbolPrefix, outputsOverParams, paramsChange).run();
 }
 
 } // namespace kiln::codegen

@@ -11,13 +11,24 @@
 // A one-line progress bar shows the step, the loss (mean of the last steps) and samples/s.
 // The exit status is 1 when a model's held-out accuracy is below its stated threshold.
 //
+// With --write-data DIR it trains nothing and writes the MLP's experiment for the command
+// line instead (the dataset training of kiln-run, tools/DatasetTraining.h): the blobs as
+// train_x.npy, train_labels.npy, val_x.npy and val_labels.npy, the model at batch 64 as mlp.kir
+// (parameters without values) and its initial parameters as the checkpoint folder init/:
+//   kiln-run DIR/mlp.kir --train cross-entropy --optimizer sgd --lr 0.05 --momentum 0.9
+//     --data x=DIR/train_x.npy --labels DIR/train_labels.npy --epochs 3 --shuffle
+//     --val x=DIR/val_x.npy --val-labels DIR/val_labels.npy --load DIR/init
+//
 // usage: train_classifier [--steps N] [--model mlp|lenet|both]   (default: both, short runs)
+//        train_classifier --write-data DIR
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <random>
@@ -28,6 +39,8 @@
 #include "codegen/CompileTraining.h"
 #include "core/Error.h"
 #include "frontend/Frontend.h"
+#include "ir/Printer.h"
+#include "runtime/Npy.h"
 
 using namespace kiln;
 namespace nn = kiln::frontend::nn;
@@ -230,6 +243,37 @@ bool run(Experiment &experiment) {
   return ok;
 }
 
+/// The seed MLP 1024-512-256-10, with PyTorch's initialisation from seed 0.
+std::shared_ptr<nn::Module> seedMlp() {
+  nn::manualSeed(0);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(1024, 512), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(512, 256),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
+}
+
+/// The blobs, train and held out.
+Dataset mlpTrainingSet() { return makeBlobs(4096, 1024, 1, 2); }
+Dataset mlpHeldOutSet() { return makeBlobs(1000, 1024, 1, 3); }
+
+/// --write-data: the MLP experiment as files (see the top of this file).
+void writeMlpExperiment(const std::string &dir) {
+  std::filesystem::create_directories(dir + "/init");
+  Dataset train = mlpTrainingSet(), held = mlpHeldOutSet();
+  runtime::writeNpy(dir + "/train_x.npy", train.samples);
+  runtime::writeNpy(dir + "/train_labels.npy", train.labels);
+  runtime::writeNpy(dir + "/val_x.npy", held.samples);
+  runtime::writeNpy(dir + "/val_labels.npy", held.labels);
+  std::shared_ptr<nn::Module> model = seedMlp();
+  frontend::GraphBuilder builder("mlp");
+  frontend::Var x = builder.input("x", DType::F32, {64, 1024});
+  std::unique_ptr<ir::Graph> graph = builder.finish({{"logits", (*model)(x)}});
+  for (const ir::Node *param : graph->params())
+    runtime::writeNpy(dir + "/init/" + param->attrString("name") + ".npy", param->attrTensor("value"));
+  std::ofstream(dir + "/mlp.kir") << ir::printGraph(*graph); // large values print as `elided`
+  std::cout << fmt::format("wrote the seed MLP's blobs (4096 to train, 1000 held out), mlp.kir and init/ to {}\n",
+                           dir);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -238,6 +282,10 @@ int main(int argc, char **argv) {
     std::string which = "both";
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
+      if (arg == "--write-data" && i + 1 < argc) {
+        writeMlpExperiment(argv[i + 1]);
+        return 0;
+      }
       if ((arg == "--steps" || arg == "--model") && i + 1 < argc) {
         std::string value = argv[++i];
         if (arg == "--model") {
@@ -250,21 +298,17 @@ int main(int argc, char **argv) {
             fail("--steps expects a positive integer, got '{}'", value);
         }
       } else {
-        std::cerr << "usage: train_classifier [--steps N] [--model mlp|lenet|both]\n";
+        std::cerr << "usage: train_classifier [--steps N] [--model mlp|lenet|both] | --write-data DIR\n";
         return 2;
       }
     }
 
     bool ok = true;
     if (which != "lenet") {
-      nn::manualSeed(0);
       Experiment mlp{"seed MLP 1024-512-256-10 on Gaussian blobs (10 classes, 1024 dims)",
-                     std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-                         std::make_shared<nn::Linear>(1024, 512), std::make_shared<nn::ReLU>(),
-                         std::make_shared<nn::Linear>(512, 256), std::make_shared<nn::ReLU>(),
-                         std::make_shared<nn::Linear>(256, 10)}),
-                     makeBlobs(4096, 1024, 1, 2),
-                     makeBlobs(1000, 1024, 1, 3),
+                     seedMlp(),
+                     mlpTrainingSet(),
+                     mlpHeldOutSet(),
                      codegen::OptimizerSpec::sgd(0.05, /*momentum=*/0.9),
                      64,
                      steps > 0 ? steps : 100,

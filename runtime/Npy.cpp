@@ -1,5 +1,6 @@
 #include "runtime/Npy.h"
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -52,8 +53,8 @@ size_t findKey(const std::string &header, const std::string &key, const std::str
 
 } // namespace
 
-Tensor parseNpy(const std::string &bytes, const std::string &what) {
-  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+NpyHeader parseNpyHeader(const char *bytes, size_t size, const std::string &what) {
+  if (size < 10 || std::memcmp(bytes, "\x93NUMPY", 6) != 0)
     fail("{}: not a .npy file (bad magic)", what);
   unsigned major = static_cast<unsigned char>(bytes[6]);
   size_t headerLen, headerStart;
@@ -61,7 +62,7 @@ Tensor parseNpy(const std::string &bytes, const std::string &what) {
     headerLen = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
     headerStart = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12)
+    if (size < 12)
       fail("{}: truncated .npy header", what);
     headerLen = 0;
     for (int i = 3; i >= 0; --i)
@@ -70,9 +71,9 @@ Tensor parseNpy(const std::string &bytes, const std::string &what) {
   } else {
     fail("{}: unsupported .npy version {}", what, major);
   }
-  if (headerLen > bytes.size() - headerStart)
+  if (headerLen > size - headerStart)
     fail("{}: truncated .npy header", what);
-  std::string header = bytes.substr(headerStart, headerLen);
+  std::string header(bytes + headerStart, headerLen);
 
   size_t pos = findKey(header, "descr", what);
   if (header[pos] != '\'')
@@ -120,19 +121,26 @@ Tensor parseNpy(const std::string &bytes, const std::string &what) {
   int64_t total = elementCount(shape, fmt::format("{}: .npy shape", what)); // kiln's size limit
   size_t dataStart = headerStart + headerLen;
   size_t need = byteSize(total, dtype, what);
-  if (bytes.size() - dataStart != need)
-    fail("{}: .npy data has {} bytes, shape {} of {} needs {}", what, bytes.size() - dataStart,
-         shapeToString(shape), dtypeName(dtype), need);
-  Tensor tensor(dtype, shape);
-  if (need)
-    std::memcpy(tensor.data(), bytes.data() + dataStart, need);
-  if (dtype == DType::Bool) {
-    // kiln's bool elements are 0 or 1 (ops copy their bytes); any other byte is true.
-    auto *flags = tensor.dataAs<unsigned char>();
-    for (int64_t i = 0; i < total; ++i)
-      flags[i] = flags[i] != 0;
-  }
+  if (size - dataStart != need)
+    fail("{}: .npy data has {} bytes, shape {} of {} needs {}", what, size - dataStart, shapeToString(shape),
+         dtypeName(dtype), need);
+  return {TensorType{dtype, shape}, dataStart};
+}
+
+Tensor parseNpy(const std::string &bytes, const std::string &what) {
+  NpyHeader header = parseNpyHeader(bytes.data(), bytes.size(), what);
+  Tensor tensor(header.type);
+  if (tensor.byteSize() > 0)
+    std::memcpy(tensor.data(), bytes.data() + header.dataOffset, tensor.byteSize());
+  if (tensor.dtype() == DType::Bool)
+    normalizeBools(tensor.dataAs<unsigned char>(), tensor.numElements());
   return tensor;
+}
+
+void normalizeBools(unsigned char *flags, int64_t count) {
+  // kiln's bool elements are 0 or 1 (ops copy their bytes); any other byte is true.
+  for (int64_t i = 0; i < count; ++i)
+    flags[i] = flags[i] != 0;
 }
 
 Tensor readNpy(const std::string &path) {

@@ -3,6 +3,7 @@
 #include "runtime/TrainingManifest.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -95,6 +96,8 @@ std::string TrainingManifest::toText() const {
     text += fmt::format("hyper\t{}\t{:.17g}\n", name, value);
   }
   text += fmt::format("lr\t{:.17g}\nsteps\t{}\nclasses\t{}\n", lr, steps, classes);
+  if (ignoreIndex)
+    text += fmt::format("ignore-index\t{}\n", *ignoreIndex);
   text += fmt::format("input\tlr\t{}\ninput\tstep\t{}\n", lrInput, stepInput);
   if (targetInput >= 0)
     text += fmt::format("input\ttarget\t{}\n", targetInput);
@@ -145,6 +148,9 @@ TrainingManifest TrainingManifest::parse(const std::string &text, const std::str
     } else if (key == "classes") {
       reader.expectFields(2);
       manifest.classes = reader.integer(1, 0);
+    } else if (key == "ignore-index") {
+      reader.expectFields(2);
+      manifest.ignoreIndex = reader.integer(1, std::numeric_limits<int64_t>::min());
     } else if (key == "input") {
       reader.expectFields(3);
       const std::string &role = reader.text(1);

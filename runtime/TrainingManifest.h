@@ -14,6 +14,7 @@
 //   lr<TAB>0.01                                   the initial learning rate
 //   steps<TAB>0                                   steps already taken
 //   classes<TAB>10                                class count (cross-entropy, nll); 0 otherwise
+//   ignore-index<TAB>-100                         only when the loss ignores labels of this value
 //   input<TAB>lr<TAB>3                            the model input taking lr, step, target
 //   param<TAB>fc.weight                           a weight that is a parameter or state
 //   update<TAB>1<TAB>param<TAB>fc.weight<TAB>fc.weight           output, kind, tensor, owner
@@ -22,6 +23,7 @@
 // The runtime reads it (TrainingStep.h) and codegen writes it: neither needs the other. A step
 // compiled just in time carries one too, made by codegen::compileTrainingStep.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +49,10 @@ struct TrainingManifest {
   double lr = 0.0;
   int64_t steps = 0;
   int64_t classes = 0;
+  /// Set when the loss (cross-entropy, nll) ignores samples labelled so: they add nothing to the
+  /// loss or the gradients, and the mean is over the others. A Trainer pads a short batch
+  /// with such samples (runtime/Trainer.h).
+  std::optional<int64_t> ignoreIndex;
   /// Model input positions; targetInput is -1 when the loss takes no target.
   int64_t lrInput = -1, stepInput = -1, targetInput = -1;
   /// The weights (by name) that are parameters or optimizer states: saved and loaded.

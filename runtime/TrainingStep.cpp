@@ -1,10 +1,11 @@
 // The training step (see TrainingStep.h), in stages:
-//  1. Binding (Impl::bind), for every way a step is made: the manifest checked against the
-//     model's inputs and outputs, the inputs run() takes, and the outputs bound to the
-//     parameters they overwrite.
-//  2. Running: the learning rate and step count put in their inputs' places, the outputs no
-//     parameter backs allocated (first run only), the executable (or the interpreter) run into
-//     the bound outputs, the step count advanced.
+//  1. Binding, for every way a step is made: the manifest checked against the model's inputs
+//     (Impl::bindInputs: the inputs run() takes) and outputs, which are bound to the parameters
+//     they overwrite (bindWholeStep; bindSplitStep for both parts of a split step).
+//  2. Running (StepPart::run): the learning rate and step count put in their inputs' places, the
+//     outputs no parameter backs allocated (first run only), the executable (or the
+//     interpreter) run into the bound outputs, the step count advanced. A split step runs its
+//     gradient part, then its update part on the gradient part's gradient outputs.
 //  3. Loading a file kiln-compile --train wrote: Executable::load with the weights it carries
 //     first (every check of a compiled model: ELF segments, ABI version, description, the
 //     carried weights' byte ranges inside the file, which copyWeights relies on), then the
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include <dlfcn.h>
@@ -33,28 +35,68 @@ bool isF32Scalar(const TensorType &type) { return type.dtype == DType::F32 && ty
 
 } // namespace
 
+/// One executable (or interpreter) of a step, and the tensors it writes its outputs into.
+struct StepPart {
+  std::unique_ptr<Executable> executable; // one of these two runs it
+  std::unique_ptr<StepInterpreter> interpreter;
+  std::vector<Tensor> outputs; // parameters' own tensors where it updates one; the rest allocated by run()
+
+  const std::vector<TensorSpec> &inputSpecs() const {
+    return executable ? executable->inputs() : interpreter->inputs();
+  }
+  const std::vector<TensorSpec> &outputSpecs() const {
+    return executable ? executable->outputs() : interpreter->outputs();
+  }
+  void run(const std::vector<Tensor> &inputs, const std::map<std::string, Tensor> &params) {
+    // Allocated here, not when bound: loading a step allocates in proportion to its file, and a
+    // damaged file may declare any output size.
+    const std::vector<TensorSpec> &specs = outputSpecs();
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (!outputs[i].defined())
+        outputs[i] = Tensor(specs[i].type);
+    if (executable)
+      executable->runInto(inputs, outputs);
+    else
+      interpreter->runInto(inputs, params, outputs);
+  }
+};
+
 struct TrainingStep::Impl {
   std::string name; // "training step @mlp", "training step 'step.so'": the start of every error
   TrainingManifest manifest;
-  std::unique_ptr<Executable> executable; // one of these two runs the step
-  std::unique_ptr<StepInterpreter> interpreter;
+  StepPart main;                  // the whole step, or the gradient part of a split step
+  std::optional<StepPart> update; // the update part of a split step
   double lr = 0.0;
   int64_t steps = 0;
   std::vector<TensorSpec> inputs;       // run()'s: the model's without lr and step
   int64_t targetInput = -1;             // in `inputs`
   std::map<std::string, Tensor> params; // updated in place
-  std::vector<Tensor> outputs;          // the loss, then the parameters' own tensors (allocateOutputs)
+  bool haveGradients = false;           // split: computeGradients ran since the last update
 
-  /// Checks the manifest against the model's inputs and outputs and `params`, and binds them.
-  void bind(const std::vector<TensorSpec> &modelInputs, const std::vector<TensorSpec> &modelOutputs);
-  /// The model's inputs: `inputs` with lr and step put in their places.
+  void fault(const std::string &message) const {
+    fail("{}: its manifest does not fit the model: {}", name, message);
+  }
+  /// Checks the manifest against the main part's inputs and `params`, and sets `inputs`.
+  void bindInputs();
+  /// Binds the main part's outputs (a whole step) to the parameters they overwrite.
+  void bindWholeStep();
+  /// Binds both parts of a split step (see TrainingStep.h for their layout).
+  void bindSplitStep();
+  /// `inputs` with lr and step put in the places of the main part's inputs.
   std::vector<Tensor> modelInputs(const std::vector<Tensor> &inputs) const;
-  /// Allocates the outputs no parameter backs (the loss, and any other), on the first run.
-  void allocateOutputs();
+  /// The update part's inputs: the gradients, lr, step.
+  std::vector<Tensor> updateInputs() const;
+  void checkCanAdvance() const;
+  const Tensor &paramTensor(const std::string &param) {
+    auto found = params.find(param);
+    if (found == params.end())
+      fault(fmt::format("the update of '{}' names no parameter", param));
+    return found->second;
+  }
 };
 
-void TrainingStep::Impl::bind(const std::vector<TensorSpec> &modelInputs, const std::vector<TensorSpec> &modelOutputs) {
-  auto fault = [&](const std::string &message) { fail("{}: its manifest does not fit the model: {}", name, message); };
+void TrainingStep::Impl::bindInputs() {
+  const std::vector<TensorSpec> &modelInputs = main.inputSpecs();
   auto checkInput = [&](int64_t index, const char *role) {
     if (index < 0 || static_cast<size_t>(index) >= modelInputs.size())
       fault(fmt::format("the {} input is {}, the model has {} inputs", role, index, modelInputs.size()));
@@ -89,9 +131,16 @@ void TrainingStep::Impl::bind(const std::vector<TensorSpec> &modelInputs, const 
     if (!listed.count(entry.first))
       fault(fmt::format("tensor '{}' is not one of its parameters", entry.first));
 
-  if (modelOutputs.empty() || !isFloatScalar(modelOutputs[0].type))
+  const std::vector<TensorSpec> &outputs = main.outputSpecs();
+  if (outputs.empty() || !isFloatScalar(outputs[0].type))
     fault("output 0, the loss, is not a float scalar");
-  outputs.resize(modelOutputs.size());
+  lr = manifest.lr;
+  steps = manifest.steps;
+}
+
+void TrainingStep::Impl::bindWholeStep() {
+  const std::vector<TensorSpec> &modelOutputs = main.outputSpecs();
+  main.outputs.resize(modelOutputs.size());
   std::set<int64_t> written;
   for (const TrainingManifestUpdate &update : manifest.updates) {
     if (update.output <= 0 || static_cast<size_t>(update.output) >= modelOutputs.size())
@@ -99,19 +148,61 @@ void TrainingStep::Impl::bind(const std::vector<TensorSpec> &modelInputs, const 
                         modelOutputs.size()));
     if (!written.insert(update.output).second)
       fault(fmt::format("output {} updates two tensors", update.output));
-    auto param = params.find(update.name);
-    if (param == params.end())
-      fault(fmt::format("the update of '{}' names no parameter", update.name));
-    if (param->second.type() != modelOutputs[static_cast<size_t>(update.output)].type)
+    const Tensor &param = paramTensor(update.name);
+    if (param.type() != modelOutputs[static_cast<size_t>(update.output)].type)
       fault(fmt::format("output {} is {}, but parameter '{}' is {}", update.output,
                         modelOutputs[static_cast<size_t>(update.output)].type.toString(), update.name,
-                        param->second.type().toString()));
-    outputs[static_cast<size_t>(update.output)] = param->second;
+                        param.type().toString()));
+    main.outputs[static_cast<size_t>(update.output)] = param;
   }
-  // The other outputs are allocated by the first run (allocateOutputs), not here: loading a
-  // step allocates in proportion to its file, and a damaged file may declare any output size.
-  lr = manifest.lr;
-  steps = manifest.steps;
+}
+
+void TrainingStep::Impl::bindSplitStep() {
+  // The manifest lists trained parameters, then optimizer states (owned by a parameter of
+  // another name), then buffers (owned by themselves); each part's layout follows that order.
+  std::vector<const TrainingManifestUpdate *> trained, states, buffers;
+  for (const TrainingManifestUpdate &update : manifest.updates)
+    (!update.isState ? trained : update.param != update.name ? states : buffers).push_back(&update);
+  auto expectType = [&](const TensorSpec &spec, const Tensor &param, const std::string &what) {
+    if (spec.type != param.type())
+      fault(fmt::format("{} '{}' is {}, its parameter is {}", what, spec.name, spec.type.toString(),
+                        param.type().toString()));
+  };
+  // The gradient part: [loss, gradient of each trained parameter, new value of each buffer].
+  const std::vector<TensorSpec> &gradientOutputs = main.outputSpecs();
+  if (gradientOutputs.size() != 1 + trained.size() + buffers.size())
+    fault(fmt::format("the gradient part has {} outputs, expected 1 + {} gradients + {} buffers",
+                      gradientOutputs.size(), trained.size(), buffers.size()));
+  main.outputs.resize(gradientOutputs.size());
+  for (size_t i = 0; i < trained.size(); ++i)
+    expectType(gradientOutputs[1 + i], paramTensor(trained[i]->name), "gradient output");
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor &buffer = paramTensor(buffers[i]->name);
+    expectType(gradientOutputs[1 + trained.size() + i], buffer, "buffer output");
+    main.outputs[1 + trained.size() + i] = buffer;
+  }
+  // The update part: inputs [gradients..., lr, step], outputs [new parameters..., new states...].
+  const std::vector<TensorSpec> &updateIns = update->inputSpecs();
+  const std::vector<TensorSpec> &updateOuts = update->outputSpecs();
+  if (updateIns.size() != trained.size() + 2)
+    fault(fmt::format("the update part has {} inputs, expected {} gradients, lr and step", updateIns.size(),
+                      trained.size()));
+  for (size_t i = 0; i < trained.size(); ++i)
+    expectType(updateIns[i], paramTensor(trained[i]->name), "gradient input");
+  for (size_t i = trained.size(); i < updateIns.size(); ++i)
+    if (!isF32Scalar(updateIns[i].type))
+      fault(fmt::format("update input '{}' is {}, not an f32 scalar", updateIns[i].name, updateIns[i].type.toString()));
+  if (updateOuts.size() != trained.size() + states.size())
+    fault(fmt::format("the update part has {} outputs, expected {} parameters and {} states", updateOuts.size(),
+                      trained.size(), states.size()));
+  update->outputs.resize(updateOuts.size());
+  std::vector<const TrainingManifestUpdate *> written = trained;
+  written.insert(written.end(), states.begin(), states.end());
+  for (size_t i = 0; i < written.size(); ++i) {
+    const Tensor &param = paramTensor(written[i]->name);
+    expectType(updateOuts[i], param, "update output");
+    update->outputs[i] = param;
+  }
 }
 
 std::vector<Tensor> TrainingStep::Impl::modelInputs(const std::vector<Tensor> &given) const {
@@ -135,11 +226,18 @@ std::vector<Tensor> TrainingStep::Impl::modelInputs(const std::vector<Tensor> &g
   return all;
 }
 
-void TrainingStep::Impl::allocateOutputs() {
-  const std::vector<TensorSpec> &specs = executable ? executable->outputs() : interpreter->outputs();
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (!outputs[i].defined())
-      outputs[i] = Tensor(specs[i].type);
+std::vector<Tensor> TrainingStep::Impl::updateInputs() const {
+  size_t gradients = update->inputSpecs().size() - 2;
+  std::vector<Tensor> all(main.outputs.begin() + 1, main.outputs.begin() + 1 + static_cast<std::ptrdiff_t>(gradients));
+  all.push_back(Tensor::scalar(DType::F32, lr));
+  all.push_back(Tensor::scalar(DType::F32, static_cast<double>(steps + 1)));
+  return all;
+}
+
+void TrainingStep::Impl::checkCanAdvance() const {
+  // A manifest or a checkpoint may hold any step count >= 0; the next one must exist.
+  if (steps == std::numeric_limits<int64_t>::max())
+    fail("{}: the step count {} cannot advance", name, steps);
 }
 
 TrainingStep::TrainingStep(Executable executable, TrainingManifest manifest, std::map<std::string, Tensor> params,
@@ -148,8 +246,9 @@ TrainingStep::TrainingStep(Executable executable, TrainingManifest manifest, std
   impl_->name = std::move(name);
   impl_->manifest = std::move(manifest);
   impl_->params = std::move(params);
-  impl_->executable = std::make_unique<Executable>(std::move(executable));
-  impl_->bind(impl_->executable->inputs(), impl_->executable->outputs());
+  impl_->main.executable = std::make_unique<Executable>(std::move(executable));
+  impl_->bindInputs();
+  impl_->bindWholeStep();
 }
 
 TrainingStep::TrainingStep(std::unique_ptr<StepInterpreter> interpreter, TrainingManifest manifest,
@@ -160,8 +259,37 @@ TrainingStep::TrainingStep(std::unique_ptr<StepInterpreter> interpreter, Trainin
   impl_->name = std::move(name);
   impl_->manifest = std::move(manifest);
   impl_->params = std::move(params);
-  impl_->interpreter = std::move(interpreter);
-  impl_->bind(impl_->interpreter->inputs(), impl_->interpreter->outputs());
+  impl_->main.interpreter = std::move(interpreter);
+  impl_->bindInputs();
+  impl_->bindWholeStep();
+}
+
+TrainingStep::TrainingStep(Executable gradients, Executable update, TrainingManifest manifest,
+                           std::map<std::string, Tensor> params, std::string name)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->name = std::move(name);
+  impl_->manifest = std::move(manifest);
+  impl_->params = std::move(params);
+  impl_->main.executable = std::make_unique<Executable>(std::move(gradients));
+  impl_->update.emplace();
+  impl_->update->executable = std::make_unique<Executable>(std::move(update));
+  impl_->bindInputs();
+  impl_->bindSplitStep();
+}
+
+TrainingStep::TrainingStep(std::unique_ptr<StepInterpreter> gradients, std::unique_ptr<StepInterpreter> update,
+                           TrainingManifest manifest, std::map<std::string, Tensor> params, std::string name)
+    : impl_(std::make_unique<Impl>()) {
+  if (!gradients || !update)
+    fail("{}: an interpreter is null", name);
+  impl_->name = std::move(name);
+  impl_->manifest = std::move(manifest);
+  impl_->params = std::move(params);
+  impl_->main.interpreter = std::move(gradients);
+  impl_->update.emplace();
+  impl_->update->interpreter = std::move(update);
+  impl_->bindInputs();
+  impl_->bindSplitStep();
 }
 
 TrainingStep::TrainingStep(TrainingStep &&) noexcept = default;
@@ -176,17 +304,50 @@ TrainingStep::Impl &TrainingStep::state() const {
 
 float TrainingStep::run(const std::vector<Tensor> &inputs) {
   Impl &im = state();
-  // A manifest or a checkpoint may hold any step count >= 0; the next one must exist.
-  if (im.steps == std::numeric_limits<int64_t>::max())
-    fail("{}: the step count {} cannot advance", im.name, im.steps);
+  if (im.update) {
+    float loss = computeGradients(inputs);
+    applyGradients();
+    return loss;
+  }
+  im.checkCanAdvance();
   std::vector<Tensor> all = im.modelInputs(inputs);
-  im.allocateOutputs();
-  if (im.executable)
-    im.executable->runInto(all, im.outputs);
-  else
-    im.interpreter->runInto(all, im.params, im.outputs);
+  im.main.run(all, im.params);
   ++im.steps;
-  return static_cast<float>(im.outputs[0].getDouble(0));
+  return static_cast<float>(im.main.outputs[0].getDouble(0));
+}
+
+bool TrainingStep::isSplit() const { return state().update.has_value(); }
+
+float TrainingStep::computeGradients(const std::vector<Tensor> &inputs) {
+  Impl &im = state();
+  if (!im.update)
+    fail("{}: computes its gradients and updates in one run (compile it split to see its gradients)", im.name);
+  std::vector<Tensor> all = im.modelInputs(inputs);
+  im.main.run(all, im.params);
+  im.haveGradients = true;
+  return static_cast<float>(im.main.outputs[0].getDouble(0));
+}
+
+std::vector<Tensor> TrainingStep::gradients() const {
+  const Impl &im = state();
+  if (!im.update)
+    fail("{}: computes its gradients and updates in one run (compile it split to see its gradients)", im.name);
+  if (!im.haveGradients)
+    fail("{}: no gradients yet (computeGradients first)", im.name);
+  size_t count = im.update->inputSpecs().size() - 2;
+  return std::vector<Tensor>(im.main.outputs.begin() + 1, im.main.outputs.begin() + 1 + static_cast<std::ptrdiff_t>(count));
+}
+
+void TrainingStep::applyGradients() {
+  Impl &im = state();
+  if (!im.update)
+    fail("{}: computes its gradients and updates in one run (compile it split to see its gradients)", im.name);
+  if (!im.haveGradients)
+    fail("{}: no gradients to apply (computeGradients first)", im.name);
+  im.checkCanAdvance();
+  im.update->run(im.updateInputs(), im.params);
+  ++im.steps;
+  im.haveGradients = false;
 }
 
 float TrainingStep::run(const std::map<std::string, Tensor> &inputs) {
@@ -258,12 +419,20 @@ void TrainingStep::saveParameters(const std::string &path) const {
 void TrainingStep::loadParameters(const std::string &path) { loadCheckpoint(path, state().params, state().steps); }
 
 const TrainingManifest &TrainingStep::manifest() const { return state().manifest; }
-bool TrainingStep::isReference() const { return !state().executable; }
+bool TrainingStep::isReference() const { return !state().main.executable; }
 
 const Executable &TrainingStep::executable() const {
-  if (!state().executable)
+  if (!state().main.executable)
     fail("{}: the reference backend has no executable", state().name);
-  return *state().executable;
+  return *state().main.executable;
+}
+
+const Executable &TrainingStep::updateExecutable() const {
+  if (!state().update)
+    fail("{}: is not split: executable() runs the whole step", state().name);
+  if (!state().update->executable)
+    fail("{}: the reference backend has no executable", state().name);
+  return *state().update->executable;
 }
 
 // ---- loading a step compiled ahead of time ----

@@ -20,6 +20,20 @@
 // A step may also run without compiled kernels, on a StepInterpreter (codegen's reference
 // backend: the reference evaluator on the training graph, for tests); the API is the same.
 //
+// Split: a step may be compiled in two parts (codegen::TrainingOptions::split), so that its
+// caller sees the gradients between them: computeGradients() runs the forward pass, the loss and
+// the backward pass, gradients() are then the gradients of the loss (a mean over the batch),
+// which the caller may change in place (sum micro-batches for gradient accumulation, average
+// them across processes), and applyGradients() runs the optimizer update on them. run() is
+// the two in turn. The parts' layout follows the manifest's updates, which list the trained
+// parameters (P), then the optimizer states (S, each owned by a parameter of another name),
+// then the buffers (B, owned by themselves):
+//   gradient part: the inputs of a whole step; outputs [loss, gradient of each trained
+//                  parameter (P), new value of each buffer (B, written in place)]
+//   update part:   inputs [gradient of each trained parameter (P), lr, step]; outputs [new
+//                  value of each trained parameter (P), of each state (S)], written in place
+// Both parts read the same parameter tensors as weights.
+//
 // A TrainingStep owns its tensors and updates them on every run(): unlike an Executable, it
 // must not run on several threads at once.
 #include <cstdint>
@@ -66,6 +80,14 @@ public:
   /// The same on an interpreter instead of an executable.
   TrainingStep(std::unique_ptr<StepInterpreter> interpreter, TrainingManifest manifest,
                std::map<std::string, Tensor> params, std::string name);
+  /// A split step (see above): `gradients` and `update` both read the tensors of `params` as
+  /// their weights, and are laid out as the manifest says. kiln::Error naming what does not
+  /// fit otherwise.
+  TrainingStep(Executable gradients, Executable update, TrainingManifest manifest,
+               std::map<std::string, Tensor> params, std::string name);
+  /// The same on interpreters.
+  TrainingStep(std::unique_ptr<StepInterpreter> gradients, std::unique_ptr<StepInterpreter> update,
+               TrainingManifest manifest, std::map<std::string, Tensor> params, std::string name);
 
   TrainingStep(TrainingStep &&) noexcept;
   TrainingStep &operator=(TrainingStep &&) noexcept;
@@ -80,6 +102,23 @@ public:
   float run(std::initializer_list<Tensor> inputs) { return run(std::vector<Tensor>(inputs)); }
   /// The same with inputs by name; every input must be given, and no other.
   float run(const std::map<std::string, Tensor> &inputs);
+
+  /// Whether the step is split (see above): computeGradients, gradients and applyGradients
+  /// apply; on a step that is not, they are a kiln::Error.
+  bool isSplit() const;
+  /// The first part of run(): the loss (returned) and the gradients of the trained parameters,
+  /// nothing updated but the buffers (BatchNorm's running statistics), the step count unchanged.
+  float computeGradients(const std::vector<Tensor> &inputs);
+  float computeGradients(std::initializer_list<Tensor> inputs) {
+    return computeGradients(std::vector<Tensor>(inputs));
+  }
+  /// The gradients computeGradients left, one per trainedParameters() name in that order: the
+  /// very tensors applyGradients reads (copies of Tensor share storage), so that writing into
+  /// them changes the update. kiln::Error before computeGradients.
+  std::vector<Tensor> gradients() const;
+  /// The second part of run(): the optimizer update from gradients(), in place; the step count
+  /// advances. kiln::Error when no computeGradients came since the last update.
+  void applyGradients();
 
   /// The inputs run() takes, in order: the model's without the learning rate and step count.
   const std::vector<TensorSpec> &inputs() const;
@@ -118,8 +157,10 @@ public:
   const TrainingManifest &manifest() const;
   /// Whether the step runs on a StepInterpreter (codegen's reference backend).
   bool isReference() const;
-  /// The executable; kiln::Error on an interpreter.
+  /// The executable (of a split step: its gradient part); kiln::Error on an interpreter.
   const Executable &executable() const;
+  /// A split step's update part; kiln::Error on an interpreter or a step that is not split.
+  const Executable &updateExecutable() const;
 
 private:
   struct Impl;

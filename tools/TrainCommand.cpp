@@ -1,6 +1,8 @@
 // kiln-run MODEL --train LOSS and kiln-run STEP.so --train (see TrainCommand.h), in stages:
-//  1. the step: compiled from the graph (or the reference backend prepared), or loaded from the
-//     file with its loss, optimizer and state (--lr overrides its learning rate);
+//  1. the step: compiled from the graph (or the reference backend prepared; without the
+//     parameters --freeze and --train-only leave out; in two parts with --accumulate), or loaded
+//     from the file with its loss, optimizer and state (--lr overrides its learning rate);
+//     with --data, the rest is tools/DatasetTraining.cpp's;
 //  2. its inputs bound as kiln-run binds a graph's (files, else random with seed S + i), then the
 //     target or labels (seed S + the number of forward inputs), so that a step loaded from a file
 //     draws what the graph it was compiled from draws;
@@ -15,8 +17,11 @@
 #include <iostream>
 #include <optional>
 
+#include <fnmatch.h>
+
 #include "core/Error.h"
 #include "runtime/ThreadPool.h"
+#include "tools/DatasetTraining.h"
 #include "tools/GraphLoading.h"
 #include "tools/RunOptions.h"
 #include "tools/RunReport.h"
@@ -26,14 +31,18 @@ namespace kiln::tools {
 namespace {
 
 const char *const kTrainUsageHead = R"(training: kiln-run FILE.kir|FILE.onnx --train LOSS [options]
+          kiln-run FILE.kir|FILE.onnx --train LOSS --data NAME=FILE.npy ... --labels FILE.npy
+                   --epochs E [dataset options]
           kiln-run STEP.so --train [options]
 
 Trains the model's float parameters (an ONNX model's initializers) with one compiled step
-(forward, loss, backward and optimizer update in one executable, parameters updated in place)
-and prints "step I loss L" per step, L being the loss before that step's update. STEP.so, a
+(forward, loss, backward and optimizer update in one executable, parameters updated in place).
+Without --data it trains on one batch for --steps and prints "step I loss L" per step, L being
+the loss before that step's update. With --data it trains on a dataset (below). STEP.so, a
 step that `kiln-compile MODEL --train LOSS -o STEP.so` wrote, carries its loss, optimizer,
 parameters, optimizer state and step count: it trains on from them with no compiler (the
-flags that choose the loss and optimizer, --param and --reference do not apply; --lr does).
+flags that choose the loss, the optimizer and the trained parameters, --param and --reference
+do not apply; --lr does).
 
 )";
 
@@ -50,6 +59,54 @@ const char *const kTrainUsageTail = R"(  --labels FILE.npy       the target (mse
   --threads N             run compiled kernels on N threads (default: one per core)
   --bench N               after the steps, time N more (they train too) and print arena_bytes,
                           arena_lower_bound_bytes (not for STEP.so) and, last, median_ms of one step
+  --freeze GLOB           do not train the parameters whose names match (repeatable; * and ?
+                          match any characters, dots included: --freeze 'layer1.*'); their
+                          backward is not compiled at all, and they keep their values bit for bit
+  --train-only GLOB       train only the parameters whose names match (repeatable); with --freeze,
+                          the matching ones less the frozen ones
+
+dataset training (with --data):
+  --data NAME=FILE.npy    the samples of model input NAME: an array whose first dimension is the
+                          sample dimension and whose other dimensions are the input's without its
+                          batch (repeatable, one per input); files are memory-mapped, so a
+                          dataset larger than memory streams from disk
+  --labels FILE.npy       the labels (cross-entropy, nll: i64 class indices [N]) or targets (mse:
+                          [N, ...] like the output), one per sample
+  --batch-size B          samples per update (default: the model's batch times --accumulate); the
+                          model is compiled for a static batch, which must be B / --accumulate
+                          (an ONNX model with a symbolic batch is specialised to it)
+  --epochs E              passes over the data (default 1)
+  --shuffle               a new order every epoch, drawn from --seed and the epoch alone
+  --drop-last             drop the last batch of an epoch when it is short. Otherwise it is used
+                          when the loss can ignore padding (cross-entropy and nll: it is padded
+                          with repeats of its samples whose labels the loss ignores, so the
+                          update is the short batch's own, except that BatchNorm's batch
+                          statistics see the repeats); with mse, mean and sum it is dropped, and
+                          a note says how many samples that leaves out
+  --accumulate K          sum the gradients of K micro-batches of B / K (each weighted by its
+                          share of the batch) before one update: the update of a batch of B
+                          with the memory of B / K (the step is compiled in two parts,
+                          gradients and update)
+  --lr-schedule S         the learning rate of update t of T (from --lr): constant (default);
+                          step:K:G, times G every K updates; cosine[:W], W updates of linear
+                          warm-up then a cosine decay towards 0 at the end of the run
+  --val NAME=FILE.npy     held-out samples of input NAME (repeatable), evaluated after every
+  --val-labels FILE.npy   epoch: the mean loss and, for cross-entropy and nll, the accuracy
+                          (arg-max of the output against the label)
+  --save PATH             write a checkpoint at the end (and with --save-every K, after every K
+  --save-every K          updates): PATH.safetensors (replaced whole, never half-written) or a
+                          folder of .npy files
+  --load PATH             resume from a checkpoint: training continues at its step count, in the
+                          epoch, batch order, learning rate and optimizer state an uninterrupted
+                          run would have there (the same flags and data), bit for bit; a
+                          checkpoint without a step count (initial parameters) starts a run
+  --stop-after N          stop after update N of the run (saving with --save, as at the end): a
+                          time-boxed job that a later one resumes with --load; the run's length,
+                          and so its schedule, stays --epochs's
+  --seed S                also seeds the order of --shuffle
+Per epoch it prints one line, 'epoch E/N: loss L, val loss V, val accuracy A% (S samples in
+T s, R samples/s)' (the mean training loss over the epoch's samples; the validation figures
+with --val), and on a terminal a progress bar (samples/s, ETA) in between.
 )";
 
 const std::string &trainUsageText() {
@@ -107,6 +164,18 @@ void checkArtifactFlags(const TrainOptions &options) {
          options.path);
   if (options.reference)
     fail("--reference does not apply to '{}': a compiled training step runs its own kernels", options.path);
+  if (!options.freeze.empty() || !options.trainOnly.empty())
+    fail("{} does not apply to '{}': a compiled training step carries the parameters it trains (compile another "
+         "with kiln-compile --train)",
+         options.freeze.empty() ? "--train-only" : "--freeze", options.path);
+  if (options.accumulate > 1)
+    fail("--accumulate does not apply to '{}': it needs a step compiled in two parts, gradients and update "
+         "(train the model's graph instead)",
+         options.path);
+  if (!options.val.empty())
+    fail("--val does not apply to '{}': validation compiles the model's forward pass (train the model's graph "
+         "instead)",
+         options.path);
 }
 
 /// The --labels file, or random ones drawn with `seed`: class indices in [0, classes) for an
@@ -147,6 +216,7 @@ bool isTrainCommand(int argc, char **argv) {
 TrainOptions parseTrainOptions(int argc, char **argv) {
   TrainOptions options;
   bool trainGiven = false;
+  std::vector<std::string> datasetFlags; // the dataset flags given, in order
   FlagParser parser;
   parser.addSwitch("--help", [&] { options.help = true; });
   parser.addSwitch("-h", [&] { options.help = true; });
@@ -161,11 +231,14 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
   parser.addOption("--labels", [&](const std::string &flag, const std::string &value) {
     options.labels = nonEmpty(flag, value);
   });
+  bool stepsGiven = false, benchGiven = false;
   parser.addOption("--steps", [&](const std::string &flag, const std::string &value) {
     options.steps = parseBoundedCount(flag, value, 0, 100000000);
+    stepsGiven = true;
   });
   parser.addOption("--bench", [&](const std::string &flag, const std::string &value) {
     options.bench = parseBoundedCount(flag, value, 1, 1000000);
+    benchGiven = true;
   });
   parser.addOption("--threads", [&](const std::string &flag, const std::string &value) {
     options.threads = parseBoundedCount(flag, value, 1, 1024);
@@ -185,6 +258,13 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
   parser.addOption("--load", [&](const std::string &flag, const std::string &value) {
     options.load = nonEmpty(flag, value);
   });
+  parser.addOption("--freeze", [&](const std::string &flag, const std::string &value) {
+    options.freeze.push_back(nonEmpty(flag, value));
+  });
+  parser.addOption("--train-only", [&](const std::string &flag, const std::string &value) {
+    options.trainOnly.push_back(nonEmpty(flag, value));
+  });
+  addDatasetFlags(parser, options, datasetFlags);
   std::vector<std::string> args = markBareTrain(argc, argv);
   std::vector<char *> pointers;
   for (std::string &arg : args)
@@ -211,7 +291,11 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
   }
   if (options.reference && options.threads > 0)
     fail("--threads applies to compiled steps; the reference evaluator runs on one thread");
-  if (options.steps == 0 && options.bench == 0 && options.save.empty())
+  if (options.dataset())
+    checkDatasetFlags(options, stepsGiven, benchGiven);
+  else if (!datasetFlags.empty())
+    fail("{} applies to training on a dataset: add --data NAME=FILE.npy (see --help)", datasetFlags[0]);
+  else if (options.steps == 0 && options.bench == 0 && options.save.empty())
     fail("--steps 0 without --bench or --save does nothing");
   return options;
 }
@@ -229,33 +313,75 @@ struct PreparedStep {
   /// Compiled here (not on the reference backend): the memory plan's arena and its lower bound.
   std::optional<int64_t> arenaBytes, arenaLowerBoundBytes;
   double seconds = 0; // to compile or load
+  size_t frozen = 0;  // parameters --freeze and --train-only left out
+  runtime::EvaluateFn evaluate; // with --val
 };
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// Compiles the graph's training step, or prepares the reference backend.
+/// The parameters --freeze and --train-only leave out of training: the float parameters that
+/// match a --freeze glob or, with --train-only, match none of its globs. kiln::Error for a glob
+/// that matches no parameter, or when no parameter is left to train.
+std::vector<std::string> frozenParameters(const ir::Graph &graph, const TrainOptions &options) {
+  std::vector<std::string> names, floats;
+  for (const ir::Node *param : graph.params()) {
+    names.push_back(param->attrString("name"));
+    if (isFloat(param->output()->dtype()))
+      floats.push_back(names.back());
+  }
+  auto matchesAny = [](const std::vector<std::string> &globs, const std::string &name) {
+    for (const std::string &glob : globs)
+      if (fnmatch(glob.c_str(), name.c_str(), 0) == 0)
+        return true;
+    return false;
+  };
+  for (const auto &[flag, globs] : {std::pair{"--freeze", &options.freeze}, std::pair{"--train-only", &options.trainOnly}})
+    for (const std::string &glob : *globs)
+      if (std::none_of(names.begin(), names.end(), [&](const std::string &name) { return matchesAny({glob}, name); }))
+        fail("{} '{}' matches no parameter of graph @{} (parameters: {})", flag, glob, graph.name(), joinNames(names));
+  std::vector<std::string> frozen;
+  for (const std::string &name : floats)
+    if (matchesAny(options.freeze, name) || (!options.trainOnly.empty() && !matchesAny(options.trainOnly, name)))
+      frozen.push_back(name);
+  if (!frozen.empty() && frozen.size() == floats.size())
+    fail("--freeze and --train-only leave no parameter of graph @{} to train (parameters: {})", graph.name(),
+         joinNames(floats));
+  return frozen;
+}
+
+/// Compiles the graph's training step (split in two with --accumulate), or prepares the
+/// reference backend; for dataset training with --val, the evaluation of the forward pass too.
 PreparedStep compileStep(const TrainOptions &options) {
   std::map<std::string, Tensor> given;
-  std::unique_ptr<ir::Graph> graph = loadGraph({options.path, options.inputs, {}}, given);
+  std::unique_ptr<ir::Graph> graph = loadGraph({options.path, options.inputs, datasetInputShapes(options)}, given);
   lossOutput(*graph, options.loss()); // --loss-output names an output
   TrainingOptions training;
   training.reference = options.reference;
   training.compile.params = bindParams(*graph, options.params, options.seed, true);
+  training.frozen = frozenParameters(*graph, options);
+  training.split = options.accumulate > 1;
   if (options.threads > 0)
     training.compile.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
+  codegen::LossSpec loss = options.loss();
+  // On a dataset, a short last batch is padded with samples whose labels the loss ignores.
+  if (options.dataset() && (loss.kind == codegen::LossKind::CrossEntropy || loss.kind == codegen::LossKind::Nll))
+    loss.ignoreIndex = kPaddingLabel;
   auto start = std::chrono::steady_clock::now();
-  // Compiled in two halves, to report the memory plan of the lowered step.
+  // A whole step is compiled in two halves, to report the memory plan of the lowered step.
   std::optional<codegen::LoweredTrainingStep> lowered;
-  if (!options.reference)
-    lowered = codegen::lowerTrainingStep(*graph, options.loss(), options.optimizer(), training);
+  if (!options.reference && !training.split)
+    lowered = codegen::lowerTrainingStep(*graph, loss, options.optimizer(), training);
   PreparedStep prepared(lowered ? codegen::compileLoweredTrainingStep(*lowered, training)
-                                : codegen::compileTrainingStep(*graph, options.loss(), options.optimizer(), training));
+                                : codegen::compileTrainingStep(*graph, loss, options.optimizer(), training));
+  if (!options.val.empty())
+    prepared.evaluate = codegen::compileEvaluation(*graph, options.loss(), prepared.step, training);
   prepared.seconds = secondsSince(start);
   prepared.what = "graph @" + graph->name();
   prepared.given = std::move(given);
   prepared.graphName = graph->name();
+  prepared.frozen = training.frozen.size();
   if (lowered) {
     prepared.arenaBytes = lowered->lowered.plan.arenaBytes;
     prepared.arenaLowerBoundBytes = lowered->lowered.plan.lowerBoundBytes;
@@ -328,9 +454,14 @@ std::string describeStep(const PreparedStep &prepared, const TrainOptions &optio
     engine = fmt::format("compiled, {} threads, {} kernels, arena {} bytes = {:.3f} x its lower bound",
                          step.executable().numThreads(), step.executable().numLaunches(), *prepared.arenaBytes,
                          boundRatio);
+  } else if (!step.isReference()) {
+    engine = fmt::format("compiled in two parts, {} threads, {} kernels for the gradients, {} for the update",
+                         step.executable().numThreads(), step.executable().numLaunches(),
+                         step.updateExecutable().numLaunches());
   }
-  return fmt::format("training @{}: {} parameters ({} elements), {} ({:.2f} s to prepare)\n", prepared.graphName,
-                     trained.size(), elements, engine, prepared.seconds);
+  std::string frozen = prepared.frozen > 0 ? fmt::format(", {} frozen", prepared.frozen) : "";
+  return fmt::format("training @{}: {} parameters ({} elements){}, {} ({:.2f} s to prepare)\n", prepared.graphName,
+                     trained.size(), elements, frozen, engine, prepared.seconds);
 }
 
 /// The steps, --bench and --save.
@@ -374,6 +505,12 @@ int runTrainingLoop(PreparedStep &prepared, const std::vector<Tensor> &inputs, c
 
 int runTrainCommand(const TrainOptions &options) {
   PreparedStep prepared = options.artifact ? loadCompiledStep(options) : compileStep(options);
+  if (options.dataset()) {
+    if (!options.load.empty())
+      prepared.step.loadParameters(options.load);
+    std::cout << describeStep(prepared, options) << std::flush;
+    return runDatasetTraining(prepared.step, prepared.evaluate, options);
+  }
   std::vector<Tensor> inputs = bindStepInputs(prepared, options);
   if (!options.load.empty())
     prepared.step.loadParameters(options.load);

@@ -3,9 +3,11 @@
 // whose parameters or initializers are what it trains) with one training step compiled just in
 // time (codegen/CompileTraining.h); kiln-run STEP.so --train ...: training on from a step that
 // kiln-compile --train wrote (loss, optimizer, parameters and state are in the file). Both are
-// one runtime::TrainingStep (runtime/TrainingStep.h), which the same loop trains. It takes
-// flags of its own (kTrainUsage), so it parses them itself: kiln-run hands it the whole command
-// line when isTrainCommand says --train is on it.
+// one runtime::TrainingStep (runtime/TrainingStep.h), trained either on one batch for --steps
+// (its inputs bound as kiln-run binds a graph's) or, with --data, on a dataset for --epochs by
+// runtime::Trainer (tools/DatasetTraining.h). It takes flags of its own (kTrainUsage), so it
+// parses them itself: kiln-run hands it the whole command line when isTrainCommand says
+// --train is on it.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +30,19 @@ struct TrainOptions {
   int64_t steps = 1;
   int bench = 0;          // timed steps after the reported ones
   std::string save, load; // .safetensors file or .npy directory
+  /// --freeze, --train-only: globs over parameter names.
+  std::vector<std::string> freeze, trainOnly;
+  /// Dataset training (with --data): the arrays, the held-out ones, and how to read them.
+  std::vector<Binding> data, val;
+  std::string valLabels;
+  int64_t batchSize = 0;  // 0: the model's batch times accumulate
+  int64_t epochs = 1;
+  int64_t accumulate = 0; // 0: not given (1)
+  bool shuffle = false, dropLast = false;
+  std::string lrSchedule = "constant";
+  int64_t saveEvery = 0;
+  int64_t stopAfter = 0;
+  bool dataset() const { return !data.empty(); }
   bool reference = false;
   int threads = 0;        // 0: the runtime's default pool
   uint64_t seed = 0;

@@ -21,6 +21,7 @@
 #include "ir/ops/Random.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/decompose/Decompose.h"
+#include "passes/simplify/DeadCodeElimination.h"
 
 namespace kiln::passes::autodiff {
 
@@ -48,15 +49,25 @@ void checkOptimizer(const OptimizerSpec &spec) {
   nonNegative(spec.eps, "eps");
 }
 
-/// The parameters to train, as param values of `graph`, in the order asked (graph order by default).
-std::vector<Value *> resolveParams(const Graph &graph, const std::vector<std::string> &names) {
+/// The parameters to train, as param values of `graph`, in the order asked (graph order by
+/// default, without the frozen ones).
+std::vector<Value *> resolveParams(const Graph &graph, const std::vector<std::string> &names,
+                                   const std::vector<std::string> &frozen) {
   std::map<std::string, Value *> byName;
-  std::vector<Value *> all;
-  for (Node *param : graph.params()) {
+  for (Node *param : graph.params())
     byName[param->attrString("name")] = param->output();
-    if (isFloat(param->output()->dtype()))
-      all.push_back(param->output());
+  std::set<std::string> frozenNames;
+  for (const std::string &name : frozen) {
+    if (!byName.count(name))
+      fail("training graph: graph @{} has no parameter '{}' to freeze", graph.name(), name);
+    frozenNames.insert(name);
   }
+  if (!frozen.empty() && !names.empty())
+    fail("training graph: give the parameters to train or the ones to freeze, not both");
+  std::vector<Value *> all;
+  for (Node *param : graph.params())
+    if (isFloat(param->output()->dtype()) && !frozenNames.count(param->attrString("name")))
+      all.push_back(param->output());
   if (names.empty())
     return all;
   std::vector<Value *> chosen;
@@ -138,34 +149,52 @@ void requireFreeInputName(const Graph &graph, const std::string &name) {
            name);
 }
 
-/// Appends the loss on `prediction`; adds the target input when the kind takes one.
-Value *appendLoss(Graph &graph, Builder &b, Value *prediction, const LossSpec &spec, int64_t &targetInput) {
+/// Appends the loss on `prediction`; adds the target input when the kind takes one. With
+/// `perElement`, the loss of each element unreduced (the prediction itself for mean and sum).
+Value *appendLoss(Graph &graph, Builder &b, Value *prediction, const LossSpec &spec, int64_t &targetInput,
+                  bool perElement = false) {
   if (!isFloat(prediction->dtype()))
     fail("training graph: the loss needs a float output, got {}", prediction->type().toString());
+  bool classes = spec.kind == LossKind::CrossEntropy || spec.kind == LossKind::Nll;
+  if (spec.ignoreIndex && !classes)
+    fail("training graph: only the cross-entropy and nll losses can ignore a label value");
   auto addTarget = [&](TensorType type) {
     requireFreeInputName(graph, spec.targetName);
     targetInput = static_cast<int64_t>(graph.inputs().size());
     return graph.addInput(std::move(type), spec.targetName);
   };
   AttrMap allAxes{{"axes", std::vector<int64_t>{}}, {"keepdims", int64_t(0)}};
+  // Unreduced when asked; else the ops' default, the mean.
+  AttrMap reduction = perElement ? AttrMap{{"reduction", std::string("none")}} : AttrMap{};
   switch (spec.kind) {
   case LossKind::Value:
     if (prediction->type().numElements() != 1)
       fail("training graph: a Value loss must hold one element, got {}", prediction->type().toString());
+    if (perElement)
+      fail("training graph: a Value loss is one value for the whole batch, with no loss per element");
     return prediction;
   case LossKind::Mean:
-    return b.create(OpKind::ReduceMean, {prediction}, allAxes);
+    return perElement ? prediction : b.create(OpKind::ReduceMean, {prediction}, allAxes);
   case LossKind::Sum:
-    return b.create(OpKind::ReduceSum, {prediction}, allAxes);
+    return perElement ? prediction : b.create(OpKind::ReduceSum, {prediction}, allAxes);
   case LossKind::Mse:
-    return b.create(OpKind::MseLoss, {prediction, addTarget(prediction->type())});
+    return b.create(OpKind::MseLoss, {prediction, addTarget(prediction->type())}, reduction);
   case LossKind::CrossEntropy:
   case LossKind::Nll: {
     if (prediction->rank() != 2)
       fail("training graph: a {} loss needs [N, C] scores, got {}",
            spec.kind == LossKind::Nll ? "nll" : "cross-entropy", prediction->type().toString());
     Value *labels = addTarget(TensorType{DType::I64, {prediction->shape()[0]}});
-    return b.create(spec.kind == LossKind::Nll ? OpKind::NllLoss : OpKind::CrossEntropy, {prediction, labels});
+    if (spec.ignoreIndex && !perElement) {
+      // cross_entropy has no ignore_index; it is nll_loss of log_softmax, which has.
+      Value *logProbs = spec.kind == LossKind::Nll
+                            ? prediction
+                            : b.create(OpKind::LogSoftmax, {prediction}, {{"axis", int64_t(1)}});
+      return b.create(OpKind::NllLoss, {logProbs, labels},
+                      {{"reduction", std::string("mean")}, {"ignore_index", *spec.ignoreIndex}});
+    }
+    return b.create(spec.kind == LossKind::Nll ? OpKind::NllLoss : OpKind::CrossEntropy, {prediction, labels},
+                    reduction);
   }
   }
   fail("training graph: unknown loss kind");
@@ -203,6 +232,71 @@ struct Hyper {
     return cast[dtype] = {to(lr), to(step)};
   }
 };
+
+/// What appendOptimizer appends: the new values of the parameters, then of their states, and
+/// the updates naming them (outputs still 0).
+struct OptimizerUpdates {
+  std::vector<Value *> values;
+  std::vector<ParamUpdate> updates;
+};
+
+/// Adds the `lr` and `step` inputs and, per parameter of `trained` (with its gradient in
+/// `grads`), its state parameters (zeros, named "<param>.<state>") and its update node.
+OptimizerUpdates appendOptimizer(Graph &graph, Builder &b, const std::vector<Value *> &trained,
+                                 const std::vector<Value *> &grads, const OptimizerSpec &optimizer,
+                                 std::set<std::string> &paramNames) {
+  for (const char *name : {"lr", "step"})
+    requireFreeInputName(graph, name);
+  Value *lr = graph.addInput(TensorType{DType::F32, {}}, "lr");
+  Value *step = graph.addInput(TensorType{DType::F32, {}}, "step");
+  Hyper hyper{b, lr, step, {}};
+
+  std::vector<Value *> newParams, newStates;
+  std::vector<ParamUpdate> paramUpdates, stateUpdates;
+  for (size_t i = 0; i < trained.size(); ++i) {
+    Value *param = trained[i];
+    const std::string &name = param->producer()->attrString("name");
+    auto [lrT, stepT] = hyper.in(param->dtype());
+    auto state = [&](const std::string &suffix) {
+      std::string stateName = name + "." + suffix;
+      if (!paramNames.insert(stateName).second)
+        fail("training graph: optimizer state '{}' is already a parameter of graph @{}", stateName, graph.name());
+      stateUpdates.push_back(ParamUpdate{stateName, 0, true, name});
+      return b.param(stateName, param->type(), Tensor(param->type()));
+    };
+    std::vector<Value *> outputs;
+    if (optimizer.kind == OptimizerKind::Sgd) {
+      AttrMap attrs{{"momentum", optimizer.momentum},
+                    {"dampening", optimizer.dampening},
+                    {"nesterov", int64_t(optimizer.nesterov ? 1 : 0)},
+                    {"weight_decay", optimizer.weightDecay}};
+      std::vector<Value *> operands{param, grads[i], lrT};
+      if (optimizer.momentum != 0.0) {
+        operands.push_back(state("momentum_buffer"));
+        operands.push_back(stepT);
+      }
+      outputs = b.createMulti(OpKind::SgdUpdate, operands, attrs);
+    } else {
+      AttrMap attrs{{"beta1", optimizer.beta1},
+                    {"beta2", optimizer.beta2},
+                    {"eps", optimizer.eps},
+                    {"weight_decay", optimizer.weightDecay},
+                    {"decoupled", int64_t(optimizer.kind == OptimizerKind::AdamW ? 1 : 0)}};
+      Value *expAvg = state("exp_avg");
+      Value *expAvgSq = state("exp_avg_sq");
+      outputs = b.createMulti(OpKind::AdamUpdate, {param, grads[i], expAvg, expAvgSq, lrT, stepT}, attrs);
+    }
+    paramUpdates.push_back(ParamUpdate{name, 0, false, name});
+    newParams.push_back(outputs[0]);
+    newStates.insert(newStates.end(), outputs.begin() + 1, outputs.end());
+  }
+  OptimizerUpdates result;
+  result.values = newParams;
+  result.values.insert(result.values.end(), newStates.begin(), newStates.end());
+  result.updates = paramUpdates;
+  result.updates.insert(result.updates.end(), stateUpdates.begin(), stateUpdates.end());
+  return result;
+}
 
 } // namespace
 
@@ -243,14 +337,15 @@ std::vector<std::string> TrainingGraph::trainedParams() const {
 }
 
 TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
-                                 const std::vector<std::string> &params, const std::vector<BufferWrite> &buffers) {
+                                 const std::vector<std::string> &params, const std::vector<BufferWrite> &buffers,
+                                 const std::vector<std::string> &frozen) {
   // 1.
   checkOptimizer(optimizer);
   TrainingGraph result;
   result.graph = forward.clone();
   Graph &graph = *result.graph;
   std::vector<Value *> bufferValues = resolveBuffers(graph, buffers);
-  std::vector<Value *> trained = resolveParams(graph, params);
+  std::vector<Value *> trained = resolveParams(graph, params, frozen);
   std::set<std::string> paramNames, bufferNames;
   for (Node *param : graph.params())
     paramNames.insert(param->attrString("name"));
@@ -303,62 +398,16 @@ TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, con
   result.gradients = grads;
 
   // 4.
-  for (const char *name : {"lr", "step"})
-    requireFreeInputName(graph, name);
   result.lrInput = graph.inputs().size();
-  Value *lr = graph.addInput(TensorType{DType::F32, {}}, "lr");
-  result.stepInput = graph.inputs().size();
-  Value *step = graph.addInput(TensorType{DType::F32, {}}, "step");
-  Hyper hyper{b, lr, step, {}};
-
-  std::vector<Value *> newParams, newStates;
-  std::vector<ParamUpdate> paramUpdates, stateUpdates;
-  for (size_t i = 0; i < trained.size(); ++i) {
-    Value *param = trained[i];
-    const std::string &name = param->producer()->attrString("name");
-    auto [lrT, stepT] = hyper.in(param->dtype());
-    auto state = [&](const std::string &suffix) {
-      std::string stateName = name + "." + suffix;
-      if (!paramNames.insert(stateName).second)
-        fail("training graph: optimizer state '{}' is already a parameter of graph @{}", stateName, graph.name());
-      stateUpdates.push_back(ParamUpdate{stateName, 0, true, name});
-      return b.param(stateName, param->type(), Tensor(param->type()));
-    };
-    std::vector<Value *> outputs;
-    if (optimizer.kind == OptimizerKind::Sgd) {
-      AttrMap attrs{{"momentum", optimizer.momentum},
-                    {"dampening", optimizer.dampening},
-                    {"nesterov", int64_t(optimizer.nesterov ? 1 : 0)},
-                    {"weight_decay", optimizer.weightDecay}};
-      std::vector<Value *> operands{param, grads[i], lrT};
-      if (optimizer.momentum != 0.0) {
-        operands.push_back(state("momentum_buffer"));
-        operands.push_back(stepT);
-      }
-      outputs = b.createMulti(OpKind::SgdUpdate, operands, attrs);
-    } else {
-      AttrMap attrs{{"beta1", optimizer.beta1},
-                    {"beta2", optimizer.beta2},
-                    {"eps", optimizer.eps},
-                    {"weight_decay", optimizer.weightDecay},
-                    {"decoupled", int64_t(optimizer.kind == OptimizerKind::AdamW ? 1 : 0)}};
-      Value *expAvg = state("exp_avg");
-      Value *expAvgSq = state("exp_avg_sq");
-      outputs = b.createMulti(OpKind::AdamUpdate, {param, grads[i], expAvg, expAvgSq, lrT, stepT}, attrs);
-    }
-    paramUpdates.push_back(ParamUpdate{name, 0, false, name});
-    newParams.push_back(outputs[0]);
-    newStates.insert(newStates.end(), outputs.begin() + 1, outputs.end());
-  }
+  result.stepInput = result.lrInput + 1;
+  OptimizerUpdates optimized = appendOptimizer(graph, b, trained, grads, optimizer, paramNames);
 
   // 5.
   std::vector<Value *> graphOutputs{lossValue};
-  graphOutputs.insert(graphOutputs.end(), newParams.begin(), newParams.end());
-  graphOutputs.insert(graphOutputs.end(), newStates.begin(), newStates.end());
+  graphOutputs.insert(graphOutputs.end(), optimized.values.begin(), optimized.values.end());
   graphOutputs.insert(graphOutputs.end(), bufferValues.begin(), bufferValues.end());
   graph.setOutputs(graphOutputs);
-  result.updates = paramUpdates;
-  result.updates.insert(result.updates.end(), stateUpdates.begin(), stateUpdates.end());
+  result.updates = optimized.updates;
   for (const std::string &buffer : bufferParams)
     result.updates.push_back(ParamUpdate{buffer, 0, true, buffer});
   for (size_t i = 0; i < result.updates.size(); ++i) {
@@ -367,6 +416,86 @@ TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, con
   }
   verify(graph);
   return result;
+}
+
+SplitTrainingGraph buildSplitTrainingGraph(const Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
+                                           const std::vector<std::string> &params,
+                                           const std::vector<BufferWrite> &buffers,
+                                           const std::vector<std::string> &frozen) {
+  SplitTrainingGraph split;
+  split.whole = buildTrainingGraph(forward, loss, optimizer, params, buffers, frozen);
+  const TrainingGraph &whole = split.whole;
+
+  // The gradient part: the whole graph returning each update's gradient operand instead of the
+  // update; dce then drops the updates and the optimizer states only they read.
+  split.gradients = whole.graph->clone();
+  Graph &gradients = *split.gradients;
+  std::vector<Value *> outputs{gradients.outputs()[0]};
+  std::vector<std::string> names{""};
+  std::vector<const ParamUpdate *> trained;
+  for (const ParamUpdate &update : whole.updates)
+    if (!update.isState) {
+      outputs.push_back(gradients.outputs()[update.output]->producer()->input(1));
+      names.push_back(update.name + ".grad");
+      trained.push_back(&update);
+    }
+  for (const ParamUpdate &update : whole.updates)
+    if (update.isState && update.param == update.name) { // a buffer, not an optimizer state
+      split.gradientWrites.push_back(ParamUpdate{update.name, outputs.size(), true, update.name});
+      outputs.push_back(gradients.outputs()[update.output]);
+      names.push_back(update.name);
+    }
+  gradients.setOutputs(outputs);
+  for (size_t i = 0; i < names.size(); ++i)
+    gradients.setOutputName(i, names[i]);
+  {
+    PassContext context;
+    createDeadCodeEliminationPass()->run(gradients, context);
+  }
+  verify(gradients);
+
+  // The update part: the gradients as inputs, the trained parameters with their values.
+  split.update = std::make_unique<Graph>(whole.graph->name() + "_update");
+  Graph &update = *split.update;
+  Builder b(update);
+  std::vector<Value *> paramValues, gradientInputs;
+  std::set<std::string> paramNames;
+  for (const ParamUpdate *param : trained) {
+    const Node *source = nullptr;
+    for (const Node *node : whole.graph->params())
+      if (node->attrString("name") == param->name)
+        source = node;
+    const TensorType &type = source->output()->type();
+    gradientInputs.push_back(update.addInput(type, param->name + ".grad"));
+    paramValues.push_back(b.param(param->name, type, source->attrTensor("value")));
+    paramNames.insert(param->name);
+  }
+  OptimizerUpdates optimized = appendOptimizer(update, b, paramValues, gradientInputs, optimizer, paramNames);
+  update.setOutputs(optimized.values);
+  split.updateWrites = optimized.updates;
+  for (size_t i = 0; i < split.updateWrites.size(); ++i) {
+    split.updateWrites[i].output = i;
+    update.setOutputName(i, split.updateWrites[i].name);
+  }
+  verify(update);
+  return split;
+}
+
+std::unique_ptr<Graph> buildEvaluationGraph(const Graph &forward, const LossSpec &loss) {
+  std::unique_ptr<Graph> graph = forward.clone();
+  Builder b(*graph);
+  Value *prediction = lossOutput(*graph, loss);
+  int64_t targetInput = -1;
+  Value *losses = appendLoss(*graph, b, prediction, loss, targetInput, /*perElement=*/true);
+  graph->setOutputs({losses, prediction});
+  graph->setOutputName(0, "losses");
+  graph->setOutputName(1, "output");
+  {
+    PassContext context; // drops what only the buffer writes read
+    createDeadCodeEliminationPass()->run(*graph, context);
+  }
+  verify(*graph);
+  return graph;
 }
 
 } // namespace kiln::passes::autodiff

@@ -21,6 +21,7 @@
 //   momentum, weight decay, eps, betas outside [0, 1), nesterov without momentum or with
 //   dampening), or a graph input already named like one the training graph adds.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct LossSpec {
   std::string outputName;
   /// The name of the input added for the target (Mse) or labels (CrossEntropy, Nll).
   std::string targetName = "target";
+  /// CrossEntropy, Nll: samples labelled so add nothing to the loss or its gradients, and the
+  /// mean is over the others (torch's ignore_index), so that a short batch padded with such
+  /// samples trains as the short batch (runtime/Trainer.h). Unset: every label counts.
+  std::optional<int64_t> ignoreIndex;
 };
 
 enum class OptimizerKind { Sgd, Adam, AdamW };
@@ -116,8 +121,51 @@ struct TrainingGraph {
 /// A graph with the i64 parameter ir::random::kOffsetParam that no buffer write names gets one
 /// more, last: offset + 1, so its random ops draw fresh numbers every step. kiln::Error when
 /// the output or parameter does not exist, their types differ, or the parameter is trained.
+///
+/// `frozen` names parameters left out of the default list (with `params` empty): they stay
+/// parameters of the graph, read as they are, and since autodiff differentiates only what
+/// depends on a trained parameter, nothing of their backward is built (no gradient of a frozen
+/// weight, no gradient flowing into layers that only frozen ones follow). kiln::Error for a
+/// name that is no parameter, or with `params` given too.
 TrainingGraph buildTrainingGraph(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                  const std::vector<std::string> &params = {},
-                                 const std::vector<BufferWrite> &buffers = {});
+                                 const std::vector<BufferWrite> &buffers = {},
+                                 const std::vector<std::string> &frozen = {});
+
+/// A training step in two graphs, for a caller that acts on the gradients between the backward
+/// pass and the update (runtime/TrainingStep.h's split steps: gradient accumulation, averaging
+/// across processes).
+struct SplitTrainingGraph {
+  /// The step in one graph (buildTrainingGraph): its updates, inputs and manifest describe the
+  /// split step too.
+  TrainingGraph whole;
+  /// Forward, loss and backward: the inputs of `whole.graph` (lr and step unused, so that both
+  /// take the same inputs), outputs [loss, gradient of each trained parameter ("<name>.grad"),
+  /// new value of each buffer (named after it)].
+  std::unique_ptr<ir::Graph> gradients;
+  /// Its buffer writes, with their outputs in `gradients`.
+  std::vector<ParamUpdate> gradientWrites;
+  /// The optimizer update: inputs [gradient of each trained parameter ("<name>.grad"), lr,
+  /// step], parameters the trained ones (their values as in the forward graph) and their
+  /// states (zeros), outputs [new value of each trained parameter, of each state], each named
+  /// after the parameter it overwrites.
+  std::unique_ptr<ir::Graph> update;
+  /// Its writes: the trained parameters and states, in whole.updates' order, outputs from 0.
+  std::vector<ParamUpdate> updateWrites;
+};
+
+/// buildTrainingGraph's step split at the gradients. kiln::Error as buildTrainingGraph.
+SplitTrainingGraph buildSplitTrainingGraph(const ir::Graph &forward, const LossSpec &loss,
+                                           const OptimizerSpec &optimizer, const std::vector<std::string> &params = {},
+                                           const std::vector<BufferWrite> &buffers = {},
+                                           const std::vector<std::string> &frozen = {});
+
+/// The forward graph with the loss of each element, for evaluating a model on held-out data:
+/// inputs the forward graph's, then the target or labels as in the training graph; outputs
+/// ["losses": the loss unreduced ([N] for cross-entropy and nll, the output's shape for mse,
+/// the output itself for mean and sum), "output": the output the loss is taken of]; no buffer
+/// is written. kiln::Error for a Value loss (one value for the whole batch), and as
+/// buildTrainingGraph for the loss's output and target.
+std::unique_ptr<ir::Graph> buildEvaluationGraph(const ir::Graph &forward, const LossSpec &loss);
 
 } // namespace kiln::passes::autodiff

@@ -250,6 +250,10 @@ TEST(TrainingManifest, TextRoundTripsAndBadTextIsAnError) {
   EXPECT_TRUE(back.updates[1].isState);
   EXPECT_EQ(back.updates[1].name, "w b.exp_avg");
   EXPECT_EQ(back.updates[1].param, "w b");
+  EXPECT_FALSE(back.ignoreIndex);
+  EXPECT_EQ(manifest.toText().find("ignore-index"), std::string::npos); // files without it stay as they were
+  manifest.ignoreIndex = -100;
+  EXPECT_EQ(runtime::TrainingManifest::parse(manifest.toText(), "test").ignoreIndex, int64_t(-100));
 
   auto parseError = [](const std::string &text) {
     return errorOf([&] { runtime::TrainingManifest::parse(text, "m.so"); });
@@ -259,6 +263,7 @@ TEST(TrainingManifest, TextRoundTripsAndBadTextIsAnError) {
   EXPECT_NE(parseError("kiln-training\t1\nsteps\t-1\n").find("expects an integer >= 0, got '-1'"), std::string::npos);
   EXPECT_NE(parseError("kiln-training\t1\nlr\tfast\n").find("expects a number, got 'fast'"), std::string::npos);
   EXPECT_NE(parseError("kiln-training\t1\nwhat\t1\n").find("unknown entry 'what'"), std::string::npos);
+  EXPECT_NE(parseError("kiln-training\t1\nignore-index\tnone\n").find("expects an integer"), std::string::npos);
   EXPECT_NE(parseError("kiln-training\t1\nupdate\t1\tparam\tw\n").find("has 4 fields, expected 5"), std::string::npos);
   EXPECT_NE(parseError("kiln-training\t1\nlr\t0.1\n").find("which inputs take the learning rate"), std::string::npos);
   // What toText could not write back: no optimizer, a name ending in '\r' (a CRLF line).

@@ -115,6 +115,82 @@ TEST(RuntimeTrainingStep, AManifestThatDoesNotFitTheModelIsAnError) {
   expectErrorContaining([&] { toyStep(toyManifest(), extra); }, prefix + "tensor 'q' is not one of its parameters");
 }
 
+/// A split toy: the gradient part (x, lr, step) -> (loss = sum(x * p), grad = x), the update
+/// part (grad, lr, step) -> p - lr * grad. `gradientOutputs` and `updateInputs` bend the layout.
+class ToyPart final : public StepInterpreter {
+public:
+  ToyPart(bool gradientPart, std::vector<TensorSpec> inputs, std::vector<TensorSpec> outputs)
+      : gradientPart_(gradientPart), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+  const std::vector<TensorSpec> &inputs() const override { return inputs_; }
+  const std::vector<TensorSpec> &outputs() const override { return outputs_; }
+  void runInto(const std::vector<Tensor> &inputs, const std::map<std::string, Tensor> &params,
+               std::vector<Tensor> &outputs) const override {
+    const Tensor &p = params.at("p");
+    if (gradientPart_) {
+      double loss = 0;
+      for (int64_t i = 0; i < 3; ++i) {
+        loss += inputs[0].getDouble(i) * p.getDouble(i);
+        outputs[1].setDouble(i, inputs[0].getDouble(i));
+      }
+      outputs[0].setDouble(0, loss);
+      return;
+    }
+    double lr = inputs[1].getDouble(0);
+    std::vector<double> updated;
+    for (int64_t i = 0; i < 3; ++i)
+      updated.push_back(p.getDouble(i) - lr * inputs[0].getDouble(i));
+    for (int64_t i = 0; i < 3; ++i)
+      outputs[0].setDouble(i, updated[static_cast<size_t>(i)]);
+  }
+
+private:
+  bool gradientPart_;
+  std::vector<TensorSpec> inputs_, outputs_;
+};
+
+TrainingStep splitToy(std::vector<TensorSpec> gradientOutputs = {{"loss", {DType::F32, {}}},
+                                                                  {"p.grad", {DType::F32, {3}}}},
+                      std::vector<TensorSpec> updateInputs = {{"p.grad", {DType::F32, {3}}},
+                                                              {"lr", {DType::F32, {}}},
+                                                              {"step", {DType::F32, {}}}}) {
+  std::vector<TensorSpec> forward{{"x", {DType::F32, {3}}}, {"lr", {DType::F32, {}}}, {"step", {DType::F32, {}}}};
+  return TrainingStep(std::make_unique<ToyPart>(true, forward, gradientOutputs),
+                      std::make_unique<ToyPart>(false, updateInputs, std::vector<TensorSpec>{{"p", {DType::F32, {3}}}}),
+                      toyManifest(), toyParams(), "training step @toy");
+}
+
+TEST(RuntimeTrainingStep, ASplitStepShowsItsGradientsBeforeTheUpdate) {
+  TrainingStep step = splitToy();
+  ASSERT_TRUE(step.isSplit());
+  Tensor x = Tensor::fromDoubles(DType::F32, {3}, {1, 2, 4});
+  expectErrorContaining([&] { step.gradients(); }, "no gradients yet");
+  expectErrorContaining([&] { step.applyGradients(); }, "no gradients to apply");
+  EXPECT_EQ(step.computeGradients({x}), 17.0f); // 1 + 4 + 12
+  EXPECT_EQ(step.stepCount(), 0);
+  std::vector<Tensor> gradients = step.gradients();
+  ASSERT_EQ(gradients.size(), 1u);
+  EXPECT_EQ(gradients[0].toDoubles(), (std::vector<double>{1, 2, 4}));
+  gradients[0].setDouble(2, 0); // what the update reads
+  step.applyGradients();
+  EXPECT_EQ(step.parameter("p").toDoubles(), (std::vector<double>{0.5, 1, 3})); // p - 0.5 * (1, 2, 0)
+  EXPECT_EQ(step.stepCount(), 1);
+  expectErrorContaining([&] { step.applyGradients(); }, "no gradients to apply");
+  EXPECT_EQ(step.run({x}), 0.5f + 2 + 12); // the two parts in turn
+  EXPECT_EQ(step.stepCount(), 2);
+  expectErrorContaining([&] { toyStep().computeGradients({x}); }, "compile it split");
+}
+
+TEST(RuntimeTrainingStep, ASplitStepWhosePartsDoNotFitItsManifestIsAnError) {
+  const std::string prefix = "training step @toy: its manifest does not fit the model: ";
+  expectErrorContaining([&] { splitToy({{"loss", {DType::F32, {}}}}); },
+                        prefix + "the gradient part has 1 outputs, expected 1 + 1 gradients + 0 buffers");
+  expectErrorContaining([&] { splitToy({{"loss", {DType::F32, {}}}, {"p.grad", {DType::F32, {2}}}}); },
+                        prefix + "gradient output 'p.grad' is f32[2], its parameter is f32[3]");
+  expectErrorContaining([&] { splitToy({{"loss", {DType::F32, {}}}, {"p.grad", {DType::F32, {3}}}},
+                                       {{"p.grad", {DType::F32, {3}}}, {"lr", {DType::F32, {}}}}); },
+                        prefix + "the update part has 2 inputs, expected 1 gradients, lr and step");
+}
+
 TEST(RuntimeTrainingStep, AMovedFromStepIsAnError) {
   TrainingStep step = toyStep();
   TrainingStep moved = std::move(step);

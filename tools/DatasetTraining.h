@@ -1,0 +1,41 @@
+#pragma once
+// kiln-run MODEL --train LOSS --data NAME=FILE.npy ... --epochs E: training on a dataset with
+// runtime::Trainer (runtime/Trainer.h). TrainCommand parses the flags that choose the step and
+// compiles or loads it; this file owns the dataset flags (their part of kTrainUsage is in
+// TrainCommand.cpp, with the rest), checks them, and runs and reports the training: a line on
+// the data, a progress bar on a terminal (plain progress lines at most every 30 s elsewhere),
+// one line per epoch.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/Trainer.h"
+#include "tools/TrainCommand.h"
+
+namespace kiln::tools {
+
+/// The label the loss ignores (torch's ignore_index default): a short last batch is padded with
+/// samples labelled so.
+constexpr int64_t kPaddingLabel = -100;
+
+/// Registers --data, --val, --val-labels, --batch-size, --epochs, --accumulate, --shuffle,
+/// --drop-last, --lr-schedule and --save-every, writing into `options`; each flag given is
+/// appended to `given` (for "applies to training on a dataset").
+void addDatasetFlags(FlagParser &parser, TrainOptions &options, std::vector<std::string> &given);
+
+/// With --data: kiln::Error for the flags of training on one batch (--steps, --bench, --input),
+/// --val-labels without --val, --save-every without --save, and, for a model's graph (its loss is
+/// known), --labels missing or given where the loss takes none.
+void checkDatasetFlags(const TrainOptions &options, bool stepsGiven, bool benchGiven);
+
+/// For an ONNX model trained with --data and --batch-size: the shape of each --data input at the
+/// step's batch (--batch-size / --accumulate), so that a symbolic batch dim is specialised to
+/// it. Empty otherwise.
+std::map<std::string, Shape> datasetInputShapes(const TrainOptions &options);
+
+/// Trains `step` on the dataset; `evaluate` validates on --val (null without --val). Returns the
+/// exit status; every error is a kiln::Error (a loss that is not finite too).
+int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &evaluate, const TrainOptions &options);
+
+} // namespace kiln::tools
