@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "python/GraphValue.h"
 #include "python/NumpyArrays.h"
 #include "python/Session.h"
 
@@ -65,7 +66,13 @@ std::shared_ptr<Session> openSession(const py::object &model, std::optional<int>
                                      const py::object &inputShapes) {
   SessionOptions options = sessionOptions(threads, cacheDir);
   std::map<std::string, kiln::Shape> shapes = inputShapesOf(inputShapes);
-  // A graph built with kiln's graph API (a later kiln.Graph) enters as ModelSource::graph here.
+  if (std::optional<kiln::python::ModelSource> graph = kiln::python::graphModelSource(model)) {
+    if (!shapes.empty())
+      kiln::python::failArgument(ArgumentError::Kind::Value, "input_shapes apply to ONNX models; a kiln.Graph has "
+                                                             "static shapes");
+    py::gil_scoped_release release;
+    return std::make_shared<Session>(*graph, options);
+  }
   if (std::optional<std::string> path = pathOf(model)) {
     py::gil_scoped_release release;
     return std::make_shared<Session>(Session::open(*path, options, std::move(shapes)));
@@ -81,7 +88,8 @@ std::shared_ptr<Session> openSession(const py::object &model, std::optional<int>
     return std::make_shared<Session>(kiln::python::ModelSource::onnxBytes(std::move(bytes), std::move(shapes)),
                                      options);
   }
-  throw py::type_error("kiln.Session takes a model path (str or os.PathLike) or the bytes of an ONNX model, got " +
+  throw py::type_error("kiln.Session takes a model path (str or os.PathLike), the bytes of an ONNX model or a "
+                       "kiln.Graph, got " +
                        std::string(py::str(py::type::handle_of(model).attr("__name__"))));
 }
 
@@ -197,8 +205,8 @@ PYBIND11_MODULE(_kiln, m) {
   py::class_<Session, std::shared_ptr<Session>>(m, "Session", R"(A compiled model, ready to run.
 
 Session(model, threads=None, cache_dir=None, input_shapes=None): `model` is the path of an ONNX
-model, a .kir graph or a shared object kiln-compile (or Session.save) wrote, or the bytes of an
-ONNX model. It is compiled once here (the compile cache makes a second time a load); `threads`
+model, a .kir graph or a shared object kiln-compile (or Session.save) wrote, the bytes of an
+ONNX model, or a kiln.Graph built with kiln.GraphBuilder. It is compiled once here (the compile cache makes a second time a load); `threads`
 is how many threads run its kernels (None: one per core), `cache_dir` where compiled kernels are
 cached, `input_shapes` static shapes for an ONNX model's inputs by name (fixing symbolic dims).
 run() may be called from several threads at once.)")
@@ -261,6 +269,10 @@ no memory with an input or another output). `copy` applies to the inputs, as in 
                std::to_string(session->outputs().size()) + " outputs, " + std::to_string(session->threads()) +
                " threads>";
       });
+
+  kiln::python::bindGraph(m);
+  kiln::python::bindOps(m);
+  kiln::python::bindNn(m);
 
   m.def(
       "load",

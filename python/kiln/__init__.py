@@ -1,4 +1,5 @@
-"""kiln from Python: ONNX models (and kiln's own) compiled for this CPU and run on numpy arrays.
+"""kiln from Python: ONNX models (and kiln's own) compiled for this CPU and run on numpy arrays,
+and graphs built op by op.
 
     import numpy as np
     import kiln
@@ -7,14 +8,23 @@
     x = np.zeros(session.inputs[0].shape, session.inputs[0].dtype)
     outputs = session.run({session.inputs[0].name: x})  # {output name: numpy array}
 
-The compiled extension kiln._kiln holds the classes; this package re-exports them, and is where
-the parts written in Python (the graph API, training, kiln.torch) will sit beside it.
+    g = kiln.GraphBuilder("scale")                  # the graph API (kiln/graph.py)
+    y = kiln.relu(g.input("x", "f32", [2, 3])) * 2
+    session = kiln.compile(g.finish({"y": y}))
+
+The compiled extension kiln._kiln holds the classes and functions; this package re-exports
+them: the ops (kiln/ops.py) as kiln.<op> and kiln.ops.<op>, the modules as kiln.nn.
 """
 from kiln._kiln import Error, Session, TensorInfo, load
+from kiln._kiln import nn
+from kiln import ops
+from kiln.graph import Graph, GraphBuilder, Value, compile, evaluate, parse
+from kiln.ops import *  # noqa: F401,F403 (the ops, as torch puts its functions beside its classes)
 
 # Tracebacks and reprs name the package users import, not the extension inside it.
-for _exported in (Error, Session, TensorInfo):
+for _exported in (Error, Session, TensorInfo, Graph, GraphBuilder, Value):
     _exported.__module__ = "kiln"
 del _exported
 
-__all__ = ["Error", "Session", "TensorInfo", "load"]
+__all__ = ["Error", "Session", "TensorInfo", "load", "nn", "ops", "Graph", "GraphBuilder", "Value", "compile",
+           "evaluate", "parse"] + ops.__all__
