@@ -150,7 +150,8 @@ std::vector<int64_t> intsOf(py::handle object, const char *what) {
 }
 
 Tensor tensorOf(py::handle object, const char *what) {
-  auto array = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("ascontiguousarray")(object));
+  // asarray rather than ascontiguousarray, which makes a 0-d array 1-d.
+  auto array = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("asarray")(object, "order"_a = "C"));
   DType dtype;
   try {
     dtype = dtypeOf(array.dtype());
