@@ -125,6 +125,8 @@ def test_generic_ops_take_their_attributes_as_keywords():
     (lambda g, x: x + g.input("q", "f32", [4, 4]), kiln.Error, ["add", "[2,3]", "[4,4]"]),
     (lambda g, x: kiln.matmul(x, x), kiln.Error, ["matmul", "f32[2,3]"]),
     (lambda g, x: kiln.reshape(x, [5]), kiln.Error, ["reshape"]),
+    (lambda g, x: kiln.op("add", [x, g.input("i", "i32", [2, 3])]), kiln.Error, ["add", "f32[2,3]", "i32[2,3]"]),
+    (lambda g, x: x & x, kiln.Error, ["and", "f32"]),
     (lambda g, x: kiln.elu(x, beta=1.0), TypeError, ["elu", "unknown attribute 'beta'", "alpha"]),
     (lambda g, x: kiln.elu(x, alpha="big"), TypeError, ["elu", "'alpha'", "float"]),
     (lambda g, x: kiln.topk(x), kiln.Error, ["topk", "k"]),
