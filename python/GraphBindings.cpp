@@ -139,8 +139,8 @@ DType dtypeOf(py::handle object) {
 }
 
 std::vector<int64_t> intsOf(py::handle object, const char *what) {
-  if (PyLong_Check(object.ptr()))
-    return {py::cast<int64_t>(object)};
+  if (PyIndex_Check(object.ptr())) // an int, or a numpy integer
+    return {py::cast<int64_t>(py::int_(py::reinterpret_borrow<py::object>(object)))};
   try {
     return py::cast<std::vector<int64_t>>(object);
   } catch (const py::cast_error &) {

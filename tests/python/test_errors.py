@@ -113,7 +113,7 @@ def test_kiln_errors_are_one_line():
 
 
 def test_arguments_of_the_wrong_kind():
-    with pytest.raises(TypeError, match="model path .* or the bytes of an ONNX model, got int"):
+    with pytest.raises(TypeError, match="model path .* the bytes of an ONNX model or a kiln.Graph, got int"):
         kiln.Session(42)
     with pytest.raises(ValueError, match="threads must be a positive count"):
         kiln.Session(relu_onnx_bytes(), threads=0)

@@ -107,7 +107,7 @@ def test_graph_inputs_outputs_and_names():
     assert [(i.name, i.shape, i.kiln_dtype) for i in graph.inputs] == [("x", (2, 3), "f32")]
     assert [o.name for o in graph.outputs] == ["y", "z"]
     g = kiln.GraphBuilder()
-    v = g.input("v", np.float64, 4)
+    v = g.input("v", np.float64, np.int64(4))
     assert v.dtype == "f64" and v.shape == (4,) and v.name == "v"
     assert "output0" in [o.name for o in g.finish([kiln.exp(v)]).outputs]
 
