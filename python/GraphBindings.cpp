@@ -1,7 +1,9 @@
 // kiln.GraphBuilder, kiln.Value and kiln.Graph: the graph API's builder, values and finished
 // graphs (frontend/GraphBuilder.h), their views (.kir text, DOT, JSON), kiln.parse and the
 // reference evaluator. Only conversions live here; python/OpBindings.cpp binds the ops.
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <unordered_map>
 

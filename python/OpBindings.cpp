@@ -1,5 +1,5 @@
-// The graph API's functions as the extension's functions (python/kiln/ops.py gives them their
-// public names). Three sources, none of them a per-op binding:
+// The graph API's functions as the functions of kiln._kiln.ops (python/kiln/ops.py re-exports
+// them). Three sources, none of them a per-op binding:
 //   - the rows of ir/ElementwiseOps.def, by X-macro: a new row is a new Python function named
 //     by its ApiName column in snake_case (logicalNot -> logical_not);
 //   - the other frontend functions (frontend/Math.h, Movement.h, Functional.h), bound here by
@@ -7,8 +7,10 @@
 //   - every op of ir/Ops.def through `op(mnemonic, *inputs, **attrs)`, its attributes
 //     converted by the op's declared kinds; _op_table() lists the ops and their attributes,
 //     from which kiln/ops.py defines a function per op that has no frontend spelling.
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include <pybind11/stl.h>
 
@@ -247,7 +249,8 @@ void bindFunctional(py::module_ &m, py::dict &spellings) {
 
 } // namespace
 
-void bindOps(py::module_ &m) {
+void bindOps(py::module_ &parent) {
+  py::module_ m = parent.def_submodule("ops", "The graph API's functions (kiln.ops re-exports them).");
   // {mnemonic: Python name} where the two differ or the function is the frontend's.
   py::dict spellings;
   bindElementwise(m, spellings);

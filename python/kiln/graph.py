@@ -12,14 +12,15 @@ comparisons giving bool Values, & | ^ on bool Values, unary - and ~ (logical not
 A Value has no truth value: `if a == b` is a TypeError, not a silent True.
 """
 from kiln import _kiln
+from kiln._kiln import ops as _ops
 from kiln._kiln import Graph, GraphBuilder, Value, evaluate, parse
 
 _BINARY_OPERATORS = {
-    "add": _kiln.add, "sub": _kiln.sub, "mul": _kiln.mul, "truediv": _kiln.div, "mod": _kiln.mod,
-    "pow": _kiln.pow, "matmul": _kiln.matmul, "and": _kiln.bitwise_and, "or": _kiln.bitwise_or,
-    "xor": _kiln.bitwise_xor,
+    "add": _ops.add, "sub": _ops.sub, "mul": _ops.mul, "truediv": _ops.div, "mod": _ops.mod,
+    "pow": _ops.pow, "matmul": _ops.matmul, "and": _ops.bitwise_and, "or": _ops.bitwise_or,
+    "xor": _ops.bitwise_xor,
 }
-_COMPARISONS = {"eq": _kiln.eq, "ne": _kiln.ne, "lt": _kiln.lt, "le": _kiln.le, "gt": _kiln.gt, "ge": _kiln.ge}
+_COMPARISONS = {"eq": _ops.eq, "ne": _ops.ne, "lt": _ops.lt, "le": _ops.le, "gt": _ops.gt, "ge": _ops.ge}
 
 
 def _operators(name, function):
@@ -31,9 +32,9 @@ for _name, _function in _BINARY_OPERATORS.items():
     _operators(_name, _function)
 for _name, _function in _COMPARISONS.items():
     setattr(Value, f"__{_name}__", lambda a, b, f=_function: f(a, b))
-Value.__neg__ = lambda a: _kiln.neg(a)
-Value.__abs__ = lambda a: _kiln.abs(a)
-Value.__invert__ = lambda a: _kiln.logical_not(a)
+Value.__neg__ = lambda a: _ops.neg(a)
+Value.__abs__ = lambda a: _ops.abs(a)
+Value.__invert__ = lambda a: _ops.logical_not(a)
 Value.__hash__ = object.__hash__  # by identity, though == builds an op
 
 

@@ -14,14 +14,11 @@ SPELLINGS maps each op's mnemonic to the function that creates it where the two 
 """
 import keyword as _keyword
 
-from kiln import _kiln
-
-op = _kiln.op
-
+from kiln._kiln import ops as _bound
 
 def _op_function(mnemonic, attrs):
     def function(*inputs, **attributes):
-        return _kiln.op(mnemonic, list(inputs), **attributes)
+        return _bound.op(mnemonic, list(inputs), **attributes)
 
     described = ", ".join(f"{name}: {kind}{' (required)' if required else ''}" for name, kind, required in attrs)
     function.__name__ = function.__qualname__ = mnemonic
@@ -39,24 +36,19 @@ NOT_FUNCTIONS = {
     "kernel": "a fusion group, formed by the compiler's fuse pass",
 }
 
-SPELLINGS = dict(_kiln._op_spellings)
-OP_TABLE = _kiln._op_table()
+SPELLINGS = dict(_bound._op_spellings)
+OP_TABLE = _bound._op_table()
 
-__all__ = ["op"]
-for _name in dir(_kiln):
-    _function = getattr(_kiln, _name)
-    if not _name.startswith("_") and type(_function).__name__ == "builtin_function_or_method" and \
-            _name not in ("load", "parse", "evaluate", "op"):
-        globals()[_name] = _function
-        __all__.append(_name)
+__all__ = [name for name in dir(_bound) if not name.startswith("_")]  # op and the bound functions
+globals().update((name, getattr(_bound, name)) for name in __all__)
 for _mnemonic, _min, _max, _attrs in OP_TABLE:
     if _mnemonic in SPELLINGS or _mnemonic in NOT_FUNCTIONS:
         continue
-    if _mnemonic in globals():  # a frontend function of that name (matmul, reshape, softmax, ...)
+    if _mnemonic in __all__:  # a frontend function of that name (matmul, reshape, softmax, ...)
         SPELLINGS[_mnemonic] = _mnemonic
         continue
     assert not _keyword.iskeyword(_mnemonic), f"op {_mnemonic} needs a spelling that is no Python keyword"
     globals()[_mnemonic] = _op_function(_mnemonic, _attrs)
     SPELLINGS[_mnemonic] = _mnemonic
     __all__.append(_mnemonic)
-del _name, _function, _mnemonic, _min, _max, _attrs
+del _mnemonic, _min, _max, _attrs
