@@ -186,6 +186,8 @@ void checkDatasetFlags(const TrainOptions &options, bool stepsGiven, bool benchG
     fail("--data-parallel does not apply to '{}': it needs a step compiled in two parts, gradients and update "
          "(train the model's graph instead)",
          options.path);
+  if (options.mpiTimeout > 0 && !options.dataParallel)
+    fail("--mpi-timeout applies to --data-parallel");
   if (options.dataParallel && options.reference)
     fail("--data-parallel applies to compiled steps, not --reference");
   if (options.artifact)
@@ -303,8 +305,8 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
   training.run();
   if (group != nullptr) {
     uint64_t checksum = group->checkIdentical(step);
-    out << fmt::format("data parallel: the parameters are bitwise identical on all {} ranks (checksum {:016x})\n",
-                       group->size(), checksum);
+    out << fmt::format("data parallel: the parameters are bitwise identical on all {} rank{} (checksum {:016x})\n",
+                       group->size(), group->size() == 1 ? "" : "s", checksum);
   }
   if (options.stopAfter > 0 && step.stepCount() == options.stopAfter) {
     display.clear();

@@ -527,7 +527,8 @@ int runTrainCommand(const TrainOptions &given) {
   TrainOptions options = given;
   if (options.dataParallel) {
     distributed::DataParallelOptions groupOptions;
-    groupOptions.timeoutSeconds = options.mpiTimeout;
+    if (options.mpiTimeout > 0)
+      groupOptions.timeoutSeconds = options.mpiTimeout;
     group = std::make_unique<distributed::DataParallelGroup>(groupOptions);
     options.ranks = group->size();
   }
