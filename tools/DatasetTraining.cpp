@@ -269,14 +269,15 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
     group->attach(step, trainer, hooks);
 
   runtime::Trainer training(step, openDataset(step, options.data, options.labels), trainer, hooks);
-  int64_t batch = training.microBatch();
+  int64_t batch = training.microBatch(), perAccumulation = batch * trainer.ranks;
+  std::string ranks = trainer.ranks > 1 ? fmt::format(" x {} ranks", trainer.ranks) : "";
   if (options.batchSize != 0 && options.batchSize != training.batchSize())
-    fail("--batch-size {}: the model takes batches of {} (its input '{}' is {}){}; {}", options.batchSize, batch,
+    fail("--batch-size {}: the model takes batches of {} (its input '{}' is {}); {}", options.batchSize, batch,
          step.inputs()[0].name, step.inputs()[0].type.toString(),
-         trainer.ranks > 1 ? fmt::format(" on each of {} ranks", trainer.ranks) : "",
-         options.batchSize % batch == 0 && options.accumulate == 0
-             ? fmt::format("train on {} per update with --accumulate {}", options.batchSize, options.batchSize / batch)
-             : fmt::format("an update holds {} x --accumulate samples", batch));
+         options.batchSize % perAccumulation == 0 && options.accumulate == 0
+             ? fmt::format("train on {} per update with --accumulate {}", options.batchSize,
+                           options.batchSize / perAccumulation)
+             : fmt::format("an update holds {} x --accumulate{} samples", batch, ranks));
   if (!options.val.empty())
     training.setValidation(openDataset(step, options.val, options.valLabels), evaluate);
 
@@ -284,7 +285,7 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
       trainer.accumulate > 1 ? fmt::format(" ({} micro-batches of {})", trainer.accumulate, batch) : "";
   std::string validation =
       options.val.empty() ? "" : fmt::format("; validation on {} samples", training.validationData()->size());
-  std::string ranks = trainer.ranks > 1 ? fmt::format(" over {} ranks", trainer.ranks) : "";
+  ranks = trainer.ranks > 1 ? fmt::format(" over {} ranks", trainer.ranks) : "";
   out << fmt::format("data: {} samples, batches of {}{}{}, {} updates per epoch, {} epoch{}{}; lr {} {}{}\n",
                            training.data().size(), training.batchSize(), ranks, accumulation, training.updatesPerEpoch(),
                            options.epochs, options.epochs == 1 ? "" : "s", options.shuffle ? fmt::format(", shuffled (seed {})", options.seed) : "",
