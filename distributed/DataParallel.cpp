@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <string>
 #include <thread>
 
@@ -41,8 +41,9 @@ void injectFault(int rank, int64_t update) {
   if (std::sscanf(spec, "%7[a-z]:%d:%lld", kind, &faultRank, &faultUpdate) != 3 || faultRank != rank ||
       faultUpdate != update)
     return;
-  std::cerr << "kiln data-parallel: rank " << rank << " " << (std::strcmp(kind, "hang") == 0 ? "hangs" : "exits")
-            << " at update " << update << " (KILN_DATA_PARALLEL_FAULT)" << std::endl;
+  // One write, so that mpirun's forwarding cannot split the line among the other ranks' output.
+  std::fprintf(stderr, "kiln data-parallel: rank %d %s at update %lld (KILN_DATA_PARALLEL_FAULT)\n", rank,
+               std::strcmp(kind, "hang") == 0 ? "hangs" : "exits", static_cast<long long>(update));
   if (std::strcmp(kind, "hang") == 0)
     for (;;)
       std::this_thread::sleep_for(std::chrono::seconds(1));

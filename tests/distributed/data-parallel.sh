@@ -4,7 +4,8 @@
 #  1. 2 ranks on global batch 128 (64 each) give, update for update, the losses, the validation
 #     figures and the final parameters of 1 process compiled for batch 128, within rtol 1e-5; the
 #     data (1000 samples) ends every epoch in a short batch (104), padded on each rank; the ranks'
-#     parameters are bitwise identical at the end (the run checks it and says so);
+#     parameters are bitwise identical at the end (the run checks it and says so); the same with
+#     --accumulate 2 at batch 256 (2 micro-batches of 64 on each rank against 2 of 128);
 #  2. a run stopped after a checkpoint and resumed from it on 2 ranks ends where the
 #     uninterrupted 2-rank run ends, byte for byte;
 #  3. a rank that exits mid-run, or hangs, ends the job with a non-zero status within the
@@ -39,6 +40,14 @@ grep -q '^data: 1000 samples, batches of 128 over 2 ranks, 8 updates per epoch' 
 grep -q '^data parallel: the parameters are bitwise identical on all 2 ranks' "$dir/two.txt" ||
   { cat "$dir/two.txt"; fail "no bitwise-identity line"; }
 [ "$(grep -c '^update ' "$dir/two.txt")" = 16 ] || { cat "$dir/two.txt"; fail "rank 0 alone should print 16 updates"; }
+# With accumulation: 1000 samples in 3 updates of 256 and one of 232 (116 a rank: 64 + 52 padded).
+acc=(--batch-size 256 --accumulate 2 --epochs 1 --log-every 1 --load "$dir/d/init")
+"$build/kiln-run" "$dir/mlp128.kir" "${common[@]}" "${acc[@]}" --save "$dir/one-acc.safetensors" >"$dir/one-acc.txt" 2>&1 ||
+  { cat "$dir/one-acc.txt"; fail "the 1-process run with --accumulate failed"; }
+"${mpi[@]}" "$build/kiln-run" "$dir/d/mlp.kir" "${common[@]}" "${acc[@]}" --save "$dir/two-acc.safetensors" \
+  --data-parallel >"$dir/two-acc.txt" 2>&1 || { cat "$dir/two-acc.txt"; fail "the 2-rank run with --accumulate failed"; }
+grep -q '^data: 1000 samples, batches of 256 over 2 ranks (2 micro-batches of 64), 4 updates per epoch' "$dir/two-acc.txt" ||
+  { cat "$dir/two-acc.txt"; fail "no data line for 2 ranks with --accumulate"; }
 /usr/bin/python3 - "$dir" <<'PY'
 import json, re, struct, sys
 import numpy as np
@@ -60,17 +69,21 @@ def tensors(name):
         dtype = {"F32": np.float32, "F64": np.float64, "I64": np.int64}[info["dtype"]]
         out[key] = np.frombuffer(raw[8 + size + begin:8 + size + end], dtype).reshape(info["shape"])
     return out
-one, two = figures("one"), figures("two")
-assert len(one[0]) == len(two[0]) == 16, (len(one[0]), len(two[0]))
-np.testing.assert_allclose(two[0], one[0], rtol=1e-5, err_msg="losses per update")
-assert len(one[1]) == len(two[1]) == 2
-np.testing.assert_allclose(two[1], one[1], rtol=1e-5, err_msg="validation loss and accuracy")
-a, b = tensors("one"), tensors("two")
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-for key in a:
-    np.testing.assert_allclose(b[key], a[key], rtol=1e-5, atol=1e-7, err_msg=key)
-print(f"data-parallel: 16 losses, 2 validations and {len(a)} tensors of 2 ranks match 1 process within rtol 1e-5 "
-      f"(largest loss difference {np.max(np.abs(two[0] - one[0]) / np.abs(one[0])):.2e})")
+def compare(one_name, two_name, updates, validations):
+    one, two = figures(one_name), figures(two_name)
+    assert len(one[0]) == len(two[0]) == updates, (len(one[0]), len(two[0]))
+    np.testing.assert_allclose(two[0], one[0], rtol=1e-5, err_msg="losses per update")
+    assert len(one[1]) == len(two[1]) == validations
+    if validations:
+        np.testing.assert_allclose(two[1], one[1], rtol=1e-5, err_msg="validation loss and accuracy")
+    a, b = tensors(one_name), tensors(two_name)
+    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+    for key in a:
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-5, atol=1e-7, err_msg=key)
+    print(f"data-parallel: {updates} losses, {validations} validations and {len(a)} tensors of 2 ranks ({two_name}) "
+          f"match 1 process within rtol 1e-5 (largest loss difference {np.max(np.abs(two[0] - one[0]) / np.abs(one[0])):.2e})")
+compare("one", "two", 16, 2)
+compare("one-acc", "two-acc", 4, 0)
 PY
 
 # 2. Stopped after update 6 (a checkpoint at 4 and at the stop) and resumed, on 2 ranks.
@@ -83,18 +96,19 @@ grep -q '^resuming after update 6 of 16' "$dir/resumed.txt" || { cat "$dir/resum
 cmp "$dir/two.safetensors" "$dir/resumed.safetensors" || fail "the resumed run ends elsewhere than the uninterrupted one"
 echo "data-parallel: the run resumed after update 6 on 2 ranks ends byte for byte as the uninterrupted one"
 
-# 3. Faults: each must end the job non-zero, well within the test's time.
+# 3. Faults: each must end the job non-zero, well within the test's time. (--log-every: whole
+# lines, no progress bar for the fault's line to land inside.)
 for fault in exit hang; do
   start=$(date +%s)
   status=0
   KILN_DATA_PARALLEL_FAULT="$fault:1:3" "${mpi[@]}" "$build/kiln-run" "$dir/d/mlp.kir" "${common[@]}" \
-    --load "$dir/d/init" --data-parallel --mpi-timeout 3 >"$dir/$fault.txt" 2>&1 || status=$?
+    --load "$dir/d/init" --data-parallel --mpi-timeout 3 --log-every 1 >"$dir/$fault.txt" 2>&1 || status=$?
   seconds=$(($(date +%s) - start))
   [ "$status" -ne 0 ] || { cat "$dir/$fault.txt"; fail "a rank that ${fault}s left the job's status 0"; }
   [ "$seconds" -lt 60 ] || fail "a rank that ${fault}s took the job $seconds s to end"
   grep -q "rank 1 ${fault}s at update 3" "$dir/$fault.txt" || { cat "$dir/$fault.txt"; fail "the fault did not happen"; }
   if [ "$fault" = hang ]; then
-    grep -q '^kiln data-parallel: rank 0 of 2 waited 3 s for the gradients (1 bucket); another rank died or hangs' \
+    grep -q 'kiln data-parallel: rank 0 of 2 waited 3 s for the gradients (1 bucket); another rank died or hangs' \
       "$dir/$fault.txt" || { cat "$dir/$fault.txt"; fail "no timeout message"; }
   fi
   echo "data-parallel: a rank that ${fault}s at update 3 ends the job with status $status in $seconds s"
