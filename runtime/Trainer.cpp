@@ -85,6 +85,12 @@ Trainer::Trainer(TrainingStep &step, Dataset train, TrainerOptions options, Trai
          options_.accumulate);
   if (!step_.isSplit() && hooks_.onGradients)
     fail("trainer: a gradient hook needs a step compiled split (its gradients apart from its update)");
+  if (options_.ranks < 1 || options_.rank < 0 || options_.rank >= options_.ranks)
+    fail("trainer: rank {} of {} ranks: expected 0 <= rank < ranks", options_.rank, options_.ranks);
+  if (options_.ranks > 1 && (!step_.isSplit() || !hooks_.onGradients || !hooks_.sumOverRanks))
+    fail("trainer: data parallel training on {} ranks needs a step compiled split and the hooks that sum the "
+         "gradients and the losses over the ranks",
+         options_.ranks);
 
   for (const TensorSpec &input : step_.inputs()) {
     if (input.type.rank() == 0)
@@ -193,13 +199,30 @@ void Trainer::gatherBatch(const Dataset &data, const std::vector<int64_t> &indic
   }
 }
 
-double Trainer::update(const std::vector<int64_t> &indices) {
+std::vector<int64_t> Trainer::shardOf(const std::vector<int64_t> &indices, bool &standIn) const {
+  standIn = false;
+  if (options_.ranks == 1)
+    return indices;
+  // Contiguous and even: rank r of R takes [r n / R, (r + 1) n / R), B / R of a full batch.
+  const auto n = static_cast<int64_t>(indices.size());
+  int64_t begin = options_.rank * n / options_.ranks, end = (options_.rank + 1) * n / options_.ranks;
+  if (begin == end) { // a short batch with fewer samples than ranks: one sample, weighted 0
+    standIn = true;
+    return {indices.front()};
+  }
+  return std::vector<int64_t>(indices.begin() + begin, indices.begin() + end);
+}
+
+double Trainer::update(const std::vector<int64_t> &all) {
   if (!step_.isSplit()) {
-    gatherBatch(train_, indices, true, inputs_);
+    gatherBatch(train_, all, true, inputs_);
     return step_.run(inputs_);
   }
+  bool standIn = false;
+  std::vector<int64_t> indices = shardOf(all, standIn);
   // Micro-batches of b; the last update of an epoch may hold fewer (and a short last one).
-  const double total = static_cast<double>(indices.size());
+  // Each is weighted by its share of the whole update's samples (over all ranks).
+  const double total = static_cast<double>(all.size());
   double loss = 0;
   std::vector<Tensor> gradients;
   for (size_t begin = 0; begin < indices.size(); begin += static_cast<size_t>(microBatch_)) {
@@ -207,7 +230,7 @@ double Trainer::update(const std::vector<int64_t> &indices) {
     std::vector<int64_t> micro(indices.begin() + static_cast<std::ptrdiff_t>(begin),
                                indices.begin() + static_cast<std::ptrdiff_t>(end));
     gatherBatch(train_, micro, true, inputs_);
-    double weight = static_cast<double>(micro.size()) / total; // the micro-batch's share of the mean
+    double weight = standIn ? 0.0 : static_cast<double>(micro.size()) / total; // its share of the mean
     loss += weight * step_.computeGradients(inputs_);
     gradients = step_.gradients();
     bool first = begin == 0, last = end == indices.size();
@@ -230,6 +253,11 @@ double Trainer::update(const std::vector<int64_t> &indices) {
   }
   if (hooks_.onGradients)
     hooks_.onGradients(gradients);
+  if (options_.ranks > 1) {
+    std::vector<double> sums{loss};
+    hooks_.sumOverRanks(sums);
+    loss = sums[0];
+  }
   step_.applyGradients();
   return loss;
 }
@@ -277,6 +305,8 @@ std::vector<EpochReport> Trainer::run() {
         progress.meanLoss = lossSum / static_cast<double>(report.samples);
         progress.seconds = secondsSince(began);
         progress.lr = lr;
+        progress.loss = loss;
+        progress.step = step_.stepCount();
         hooks_.onProgress(progress);
       }
       if (stop) {
@@ -312,7 +342,9 @@ ValidationResult Trainer::validate() {
   const int64_t target = step_.targetInput();
   double lossSum = 0;
   int64_t hits = 0, elementsPerSample = 0;
-  for (int64_t begin = 0; begin < data.size(); begin += microBatch_) {
+  for (int64_t begin = 0, batch = 0; begin < data.size(); begin += microBatch_, ++batch) {
+    if (batch % options_.ranks != options_.rank)
+      continue; // another rank's
     int64_t end = std::min(data.size(), begin + microBatch_);
     std::vector<int64_t> indices(static_cast<size_t>(end - begin));
     for (int64_t i = begin; i < end; ++i)
@@ -337,6 +369,14 @@ ValidationResult Trainer::validate() {
         hits += best == inputs[static_cast<size_t>(target)].getInt(row);
       }
     }
+  }
+  if (options_.ranks > 1) {
+    std::vector<double> sums{lossSum, static_cast<double>(hits), static_cast<double>(elementsPerSample),
+                             elementsPerSample > 0 ? 1.0 : 0.0};
+    hooks_.sumOverRanks(sums);
+    lossSum = sums[0];
+    hits = static_cast<int64_t>(sums[1]);
+    elementsPerSample = sums[3] > 0 ? static_cast<int64_t>(sums[2] / sums[3]) : 0;
   }
   ValidationResult result;
   result.samples = data.size();

@@ -23,10 +23,16 @@
 // alone. So a Trainer on a step loaded from a checkpoint that an earlier run saved continues
 // that run exactly: same batches, same rates, same parameters as if it had never stopped.
 //
-// Data parallel training slots in at two places: a process reads its own share of each
-// batch (the indices of an update are computed in one place, batchOf), and the gradient hook
-// (TrainerHooks::onGradients, split steps) sees the update's gradients before the optimizer
-// does, where an all-reduce would average them.
+// Data parallel (TrainerOptions::ranks > 1, a split step): R processes share every update of B
+// samples. All of them walk the same order of updates (the same seed), and rank r trains on
+// its share of each update's indices (batchOf, then shardOf: B / R samples of a full batch, in
+// micro-batches of b = B / (R * accumulate)). Each weights its gradients and loss by its
+// share of the whole update's samples, so that the sums over ranks, which the hooks take
+// (onGradients: the gradients; sumOverRanks: the loss, the validation figures), are the mean
+// over the whole update, as one process would have it. A rank whose share of a short last
+// batch is empty trains on one sample with weight 0. Validation is split too: rank r
+// evaluates every R-th batch, and the sums are reduced. distributed/DataParallel.h provides
+// the hooks over MPI.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -56,6 +62,10 @@ struct TrainerOptions {
   /// save as at the end: a time-boxed job that a later one resumes from the checkpoint. The
   /// run's length, and so its schedule, stays the epochs'.
   int64_t stopAfter = 0;
+  /// Data parallel: this process is rank `rank` of `ranks` sharing each update (see above).
+  /// ranks > 1 needs a split step and the onGradients and sumOverRanks hooks.
+  int64_t ranks = 1;
+  int64_t rank = 0;
 };
 
 /// Where a run is, after each update.
@@ -66,6 +76,8 @@ struct TrainerProgress {
   double meanLoss = 0;               // over this epoch's samples so far
   double seconds = 0;                // since the epoch (or the resumed part of it) started
   double lr = 0;                     // of the last update
+  double loss = 0;                   // of the last update (a mean over its samples)
+  int64_t step = 0;                  // the step count after the last update
 };
 
 /// One epoch's figures.
@@ -101,6 +113,8 @@ struct TrainerHooks {
   /// Split steps: the update's gradients (the mean over its samples), one per trained
   /// parameter, before the optimizer reads them; changes made in place are what it applies.
   std::function<void(std::vector<Tensor> &gradients)> onGradients;
+  /// Data parallel: replaces each value by its sum over the ranks (every rank gets the same).
+  std::function<void(std::vector<double> &values)> sumOverRanks;
 };
 
 class Trainer {
@@ -120,9 +134,9 @@ public:
   const Dataset &data() const { return train_; }
   /// The validation data; null without.
   const Dataset *validationData() const { return validation_ ? &*validation_ : nullptr; }
-  /// The step's batch b, the samples of one update B = b * accumulate.
+  /// The step's batch b, the samples of one update B = b * accumulate * ranks (over all ranks).
   int64_t microBatch() const { return microBatch_; }
-  int64_t batchSize() const { return microBatch_ * options_.accumulate; }
+  int64_t batchSize() const { return microBatch_ * options_.accumulate * options_.ranks; }
   int64_t updatesPerEpoch() const { return updatesPerEpoch_; }
   int64_t totalUpdates() const { return updatesPerEpoch_ * options_.epochs; }
   /// Samples each epoch leaves out (a short last batch the loss cannot pad, or dropLast).
@@ -138,6 +152,9 @@ public:
   ValidationResult validate();
 
 private:
+  /// This rank's share of an update's indices (all of them on one process); `standIn` when the
+  /// share is empty and one sample of weight 0 stands in for it.
+  std::vector<int64_t> shardOf(const std::vector<int64_t> &indices, bool &standIn) const;
   /// Runs one update on `indices` (1..B samples); returns its loss (a mean over them).
   double update(const std::vector<int64_t> &indices);
   /// Gathers `indices` (1..b samples) of `data` into `inputs`; with `maskPadding`, the labels

@@ -14,6 +14,8 @@ packages=(
   # the Python package (python/): its bindings, its pytest suite, and `pip install .` from the
   # repository with Debian's setuptools and pip (no downloads; python3-venv for a test venv)
   python3-dev python3-pybind11 python3-pytest python3-setuptools python3-wheel python3-pip python3-venv
+  # data-parallel training across processes (kiln-run --data-parallel under mpirun): Open MPI
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

@@ -39,9 +39,12 @@ std::string clockTime(double seconds) {
 /// line at most every 30 seconds, so that a long epoch still shows it is alive.
 class ProgressDisplay {
 public:
-  ProgressDisplay() : terminal_(isatty(STDOUT_FILENO) != 0) {}
+  /// `shown`: false on a data-parallel rank other than 0, which shows nothing.
+  explicit ProgressDisplay(bool shown) : shown_(shown), terminal_(isatty(STDOUT_FILENO) != 0) {}
 
   void update(const runtime::TrainerProgress &progress) {
+    if (!shown_)
+      return;
     double rate = static_cast<double>(progress.samples) / std::max(progress.seconds, 1e-9);
     double eta = static_cast<double>(progress.epochSamples - progress.samples) / std::max(rate, 1e-9);
     auto now = std::chrono::steady_clock::now();
@@ -81,6 +84,7 @@ public:
   void startEpoch() { lastLine_ = std::chrono::steady_clock::now(); }
 
 private:
+  bool shown_;
   bool terminal_;
   bool drawn_ = false;
   std::chrono::steady_clock::time_point lastLine_{}, lastDraw_{};
@@ -143,6 +147,16 @@ void addDatasetFlags(FlagParser &parser, TrainOptions &options, std::vector<std:
   option("--stop-after", [&](const std::string &flag, const std::string &value) {
     options.stopAfter = parsePositive(flag, value);
   });
+  option("--log-every", [&](const std::string &flag, const std::string &value) {
+    options.logEvery = parsePositive(flag, value);
+  });
+  option("--mpi-timeout", [&](const std::string &flag, const std::string &value) {
+    options.mpiTimeout = static_cast<double>(parsePositive(flag, value));
+  });
+  parser.addSwitch("--data-parallel", [&] {
+    given.push_back("--data-parallel");
+    options.dataParallel = true;
+  });
   option("--lr-schedule", [&](const std::string &flag, const std::string &value) {
     runtime::LearningRateSchedule::parse(nonEmpty(flag, value)); // refused now, not after compiling
     options.lrSchedule = value;
@@ -168,6 +182,14 @@ void checkDatasetFlags(const TrainOptions &options, bool stepsGiven, bool benchG
     fail("--val-labels needs the held-out inputs: --val NAME=FILE.npy");
   if (options.saveEvery > 0 && options.save.empty())
     fail("--save-every needs --save PATH to write the checkpoints to");
+  if (options.dataParallel && options.artifact)
+    fail("--data-parallel does not apply to '{}': it needs a step compiled in two parts, gradients and update "
+         "(train the model's graph instead)",
+         options.path);
+  if (options.mpiTimeout > 0 && !options.dataParallel)
+    fail("--mpi-timeout applies to --data-parallel");
+  if (options.dataParallel && options.reference)
+    fail("--data-parallel applies to compiled steps, not --reference");
   if (options.artifact)
     return; // the loss is in the file: checked when it is loaded
   const char *loss = codegen::lossKindName(options.loss().kind);
@@ -182,20 +204,26 @@ std::map<std::string, Shape> datasetInputShapes(const TrainOptions &options) {
   std::map<std::string, Shape> shapes;
   if (!options.dataset() || options.batchSize == 0 || !endsWith(options.path, ".onnx"))
     return shapes;
-  int64_t accumulate = std::max<int64_t>(1, options.accumulate);
-  if (options.batchSize % accumulate != 0)
-    fail("--batch-size {} does not split into --accumulate {} micro-batches", options.batchSize, accumulate);
+  int64_t accumulate = std::max<int64_t>(1, options.accumulate), parts = accumulate * options.ranks;
+  if (options.batchSize % parts != 0)
+    fail("--batch-size {} does not split into --accumulate {} micro-batches on each of {} rank{}", options.batchSize,
+         accumulate, options.ranks, options.ranks == 1 ? "" : "s");
   for (const Binding &array : options.data) {
     Shape shape = runtime::MappedNpy::open(array.path).type().shape;
     if (shape.empty())
       fail("{}: holds a scalar, not samples along a first dimension", array.path);
-    shape[0] = options.batchSize / accumulate;
+    shape[0] = options.batchSize / parts;
     shapes[array.name] = shape;
   }
   return shapes;
 }
 
-int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &evaluate, const TrainOptions &options) {
+int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &evaluate, const TrainOptions &options,
+                       distributed::DataParallelGroup *group) {
+  // Data parallel: every rank trains and reduces, rank 0 alone speaks and saves.
+  const bool speaks = group == nullptr || group->rank() == 0;
+  std::ostream silenced(nullptr); // writes nothing
+  std::ostream &out = speaks ? std::cout : silenced;
   const runtime::TrainingManifest &manifest = step.manifest();
   bool takesTarget = step.targetInput() >= 0;
   if (options.artifact) {
@@ -217,26 +245,39 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
   trainer.seed = options.seed;
   trainer.dropLast = options.dropLast;
   trainer.schedule = runtime::LearningRateSchedule::parse(options.lrSchedule);
-  trainer.saveEvery = options.saveEvery;
-  trainer.savePath = options.save;
+  trainer.saveEvery = speaks ? options.saveEvery : 0;
+  trainer.savePath = speaks ? options.save : "";
   trainer.stopAfter = options.stopAfter;
-  ProgressDisplay display;
+  // --log-every's lines replace the bar (under mpirun a rank's stdout is a terminal even when
+  // mpirun's output goes to a file).
+  ProgressDisplay display(speaks && options.logEvery == 0);
   runtime::TrainerHooks hooks;
-  hooks.onProgress = [&](const runtime::TrainerProgress &progress) { display.update(progress); };
+  hooks.onProgress = [&](const runtime::TrainerProgress &progress) {
+    if (options.logEvery > 0 && progress.step % options.logEvery == 0 && speaks) {
+      display.clear();
+      std::cout << fmt::format("update {} loss {:.9g} lr {:.9g}\n", progress.step, progress.loss, progress.lr)
+                << std::flush;
+    }
+    display.update(progress);
+  };
   hooks.onEpoch = [&](const runtime::EpochReport &report) {
     display.clear();
-    std::cout << epochLine(report, options.epochs) << std::flush;
+    out << epochLine(report, options.epochs) << std::flush;
     display.startEpoch();
   };
+  if (group != nullptr)
+    group->attach(step, trainer, hooks);
 
   runtime::Trainer training(step, openDataset(step, options.data, options.labels), trainer, hooks);
-  int64_t batch = training.microBatch();
+  int64_t batch = training.microBatch(), perAccumulation = batch * trainer.ranks;
+  std::string ranks = trainer.ranks > 1 ? fmt::format(" x {} ranks", trainer.ranks) : "";
   if (options.batchSize != 0 && options.batchSize != training.batchSize())
     fail("--batch-size {}: the model takes batches of {} (its input '{}' is {}); {}", options.batchSize, batch,
          step.inputs()[0].name, step.inputs()[0].type.toString(),
-         options.batchSize % batch == 0 && options.accumulate == 0
-             ? fmt::format("train on {} per update with --accumulate {}", options.batchSize, options.batchSize / batch)
-             : fmt::format("an update holds {} x --accumulate samples", batch));
+         options.batchSize % perAccumulation == 0 && options.accumulate == 0
+             ? fmt::format("train on {} per update with --accumulate {}", options.batchSize,
+                           options.batchSize / perAccumulation)
+             : fmt::format("an update holds {} x --accumulate{} samples", batch, ranks));
   if (!options.val.empty())
     training.setValidation(openDataset(step, options.val, options.valLabels), evaluate);
 
@@ -244,30 +285,36 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
       trainer.accumulate > 1 ? fmt::format(" ({} micro-batches of {})", trainer.accumulate, batch) : "";
   std::string validation =
       options.val.empty() ? "" : fmt::format("; validation on {} samples", training.validationData()->size());
-  std::cout << fmt::format("data: {} samples, batches of {}{}, {} updates per epoch, {} epoch{}{}; lr {} {}{}\n",
-                           training.data().size(), training.batchSize(), accumulation, training.updatesPerEpoch(),
+  ranks = trainer.ranks > 1 ? fmt::format(" over {} ranks", trainer.ranks) : "";
+  out << fmt::format("data: {} samples, batches of {}{}{}, {} updates per epoch, {} epoch{}{}; lr {} {}{}\n",
+                           training.data().size(), training.batchSize(), ranks, accumulation, training.updatesPerEpoch(),
                            options.epochs, options.epochs == 1 ? "" : "s", options.shuffle ? fmt::format(", shuffled (seed {})", options.seed) : "",
                            step.learningRate(), trainer.schedule.toString(), validation);
   if (int64_t dropped = training.droppedPerEpoch(); dropped > 0)
-    std::cout << fmt::format("note: each epoch leaves out its last {} samples, a short batch {}\n", dropped,
+    out << fmt::format("note: each epoch leaves out its last {} samples, a short batch {}\n", dropped,
                              options.dropLast ? "(--drop-last)"
                                               : fmt::format("the {} loss cannot pad (it has no label to ignore)",
                                                             manifest.loss));
   if (step.stepCount() > 0 && step.stepCount() <= training.totalUpdates()) {
     int64_t perEpoch = training.updatesPerEpoch();
-    std::cout << fmt::format("resuming after update {} of {} (epoch {}, update {} of {})\n", step.stepCount(),
+    out << fmt::format("resuming after update {} of {} (epoch {}, update {} of {})\n", step.stepCount(),
                              training.totalUpdates(), step.stepCount() / perEpoch + 1, step.stepCount() % perEpoch + 1,
                              perEpoch);
   }
-  std::cout << std::flush;
+  out << std::flush;
   display.startEpoch();
   training.run();
+  if (group != nullptr) {
+    uint64_t checksum = group->checkIdentical(step);
+    out << fmt::format("data parallel: the parameters are bitwise identical on all {} rank{} (checksum {:016x})\n",
+                       group->size(), group->size() == 1 ? "" : "s", checksum);
+  }
   if (options.stopAfter > 0 && step.stepCount() == options.stopAfter) {
     display.clear();
-    std::cout << fmt::format("stopped after update {} of {} (--stop-after){}\n", step.stepCount(),
+    out << fmt::format("stopped after update {} of {} (--stop-after){}\n", step.stepCount(),
                              training.totalUpdates(), options.save.empty() ? "" : "; resume with --load " + options.save);
   }
-  if (!options.save.empty())
+  if (!options.save.empty() && speaks)
     std::cerr << fmt::format("kiln-run: saved the parameters, optimizer state and step count ({}) to {}\n",
                              step.stepCount(), options.save);
   return 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/DataParallel.h"
 #include "runtime/Trainer.h"
 #include "tools/TrainCommand.h"
 
@@ -20,7 +21,8 @@ namespace kiln::tools {
 constexpr int64_t kPaddingLabel = -100;
 
 /// Registers --data, --val, --val-labels, --batch-size, --epochs, --accumulate, --shuffle,
-/// --drop-last, --lr-schedule and --save-every, writing into `options`; each flag given is
+/// --drop-last, --lr-schedule, --save-every, --stop-after, --log-every, --data-parallel and
+/// --mpi-timeout, writing into `options`; each flag given is
 /// appended to `given` (for "applies to training on a dataset").
 void addDatasetFlags(FlagParser &parser, TrainOptions &options, std::vector<std::string> &given);
 
@@ -30,12 +32,16 @@ void addDatasetFlags(FlagParser &parser, TrainOptions &options, std::vector<std:
 void checkDatasetFlags(const TrainOptions &options, bool stepsGiven, bool benchGiven);
 
 /// For an ONNX model trained with --data and --batch-size: the shape of each --data input at the
-/// step's batch (--batch-size / --accumulate), so that a symbolic batch dim is specialised to
+/// step's batch (--batch-size / (--accumulate x ranks)), so that a symbolic batch dim is specialised to
 /// it. Empty otherwise.
 std::map<std::string, Shape> datasetInputShapes(const TrainOptions &options);
 
-/// Trains `step` on the dataset; `evaluate` validates on --val (null without --val). Returns the
-/// exit status; every error is a kiln::Error (a loss that is not finite too).
-int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &evaluate, const TrainOptions &options);
+/// Trains `step` on the dataset; `evaluate` validates on --val (null without --val). With
+/// `group` (--data-parallel), as one of its ranks: rank 0's parameters first, then each rank
+/// on its share of every batch; only rank 0 prints and writes checkpoints, and at the end the
+/// ranks check that their parameters are bitwise identical. Returns the exit status; every
+/// error is a kiln::Error (a loss that is not finite too).
+int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &evaluate, const TrainOptions &options,
+                       distributed::DataParallelGroup *group = nullptr);
 
 } // namespace kiln::tools

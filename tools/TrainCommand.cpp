@@ -104,6 +104,24 @@ dataset training (with --data):
                           time-boxed job that a later one resumes with --load; the run's length,
                           and so its schedule, stays --epochs's
   --seed S                also seeds the order of --shuffle
+  --log-every N           print 'update I loss L lr R' after every N-th update (the update's loss,
+                          a mean over its samples, before it) instead of the progress bar
+
+data-parallel training (with --data, under mpirun; kiln built with MPI):
+  mpirun -np R kiln-run MODEL --train LOSS --data ... --batch-size B --data-parallel
+  --data-parallel         R processes share every update: each compiles the same step for a batch
+                          of B / R (/ --accumulate), rank 0's initial parameters (or --load's)
+                          are copied to all, each takes its share of every batch of the same
+                          (shuffled) order, the gradients are summed across the ranks with MPI
+                          all-reduces (in buckets, nonblocking), and every rank applies the same
+                          update, so the parameters stay bitwise identical (checked at the end).
+                          BatchNorm normalizes with each rank's local batch statistics, as
+                          PyTorch's DistributedDataParallel does, and its running statistics are
+                          rank 0's after every update. Validation is split over the ranks and
+                          summed. Only rank 0 prints and writes checkpoints. Give each rank
+                          --threads so that ranks x threads fits the cores
+  --mpi-timeout SECONDS   a rank waiting longer than this for the others (one that died or hangs)
+                          aborts the whole job with a one-line message (default 300)
 Per epoch it prints one line, 'epoch E/N: loss L, val loss V, val accuracy A% (S samples in
 T s, R samples/s)' (the mean training loss over the epoch's samples; the validation figures
 with --val), and on a terminal a progress bar (samples/s, ETA) in between.
@@ -361,7 +379,7 @@ PreparedStep compileStep(const TrainOptions &options) {
   training.reference = options.reference;
   training.compile.params = bindParams(*graph, options.params, options.seed, true);
   training.frozen = frozenParameters(*graph, options);
-  training.split = options.accumulate > 1;
+  training.split = options.accumulate > 1 || options.dataParallel; // the gradients between the parts
   if (options.threads > 0)
     training.compile.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
   codegen::LossSpec loss = options.loss();
@@ -503,13 +521,26 @@ int runTrainingLoop(PreparedStep &prepared, const std::vector<Tensor> &inputs, c
 
 } // namespace
 
-int runTrainCommand(const TrainOptions &options) {
+int runTrainCommand(const TrainOptions &given) {
+  // Data parallel: MPI is up before the step is compiled, for the batch of each rank.
+  std::unique_ptr<distributed::DataParallelGroup> group;
+  TrainOptions options = given;
+  if (options.dataParallel) {
+    distributed::DataParallelOptions groupOptions;
+    if (options.mpiTimeout > 0)
+      groupOptions.timeoutSeconds = options.mpiTimeout;
+    group = std::make_unique<distributed::DataParallelGroup>(groupOptions);
+    options.ranks = group->size();
+  }
   PreparedStep prepared = options.artifact ? loadCompiledStep(options) : compileStep(options);
   if (options.dataset()) {
     if (!options.load.empty())
       prepared.step.loadParameters(options.load);
-    std::cout << describeStep(prepared, options) << std::flush;
-    return runDatasetTraining(prepared.step, prepared.evaluate, options);
+    if (group != nullptr)
+      group->broadcastFromRank0(prepared.step);
+    if (group == nullptr || group->rank() == 0)
+      std::cout << describeStep(prepared, options) << std::flush;
+    return runDatasetTraining(prepared.step, prepared.evaluate, options, group.get());
   }
   std::vector<Tensor> inputs = bindStepInputs(prepared, options);
   if (!options.load.empty())

@@ -42,6 +42,11 @@ struct TrainOptions {
   std::string lrSchedule = "constant";
   int64_t saveEvery = 0;
   int64_t stopAfter = 0;
+  int64_t logEvery = 0;   // --log-every: a line per N updates (0: none)
+  /// --data-parallel: one of the processes mpirun started; --batch-size is over all of them.
+  bool dataParallel = false;
+  double mpiTimeout = 0;   // --mpi-timeout, seconds (0: not given, 300)
+  int64_t ranks = 1;       // set when MPI is up: the processes sharing each update
   bool dataset() const { return !data.empty(); }
   bool reference = false;
   int threads = 0;        // 0: the runtime's default pool

@@ -8,12 +8,13 @@
 #   passes    ir, core
 #   frontend  ir, core (frontend/onnx included)
 #   codegen   passes, ir, runtime, core
+#   distributed  runtime, core (data-parallel training over MPI)
 #   python    every library (the Python package's bindings), not tools or examples
 #   tools, examples, tests: anything but examples/ (a model a tool needs lives in the library)
 # Third-party: <boost/...> only in ir/GraphAlgorithms.cpp (Boost.Graph behind one adapter);
 # <onnx/...> and <google/protobuf/...> only in frontend/onnx/ and tests/onnx/; <Eigen/...> only
 # in ir/ops/MatrixProduct.cpp (the reference evaluator's matrix product); <pybind11/...> only in
-# python/.
+# python/; <mpi.h> only in distributed/MpiGroup.cpp (MPI behind one file).
 #
 # Usage: check-layering.sh [ROOT]   (ROOT defaults to the repository). Prints every violation
 # as `file:line: folder may not include "header"` and exits 1 if there is any.
@@ -28,10 +29,11 @@ declare -A allowed=(
   [passes]="passes ir core"
   [frontend]="frontend ir core"
   [codegen]="codegen passes ir runtime core"
+  [distributed]="distributed runtime core"
   [python]="python codegen passes ir runtime core frontend"
-  [tools]="tools codegen passes ir runtime core frontend"
+  [tools]="tools distributed codegen passes ir runtime core frontend"
   [examples]="codegen passes ir runtime core frontend"
-  [tests]="tests tools codegen passes ir runtime core frontend"
+  [tests]="tests tools distributed codegen passes ir runtime core frontend"
 )
 
 violations=0
@@ -60,6 +62,8 @@ for folder in "${!allowed[@]}"; do
           case "$file" in ir/ops/MatrixProduct.cpp) ;; *) report "$file:$line: only ir/ops/MatrixProduct.cpp may include <$path>" ;; esac ;;
         pybind11/*)
           case "$file" in python/*) ;; *) report "$file:$line: only python/ may include <$path>" ;; esac ;;
+        mpi.h | mpi/*)
+          case "$file" in distributed/MpiGroup.cpp) ;; *) report "$file:$line: only distributed/MpiGroup.cpp may include <$path>" ;; esac ;;
       esac
     fi
   done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' "$folder" \
