@@ -5,13 +5,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/Error.h"
+#include "runtime/MappedNpy.h"
 #include "runtime/Npy.h"
 #include "runtime/SafeTensors.h"
 #include "runtime/TrainingCheckpoint.h"
@@ -79,6 +82,34 @@ bool fuzzNpy(const std::string &bytes) {
     throw FuzzFinding(fmt::format("a .npy tensor ({}) reads back as {} with other values", tensor.type().toString(),
                                   again.type().toString()));
   return true;
+}
+
+/// The bytes as a file that datasets memory-map (runtime/MappedNpy.h): refused with a message
+/// naming it, or mapped as the same tensor parseNpy reads (the mapped reader may refuse what
+/// parseNpy converts, never accept what it refuses or read it differently).
+void fuzzMappedNpy(const std::string &bytes, const std::string &scratchDir) {
+  std::string path = scratchDir + "/mapped.npy";
+  writeFile(path, bytes);
+  std::optional<runtime::MappedNpy> mapped;
+  try {
+    mapped = runtime::MappedNpy::open(path);
+  } catch (const Error &error) {
+    expectNamed(error, path);
+    return;
+  }
+  Tensor parsed;
+  try {
+    parsed = runtime::parseNpy(bytes, "fuzz.npy");
+  } catch (const Error &error) {
+    throw FuzzFinding(fmt::format("a .npy file maps as {} but does not parse: {}", mapped->type().toString(),
+                                  error.what()));
+  }
+  if (!(parsed.type() == mapped->type()))
+    throw FuzzFinding(fmt::format("a .npy file maps as {} but parses as {}", mapped->type().toString(),
+                                  parsed.type().toString()));
+  size_t size = parsed.byteSize();
+  if (size != 0 && std::memcmp(parsed.data(), mapped->data(), size) != 0)
+    throw FuzzFinding(fmt::format("a .npy file ({}) maps to other bytes than it parses to", parsed.type().toString()));
 }
 
 /// Whether the bytes read as a .safetensors file.
@@ -285,6 +316,7 @@ std::pair<std::vector<runtime::TensorSpec>, std::vector<runtime::TensorSpec>> st
 
 void fuzzTensorFile(const std::string &bytes, const std::string &scratchDir) {
   bool isNpy = fuzzNpy(bytes);
+  fuzzMappedNpy(bytes, scratchDir);
   bool isSafeTensors = fuzzSafeTensors(bytes);
   fuzzCheckpoint(bytes, isSafeTensors, isNpy, scratchDir);
 }
