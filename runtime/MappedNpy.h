@@ -23,7 +23,8 @@ public:
 
   const std::string &path() const;
   const TensorType &type() const;
-  /// The first element (C order); null when the array is empty.
+  /// The first element (C order); null when the array is empty. These are the file's bytes: a
+  /// bool element is any byte (true when non-zero), normalised by whoever copies it out.
   const unsigned char *data() const;
   /// What keeps the mapping (and data()) alive, for holders that outlive this object.
   std::shared_ptr<const void> owner() const { return mapping_; }
