@@ -53,6 +53,7 @@ void expand(ir::Graph &graph, ir::Node *node) {
 
 class Decompose : public Pass {
 public:
+  explicit Decompose(bool forAutodiff) : forAutodiff_(forAutodiff) {}
   std::string_view name() const override { return "decompose"; }
 
   bool run(ir::Graph &graph, PassContext &context) override {
@@ -60,7 +61,7 @@ public:
     for (int round = 0;; ++round) {
       std::vector<ir::Node *> composites;
       for (ir::Node *node : graph.nodes())
-        if (ir::isComposite(node->op()))
+        if (expands(node->op()))
           composites.push_back(node);
       if (composites.empty())
         break;
@@ -74,10 +75,18 @@ public:
     context.stats.add("composites expanded", expanded);
     return expanded > 0;
   }
+
+private:
+  bool expands(ir::OpKind op) const {
+    return ir::isComposite(op) || (forAutodiff_ && ir::opDef(op).decompose != nullptr);
+  }
+
+  bool forAutodiff_;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createDecomposePass() { return std::make_unique<Decompose>(); }
+std::unique_ptr<Pass> createDecomposePass() { return std::make_unique<Decompose>(false); }
+std::unique_ptr<Pass> createDecomposeForAutodiffPass() { return std::make_unique<Decompose>(true); }
 
 } // namespace kiln::passes
