@@ -159,7 +159,7 @@ enum kiln_recurrence_r_layout {
 /// and LSTM after the input projection (ir/ops/Recurrent.h). For direction d, batch entry b and
 /// step t (run from the last step to the first when the direction is backwards), with
 /// pre = xw[t][b][d*G*H + ...] + h(t-1) r[d]^T + rb[d] per gate, the cell's formulas give h(t),
-/// written to y[t][d][b]; h_n[d][b] and c_n[d][b] get the last states. A batch entry past its
+/// written to y[t][b][d]; h_n[d][b] and c_n[d][b] get the last states. A batch entry past its
 /// length keeps its state and writes zeros to y.
 typedef struct kiln_recurrence_args {
   int32_t cell;       /* kiln_recurrence_cell */
@@ -177,7 +177,7 @@ typedef struct kiln_recurrence_args {
   const float *h0, *c0;   /* [directions][batch][hidden]; c0 LSTM only */
   const float *peepholes; /* LSTM's [directions][3 * hidden] (i, o, f), or NULL */
   const int64_t *lengths; /* [batch], or NULL: every entry runs every step */
-  float *y;               /* [steps][directions][batch][hidden] */
+  float *y;               /* [steps][batch][directions][hidden] */
   float *h_n, *c_n;       /* [directions][batch][hidden]; c_n LSTM only */
 } kiln_recurrence_args;
 

@@ -6,8 +6,10 @@
 //   - Rb, the initial states (zeros when absent) and LSTM's peepholes, per direction;
 //   - the activations, with ONNX's alpha and beta given per function, and sequence_lens as a
 //     static attribute.
-// Outputs: Y [seq, dirs, batch, hidden] (layout 1: [batch, seq, dirs, hidden]), Y_h and, for
-// LSTM, Y_c [dirs, batch, hidden] (layout 1: [batch, dirs, hidden]).
+// Outputs: Y [seq, dirs, batch, hidden] (layout 1: [batch, seq, dirs, hidden]), a permute of the
+// op's y [seq, batch, dirs, hidden] (which torch's own Transpose back to [seq, batch, dirs,
+// hidden] cancels), Y_h and, for LSTM, Y_c [dirs, batch, hidden] (layout 1: [batch, dirs,
+// hidden]).
 #include <algorithm>
 
 #include "core/ShapeMath.h"
@@ -163,8 +165,15 @@ std::vector<ir::Value *> mapRecurrent(ImportContext &ctx, const onnx::NodeProto 
   OpKind op = cell == Cell::Rnn ? OpKind::RnnSequence : cell == Cell::Gru ? OpKind::GruSequence : OpKind::LstmSequence;
   std::vector<ir::Value *> results = ctx.opMulti(op, operands, std::move(opAttrs));
   ir::Value *y = results[0], *yh = results[1], *yc = cell == Cell::Lstm ? results[2] : nullptr;
+  // y [seq, batch, dirs, hidden] to ONNX's Y; with one direction, moving the dirs dim is a
+  // reshape (a view, where a permute would be a copy).
+  if (batchFirst)
+    y = permute(ctx, y, {1, 0, 2, 3});
+  else if (directions == 1)
+    y = reshapeTo(ctx, y, {steps, 1, batch, hidden});
+  else
+    y = permute(ctx, y, {0, 2, 1, 3});
   if (batchFirst) {
-    y = permute(ctx, y, {2, 0, 1, 3});
     yh = permute(ctx, yh, {1, 0, 2});
     yc = yc ? permute(ctx, yc, {1, 0, 2}) : nullptr;
   }

@@ -132,7 +132,7 @@ void evalEntry(const Recurrence &r, const std::vector<Tensor> &in, int64_t d, in
   };
   for (int64_t k = 0; k < T; ++k) {
     int64_t t = r.backwards(d) ? T - 1 - k : k;
-    int64_t yBase = ((t * D + d) * B + n) * H;
+    int64_t yBase = ((t * B + n) * D + d) * H;
     if (!r.lengths.empty() && t >= r.lengths[n]) { // past the entry's end: state kept, output 0
       for (int64_t j = 0; j < H; ++j)
         out[0].setDouble(yBase + j, 0.0);
@@ -181,7 +181,7 @@ std::vector<TensorType> inferRecurrence(OpKind op, const std::vector<TensorType>
   Recurrence r = readRecurrence(op, in, attrs);
   DType dtype = in[0].dtype;
   Shape state{r.directions, r.batch, r.hidden};
-  std::vector<TensorType> out{{dtype, {r.steps, r.directions, r.batch, r.hidden}}, {dtype, state}};
+  std::vector<TensorType> out{{dtype, {r.steps, r.batch, r.directions, r.hidden}}, {dtype, state}};
   if (r.cell == CellKind::Lstm)
     out.push_back({dtype, state});
   return out;

@@ -14,8 +14,10 @@
 //   3  h0  [D, B, H]      initial hidden state
 //   4  c0  [D, B, H]      initial cell state (lstm_sequence only)
 //   5  p   [D, 3*H]       peepholes i, o, f (lstm_sequence, optional)
-// Results: y [T, D, B, H] (each step's hidden state), h_n [D, B, H] (the last one), and for
-// lstm_sequence c_n [D, B, H]. The cell formulas are ONNX's (RNN, GRU, LSTM operators).
+// Results: y [T, B, D, H] (each step's hidden states, a batch entry's directions side by side:
+// what the next layer reads as [T, B, D*H]; ONNX's Y is y permuted to [T, D, B, H]), h_n
+// [D, B, H] (the last states), and for lstm_sequence c_n [D, B, H]. The cell formulas are
+// ONNX's (RNN, GRU, LSTM operators).
 #include <string_view>
 #include <vector>
 

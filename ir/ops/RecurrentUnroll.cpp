@@ -53,7 +53,7 @@ class Unroller {
 public:
   Unroller(Builder &b, const Recurrence &r, const std::vector<Value *> &in) : b_(b), r_(r), in_(in) {}
 
-  /// Runs direction d: `outputs` gets the step outputs ([1, 1, B, H]) in time order, h and c
+  /// Runs direction d: `outputs` gets the step outputs ([1, B, 1, H]) in time order, h and c
   /// the final states ([B, H]).
   void run(int64_t d, std::vector<Value *> &outputs, Value *&h, Value *&c) {
     const int64_t H = r_.hidden, G = r_.gates, width = G * H;
@@ -123,7 +123,7 @@ public:
       h = nextH;
       if (nextC)
         c = nextC;
-      outputs[static_cast<size_t>(t)] = reshape(b_, y, {1, 1, r_.batch, H});
+      outputs[static_cast<size_t>(t)] = reshape(b_, y, {1, r_.batch, 1, H});
     }
   }
 
@@ -157,18 +157,18 @@ std::vector<Value *> unrollRecurrence(Builder &b, OpKind op, const std::vector<V
   auto join = [&](const std::vector<Value *> &parts, int64_t axis) {
     return parts.size() == 1 ? parts[0] : b.create(OpKind::Concat, parts, {{"axis", axis}});
   };
-  // y [T, D, B, H]: each step's directions side by side, then the steps; no steps, no data.
+  // y [T, B, D, H]: each step's directions side by side, then the steps; no steps, no data.
   Value *y;
   if (r.steps == 0) {
     y = b.create(OpKind::Broadcast, {constantLike(b, in[0], 0)},
-                 {{"shape", Shape{0, r.directions, r.batch, r.hidden}}});
+                 {{"shape", Shape{0, r.batch, r.directions, r.hidden}}});
   } else {
     std::vector<Value *> perStep;
     for (int64_t t = 0; t < r.steps; ++t) {
       std::vector<Value *> dirs;
       for (int64_t d = 0; d < r.directions; ++d)
         dirs.push_back(stepOutputs[static_cast<size_t>(d)][static_cast<size_t>(t)]);
-      perStep.push_back(join(dirs, 1));
+      perStep.push_back(join(dirs, 2));
     }
     y = join(perStep, 0);
   }

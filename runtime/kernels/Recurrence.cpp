@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "runtime/kernels/CellMath.h"
 #include "runtime/kernels/GemmPack.h"
@@ -134,7 +135,7 @@ struct BlockRow {
   /// Writes h(t): the next state and this step's output.
   void output(float *hNext, Lanes h) const {
     store(state(hNext), h);
-    storeFirst(s.a->y + ((t * s.D + d) * s.B + b) * s.H + jb * kLanes, h, lanes);
+    storeFirst(s.a->y + ((t * s.B + b) * s.D + d) * s.H + jb * kLanes, h, lanes);
   }
 };
 
@@ -222,7 +223,7 @@ void runBlocks(const Sequence &s, int64_t d, int64_t k, int phase, int64_t b0, i
         if (a.lengths && t >= a.lengths[b + r]) { // past its end: state kept, output 0
           if (last) {
             std::memcpy(q.state(hNext), q.state(hPrev), sizeof(float) * kLanes);
-            storeFirst(a.y + ((t * s.D + d) * s.B + b + r) * s.H + jb * kLanes, splat(0.0f), lanes);
+            storeFirst(a.y + ((t * s.B + b + r) * s.D + d) * s.H + jb * kLanes, splat(0.0f), lanes);
           }
           continue;
         }
@@ -262,7 +263,11 @@ void runSharedSteps(void *ctx, int64_t, int64_t) {
   const int64_t phases = s.phases(), total = s.T * phases * shared.parts;
   for (int64_t unit; (unit = shared.claimed.fetch_add(1, std::memory_order_relaxed)) < total;) {
     const int64_t phaseIndex = unit / shared.parts, part = unit % shared.parts;
-    while (shared.finished.load(std::memory_order_acquire) < phaseIndex * shared.parts) {
+    // Spin (a phase lasts microseconds), but yield now and then: on a busy machine the thread
+    // running the unit waited for may have lost its core.
+    for (int spins = 1; shared.finished.load(std::memory_order_acquire) < phaseIndex * shared.parts; ++spins) {
+      if (spins % 4096 == 0)
+        std::this_thread::yield();
 #if defined(__x86_64__)
       __builtin_ia32_pause();
 #endif
