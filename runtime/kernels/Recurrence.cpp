@@ -65,10 +65,11 @@ struct Sequence {
   int64_t state(int64_t d, int64_t b) const { return (d * B + b) * width; }
 };
 
-/// out[r][g] = sum over k < K of in[r][k] * w[k * stride + g * 16 + lane]: NG gates of one
-/// block for MR batch rows, every accumulator a register.
-template <int NG, int MR>
-void accumulate(const float *w, int64_t stride, int64_t K, const float *const *in, float (*out)[4][kLanes]) {
+/// acc[r][g] = sum over k < K of in[r][k] * w[k * stride + g * 16 + lane]: NG gates of one
+/// block for MR batch rows, every accumulator a register; then finish(r, acc[r]) for each row,
+/// which finishes the cell on them still in registers.
+template <int NG, int MR, typename Finish>
+void accumulate(const float *w, int64_t stride, int64_t K, const float *const *in, const Finish &finish) {
   Lanes acc[MR][NG];
   for (int r = 0; r < MR; ++r)
     for (int g = 0; g < NG; ++g)
@@ -91,31 +92,37 @@ void accumulate(const float *w, int64_t stride, int64_t K, const float *const *i
     }
   }
   for (int r = 0; r < MR; ++r)
-    for (int g = 0; g < NG; ++g)
-      store(out[r][g], acc[r][g]);
+    finish(r, acc[r]);
 }
 
-using AccumulateFn = void (*)(const float *, int64_t, int64_t, const float *const *, float (*)[4][kLanes]);
-
-template <int NG> constexpr AccumulateFn kByRows[kMaxRows] = {accumulate<NG, 1>, accumulate<NG, 2>,
-                                                              accumulate<NG, 3>, accumulate<NG, 4>};
-AccumulateFn accumulator(int64_t gates, int64_t rows) {
-  static const AccumulateFn *const byGates[4] = {kByRows<1>, kByRows<2>, kByRows<3>, kByRows<4>};
-  return byGates[gates - 1][rows - 1];
+/// accumulate for `rows` (1 to kMaxRows) rows.
+template <int NG, typename Finish>
+void accumulateRows(int64_t rows, const float *w, int64_t stride, int64_t K, const float *const *in,
+                    const Finish &finish) {
+  static_assert(kMaxRows == 4, "one case per row count");
+  switch (rows) {
+  case 1: accumulate<NG, 1>(w, stride, K, in, finish); break;
+  case 2: accumulate<NG, 2>(w, stride, K, in, finish); break;
+  case 3: accumulate<NG, 3>(w, stride, K, in, finish); break;
+  default: accumulate<NG, 4>(w, stride, K, in, finish); break;
+  }
 }
 
 /// The lanes of one block of one batch row at one step.
 struct BlockRow {
   const Sequence &s;
   int64_t d, t, b, jb, lanes;
-  const float (*pre)[kLanes]; // the accumulated gates of this phase
 
-  /// xw + rb of gate g (pre not included).
-  Lanes inputs(int64_t g) const {
-    const kiln_recurrence_args &a = *s.a;
-    const int64_t column = d * s.G * s.H + g * s.H + jb * kLanes;
-    return add(loadFirst(a.xw + (t * s.B + b) * s.D * s.G * s.H + column, lanes), loadFirst(a.rb + column, lanes));
+  /// The block's lanes of an operand row (the units past the hidden size read as 0).
+  Lanes row(const float *p) const { return lanes == kLanes ? load(p) : loadFirst(p, lanes); }
+  /// xw of gate g.
+  Lanes input(int64_t g) const {
+    return row(s.a->xw + (t * s.B + b) * s.D * s.G * s.H + d * s.G * s.H + g * s.H + jb * kLanes);
   }
+  /// rb of gate g.
+  Lanes bias(int64_t g) const { return row(s.a->rb + d * s.G * s.H + g * s.H + jb * kLanes); }
+  /// xw + rb of gate g.
+  Lanes inputs(int64_t g) const { return add(input(g), bias(g)); }
   Lanes clip(Lanes x) const {
     const float bound = s.a->clip;
     return bound > 0 ? min(splat(bound), max(splat(-bound), x)) : x;
@@ -126,9 +133,7 @@ struct BlockRow {
       return index == 0 && s.a->cell != KILN_CELL_RNN ? sigmoid(x) : tanh(x);
     return activate(s.a->functions[d][index], x);
   }
-  Lanes peephole(int64_t gate) const {
-    return loadFirst(s.a->peepholes + d * 3 * s.H + gate * s.H + jb * kLanes, lanes);
-  }
+  Lanes peephole(int64_t gate) const { return row(s.a->peepholes + d * 3 * s.H + gate * s.H + jb * kLanes); }
   /// This row's block of a state buffer ([D][B][width]).
   float *state(float *buffer) const { return buffer + s.state(d, b) + jb * kLanes; }
   const float *state(const float *buffer) const { return buffer + s.state(d, b) + jb * kLanes; }
@@ -139,59 +144,60 @@ struct BlockRow {
   }
 };
 
-void finishRnn(const BlockRow &q, float *hNext) {
-  q.output(hNext, q.apply(0, q.clip(add(load(q.pre[0]), q.inputs(0)))));
+// The cells, from the accumulated h(t-1) R^T of each gate (acc, registers). Inlined into the
+// accumulation, so that acc stays in registers: a call would pass it through memory, which cost
+// 5% of a GRU step.
+#define KILN_INLINE_CELL inline __attribute__((always_inline))
+
+KILN_INLINE_CELL void finishRnn(const BlockRow &q, const Lanes *acc, float *hNext) {
+  q.output(hNext, q.apply(0, q.clip(add(acc[0], q.inputs(0)))));
 }
 
-void finishLstm(const BlockRow &q, float *hNext) {
+KILN_INLINE_CELL void finishLstm(const BlockRow &q, const Lanes *acc, float *hNext) {
   const kiln_recurrence_args &a = *q.s.a;
   float *cell = q.state(q.s.c);
   const Lanes c = load(cell);
-  Lanes pi = add(load(q.pre[0]), q.inputs(0)), pf = add(load(q.pre[2]), q.inputs(2));
+  Lanes pi = add(acc[0], q.inputs(0)), pf = add(acc[2], q.inputs(2));
   if (a.peepholes) {
     pi = fma(q.peephole(0), c, pi);
     pf = fma(q.peephole(2), c, pf);
   }
   const Lanes i = q.apply(0, q.clip(pi));
   const Lanes f = a.input_forget ? sub(splat(1.0f), i) : q.apply(0, q.clip(pf));
-  const Lanes candidate = q.apply(1, q.clip(add(load(q.pre[3]), q.inputs(3))));
+  const Lanes candidate = q.apply(1, q.clip(add(acc[3], q.inputs(3))));
   const Lanes next = fma(f, c, mul(i, candidate));
   store(cell, next);
-  Lanes po = add(load(q.pre[1]), q.inputs(1));
+  Lanes po = add(acc[1], q.inputs(1));
   if (a.peepholes)
     po = fma(q.peephole(1), next, po);
   q.output(hNext, mul(q.apply(0, q.clip(po)), q.apply(2, next)));
 }
 
 /// GRU's new state from z, the candidate's pre-activation and h(t-1).
-void finishGru(const BlockRow &q, Lanes z, Lanes candidate, const float *hPrev, float *hNext) {
+KILN_INLINE_CELL void finishGru(const BlockRow &q, Lanes z, Lanes candidate, const float *hPrev, float *hNext) {
   const Lanes h = load(q.state(hPrev));
   const Lanes hTilde = q.apply(1, q.clip(candidate));
   q.output(hNext, fma(sub(splat(1.0f), z), hTilde, mul(z, h)));
 }
 
-void finishGruLinearBeforeReset(const BlockRow &q, const float *hPrev, float *hNext) {
-  const Lanes z = q.apply(0, q.clip(add(load(q.pre[0]), q.inputs(0))));
-  const Lanes r = q.apply(0, q.clip(add(load(q.pre[1]), q.inputs(1))));
+KILN_INLINE_CELL void finishGruLinearBeforeReset(const BlockRow &q, const Lanes *acc, const float *hPrev, float *hNext) {
+  const Lanes z = q.apply(0, q.clip(add(acc[0], q.inputs(0))));
+  const Lanes r = q.apply(0, q.clip(add(acc[1], q.inputs(1))));
   // ht = g(Xt Wh^T + Wbh + rt (.) (Ht-1 Rh^T + Rbh)): rb is inside the product with r.
-  const kiln_recurrence_args &a = *q.s.a;
-  const int64_t column = q.d * q.s.G * q.s.H + 2 * q.s.H + q.jb * kLanes;
-  const Lanes x = loadFirst(a.xw + (q.t * q.s.B + q.b) * q.s.D * q.s.G * q.s.H + column, q.lanes);
-  const Lanes hr = add(load(q.pre[2]), loadFirst(a.rb + column, q.lanes));
-  finishGru(q, z, fma(r, hr, x), hPrev, hNext);
+  finishGru(q, z, fma(r, add(acc[2], q.bias(2)), q.input(2)), hPrev, hNext);
 }
 
-/// Two-phase GRU, phase 0: z and r (.) h(t-1).
-void gruGates(const BlockRow &q, const float *hPrev) {
-  const Lanes z = q.apply(0, q.clip(add(load(q.pre[0]), q.inputs(0))));
-  const Lanes r = q.apply(0, q.clip(add(load(q.pre[1]), q.inputs(1))));
+/// Two-phase GRU, phase 0 (acc: z, r): z and r (.) h(t-1).
+KILN_INLINE_CELL void gruGates(const BlockRow &q, const Lanes *acc, const float *hPrev) {
+  const Lanes z = q.apply(0, q.clip(add(acc[0], q.inputs(0))));
+  const Lanes r = q.apply(0, q.clip(add(acc[1], q.inputs(1))));
   store(q.state(q.s.update), z);
   store(q.state(q.s.reset), mul(r, load(q.state(hPrev))));
 }
 
-/// Two-phase GRU, phase 1: pre holds (r (.) h(t-1)) Rh^T.
-void gruCandidate(const BlockRow &q, const float *hPrev, float *hNext) {
-  finishGru(q, load(q.state(q.s.update)), add(load(q.pre[0]), q.inputs(2)), hPrev, hNext);
+/// Two-phase GRU, phase 1 (acc: (r (.) h(t-1)) Rh^T): the candidate and h(t).
+KILN_INLINE_CELL void gruCandidate(const BlockRow &q, const Lanes *acc, const float *hPrev, float *hNext) {
+  finishGru(q, load(q.state(q.s.update)), add(acc[0], q.inputs(2)), hPrev, hNext);
 }
 
 /// Phase `phase` of step `k` (in the direction's order) for rows [b0, b1) and blocks [jb0, jb1).
@@ -200,44 +206,51 @@ void runBlocks(const Sequence &s, int64_t d, int64_t k, int phase, int64_t b0, i
   const int64_t t = s.backwards(d) ? s.T - 1 - k : k;
   const float *hPrev = s.h[k % 2];
   float *hNext = s.h[(k + 1) % 2];
-  // The gates this phase accumulates, and the vectors they multiply.
-  int64_t g0 = 0, ng = s.G;
-  const float *source = hPrev;
-  if (s.twoPhases) {
-    g0 = phase == 0 ? 0 : 2;
-    ng = phase == 0 ? 2 : 1;
-    source = phase == 0 ? hPrev : s.reset;
-  }
+  // The first gate this phase accumulates (the cell picks how many below), and the vectors
+  // they multiply.
+  const int64_t g0 = s.twoPhases && phase == 1 ? 2 : 0;
+  const float *source = s.twoPhases && phase == 1 ? s.reset : hPrev;
   const bool last = phase == s.phases() - 1;
-  alignas(64) float pre[kMaxRows][4][kLanes];
   for (int64_t jb = jb0; jb < jb1; ++jb) {
     const int64_t lanes = std::min<int64_t>(kLanes, s.H - jb * kLanes);
+    const float *weights = s.block(d, jb) + g0 * kLanes;
     for (int64_t b = b0; b < b1; b += kMaxRows) {
       const int64_t rows = std::min<int64_t>(kMaxRows, b1 - b);
       const float *in[kMaxRows];
       for (int64_t r = 0; r < rows; ++r)
         in[r] = source + s.state(d, b + r);
-      accumulator(ng, rows)(s.block(d, jb) + g0 * kLanes, s.G * kLanes, s.H, in, pre);
-      for (int64_t r = 0; r < rows; ++r) {
-        const BlockRow q{s, d, t, b + r, jb, lanes, pre[r]};
-        if (a.lengths && t >= a.lengths[b + r]) { // past its end: state kept, output 0
-          if (last) {
-            std::memcpy(q.state(hNext), q.state(hPrev), sizeof(float) * kLanes);
-            storeFirst(a.y + ((t * s.B + b + r) * s.D + d) * s.H + jb * kLanes, splat(0.0f), lanes);
+      // Runs `cell` on row r unless the row is past its end (state kept, output 0).
+      auto finishing = [&](auto cell) {
+        return [&, cell](int r, const Lanes *acc) {
+          const BlockRow q{s, d, t, b + r, jb, lanes};
+          if (a.lengths && t >= a.lengths[b + r]) {
+            if (last) {
+              std::memcpy(q.state(hNext), q.state(hPrev), sizeof(float) * kLanes);
+              storeFirst(a.y + ((t * s.B + b + r) * s.D + d) * s.H + jb * kLanes, splat(0.0f), lanes);
+            }
+            return;
           }
-          continue;
-        }
-        switch (a.cell) {
-        case KILN_CELL_RNN: finishRnn(q, hNext); break;
-        case KILN_CELL_LSTM: finishLstm(q, hNext); break;
-        default:
-          if (!s.twoPhases)
-            finishGruLinearBeforeReset(q, hPrev, hNext);
-          else if (phase == 0)
-            gruGates(q, hPrev);
-          else
-            gruCandidate(q, hPrev, hNext);
-        }
+          cell(q, acc);
+        };
+      };
+      const int64_t stride = s.G * kLanes, K = s.H;
+      if (a.cell == KILN_CELL_RNN) {
+        accumulateRows<1>(rows, weights, stride, K, in,
+                          finishing([&](const BlockRow &q, const Lanes *acc) { finishRnn(q, acc, hNext); }));
+      } else if (a.cell == KILN_CELL_LSTM) {
+        accumulateRows<4>(rows, weights, stride, K, in,
+                          finishing([&](const BlockRow &q, const Lanes *acc) { finishLstm(q, acc, hNext); }));
+      } else if (!s.twoPhases) {
+        accumulateRows<3>(rows, weights, stride, K, in, finishing([&](const BlockRow &q, const Lanes *acc) {
+                            finishGruLinearBeforeReset(q, acc, hPrev, hNext);
+                          }));
+      } else if (phase == 0) {
+        accumulateRows<2>(rows, weights, stride, K, in,
+                          finishing([&](const BlockRow &q, const Lanes *acc) { gruGates(q, acc, hPrev); }));
+      } else {
+        accumulateRows<1>(rows, weights, stride, K, in, finishing([&](const BlockRow &q, const Lanes *acc) {
+                            gruCandidate(q, acc, hPrev, hNext);
+                          }));
       }
     }
   }
