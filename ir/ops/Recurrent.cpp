@@ -218,6 +218,9 @@ template <OpKind Kind> OpDef defineRecurrence() {
   def.decompose = [](Builder &b, const std::vector<Value *> &in, const AttrMap &attrs) {
     return unrollRecurrence(b, Kind, in, attrs);
   };
+  // The runtime's recurrent kernel computes f32: other dtypes run unrolled, as matmuls and
+  // elementwise ops that codegen lowers in them.
+  def.expandIf = [](const std::vector<TensorType> &in, const AttrMap &) { return in[0].dtype != DType::F32; };
   return def;
 }
 

@@ -61,7 +61,7 @@ public:
     for (int round = 0;; ++round) {
       std::vector<ir::Node *> composites;
       for (ir::Node *node : graph.nodes())
-        if (expands(node->op()))
+        if (expands(*node))
           composites.push_back(node);
       if (composites.empty())
         break;
@@ -77,8 +77,20 @@ public:
   }
 
 private:
-  bool expands(ir::OpKind op) const {
-    return ir::isComposite(op) || (forAutodiff_ && ir::opDef(op).decompose != nullptr);
+  bool expands(const ir::Node &node) const {
+    if (ir::isComposite(node.op()))
+      return true;
+    const ir::OpDef &def = ir::opDef(node.op());
+    if (!def.decompose)
+      return false;
+    if (forAutodiff_)
+      return true;
+    if (!def.expandIf)
+      return false;
+    std::vector<TensorType> types;
+    for (const ir::Value *input : node.inputs())
+      types.push_back(input->type());
+    return def.expandIf(types, node.attrs());
   }
 
   bool forAutodiff_;

@@ -3,10 +3,13 @@
 // ir/ops/ family file, built in place before the node), repeating on composites that
 // decompositions create, until only sources and primitives remain. For autodiff it also
 // expands the primitives that have a decomposition (the recurrences: their unrolled form),
-// which autodiff differentiates instead of the op; the pipelines keep those whole.
+// which autodiff differentiates instead of the op; the pipelines keep those whole, except the
+// nodes their op's expandIf picks (a recurrence off f32, which the runtime's kernel does not
+// take).
 //   Requires: a verified graph.
-//   Guarantees: no composite node remains; outputs keep their names. A decomposition that keeps
-//   producing composites past kMaxDecompositionDepth rounds is a kiln::Error naming the op.
+//   Guarantees: no composite node (nor one expandIf picks) remains; outputs keep their names.
+//   A decomposition that keeps producing composites past kMaxDecompositionDepth rounds is a
+//   kiln::Error naming the op.
 //   Counter: "composites expanded".
 #include <memory>
 

@@ -101,6 +101,24 @@ TEST(CodegenRecurrence, LengthsClipAndPlainWeights) {
               2, 3);
 }
 
+TEST(CodegenRecurrence, OtherDTypesRunUnrolled) {
+  // The runtime's recurrent kernel is f32; an f64 recurrence is expanded by the pipeline's
+  // decompose into its unrolled form, which codegen lowers in f64.
+  GraphBuilder gb("f64");
+  const int64_t T = 3, B = 2, H = 5;
+  std::vector<Tensor> inputs;
+  auto input = [&](const Shape &shape) {
+    inputs.push_back(randomTensor({DType::F64, shape}, inputs.size() + 1));
+    return gb.input("x" + std::to_string(inputs.size()), inputs.back().type());
+  };
+  std::vector<Var> out = gb.opMulti(OpKind::GruSequence,
+                                    {input({T, B, 2 * 3 * H}), input({2, 3 * H, H}), input({2, 3 * H}), input({2, B, H})},
+                                    {{"direction", std::string("bidirectional")}});
+  auto graph = gb.finish(out);
+  EXPECT_EQ(countInSource(*graph, "rt->recurrence(rt, &g);"), 0);
+  expectMatchesReference(*graph, inputs, testOptions(), 1e-9, 1e-12);
+}
+
 TEST(CodegenRecurrence, WeightsThatAreParametersArePackedAtLoad) {
   GraphBuilder gb("packing");
   std::vector<Tensor> inputs;

@@ -349,13 +349,15 @@ void emitResize(Gen &gen, OpKind op) {
 }
 
 void emitRecurrence(Gen &gen, OpKind op) {
-  // The runtime's recurrent kernel is f32 only. Weights are scaled so that h R^T stays within
-  // about one unit: the recurrence contracts, and a last-bit difference dies out over the steps.
+  // f32 runs the runtime's recurrent kernel, f64 the unrolled form. Weights are scaled so that
+  // h R^T stays within about one unit: the recurrence contracts, and a last-bit difference dies
+  // out over the steps.
+  const DType dtype = contractionType(gen, false);
   const int64_t gates = op == OpKind::RnnSequence ? 1 : op == OpKind::GruSequence ? 3 : 4;
   const int64_t steps = gen.between(0, gen.large ? 24 : 6), batch = gen.dim(3, 17), hidden = gen.dim(5, 40);
   const std::string direction = gen.oneOf<std::string>({"forward", "reverse", "bidirectional"});
   const int64_t directions = direction == "bidirectional" ? 2 : 1;
-  auto operand = [&](const Shape &shape) { return gen.noHalf(operandOf(gen, DType::F32, shape)); };
+  auto operand = [&](const Shape &shape) { return gen.noHalf(operandOf(gen, dtype, shape)); };
   GenValue xw = operand({steps, batch, directions * gates * hidden});
   GenValue r = gen.tame(operand({directions, gates * hidden, hidden}), 1.0 / static_cast<double>(hidden));
   GenValue rb = operand({directions, gates * hidden}), h0 = operand({directions, batch, hidden});
