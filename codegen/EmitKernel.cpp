@@ -37,6 +37,7 @@ KernelText emitStages(const KernelPlan &plan, const Unit &unit, const std::strin
     case StageKind::Generic: emitGenericStage(emitter, stage, text); break;
     case StageKind::ConvTranspose: emitConvTransposeStage(emitter, stage, text); break;
     case StageKind::ConvWeightGrad: emitConvWeightGradStage(emitter, stage, text); break;
+    case StageKind::Recurrence: emitRecurrenceStage(emitter, stage, text); break;
     }
   }
   return text;

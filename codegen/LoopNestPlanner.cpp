@@ -27,6 +27,7 @@ bool isReduction(OpKind op) { return loweringOf(op) == Lowering::Reduction; }
 bool isContraction(OpKind op) { return loweringOf(op) == Lowering::Contraction; }
 bool isPool(OpKind op) { return loweringOf(op) == Lowering::Pool; }
 bool isDirectOp(OpKind op) { return loweringOf(op) == Lowering::Direct; }
+bool isRecurrence(OpKind op) { return loweringOf(op) == Lowering::Recurrence; }
 
 // f16 and bf16 are stored as 16-bit patterns and computed in float by the inline and row
 // emitters (codegen/ScalarOps.h); library and direct stages take no 16-bit floats.
@@ -67,7 +68,7 @@ public:
       contractions += isContraction(node->op());
       reductions += isReduction(node->op());
       pools += isPool(node->op());
-      perOp = perOp || isDirectOp(node->op()); // Direct stages exist only per op
+      perOp = perOp || isDirectOp(node->op()) || isRecurrence(node->op()); // these stages exist only per op
       perOp = perOp || loweringOf(node->op()) == Lowering::WeightGrad; // as do weight-gradient stages
     }
     if (ops.size() == 1 && pools == 1) {
@@ -289,6 +290,19 @@ private:
         addAnchorStage(*node, stores);
         continue;
       }
+      if (isRecurrence(node->op())) {
+        Stage stage;
+        stage.kind = StageKind::Recurrence;
+        stage.domain = node->output()->shape();
+        stage.anchor = node;
+        for (const ir::Value *operand : node->inputs()) // the kernel reads them contiguous
+          stage.anchorOperands.push_back(operandAccess(*operand, false));
+        stage.stores = stores;
+        plan_.stages.push_back(std::move(stage));
+        for (const Store &store : stores)
+          markStored(store);
+        continue;
+      }
       if (isDirectOp(node->op())) {
         Stage stage;
         stage.kind = StageKind::Direct;
@@ -349,6 +363,8 @@ void checkSupported(const ir::Node &node, const std::string &label) {
   if (op == OpKind::Conv && dtype == DType::F32 && (node.input(0)->rank() == 3 || node.input(0)->rank() == 4))
     return;
   if (isPool(op) && dtype == DType::F32 && (node.input(0)->rank() == 3 || node.input(0)->rank() == 4))
+    return;
+  if (isRecurrence(op) && dtype == DType::F32)
     return;
   if (op == OpKind::ConvWeightGrad && isFloat(dtype)) // f32 as im2col + gemm, others as loops
     return;

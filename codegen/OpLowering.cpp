@@ -54,6 +54,10 @@ Lowering loweringOf(OpKind op) {
   case OpKind::Resize:
   case OpKind::MaxPoolGrad: return Lowering::Direct;
 
+  case OpKind::RnnSequence:
+  case OpKind::GruSequence:
+  case OpKind::LstmSequence: return Lowering::Recurrence;
+
   case OpKind::Kernel: return Lowering::Group;
 
   // Every composite, from Ops.def's tier column: decomposed before codegen.
@@ -73,6 +77,7 @@ std::string_view loweringName(Lowering lowering) {
   case Lowering::Pool: return "pool";
   case Lowering::WeightGrad: return "weight-grad";
   case Lowering::Direct: return "direct";
+  case Lowering::Recurrence: return "recurrence";
   case Lowering::Group: return "group";
   case Lowering::Decomposed: return "decomposed";
   }

@@ -19,6 +19,7 @@ enum class Lowering {
   Pool,        // max_pool, avg_pool
   WeightGrad,  // conv_weight_grad: im2col + gemm, or loops
   Direct,      // a loop nest of its own per op (codegen/EmitDirect.h)
+  Recurrence,  // rnn/gru/lstm_sequence: the runtime's recurrent kernel, the time loop inside
   Group,       // a fusion kernel group: its body is lowered, op by op
   Decomposed,  // a composite: never reaches codegen
 };

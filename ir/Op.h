@@ -56,12 +56,17 @@ using EvalFn = std::vector<Tensor> (*)(const std::vector<Tensor> &inputs, const 
 using DecomposeFn = std::vector<Value *> (*)(Builder &builder, const std::vector<Value *> &inputs,
                                              const AttrMap &attrs);
 
+/// For a primitive that has a decomposition: whether the pipelines expand a node of these
+/// operand types and attributes too, not only autodiff (passes/decompose/Decompose.h).
+using ExpandFn = bool (*)(const std::vector<TensorType> &inputs, const AttrMap &attrs);
+
 /// The semantics of one op, defined in its family file under ir/ops/.
 struct OpDef {
   std::vector<AttrSpec> attrs;
   InferFn infer = nullptr;
   EvalFn eval = nullptr;           // primitives and sources
-  DecomposeFn decompose = nullptr; // composites
+  DecomposeFn decompose = nullptr; // composites, and primitives with an unrolled form (recurrences)
+  ExpandFn expandIf = nullptr;     // such a primitive: when the pipelines expand it as well
 };
 
 const OpDef &opDef(OpKind op);

@@ -260,6 +260,20 @@ void Executable::Impl::packWeights() {
              tile, tile, packing.k, packing.n, spec.name, spec.type.toString());
       packed = Tensor(DType::F32, {kernels::winogradWeightFloats(packing.k, packing.n, tile)});
       kernels::packWinogradWeights(plain, packing.k, packing.n, tile, static_cast<float *>(packed.data()));
+    } else if (packing.kind == KILN_PACK_RECURRENT_GATES) {
+      // The weight must be exactly the k directions x (gates * n) x n recurrent weights (its
+      // dims are within kiln's limit, so gates * n is compared without overflow).
+      const int64_t gates = packing.stride_k;
+      const Shape &shape = spec.type.shape;
+      const bool fits = spec.type.dtype == DType::F32 && (packing.k == 1 || packing.k == 2) &&
+                        (gates == 1 || gates == 3 || gates == 4) && packing.n > 0 && shape.size() == 3 &&
+                        shape[0] == packing.k && shape[2] == packing.n && shape[1] == gates * shape[2];
+      if (!fits)
+        fail("{}: weight packing {} (recurrent gates, {} direction(s) of {} gate(s), hidden {}) does not fit weight "
+             "'{}' ({})",
+             what, p, packing.k, gates, packing.n, spec.name, spec.type.toString());
+      packed = Tensor(DType::F32, {kernels::recurrentWeightFloats(packing.k, gates, packing.n)});
+      kernels::packRecurrentWeights(plain, packing.k, gates, packing.n, static_cast<float *>(packed.data()));
     } else {
       fail("{}: weight packing {} has unknown kind {}", what, p, packing.kind);
     }

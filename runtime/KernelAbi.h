@@ -5,7 +5,8 @@
 // build of the runtime of the same ABI version, and generated code never links against kiln.
 //
 //  - The runtime hands every kernel a `kiln_rt` table: its thread pool (parallel_for) and the
-//    precompiled heavy kernels (GEMM, convolution and its weight gradient, pooling) in runtime/kernels/.
+//    precompiled heavy kernels (GEMM, convolution and its weight gradient, pooling, recurrences)
+//    in runtime/kernels/.
 //  - Heavy kernels take an *epilogue*: a function the generated code defines for its fusion
 //    group (bias, activation, residual add, scale), called on each output tile while it is in
 //    cache, with the tile's coordinates so that it can index its own operands.
@@ -18,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 5
+#define KILN_ABI_VERSION 6
 
 typedef struct kiln_rt kiln_rt;
 
@@ -117,6 +118,69 @@ typedef struct kiln_conv2d_weight_grad_args {
   float *dw;
 } kiln_conv2d_weight_grad_args;
 
+/// The cell of a recurrence (kiln_recurrence_args::cell), with its gates in ONNX's order.
+enum kiln_recurrence_cell {
+  KILN_CELL_RNN = 0,  /* 1 gate */
+  KILN_CELL_GRU = 1,  /* z, r, h */
+  KILN_CELL_LSTM = 2  /* i, o, f, c */
+};
+
+/// The activations a recurrent cell may apply (ONNX's list for RNN, GRU and LSTM).
+enum kiln_cell_activation {
+  KILN_ACT_SIGMOID = 0,
+  KILN_ACT_TANH = 1,
+  KILN_ACT_RELU = 2,
+  KILN_ACT_LEAKY_RELU = 3,       /* x >= 0 ? x : alpha x */
+  KILN_ACT_THRESHOLDED_RELU = 4, /* x > alpha ? x : 0 */
+  KILN_ACT_ELU = 5,              /* x >= 0 ? x : alpha (e^x - 1) */
+  KILN_ACT_SOFTSIGN = 6,
+  KILN_ACT_SOFTPLUS = 7,
+  KILN_ACT_HARD_SIGMOID = 8,     /* clamp(alpha x + beta, 0, 1) */
+  KILN_ACT_AFFINE = 9,           /* alpha x + beta */
+  KILN_ACT_SCALED_TANH = 10      /* alpha tanh(beta x) */
+};
+
+typedef struct kiln_cell_function {
+  int32_t kind; /* kiln_cell_activation */
+  float alpha, beta;
+} kiln_cell_function;
+
+/// How a recurrence's recurrent weights are laid out (kiln_recurrence_args::r_layout).
+enum kiln_recurrence_r_layout {
+  /// r[d][g*hidden + j][k], ONNX's R
+  KILN_RECURRENCE_R_PLAIN = 0,
+  /// The kernel's gate blocks, as kiln::runtime::kernels::packRecurrentWeights writes them:
+  /// recurrent weights that only one kernel reads are packed so once, at load
+  /// (KILN_PACK_RECURRENT_GATES).
+  KILN_RECURRENCE_R_GATE_BLOCKS = 1
+};
+
+/// A recurrent cell run over a whole sequence in one or two directions, f32: ONNX's RNN, GRU
+/// and LSTM after the input projection (ir/ops/Recurrent.h). For direction d, batch entry b and
+/// step t (run from the last step to the first when the direction is backwards), with
+/// pre = xw[t][b][d*G*H + ...] + h(t-1) r[d]^T + rb[d] per gate, the cell's formulas give h(t),
+/// written to y[t][b][d]; h_n[d][b] and c_n[d][b] get the last states. A batch entry past its
+/// length keeps its state and writes zeros to y.
+typedef struct kiln_recurrence_args {
+  int32_t cell;       /* kiln_recurrence_cell */
+  int32_t directions; /* 1 or 2; the second direction runs backwards */
+  int32_t reverse;    /* with one direction: it runs backwards */
+  int32_t linear_before_reset, input_forget; /* GRU's and LSTM's flags */
+  int32_t r_layout;   /* kiln_recurrence_r_layout */
+  int64_t steps, batch, hidden;
+  float clip;         /* > 0: pre-activations clamped to [-clip, clip] */
+  /* Per direction: f, g (GRU, LSTM), h (LSTM), as many as the cell has. */
+  kiln_cell_function functions[2][3];
+  const float *xw;        /* [steps][batch][directions * gates * hidden] */
+  const float *r;         /* [directions][gates * hidden][hidden], laid out as r_layout says */
+  const float *rb;        /* [directions][gates * hidden] */
+  const float *h0, *c0;   /* [directions][batch][hidden]; c0 LSTM only */
+  const float *peepholes; /* LSTM's [directions][3 * hidden] (i, o, f), or NULL */
+  const int64_t *lengths; /* [batch], or NULL: every entry runs every step */
+  float *y;               /* [steps][batch][directions][hidden] */
+  float *h_n, *c_n;       /* [directions][batch][hidden]; c_n LSTM only */
+} kiln_recurrence_args;
+
 struct kiln_rt {
   int32_t abi_version; /* KILN_ABI_VERSION */
   int32_t num_threads;
@@ -134,6 +198,7 @@ struct kiln_rt {
   /// cost nothing extra to cut finer, so that a core running slower for a while does not hold
   /// the other up at the join. May be NULL (then use parallel_for).
   void (*parallel_for_balanced)(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx);
+  void (*recurrence)(const kiln_rt *rt, const kiln_recurrence_args *args);
 };
 
 /// A generated kernel: `buffers[i]` is the address of its i-th buffer (operands first, then
@@ -173,7 +238,10 @@ enum kiln_weight_packing_kind {
   /// channels, n input channels; the strides are unused).
   KILN_PACK_CONV_WINOGRAD_F2 = 1,
   /// conv2d's KILN_CONV_WEIGHTS_WINOGRAD_F4, likewise.
-  KILN_PACK_CONV_WINOGRAD_F4 = 2
+  KILN_PACK_CONV_WINOGRAD_F4 = 2,
+  /// A recurrence's KILN_RECURRENCE_R_GATE_BLOCKS, from plain r[k][g*n + j][i]: k directions,
+  /// hidden size n, stride_k the gates per direction (1, 3 or 4); stride_n is unused.
+  KILN_PACK_RECURRENT_GATES = 3
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

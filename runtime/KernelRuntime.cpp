@@ -28,6 +28,7 @@ kiln_rt makeKernelRuntime(ThreadPool &pool) {
   rt.conv2d_weight_grad = kernels::conv2dWeightGrad;
   rt.impl = &pool;
   rt.parallel_for_balanced = parallelForBalancedOnPool;
+  rt.recurrence = kernels::recurrence;
   return rt;
 }
 

@@ -105,7 +105,11 @@ std::vector<Value *> appendGradients(Graph &graph, Value *loss, const std::vecto
     case GradKind::NotDifferentiable:
       continue;
     case GradKind::DecomposeFirst:
-      fail("autodiff: {} is a composite op; run the decompose pass before autodiff", describeNode(node, position));
+      if (isComposite(node.op()))
+        fail("autodiff: {} is a composite op; run the decompose pass before autodiff", describeNode(node, position));
+      fail("autodiff: {} is differentiated through its unrolled form; run the decompose pass for autodiff first "
+           "(createDecomposeForAutodiffPass)",
+           describeNode(node, position));
     case GradKind::Unsupported:
       fail("autodiff: no gradient rule for op '{}' at {}", node.opName(), describeNode(node, position));
     case GradKind::Rule:

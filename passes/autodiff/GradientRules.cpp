@@ -80,6 +80,11 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::ConvWeightGrad: case OpKind::MaxPoolGrad:
     return kMissing; // second order through conv and max_pool: not supported
 
+  // The recurrences are differentiated through their unrolled form, which the training graph
+  // expands before autodiff (createDecomposeForAutodiffPass, passes/decompose/Decompose.h).
+  case OpKind::RnnSequence: case OpKind::GruSequence: case OpKind::LstmSequence:
+    return kComposite;
+
   // Every composite, from Ops.def's tier column: autodiff sees them decomposed.
 #include "ir/CompositeOpCases.inc"
     return kComposite;

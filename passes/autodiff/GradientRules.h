@@ -26,7 +26,7 @@ using GradFn = std::vector<ir::Value *> (*)(ir::Builder &b, const ir::Node &node
 enum class GradKind {
   Rule,              // `fn` builds the input gradients
   NotDifferentiable, // zero almost everywhere or integer-valued (floor, sign, argmax, eq): contributes nothing
-  DecomposeFirst,    // a composite: autodiff runs on decomposed graphs only
+  DecomposeFirst,    // a composite, or a recurrence (its unrolled form): autodiff runs on decomposed graphs only
   Unsupported,       // a primitive without a rule yet: an error if it lies on a gradient path
 };
 

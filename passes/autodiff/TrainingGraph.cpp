@@ -1,7 +1,8 @@
 // buildTrainingGraph, in stages:
 //  1. Clone the forward graph, check the optimizer spec and resolve the trained parameters.
 //  2. Append the loss on the chosen output (adding the target or labels input) and make it the
-//     graph's output (with the buffers' new values), then decompose: autodiff differentiates primitives only. The loss
+//     graph's output (with the buffers' new values), then decompose: autodiff differentiates primitives only, and
+//     the recurrences through their unrolled form (createDecomposeForAutodiffPass). The loss
 //     is re-read from the outputs afterwards, since decomposition replaces the composite's value.
 //  3. appendGradients for the trained parameters the loss depends on.
 //  4. Add the `lr` and `step` inputs and, per parameter, its state parameters (zeros) and its
@@ -376,7 +377,7 @@ TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, con
   graph.setOutputs(kept);
   {
     PassContext context;
-    createDecomposePass()->run(graph, context);
+    createDecomposeForAutodiffPass()->run(graph, context);
   }
   Value *lossValue = graph.outputs()[0];
   bufferValues.assign(graph.outputs().begin() + 1, graph.outputs().end());

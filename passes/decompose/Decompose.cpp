@@ -53,6 +53,7 @@ void expand(ir::Graph &graph, ir::Node *node) {
 
 class Decompose : public Pass {
 public:
+  explicit Decompose(bool forAutodiff) : forAutodiff_(forAutodiff) {}
   std::string_view name() const override { return "decompose"; }
 
   bool run(ir::Graph &graph, PassContext &context) override {
@@ -60,7 +61,7 @@ public:
     for (int round = 0;; ++round) {
       std::vector<ir::Node *> composites;
       for (ir::Node *node : graph.nodes())
-        if (ir::isComposite(node->op()))
+        if (expands(*node))
           composites.push_back(node);
       if (composites.empty())
         break;
@@ -74,10 +75,30 @@ public:
     context.stats.add("composites expanded", expanded);
     return expanded > 0;
   }
+
+private:
+  bool expands(const ir::Node &node) const {
+    if (ir::isComposite(node.op()))
+      return true;
+    const ir::OpDef &def = ir::opDef(node.op());
+    if (!def.decompose)
+      return false;
+    if (forAutodiff_)
+      return true;
+    if (!def.expandIf)
+      return false;
+    std::vector<TensorType> types;
+    for (const ir::Value *input : node.inputs())
+      types.push_back(input->type());
+    return def.expandIf(types, node.attrs());
+  }
+
+  bool forAutodiff_;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createDecomposePass() { return std::make_unique<Decompose>(); }
+std::unique_ptr<Pass> createDecomposePass() { return std::make_unique<Decompose>(false); }
+std::unique_ptr<Pass> createDecomposeForAutodiffPass() { return std::make_unique<Decompose>(true); }
 
 } // namespace kiln::passes

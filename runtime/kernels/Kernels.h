@@ -21,6 +21,21 @@ void conv2dWeightGrad(const kiln_rt *rt, const kiln_conv2d_weight_grad_args *arg
 /// f32 2-D max / average pooling.
 void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args);
 
+/// A recurrent cell (RNN, GRU, LSTM) over a whole sequence, the time loop inside
+/// (kiln_recurrence_args; runtime/kernels/Recurrence.cpp).
+void recurrence(const kiln_rt *rt, const kiln_recurrence_args *args);
+
+/// Floats of the gate-block layout (KILN_RECURRENCE_R_GATE_BLOCKS) of the recurrent weights
+/// of `directions` directions of `gates` gates with hidden size `hidden`.
+int64_t recurrentWeightFloats(int64_t directions, int64_t gates, int64_t hidden);
+
+/// Writes plain recurrent weights r[d][g*hidden + j][k] (ONNX's R) in the gate-block layout
+/// recurrence reads (recurrentWeightFloats(...) floats at dst): for each direction d and block
+/// q of 16 hidden units, dst[(((d*blocks + q)*hidden + k)*gates + g)*16 + u] = r[d][g*hidden +
+/// 16q + u][k], 0 past the last unit. The runtime packs recurrent weights so once, at load
+/// (KILN_PACK_RECURRENT_GATES).
+void packRecurrentWeights(const float *r, int64_t directions, int64_t gates, int64_t hidden, float *dst);
+
 /// Columns per panel of gemm's prepacked B (KILN_GEMM_B_PANELS): N must be a multiple.
 inline constexpr int64_t kGemmBPanelWidth = 64;
 

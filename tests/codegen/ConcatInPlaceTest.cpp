@@ -139,7 +139,7 @@ TEST(CodegenConcatInPlace, ConcatsOfConcatsAndAReshapeOfOne) {
 }
 
 TEST(CodegenConcatInPlace, RecurrentStepsWriteTheirSliceOfTheSequence) {
-  // An unrolled recurrence (frontend/onnx/OnnxMapRecurrent.cpp): each step's [4,16] state is
+  // An unrolled recurrence (ir/ops/RecurrentUnroll.cpp): each step's [4,16] state is
   // read by the next step and, reshaped to [1,4,16], by the sequence concat on axis 0, which
   // a permute reads. The reshapes share their step's bytes (the step is read later), so each
   // step kernel writes its slice of the sequence directly: no concat and no reshape runs.

@@ -1,6 +1,7 @@
-// ONNX import of RNN, GRU and LSTM (unrolled over the sequence): every direction, layout,
-// sequence lengths, clipping, peepholes and GRU's linear_before_reset, against a reference
-// written here step by step from the ONNX operator definitions.
+// ONNX import of RNN, GRU and LSTM (one rnn_sequence, gru_sequence or lstm_sequence node each,
+// after the input projection): every direction, layout, sequence lengths, clipping, peepholes
+// and GRU's linear_before_reset, against a reference written here step by step from the ONNX
+// operator definitions.
 #include <cmath>
 #include <functional>
 
@@ -158,6 +159,10 @@ void check(const Config &c) {
   m.output("yh", DType::F32, stateShape);
   if (c.op == "LSTM")
     m.output("yc", DType::F32, stateShape);
+  ir::OpKind recurrence = c.op == "RNN"   ? ir::OpKind::RnnSequence
+                          : c.op == "GRU" ? ir::OpKind::GruSequence
+                                          : ir::OpKind::LstmSequence;
+  EXPECT_EQ(countOps(*import(m), recurrence), 1) << "one node for the whole sequence";
   auto out = run(m, {batchFirst ? swap01(x) : x});
   if (batchFirst) {            // [batch, steps, dirs, hidden] and [batch, dirs, hidden]
     Tensor y = swap01(out[0]); // [steps, batch, dirs, hidden]
@@ -216,6 +221,31 @@ TEST(OnnxImportRecurrent, LstmPeepholesClipAndCellOutput) {
   c.lengths = true;
   c.layout = 1;
   check(c);
+}
+
+TEST(OnnxImportRecurrent, ActivationParametersGoToTheirFunctions) {
+  // ONNX lists alpha and beta only for the functions that take them, in order; the op has one
+  // of each per function.
+  ModelBuilder m(14);
+  m.input("x", DType::F32, {kSteps, kBatch, kInput});
+  m.initializer("w", weights({1, 3 * kHidden, kInput}, 1));
+  m.initializer("r", weights({1, 3 * kHidden, kHidden}, 2));
+  auto &node = m.node("GRU", {"x", "w", "r"}, {"y"}, "gru");
+  setInt(node, "hidden_size", kHidden);
+  onnx::AttributeProto *names = node.add_attribute();
+  names->set_name("activations");
+  names->set_type(onnx::AttributeProto::STRINGS);
+  names->add_strings("HardSigmoid");
+  names->add_strings("LeakyRelu");
+  setFloats(node, "activation_alpha", {0.25f, 0.125f});
+  setFloats(node, "activation_beta", {0.75f});
+  m.output("y", DType::F32, {kSteps, 1, kBatch, kHidden});
+  auto graph = import(m);
+  const ir::Node *gru = findOp(*graph, ir::OpKind::GruSequence);
+  ASSERT_NE(gru, nullptr);
+  EXPECT_EQ(gru->attrString("activations"), "HardSigmoid,LeakyRelu");
+  EXPECT_EQ(ir::attrFloats(gru->attrs(), "activation_alpha"), (std::vector<double>{0.25, 0.125}));
+  EXPECT_EQ(ir::attrFloats(gru->attrs(), "activation_beta"), (std::vector<double>{0.75, 0}));
 }
 
 TEST(OnnxImportRecurrent, MismatchedWeightsAreAnError) {

@@ -1,7 +1,10 @@
 // decompose: every composite in the table is expanded down to primitives (including composites
 // that decompositions create), outputs keep their names, a graph without composites is left
-// alone, and every rewritten graph computes what the original did.
+// alone, and every rewritten graph computes what the original did. The recurrences stay whole
+// in f32 and are unrolled off f32 and for autodiff.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include "ir/Builder.h"
 #include "ir/Evaluator.h"
@@ -132,6 +135,32 @@ TEST(Decompose, EdgeShapesAndIntegerComposites) {
     return %a, %b, %c, %d
   })");
   EXPECT_EQ(run.stat("composites expanded"), 4);
+}
+
+int countOp(const ir::Graph &graph, ir::OpKind op) {
+  int n = 0;
+  for (const ir::Node *node : graph.nodes())
+    n += node->op() == op;
+  return n;
+}
+
+TEST(Decompose, RecurrencesStayWholeInF32AndUnrollOffItOrForAutodiff) {
+  auto rnn = [](const char *dtype) {
+    return fmt::format(R"(graph @g(%xw: {0}[3,2,4], %r: {0}[1,4,4], %rb: {0}[1,4], %h0: {0}[1,2,4]) -> ({0}[3,2,1,4]) {{
+      %y, %h = rnn_sequence(%xw, %r, %rb, %h0) : {0}[3,2,1,4], {0}[1,2,4]
+      return %y
+    }})", dtype);
+  };
+  PassRun whole = test::runPass(rnn("f32"), *passes::createDecomposePass());
+  EXPECT_FALSE(whole.changed);
+  EXPECT_EQ(countOp(*whole.after, ir::OpKind::RnnSequence), 1);
+  PassRun unrolled = test::runPass(rnn("f64"), *passes::createDecomposePass());
+  EXPECT_EQ(countOp(*unrolled.after, ir::OpKind::RnnSequence), 0);
+  EXPECT_EQ(countOp(*unrolled.after, ir::OpKind::MatMul), 3); // one h R^T per step
+  test::expectSameNumerics(*unrolled.before, *unrolled.after);
+  PassRun forAutodiff = test::runPass(rnn("f32"), *passes::createDecomposeForAutodiffPass());
+  EXPECT_EQ(countOp(*forAutodiff.after, ir::OpKind::RnnSequence), 0);
+  test::expectSameNumerics(*forAutodiff.before, *forAutodiff.after);
 }
 
 TEST(Decompose, IsLinearOnManyComposites) {

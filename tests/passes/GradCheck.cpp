@@ -38,7 +38,7 @@ void expectGradientsMatch(const std::vector<GradInput> &specs, const GradBuildFn
   graph.setOutputs({loss});
   if (decompose) {
     passes::PassContext context;
-    passes::createDecomposePass()->run(graph, context);
+    passes::createDecomposeForAutodiffPass()->run(graph, context); // as the training graph does
   }
   std::unique_ptr<ir::Graph> forward = graph.clone();
   for (size_t i = 0; i < specs.size(); ++i)

@@ -52,6 +52,7 @@ inline kiln_rt makeRuntime(int threads) {
   rt.pool2d = pool2d;
   rt.conv2d_weight_grad = conv2dWeightGrad;
   rt.parallel_for_balanced = threadedParallelForBalanced;
+  rt.recurrence = recurrence;
   return rt;
 }
 

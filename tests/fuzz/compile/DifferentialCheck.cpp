@@ -185,7 +185,7 @@ std::unique_ptr<ir::Graph> gradientGraph(const ir::Graph &forward, uint64_t seed
   std::unique_ptr<ir::Graph> graph = forward.clone();
   graph->setName(forward.name() + "_grad");
   passes::PassContext context;
-  passes::createDecomposePass()->run(*graph, context);
+  passes::createDecomposeForAutodiffPass()->run(*graph, context); // as the training graph does
   auto differentiable = [](const ir::Value *value) { return isFloat(value->dtype()); };
   ir::Builder b(*graph);
   ir::Value *loss = nullptr;

@@ -1,8 +1,9 @@
 // Emitters of the contractions and windows: matmul with batch broadcasting and 1-d operands,
 // conv / conv_transpose / conv_weight_grad with random shapes, strides, pads, dilations and
 // groups (depthwise included) over 1 to 3 spatial dims, max_pool / avg_pool / max_pool_grad,
-// einsum with random equations (diagonals, sums, "...", implicit outputs) and resize in every
-// mode. The library kernels take no 16-bit floats, so those operands become f32 first.
+// einsum with random equations (diagonals, sums, "...", implicit outputs), resize in every
+// mode, and the recurrences (rnn/gru/lstm_sequence) in every direction with lengths, clipping
+// and peepholes. The library kernels take no 16-bit floats, so those operands become f32 first.
 #include <algorithm>
 #include <cmath>
 
@@ -345,6 +346,52 @@ void emitResize(Gen &gen, OpKind op) {
   // Cubic weights reach outside [0, 1]: the result can overshoot the input's range a little.
   double m = x.maxAbs() * (mode == "cubic" ? 2.0 : 1.0);
   gen.add(gen.emit(op, {x}, attrs, -m, m, -1));
+}
+
+void emitRecurrence(Gen &gen, OpKind op) {
+  // f32 runs the runtime's recurrent kernel, f64 the unrolled form. Weights are scaled so that
+  // h R^T stays within about one unit: the recurrence contracts, and a last-bit difference dies
+  // out over the steps.
+  const DType dtype = contractionType(gen, false);
+  const int64_t gates = op == OpKind::RnnSequence ? 1 : op == OpKind::GruSequence ? 3 : 4;
+  const int64_t steps = gen.between(0, gen.large ? 24 : 6), batch = gen.dim(3, 17), hidden = gen.dim(5, 40);
+  const std::string direction = gen.oneOf<std::string>({"forward", "reverse", "bidirectional"});
+  const int64_t directions = direction == "bidirectional" ? 2 : 1;
+  auto operand = [&](const Shape &shape) { return gen.noHalf(operandOf(gen, dtype, shape)); };
+  GenValue xw = operand({steps, batch, directions * gates * hidden});
+  GenValue r = gen.tame(operand({directions, gates * hidden, hidden}), 1.0 / static_cast<double>(hidden));
+  GenValue rb = operand({directions, gates * hidden}), h0 = operand({directions, batch, hidden});
+  std::vector<GenValue> operands{xw, r, rb, h0};
+  ir::AttrMap attrs{{"direction", direction}};
+  if (gen.chance(30))
+    attrs["clip"] = gen.gridValue(0.5, 4);
+  if (gen.chance(30)) {
+    std::vector<int64_t> lengths;
+    for (int64_t b = 0; b < batch; ++b)
+      lengths.push_back(gen.between(0, steps));
+    attrs["lengths"] = lengths;
+  }
+  // h stays in [-1, 1] (or h0's bounds where an entry never runs); LSTM's c grows by at most
+  // one a step.
+  double bound = std::max(1.0, h0.maxAbs());
+  if (op == OpKind::GruSequence)
+    attrs["linear_before_reset"] = int64_t(gen.pick(2));
+  if (op == OpKind::LstmSequence) {
+    GenValue c0 = operand({directions, batch, hidden});
+    operands.push_back(c0);
+    if (gen.chance(40))
+      operands.push_back(operand({directions, 3 * hidden}));
+    if (gen.chance(20))
+      attrs["input_forget"] = int64_t(1);
+    bound = std::max(bound, c0.maxAbs() + static_cast<double>(steps));
+  }
+  std::vector<Var> outs = gen.emitMulti(op, operands, attrs);
+  for (const Var &out : outs) {
+    GenValue value = xw;
+    value.var = out;
+    value.lo = -bound, value.hi = bound, value.fracBits = -1;
+    gen.add(value);
+  }
 }
 
 } // namespace kiln::fuzz

@@ -8,6 +8,10 @@ changing a model here.
   identity-outputs.onnx  Relu and Identity nodes whose outputs are graph outputs: the reported
                          Relu -> y2, Identity(y2) -> y, a second Identity of y2, a chain, y2
                          itself, and an Identity of the graph input
+  lstm-gru.onnx  a bidirectional LSTM with bias and initial states over a batch-first input
+                 (as torch exports it: Transpose in), its Y reshaped into a GRU with
+                 linear_before_reset = 1 and sequence_lens; outputs the GRU's Y_h and the
+                 LSTM's Y_c
 """
 import numpy as np
 import onnx
@@ -73,6 +77,36 @@ def identity_outputs():
     save(graph, "identity-outputs.onnx")
 
 
+def lstm_gru():
+    rng = np.random.default_rng(1)
+    batch, steps, inputs, hidden = 2, 5, 3, 4
+    init = lambda name, shape: numpy_helper.from_array(
+        (rng.standard_normal(shape) * 0.5).astype(np.float32), name)
+    tensors = [
+        init("lstm_w", (2, 4 * hidden, inputs)), init("lstm_r", (2, 4 * hidden, hidden)),
+        init("lstm_b", (2, 8 * hidden)), init("h0", (2, batch, hidden)), init("c0", (2, batch, hidden)),
+        init("gru_w", (1, 3 * hidden, 2 * hidden)), init("gru_r", (1, 3 * hidden, hidden)),
+        numpy_helper.from_array(np.array([steps, 3], dtype=np.int32), "lens"),
+        numpy_helper.from_array(np.array([steps, batch, 2 * hidden], dtype=np.int64), "shape"),
+    ]
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["xt"], name="time_major", perm=[1, 0, 2]),
+        helper.make_node("LSTM", ["xt", "lstm_w", "lstm_r", "lstm_b", "", "h0", "c0"], ["y", "", "yc"],
+                         name="lstm", hidden_size=hidden, direction="bidirectional"),
+        helper.make_node("Transpose", ["y"], ["yt"], name="directions_last", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["yt", "shape"], ["features"], name="features"),
+        helper.make_node("GRU", ["features", "gru_w", "gru_r", "", "lens"], ["", "gh"], name="gru",
+                         hidden_size=hidden, linear_before_reset=1),
+    ]
+    graph = helper.make_graph(nodes, "lstm_gru",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, steps, inputs])],
+                              [helper.make_tensor_value_info("gh", TensorProto.FLOAT, [1, batch, hidden]),
+                               helper.make_tensor_value_info("yc", TensorProto.FLOAT, [2, batch, hidden])],
+                              tensors)
+    save(graph, "lstm-gru.onnx", opset=17)
+
+
 conv_relu_pool()
 partly_supported()
 identity_outputs()
+lstm_gru()
