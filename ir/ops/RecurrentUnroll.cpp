@@ -14,6 +14,10 @@ namespace kiln::ir::ops {
 
 namespace {
 
+/// Every step becomes a handful of nodes, so the sequence length (a dim of xw, which may come
+/// with no data behind it) is bounded before unrolling; far above real models' lengths.
+constexpr int64_t kMaxUnrolledSteps = 4096;
+
 Value *slice(Builder &b, Value *x, int64_t axis, int64_t begin, int64_t end) {
   return b.create(OpKind::Slice, {x},
                   {{"starts", std::vector<int64_t>{begin}},
@@ -144,6 +148,9 @@ std::vector<Value *> unrollRecurrence(Builder &b, OpKind op, const std::vector<V
   for (const Value *v : in)
     types.push_back(v->type());
   Recurrence r = readRecurrence(op, types, attrs);
+  if (r.steps > kMaxUnrolledSteps)
+    fail("{} steps are more than kiln unrolls ({}): a recurrence runs unrolled for training and off f32",
+         r.steps, kMaxUnrolledSteps);
   Unroller unroller(b, r, in);
   std::vector<std::vector<Value *>> stepOutputs(static_cast<size_t>(r.directions));
   std::vector<Value *> finalH, finalC;

@@ -137,6 +137,15 @@ TEST(OpsRecurrent, UnrolledFormMatchesTheReference) {
   expectUnrolledMatches({OpKind::LstmSequence, "bidirectional", {}, false, 0});
 }
 
+TEST(OpsRecurrent, UnrollingIsBounded) {
+  // A length far beyond real models' (a dim that may come with no data behind it) is refused
+  // before thousands of nodes are built.
+  std::vector<TensorType> types{f32({5000, 1, 1}), f32({1, 1, 1}), f32({1, 1}), f32({1, 1, 1})};
+  ir::AttrMap attrs = ir::completeAttrs(OpKind::RnnSequence, {});
+  EXPECT_EQ(ir::inferTypes(OpKind::RnnSequence, types, attrs)[0], f32({5000, 1, 1, 1})); // the op itself is fine
+  EXPECT_ERROR(ir::decompositionGraph(OpKind::RnnSequence, types, attrs), "5000 steps are more than kiln unrolls (4096)");
+}
+
 TEST(OpsRecurrent, ResultTypesAndTextForm) {
   std::vector<TensorType> types{f32({7, 2, 2 * 4 * 3}), f32({2, 12, 3}), f32({2, 12}), f32({2, 2, 3}), f32({2, 2, 3})};
   ir::AttrMap attrs = ir::completeAttrs(OpKind::LstmSequence, attrsOf("bidirectional"));
