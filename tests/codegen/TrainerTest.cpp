@@ -15,6 +15,7 @@
 #include "frontend/Frontend.h"
 #include "runtime/Npy.h"
 #include "runtime/Trainer.h"
+#include "tests/TempDir.h"
 #include "tests/codegen/CodegenTestUtil.h"
 
 namespace kiln::codegen::test {
@@ -61,15 +62,7 @@ TrainingOptions options(bool split = false, bool reference = false) {
 /// A folder of .npy files for one test, removed afterwards.
 class TrainerTest : public ::testing::Test {
 protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kiln-trainer-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string path(const std::string &name) const { return (dir_ / name).string(); }
+  std::string path(const std::string &name) const { return dir_.file(name); }
 
   /// `samples` inputs x [samples, 32] and labels in [0, 5), written as NAME_x.npy and
   /// NAME_labels.npy; the dataset over them.
@@ -84,7 +77,7 @@ protected:
     return Dataset::open({{"x", path(name + "_x.npy")}, {"labels", path(name + "_labels.npy")}});
   }
 
-  std::filesystem::path dir_;
+  kiln::test::TempDir dir_{"kiln-trainer"};
 };
 
 void expectParametersClose(const TrainingStep &got, const TrainingStep &want, double rtol, double atol) {

@@ -18,6 +18,7 @@
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/onnx/OnnxTensor.h"
 #include "ir/Evaluator.h"
+#include "tests/TempDir.h"
 
 namespace kiln::onnxtest {
 
@@ -215,31 +216,6 @@ template <typename Body> void expectError(Body body, const std::vector<std::stri
   }
 }
 
-/// A fresh empty folder under the system temp dir, removed when the object goes away.
-class TempDir {
-public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kiln-onnx-XXXXXX").string();
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    char *made = mkdtemp(buffer.data());
-    if (!made)
-      throw std::runtime_error("mkdtemp failed");
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path &path() const { return path_; }
-  std::string file(const std::string &name) const { return (path_ / name).string(); }
-  void write(const std::string &name, const std::string &bytes) const {
-    std::ofstream out(file(name), std::ios::binary);
-    out << bytes;
-  }
-
-private:
-  std::filesystem::path path_;
-};
+using kiln::test::TempDir;
 
 } // namespace kiln::onnxtest

@@ -12,6 +12,7 @@
 #include "runtime/Dataset.h"
 #include "runtime/MappedNpy.h"
 #include "runtime/Npy.h"
+#include "tests/TempDir.h"
 
 namespace kiln::runtime {
 
@@ -21,14 +22,7 @@ using kiln::test::expectErrorContaining;
 
 class DatasetTest : public ::testing::Test {
 protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kiln-dataset-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string &name) const { return (dir_ / name).string(); }
+  std::string path(const std::string &name) const { return dir_.file(name); }
   std::string write(const std::string &name, const Tensor &tensor) {
     writeNpy(path(name), tensor);
     return path(name);
@@ -38,7 +32,7 @@ protected:
     return path(name);
   }
 
-  std::filesystem::path dir_;
+  kiln::test::TempDir dir_{"kiln-dataset"};
 };
 
 } // namespace
@@ -60,7 +54,7 @@ TEST_F(DatasetTest, AMalformedFileIsRefusedNamingIt) {
   std::string empty = writeBytes("empty.npy", "");
   expectErrorContaining([&] { MappedNpy::open(empty); }, empty + ": not a .npy file (bad magic)");
   expectErrorContaining([&] { MappedNpy::open(path("none.npy")); }, path("none.npy") + ": cannot open file");
-  expectErrorContaining([&] { MappedNpy::open(dir_.string()); }, dir_.string() + ": not a regular file");
+  expectErrorContaining([&] { MappedNpy::open(dir_.path().string()); }, dir_.path().string() + ": not a regular file");
   std::string fortran = whole;
   fortran.replace(fortran.find("False"), 5, "True ");
   std::string fortranPath = writeBytes("fortran.npy", fortran);
