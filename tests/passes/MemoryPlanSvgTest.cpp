@@ -126,22 +126,7 @@ TEST(MemoryPlanSvgTest, BuffersInsideAConcatAreDrawnOverIt) {
   // The plan of tests/passes/MemoryPlanTest.cpp's packing graph, ConcatSlicesOfThePackingGraph:
   // %e is laid out over %c (+0) and %d (+64). Buffers inside another follow it, so that they
   // are drawn on top, and their tooltips say where they lie.
-  auto graph = test::parseKir(R"(
-graph @packing(%x: f32[1,16]) -> (f32[1,16]) {
-  %w1 = param "w1" : f32[16,64]
-  %w2 = param "w2" : f32[64,32]
-  %w3 = param "w3" : f32[64,16]
-  %w4 = param "w4" : f32[32,64]
-  %w5 = param "w5" : f32[80,16]
-  %a = matmul(%x, %w1) : f32[1,64]
-  %b = matmul(%a, %w2) : f32[1,32]
-  %c = matmul(%a, %w3) : f32[1,16]
-  %d = matmul(%b, %w4) : f32[1,64]
-  %e = concat(%c, %d) {axis = 1} : f32[1,80]
-  %f = matmul(%e, %w5) : f32[1,16]
-  return %f
-}
-)");
+  auto graph = test::parseKir(test::kPackingGraph);
   MemoryPlanSvgLayout layout;
   std::string svg = memoryPlanSvg(*graph, planMemory(*graph), layout);
   std::vector<std::string> titles;

@@ -46,29 +46,10 @@ const PlanOptions kNoReuse{/*inPlace=*/false, /*aliasViews=*/false, /*concatSlic
 /// value in a buffer of its own (ConcatSlicesOfThePackingGraph covers the concat).
 const PlanOptions kNoConcatSlices{/*inPlace=*/true, /*aliasViews=*/true, /*concatSlices=*/false};
 
-// Steps and intervals (bytes):  a [0,2] 256   b [1,3] 128   c [2,4] 64   d [3,4] 256
-//                               e [4,5] 320   (f is the output)
-// Live bytes per step: 256, 384, 448, 448, 640 (c+d+e), 320 -> lower bound 640;
-// naive 256+128+64+256+320 = 1024.
-constexpr const char *kPackingGraph = R"(
-graph @packing(%x: f32[1,16]) -> (f32[1,16]) {
-  %w1 = param "w1" : f32[16,64]
-  %w2 = param "w2" : f32[64,32]
-  %w3 = param "w3" : f32[64,16]
-  %w4 = param "w4" : f32[32,64]
-  %w5 = param "w5" : f32[80,16]
-  %a = matmul(%x, %w1) : f32[1,64]
-  %b = matmul(%a, %w2) : f32[1,32]
-  %c = matmul(%a, %w3) : f32[1,16]
-  %d = matmul(%b, %w4) : f32[1,64]
-  %e = concat(%c, %d) {axis = 1} : f32[1,80]
-  %f = matmul(%e, %w5) : f32[1,16]
-  return %f
-}
-)";
+// The packing graph: test::kPackingGraph (tests/passes/PassTestUtil.h).
 
 TEST(MemoryPlan, GreedyBySizeBestFitPlacement) {
-  auto graph = test::parseKir(kPackingGraph);
+  auto graph = test::parseKir(test::kPackingGraph);
   MemoryPlan plan = planMemory(*graph, kNoConcatSlices);
   // Largest first (ties by definition): e, a, d, b, c.
   //   e -> 0 (nothing placed). a -> 0 (a and e never meet). d meets e -> above it, 320.
@@ -91,7 +72,7 @@ TEST(MemoryPlan, ConcatSlicesOfThePackingGraph) {
   // use (5), and so are they. Buffers of their own: a [0,2] 256, b [1,3] 128, e [2,5] 320; live
   // bytes per step 256, 384, 704, 448, 320, 320 -> lower bound 704. Greedy: e -> 0; a meets e
   // -> 320; b meets both -> 576. Arena 704, below the 768 of packing them apart.
-  auto graph = test::parseKir(kPackingGraph);
+  auto graph = test::parseKir(test::kPackingGraph);
   MemoryPlan plan = planMemory(*graph);
   EXPECT_EQ(formatMemoryPlan(*graph, plan),
             "memory plan: arena 704 bytes, lower bound 704 bytes, naive 1024 bytes, alignment 64\n"
@@ -130,7 +111,7 @@ TEST(MemoryPlan, LowerBoundIsReachableOnThePackingGraph) {
   // Greedy is a heuristic: here the planner's lower bound is attainable. Step 4 tiles [0,640)
   // with e, d, c; b avoids d and c at [0,128); a avoids b and c at [128,384). That placement in
   // an arena of the planner's bound passes verifyPlan, and in one alignment unit less does not.
-  auto graph = test::parseKir(kPackingGraph);
+  auto graph = test::parseKir(test::kPackingGraph);
   MemoryPlan planned = planMemory(*graph, kNoConcatSlices);
   EXPECT_EQ(planned.lowerBoundBytes, 640);
   EXPECT_LE(planned.lowerBoundBytes, planned.arenaBytes);
@@ -421,7 +402,7 @@ void expectRejected(const ir::Graph &graph, const MemoryPlan &plan, const std::s
 }
 
 TEST(MemoryPlan, VerifyPlanRejectsBrokenPlans) {
-  auto graph = test::parseKir(kPackingGraph);
+  auto graph = test::parseKir(test::kPackingGraph);
   const MemoryPlan good = planMemory(*graph, kNoConcatSlices);
   const ir::Value *b = valueNamed(*graph, "b"), *c = valueNamed(*graph, "c");
 
@@ -467,7 +448,7 @@ TEST(MemoryPlan, FormatListsOneLinePerBuffer) {
 }
 
 TEST(MemoryPlan, PassLeavesThePlanAndCountersAndKeepsTheGraph) {
-  auto graph = test::parseKir(kPackingGraph);
+  auto graph = test::parseKir(test::kPackingGraph);
   std::string before = ir::printGraph(*graph);
   PassContext context;
   auto pass = createPlanMemoryPass();
