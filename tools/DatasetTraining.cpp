@@ -132,24 +132,16 @@ void addDatasetFlags(FlagParser &parser, TrainOptions &options, std::vector<std:
   option("--val-labels", [&](const std::string &flag, const std::string &value) {
     options.valLabels = nonEmpty(flag, value);
   });
-  option("--batch-size", [&](const std::string &flag, const std::string &value) {
-    options.batchSize = parsePositive(flag, value);
-  });
-  option("--epochs", [&](const std::string &flag, const std::string &value) {
-    options.epochs = parsePositive(flag, value);
-  });
-  option("--accumulate", [&](const std::string &flag, const std::string &value) {
-    options.accumulate = parsePositive(flag, value);
-  });
-  option("--save-every", [&](const std::string &flag, const std::string &value) {
-    options.saveEvery = parsePositive(flag, value);
-  });
-  option("--stop-after", [&](const std::string &flag, const std::string &value) {
-    options.stopAfter = parsePositive(flag, value);
-  });
-  option("--log-every", [&](const std::string &flag, const std::string &value) {
-    options.logEvery = parsePositive(flag, value);
-  });
+  // Flags whose value is a positive count, each into its field.
+  auto countOption = [&](const char *name, int64_t &field) {
+    option(name, [&field](const std::string &flag, const std::string &value) { field = parsePositive(flag, value); });
+  };
+  countOption("--batch-size", options.batchSize);
+  countOption("--epochs", options.epochs);
+  countOption("--accumulate", options.accumulate);
+  countOption("--save-every", options.saveEvery);
+  countOption("--stop-after", options.stopAfter);
+  countOption("--log-every", options.logEvery);
   option("--mpi-timeout", [&](const std::string &flag, const std::string &value) {
     options.mpiTimeout = static_cast<double>(parsePositive(flag, value));
   });
