@@ -60,6 +60,21 @@ TEST(CodegenContraction, BatchedAndBroadcastMatmuls) {
   expectMatchesReference(*graph, randomInputs(*graph, 35));
 }
 
+TEST(CodegenContraction, BatchesSharingOneWeightAreRowsOfOneGemm) {
+  // [3, 5, 7] x [7, 32]: one GEMM of 15 rows. The epilogue adds a per-batch term ([3, 1, 32])
+  // and a per-row one ([5, 1]), so a folded row mapped to the wrong batch or row shows.
+  GraphBuilder gb("folded");
+  Var x = gb.input("x", DType::F32, {3, 5, 7});
+  Var w = gb.param("w", weights({7, 32}, 36));
+  Var perBatch = gb.input("per_batch", DType::F32, {3, 1, 32});
+  Var perRow = gb.input("per_row", DType::F32, {5, 1});
+  auto graph = gb.finish({frontend::relu(frontend::matmul(x, w) + perBatch + perRow)});
+  expectMatchesReference(*graph, randomInputs(*graph, 37));
+  const std::string source = lowerGraph(*graph, testOptions()).model.source;
+  EXPECT_NE(source.find("g.m = 15; g.n = 32; g.k = 7;"), std::string::npos) << source;
+  EXPECT_NE(source.find("g.batch = 1;"), std::string::npos);
+}
+
 TEST(CodegenContraction, TransposedOperandViews) {
   GraphBuilder gb("transposed");
   Var a = gb.input("a", DType::F32, {20, 12});
