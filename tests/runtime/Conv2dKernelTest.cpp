@@ -214,8 +214,8 @@ TEST(Conv2dKernel, GroupsAndDepthwise) {
 
 // Plain depthwise runs plane by plane over the padded plane's stride phases
 // (Conv2dDepthwise.cpp): every kernel size 3-9 at strides 1 and 2 with and without dilation,
-// "same" and asymmetric pads, planes narrower than a vector (7x7, 1x1, 2x3), rows whose
-// flattened outputs end mid-vector, non-square kernels, strides 3 and 4, and 2 threads.
+// "same" and asymmetric pads, planes narrower than a vector (7x7, 1x1, 2x3), rows wide enough
+// to be copied with unmasked loads, rows whose flattened outputs end mid-vector, non-square kernels, strides 3 and 4, and 2 threads.
 TEST(Conv2dKernel, PlainDepthwiseByStridePhases) {
   for (int64_t kernel : {3, 5, 7, 9})
     for (int64_t stride : {1, 2})
@@ -227,6 +227,8 @@ TEST(Conv2dKernel, PlainDepthwiseByStridePhases) {
   checkConv({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4});       // one pixel, all taps but one padding
   checkConv({1, 2, 2, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 2});       // stride 2 on a 2x3 plane
   checkConv({1, 3, 13, 40, 3, 3, 5, 2, 0, 2, 1, 0, 1, 3});     // 3x5 kernel, asymmetric pads
+  checkConv({1, 2, 9, 80, 2, 3, 3, 2, 1, 1, 1, 1, 1, 2});      // stride 2, rows of whole vectors
+  checkConv({1, 2, 6, 70, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2});      // stride 1, rows of whole vectors
   checkConv({1, 2, 17, 17, 2, 3, 3, 3, 1, 1, 1, 1, 1, 2});     // stride 3
   checkConv({1, 2, 21, 22, 2, 5, 5, 4, 2, 2, 2, 2, 1, 2});     // stride 4
   ConvCase threaded{3, 8, 29, 31, 8, 3, 3, 2, 1, 1, 1, 1, 1, 8};
