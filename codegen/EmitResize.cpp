@@ -9,7 +9,12 @@
 //     identically; the leading such axes make independent slices, resampled in parallel),
 //     dst += weight * src in tap order from 0, exactly as the reference, with
 //     floating-point contraction off so that no FMA changes the rounding; then rounds once to
-//     the output dtype (integers truncate and saturate).
+//     the output dtype (integers truncate and saturate);
+//   - f32 linear over the last two axes (bilinear upsampling of NCHW images, any coordinate
+//     mode; either axis may be identity): in f32, each (n, c) plane resampled along W for the
+//     input rows the output reads, then every output row one blend of two of those rows, which
+//     vectorises. It agrees with the exact path to f32 rounding, not to the bit: the double
+//     passes ran at 5.6 ns an output, 21% of an LR-ASPP segmentation model's time.
 #include <algorithm>
 #include <cmath>
 
@@ -109,6 +114,112 @@ std::string doubleLiteral(double value) {
   return fmt::format("{}", value); // shortest round-trip form
 }
 
+
+std::string floatList(const std::vector<double> &values) {
+  std::vector<std::string> parts;
+  for (double value : values)
+    parts.push_back(literal(DType::F32, value));
+  return fmt::format("{{{}}}", fmt::join(parts, ", "));
+}
+
+/// Per output position along one axis: two input positions and their weights (a single tap
+/// is paired with itself at weight 0).
+struct TwoTaps {
+  std::vector<int64_t> first, second;
+  std::vector<double> firstWeight, secondWeight;
+};
+
+TwoTaps twoTaps(const std::vector<std::vector<Tap>> &positions) {
+  TwoTaps t;
+  for (const std::vector<Tap> &taps : positions) {
+    const Tap a = taps.empty() ? Tap{0, 0.0} : taps[0], b = taps.size() > 1 ? taps[1] : Tap{a.index, 0.0};
+    t.first.push_back(a.index);
+    t.second.push_back(b.index);
+    t.firstWeight.push_back(a.weight);
+    t.secondWeight.push_back(b.weight);
+  }
+  return t;
+}
+
+/// The f32 bilinear rows (see the top of the file), or an empty split when `node` is not one:
+/// f32, linear, every axis before the last two mapped identically, at most two taps a position.
+RowSplit emitPlaneBilinear(DirectOp &op, std::string &tables, const std::vector<std::vector<std::vector<Tap>>> &taps,
+                           const std::vector<bool> &identity) {
+  const Shape &inShape = op.node.input(0)->shape(), &outShape = op.node.output()->shape();
+  const size_t rank = inShape.size();
+  if (op.node.output()->dtype() != DType::F32 || op.node.input(0)->dtype() != DType::F32 || rank < 2)
+    return {0, 0, ""};
+  // A leading axis must map each position to itself; pytorch_half_pixel maps an axis of size 1
+  // through two taps at 0 with weights 1/2, which is the identity too.
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    if (identity[d])
+      continue;
+    if (outShape[d] != inShape[d])
+      return {0, 0, ""};
+    for (int64_t p = 0; p < outShape[d]; ++p) {
+      double sum = 0;
+      for (const Tap &tap : taps[d][static_cast<size_t>(p)]) {
+        if (tap.index != p)
+          return {0, 0, ""};
+        sum += tap.weight;
+      }
+      if (sum != 1)
+        return {0, 0, ""};
+    }
+  }
+  for (size_t d = rank - 2; d < rank; ++d)
+    for (const std::vector<Tap> &position : taps[d])
+      if (position.size() > 2)
+        return {0, 0, ""};
+  const int64_t H = inShape[rank - 2], W = inShape[rank - 1], OH = outShape[rank - 2], OW = outShape[rank - 1];
+  const int64_t planes = elementCount(inShape, 0, rank - 2, "input");
+  TwoTaps y = twoTaps(taps[rank - 2]), x = twoTaps(taps[rank - 1]);
+  // The input rows any output row reads, ascending; y's taps become slots among them.
+  std::vector<int64_t> slotOf(static_cast<size_t>(H), -1), rowsRead;
+  for (const std::vector<int64_t> *rows : {&y.first, &y.second})
+    for (int64_t row : *rows)
+      slotOf[static_cast<size_t>(row)] = 0;
+  for (int64_t row = 0; row < H; ++row)
+    if (slotOf[static_cast<size_t>(row)] == 0) {
+      slotOf[static_cast<size_t>(row)] = static_cast<int64_t>(rowsRead.size());
+      rowsRead.push_back(row);
+    }
+  for (std::vector<int64_t> *rows : {&y.first, &y.second})
+    for (int64_t &row : *rows)
+      row = slotOf[static_cast<size_t>(row)];
+  const std::string &f = op.fn;
+  tables += fmt::format("static const int64_t {}_rows[{}] = {};\n", f, rowsRead.size(), intList(rowsRead));
+  tables += fmt::format("static const int64_t {}_y0[{}] = {};\n", f, OH, intList(y.first));
+  tables += fmt::format("static const int64_t {}_y1[{}] = {};\n", f, OH, intList(y.second));
+  tables += fmt::format("static const float {}_wy0[{}] = {};\n", f, OH, floatList(y.firstWeight));
+  tables += fmt::format("static const float {}_wy1[{}] = {};\n", f, OH, floatList(y.secondWeight));
+  tables += fmt::format("static const int64_t {}_x0[{}] = {};\n", f, OW, intList(x.first));
+  tables += fmt::format("static const int64_t {}_x1[{}] = {};\n", f, OW, intList(x.second));
+  tables += fmt::format("static const float {}_wx0[{}] = {};\n", f, OW, floatList(x.firstWeight));
+  tables += fmt::format("static const float {}_wx1[{}] = {};\n", f, OW, floatList(x.secondWeight));
+  KernelEmitter &e = op.e;
+  const std::string in = e.pointer(op.inputs.at(0)), out = e.pointer(op.outputs.at(0));
+  const int64_t used = static_cast<int64_t>(rowsRead.size());
+  e.line(fmt::format("float *across = (float *)malloc(sizeof(float) * {});", checkedMul(used, OW, "resize scratch")));
+  e.line("if (!across) abort();");
+  e.line("for (int64_t r = begin; r < end; ++r) {");
+  e.line(fmt::format("  const float *plane = {} + r * {};", in, checkedMul(H, W, "resize plane")));
+  e.line(fmt::format("  for (int64_t u = 0; u < {}; ++u) {{", used));
+  e.line(fmt::format("    const float *row = plane + {}_rows[u] * {};", f, W));
+  e.line(fmt::format("    float *to = across + u * {};", OW));
+  e.line(fmt::format("    for (int64_t x = 0; x < {0}; ++x) to[x] = {1}_wx0[x] * row[{1}_x0[x]] + {1}_wx1[x] * row[{1}_x1[x]];",
+                     OW, f));
+  e.line("  }");
+  e.line(fmt::format("  for (int64_t y = 0; y < {}; ++y) {{", OH));
+  e.line(fmt::format("    const float *a = across + {0}_y0[y] * {1}, *b = across + {0}_y1[y] * {1};", f, OW));
+  e.line(fmt::format("    const float wa = {0}_wy0[y], wb = {0}_wy1[y];", f));
+  e.line(fmt::format("    float *o = {} + (r * {} + y) * {};", out, OH, OW));
+  e.line(fmt::format("    for (int64_t x = 0; x < {}; ++x) o[x] = wa * a[x] + wb * b[x];", OW));
+  e.line("  }");
+  e.line("}");
+  e.line("free(across);");
+  return {planes, checkedMul(OH, OW, "resize plane"), ""};
+}
 } // namespace
 
 RowSplit emitResize(DirectOp &op, std::string &tables) {
@@ -172,6 +283,9 @@ RowSplit emitResize(DirectOp &op, std::string &tables) {
       identity[d] = position.size() == 1 && position[0].index == p && position[0].weight == 1;
     }
   }
+  if (s.mode == Mode::Linear)
+    if (RowSplit planes = emitPlaneBilinear(op, tables, taps, identity); planes.rows > 0)
+      return planes;
   size_t first = 0;
   while (first < rank && identity[first])
     ++first;

@@ -45,9 +45,11 @@ public:
     return gb_.opMulti(op, in, std::move(attrs));
   }
   void output(const Var &value) { outputs_.push_back(value); }
-  void run(double rtol = kExact, double atol = kExact) {
+  /// Checks the compiled graph against the reference; returns its generated source.
+  std::string run(double rtol = kExact, double atol = kExact) {
     auto graph = gb_.finish(outputs_);
     expectMatchesReference(*graph, inputs_, testOptions(), rtol, atol);
+    return lowerGraph(*graph, testOptions()).model.source;
   }
 
 private:
@@ -310,8 +312,9 @@ TEST(CodegenIndexing, ResizeLinearAndCubic) {
         ir::AttrMap attrs = {{"mode", std::string(mode)},
                              {"coordinate_transformation_mode", std::string(coordinates)},
                              {"exclude_outside", exclude}};
-        addResize(b, DType::F32, {1, 2, 4, 5}, {1, 2, 8, 3}, attrs, seed++);
+        addResize(b, DType::F32, {4, 2, 5}, {7, 3, 4}, attrs, seed++); // a leading axis resized
         addResize(b, DType::F64, {5, 1}, {3, 1}, attrs, seed++);
+        addResize(b, DType::F64, {1, 2, 4, 5}, {1, 2, 8, 3}, attrs, seed++);
       }
   addResize(b, DType::F32, {2, 4, 4}, {2, 8, 8},
             {{"mode", std::string("cubic")}, {"cubic_coeff_a", -0.5}, {"scales", std::vector<double>{1.0, 2.0, 2.0}}},
@@ -319,6 +322,28 @@ TEST(CodegenIndexing, ResizeLinearAndCubic) {
   addResize(b, DType::I32, {3, 4}, {6, 7}, {{"mode", std::string("linear")}}, seed++);
   // Same arithmetic in the same order as the reference (no FMA): agreement to the last bit.
   b.run(1e-12, 0);
+}
+
+// f32 linear resizes of the last two axes run as planes in single precision (EmitResize.cpp):
+// every coordinate mode, up and down, either axis alone, an 8x upsampling of 21 planes, rank
+// 2. They agree with the reference's double arithmetic to f32 rounding, not to the bit.
+TEST(CodegenIndexing, ResizeBilinearPlanesInSinglePrecision) {
+  Batch b("resize_bilinear");
+  uint64_t seed = 700;
+  for (const char *coordinates : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"})
+    for (int64_t exclude : {0, 1}) {
+      ir::AttrMap attrs = {{"mode", std::string("linear")},
+                           {"coordinate_transformation_mode", std::string(coordinates)},
+                           {"exclude_outside", exclude}};
+      addResize(b, DType::F32, {1, 2, 4, 5}, {1, 2, 8, 3}, attrs, seed++);
+      addResize(b, DType::F32, {2, 3, 7, 9}, {2, 3, 7, 20}, attrs, seed++);  // rows kept
+      addResize(b, DType::F32, {1, 1, 9, 6}, {1, 1, 4, 6}, attrs, seed++);   // columns kept
+      addResize(b, DType::F32, {3, 4}, {6, 7}, attrs, seed++);
+    }
+  addResize(b, DType::F32, {1, 21, 4, 4}, {1, 21, 32, 32}, {{"mode", std::string("linear")}}, seed++);
+  const std::string source = b.run(1e-5, 1e-6);
+  EXPECT_NE(source.find("_wx0["), std::string::npos) << "the plane path ran";
+  EXPECT_EQ(source.find("double *cur"), std::string::npos) << "no resize took the double path";
 }
 
 // Enough work that the row functions run on the thread pool: each call has its own scratch.
