@@ -24,20 +24,6 @@ public:
   using std::logic_error::logic_error;
 };
 
-/// A fresh folder under the system's temporary folder, removed with what it holds when the
-/// object goes; for the readers that take a path.
-class ScratchDir {
-public:
-  explicit ScratchDir(const std::string &prefix);
-  ~ScratchDir();
-  ScratchDir(const ScratchDir &) = delete;
-  ScratchDir &operator=(const ScratchDir &) = delete;
-  const std::string &path() const { return path_; }
-
-private:
-  std::string path_;
-};
-
 /// Writes `bytes` to `path`; FuzzFinding when it cannot (the harness's own failure).
 void writeFile(const std::string &path, const std::string &bytes);
 

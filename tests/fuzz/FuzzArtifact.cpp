@@ -20,13 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/TempDir.h"
 #include "tests/fuzz/ArtifactTampering.h"
 #include "tests/fuzz/FileFuzzTargets.h"
 
 namespace {
 
 std::vector<kiln::fuzz::ArtifactTampering> bases;
-std::unique_ptr<kiln::fuzz::ScratchDir> scratch;
+std::unique_ptr<kiln::test::TempDir> scratch;
 
 void removeScratch() { scratch.reset(); }
 
@@ -40,7 +41,7 @@ void sweep() {
     size_t count = 0;
     base.sweep([&](const std::string &bytes, const std::string &change) {
       try {
-        kiln::fuzz::loadTamperedArtifact(bytes, scratch->path());
+        kiln::fuzz::loadTamperedArtifact(bytes, scratch->path().string());
       } catch (const std::exception &e) {
         finding(base.path() + ", " + change, e);
       }
@@ -80,7 +81,7 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
                     bases[b].regions()[r].name.c_str(), bases[b].regions()[r].size, bases[b].regions()[r].offset);
     std::exit(0);
   }
-  scratch = std::make_unique<kiln::fuzz::ScratchDir>("kiln-fuzz-artifact");
+  scratch = std::make_unique<kiln::test::TempDir>("kiln-fuzz-artifact");
   std::atexit(removeScratch);
   if (sweepOnly) {
     sweep();
@@ -91,7 +92,7 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
-    kiln::fuzz::fuzzArtifact(bases, data, size, scratch->path());
+    kiln::fuzz::fuzzArtifact(bases, data, size, scratch->path().string());
   } catch (const std::exception &e) {
     finding("a tampered artifact", e);
   }

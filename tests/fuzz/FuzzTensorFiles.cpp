@@ -13,11 +13,12 @@
 #include <memory>
 #include <string>
 
+#include "tests/TempDir.h"
 #include "tests/fuzz/FileFuzzTargets.h"
 
 namespace {
 
-std::unique_ptr<kiln::fuzz::ScratchDir> scratch;
+std::unique_ptr<kiln::test::TempDir> scratch;
 
 void removeScratch() { scratch.reset(); }
 
@@ -30,14 +31,14 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
       kiln::fuzz::writeTensorFileSeeds((*argv)[i] + std::strlen(flag));
       std::exit(0);
     }
-  scratch = std::make_unique<kiln::fuzz::ScratchDir>("kiln-fuzz-tensors");
+  scratch = std::make_unique<kiln::test::TempDir>("kiln-fuzz-tensors");
   std::atexit(removeScratch);
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
-    kiln::fuzz::fuzzTensorFile(std::string(reinterpret_cast<const char *>(data), size), scratch->path());
+    kiln::fuzz::fuzzTensorFile(std::string(reinterpret_cast<const char *>(data), size), scratch->path().string());
   } catch (const std::exception &e) {
     std::fprintf(stderr, "finding: %s\n", e.what());
     std::abort();

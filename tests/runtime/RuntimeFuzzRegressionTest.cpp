@@ -22,6 +22,7 @@
 #include "runtime/Executable.h"
 #include "runtime/TrainingStep.h"
 #include "tests/ErrorMatchers.h"
+#include "tests/TempDir.h"
 #include "tests/fuzz/ArtifactTampering.h"
 #include "tests/fuzz/FileFuzzTargets.h"
 
@@ -116,9 +117,9 @@ std::string loadErrors(const std::string &bytes, const std::string &dir) {
 } // namespace
 
 TEST(RuntimeFuzzRegressions, TensorFilesReadOrFailWithAMessage) {
-  fuzz::ScratchDir scratch("kiln-fuzz-regressions");
+  test::TempDir scratch("kiln-fuzz-regressions");
   replay("tensor-files", [&](const std::string &, const std::string &bytes) {
-    fuzz::fuzzTensorFile(bytes, scratch.path());
+    fuzz::fuzzTensorFile(bytes, scratch.path().string());
   });
 }
 
@@ -152,17 +153,17 @@ TEST(RuntimeFuzzRegressions, TamperedArtifactsLoadOrFailWithAMessage) {
   std::vector<fuzz::ArtifactTampering> bases;
   bases.emplace_back(std::string(KILN_FUZZ_ARTIFACTS_DIR) + "/step.so");
   bases.emplace_back(std::string(KILN_FUZZ_ARTIFACTS_DIR) + "/model.so");
-  fuzz::ScratchDir scratch("kiln-fuzz-regressions");
+  test::TempDir scratch("kiln-fuzz-regressions");
   std::vector<std::string> seen;
   replay("artifact", [&](const std::string &name, const std::string &script) {
     const auto *data = reinterpret_cast<const uint8_t *>(script.data());
-    fuzz::fuzzArtifact(bases, data, script.size(), scratch.path());
+    fuzz::fuzzArtifact(bases, data, script.size(), scratch.path().string());
     auto expected = expectedArtifactErrors().find(name);
     if (expected == expectedArtifactErrors().end())
       return;
     seen.push_back(name);
     const fuzz::ArtifactTampering &base = bases[script.empty() ? 0 : (data[0] >> 3) % bases.size()];
-    std::string errors = loadErrors(base.tamper(data, script.size()), scratch.path());
+    std::string errors = loadErrors(base.tamper(data, script.size()), scratch.path().string());
     if (expected->second.empty()) {
       EXPECT_EQ(errors, "\n") << "it no longer loads";
     }
