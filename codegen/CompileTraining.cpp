@@ -109,8 +109,9 @@ LoweredModel lowerTrainingGraph(const ir::Graph &graph, const std::vector<ParamU
   for (const ParamUpdate &update : updates)
     outputsOverParams.emplace_back(update.output, update.name);
   // The parameters change between runs, in their own storage: none may be repacked at load.
+  // Convolutions are exact sums: Winograd's rounding skews gradients (EmitOptions).
   lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, outputsOverParams,
-                            /*paramsChange=*/true);
+                            {/*paramsChange=*/true, /*exactConvolutions=*/true});
   return lowered;
 }
 

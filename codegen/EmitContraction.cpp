@@ -238,7 +238,7 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const bool storableWeights = !oneD && ws.offset == 0 && ws.strides == plainStrides &&
                                e.isSoleWeightOperand(ws.buffer) && weightReadOnlyBy(conv) &&
                                weightBuffer.type.numElements() == w[0] * w[1] * 9;
-  const int winogradTile = runtime::kernels::convWinogradTile(shape, storableWeights);
+  const int winogradTile = e.exactConvolutions() ? 0 : runtime::kernels::convWinogradTile(shape, storableWeights);
   const bool winogradWeights = storableWeights && winogradTile != 0;
   if (winogradWeights)
     out.packedOperands.push_back(
@@ -256,6 +256,8 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
   if (winogradWeights)
     text += fmt::format("  g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F{};\n", winogradTile);
+  if (e.exactConvolutions())
+    text += "  g.exact = 1;\n";
   if (e.accumulatedAdd().add) {
     // The output was planned over the residual (passes/fusion/AccumulatedOperand.h): conv2d adds onto
     // it, which only the tile being the kernel's result and a pointwise convolution allow.

@@ -22,6 +22,7 @@ KernelText emitStages(const KernelPlan &plan, const Unit &unit, const std::strin
     operands += buffer.kind == KernelBuffer::Kind::Operand;
   KernelEmitter emitter(plan, prefix, restrictPointers, operands);
   emitter.setSoleWeightOperands(unit.soleWeightOperands);
+  emitter.setExactConvolutions(unit.exactConvolutions);
   if (unit.accumulatedOperand >= 0)
     emitter.setAccumulatedAdd(passes::accumulatedAdd(*unit.body, unit.accumulatedOperand));
   KernelText text;

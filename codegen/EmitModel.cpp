@@ -78,9 +78,9 @@ struct Ref {
 class ModelEmitter {
 public:
   ModelEmitter(const ir::Graph &graph, const passes::MemoryPlan &plan, std::string symbolPrefix,
-               const std::vector<std::pair<size_t, std::string>> &outputsOverParams, bool paramsChange)
+               const std::vector<std::pair<size_t, std::string>> &outputsOverParams, const EmitOptions &options)
       : graph_(graph), plan_(plan), names_(ir::printedValueNames(graph)), prefix_(std::move(symbolPrefix)),
-        outputsOverParams_(outputsOverParams), paramsChange_(paramsChange) {}
+        outputsOverParams_(outputsOverParams), options_(options) {}
 
   ModelSource run() {
     numberBuffers();
@@ -95,6 +95,7 @@ public:
         refs.push_back(refFor(operand));
         unit.soleWeightOperands.push_back(isSoleWeight(*operand));
       }
+      unit.exactConvolutions = options_.exactConvolutions;
       for (const ir::Value *output : node->outputs())
         refs.push_back(refFor(output));
       if (node->op() == OpKind::Kernel)
@@ -156,7 +157,7 @@ private:
     auto index = weightIndex_.find(&value);
     if (index == weightIndex_.end() || value.uses().size() != 1 || firstOutput_.count(&value))
       return false;
-    if (paramsChange_ && value.producer()->op() == OpKind::Param)
+    if (options_.paramsChange && value.producer()->op() == OpKind::Param)
       return false; // a copy repacked at load would not see the values change
     for (const auto &[output, weight] : aliasedOutputWeights_)
       if (weight == index->second)
@@ -325,7 +326,7 @@ private:
   std::vector<Ref> refs_;
   std::string prefix_; // starts every name the model defines
   const std::vector<std::pair<size_t, std::string>> &outputsOverParams_;
-  bool paramsChange_;
+  EmitOptions options_;
   std::set<std::pair<int, int>> aliasedOutputWeights_; // (output index, weight index) sharing storage
 };
 
@@ -352,11 +353,11 @@ std::string sourcePrelude() {
 }
 
 ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix,
-                      const std::vector<std::pair<size_t, std::string>> &outputsOverParams, bool paramsChange) {
+                      const std::vector<std::pair<size_t, std::string>> &outputsOverParams, const EmitOptions &options) {
   for (char ch : symbolPrefix)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
       fail("codegen: symbol prefix '{}' is not a C identifier part", symbolPrefix);
-  return ModelEmitter(graph, plan, symbolPrefix, outputsOverParams, paramsChange).run();
+  return ModelEmitter(graph, plan, symbolPrefix, outputsOverParams, options).run();
 }
 
 } // namespace kiln::codegen

@@ -71,13 +71,21 @@ struct ModelSource {
 /// reads the parameter and writes such an output then gets no `__restrict` pointers, since
 /// the two buffers are one.
 ///
-/// `paramsChange`: the caller changes the parameters' values between runs, in their own storage
-/// (a training step's parameters that another executable updates, or a checkpoint loads into):
-/// no parameter is read repacked (WeightInfo::packing), since the runtime's packed copy would
-/// keep the values it was made from.
+/// How a model's executable will be used.
+struct EmitOptions {
+  /// The caller changes the parameters' values between runs, in their own storage (a training
+  /// step's parameters that another executable updates, or a checkpoint loads into): no
+  /// parameter is read repacked (WeightInfo::packing), since the runtime's packed copy would
+  /// keep the values it was made from.
+  bool paramsChange = false;
+  /// Convolutions compute each output as the plain sum of its products, never by Winograd
+  /// (kiln_conv2d_args::exact): training steps, whose gradients Winograd's rounding skews.
+  bool exactConvolutions = false;
+};
+
 ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix = "",
                       const std::vector<std::pair<size_t, std::string>> &outputsOverParams = {},
-                      bool paramsChange = false);
+                      const EmitOptions &options = {});
 
 /// `text` in double quotes, with quotes, backslashes and bytes outside printable ASCII escaped
 /// (octal), so that both a C++ string literal and a GNU assembler string read it back as `text`.

@@ -48,6 +48,9 @@ public:
   /// (Unit::soleWeightOperands), so that its layout is the kernel's to choose.
   bool isSoleWeightOperand(int buffer) const;
   void setSoleWeightOperands(std::vector<bool> flags) { soleWeightOperands_ = std::move(flags); }
+  /// Whether convolutions must be exact sums of products (Unit::exactConvolutions).
+  bool exactConvolutions() const { return exactConvolutions_; }
+  void setExactConvolutions(bool exact) { exactConvolutions_ = exact; }
   /// The `X + r` of a unit whose convolution accumulates into r's buffer (Unit::
   /// accumulatedOperand): its conv stage has conv2d add into the output, and its epilogue takes
   /// the node's value as X's, the tile already holding r. Empty (add == nullptr) otherwise.
@@ -133,6 +136,7 @@ private:
   bool restrict_;
   int numOperandBuffers_;
   std::vector<bool> soleWeightOperands_;
+  bool exactConvolutions_ = false;
   passes::AccumulatedAdd accumulatedAdd_;
   int stage_ = 0;
   int counter_ = 0;

@@ -77,6 +77,8 @@ struct Unit {
   /// reads, which the runtime may therefore store in another layout (a matmul's B as prepacked
   /// panels). Set by the model emitter, which sees the whole graph; empty means none.
   std::vector<bool> soleWeightOperands;
+  /// Convolutions without Winograd (EmitOptions::exactConvolutions). Set by the model emitter.
+  bool exactConvolutions = false;
   /// The body input (operand) whose buffer the memory plan gave this unit's result, for the
   /// unit's convolution to accumulate into (passes/fusion/AccumulatedOperand.h); -1 for none.
   int accumulatedOperand = -1;

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 6
+#define KILN_ABI_VERSION 7
 
 typedef struct kiln_rt kiln_rt;
 
@@ -93,6 +93,11 @@ typedef struct kiln_conv2d_args {
      epilogue sees it (a residual the output was planned over). Pointwise convolutions only
      (1x1 kernel, strides 1, pads 0); conv2d leaves y alone for any other. */
   int32_t accumulate;
+  /* Nonzero: every output is the plain sum of its products, never a Winograd transform's
+     (weights_layout must then be plain). Training steps ask for it: Winograd F(4x4, 3x3)
+     rounds ~1e-5 off relative, which BatchNorm over a small batch and ReLU's kinks turn into
+     gradients percent off (ResNet-18 at 4x3x64x64: layer4's up to 6%). */
+  int32_t exact;
 } kiln_conv2d_args;
 
 /// 2-D max or average pooling over NCHW f32 (pads count as -inf for max; for average they

@@ -34,7 +34,8 @@ bool validConv(const kiln_conv2d_args &a) {
       a.pad_left < 0 || a.groups < 1 || a.c % a.groups != 0 || a.k % a.groups != 0)
     return false;
   // Winograd's transformed weights exist only for the convolutions Winograd computes.
-  if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN && (!winogradTileOfLayout(a.weights_layout) || !winogradShape(a)))
+  if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
+      (a.exact || !winogradTileOfLayout(a.weights_layout) || !winogradShape(a)))
     return false;
   // Only the pointwise path (a GEMM whose first K block may add to C) accumulates into y.
   if (a.accumulate && !pointwiseConv(a))
@@ -312,7 +313,7 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   }
   // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.h
   const int stored = detail::winogradTileOfLayout(a.weights_layout);
-  if (const int tile = stored ? stored : detail::winogradTile(a, false)) {
+  if (const int tile = stored ? stored : a.exact ? 0 : detail::winogradTile(a, false)) {
     detail::winogradConv(rt, a, tile);
     return;
   }

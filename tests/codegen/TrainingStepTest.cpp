@@ -203,6 +203,25 @@ TEST(TrainingStep, UpdatesAreNotFusedIntoTheirGradientsContraction) {
   EXPECT_FALSE(compareTensors(wFused, want[1], 1e-3, 1e-3).ok) << "the fused kernel read its own tile as w";
 }
 
+TEST(TrainingStep, ConvolutionsAreExactSumsNeverWinograd) {
+  // A 3x3 64-channel layer on 56x56 pixels, which an inference compile runs by Winograd with
+  // its weights transformed at load: a training step marks it exact (kiln_conv2d_args::exact).
+  // Winograd's rounding, amplified by BatchNorm and ReLU's kinks, had ResNet-18's layer4
+  // gradients 6% off the reference backend's at 4x3x64x64.
+  frontend::GraphBuilder gb("conv");
+  frontend::Var x = gb.input("x", DType::F32, {1, 64, 56, 56});
+  frontend::Var w = gb.param("w", randomTensor({DType::F32, {64, 64, 3, 3}}, 12));
+  auto forward = gb.finish({frontend::conv2d(x, w, frontend::Var(), {1}, {1})});
+  const std::string inference = lowerGraph(*forward, testOptions()).model.source;
+  EXPECT_NE(inference.find("g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F4"), std::string::npos) << "the inference compile's choice";
+  EXPECT_EQ(inference.find("g.exact = 1;"), std::string::npos);
+  const std::string training =
+      lowerTrainingStep(*forward, {LossKind::Mean}, OptimizerSpec::sgd(0.1), trainingOptions(false))
+          .lowered.model.source;
+  EXPECT_NE(training.find("g.exact = 1;"), std::string::npos);
+  EXPECT_EQ(training.find("g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD"), std::string::npos);
+}
+
 namespace {
 
 /// p' = sgd_update(p, g, lr) is built BEFORE y = reduce_sum(x · p), which reads the old p:

@@ -257,6 +257,60 @@ TEST(Conv2dWinograd, TransformedWeightsOnlyForWinogradShapes) {
   EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), 0) << "the same arguments, plain weights";
 }
 
+// exact = 1 (training steps): a convolution the gate sends to Winograd is a plain sum of
+// products instead, much closer to the exact sum than F(4x4, 3x3) comes; with transformed
+// weights it is invalid arguments (y left alone).
+TEST(Conv2dWinograd, ExactConvolutionsAreSumsOfProducts) {
+  const int64_t c = 64, hw = 56, k = 64;
+  kiln_conv2d_args args{};
+  args.n = 1, args.c = c, args.h = hw, args.w = hw, args.k = k, args.r = 3, args.s = 3, args.oh = hw, args.ow = hw;
+  args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = 1, args.dilation_h = args.dilation_w = 1;
+  args.groups = 1;
+  ASSERT_EQ(kiln::runtime::kernels::detail::winogradTile(args, false), 4) << "a shape the gate sends to F(4x4, 3x3)";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(c * hw * hw), w(k * c * 9);
+  for (float &v : x)
+    v = std::fabs(normal(rng));
+  for (float &v : w)
+    v = normal(rng) / std::sqrt(9.0f * c);
+  args.x = x.data(), args.weights = w.data();
+  kiln_rt rt = makeRuntime(1);
+  auto worstError = [&](int32_t exact) {
+    std::vector<float> y(k * hw * hw);
+    kiln_conv2d_args run = args;
+    run.y = y.data(), run.exact = exact;
+    kiln::runtime::kernels::conv2d(&rt, &run);
+    double worst = 0, largest = 0;
+    for (int64_t o = 0; o < k; ++o)
+      for (int64_t i = 0; i < hw; ++i)
+        for (int64_t j = 0; j < hw; ++j) {
+          double sum = 0;
+          for (int64_t ic = 0; ic < c; ++ic)
+            for (int64_t r = 0; r < 3; ++r)
+              for (int64_t q = 0; q < 3; ++q) {
+                const int64_t ih = i + r - 1, iw = j + q - 1;
+                if (ih >= 0 && ih < hw && iw >= 0 && iw < hw)
+                  sum += double(x[(ic * hw + ih) * hw + iw]) * w[((o * c + ic) * 3 + r) * 3 + q];
+              }
+          worst = std::max(worst, std::fabs(y[(o * hw + i) * hw + j] - sum));
+          largest = std::max(largest, std::fabs(sum));
+        }
+    return worst / largest;
+  };
+  const double exact = worstError(1), winograd = worstError(0);
+  EXPECT_LT(exact, 1e-6);
+  EXPECT_GT(winograd, 4 * exact) << "F(4x4, 3x3) rounds further off: the flag must have changed the path";
+  std::vector<float> transformed(static_cast<size_t>(kiln::runtime::kernels::winogradWeightFloats(k, c, 4)));
+  kiln::runtime::kernels::packWinogradWeights(w.data(), k, c, 4, transformed.data());
+  std::vector<float> y(k * hw * hw, 7.0f);
+  kiln_conv2d_args packed = args;
+  packed.weights = transformed.data(), packed.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F4, packed.exact = 1;
+  packed.y = y.data();
+  kiln::runtime::kernels::conv2d(&rt, &packed);
+  EXPECT_EQ(std::count(y.begin(), y.end(), 7.0f), static_cast<long>(y.size())) << "exact with transformed weights";
+}
+
 TEST(Conv2dWinograd, ConvolutionsThatPassTheGate) {
   // The gate picks F(2,3) for the first two and the last, F(4,3) for the third (GatePicksTheVariant).
   checkBothTiles({1, 64, 14, 14, 64, 1, 1, 1, 1, 1, true});   // ResNet stage 3 shape, fewer channels
