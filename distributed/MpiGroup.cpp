@@ -250,7 +250,8 @@ void DataParallelGroup::sumGradients(std::vector<Tensor> &gradients) {
         im.test();
       }
   if (!im.allDone) {
-    im.waitAll(im.requests, fmt::format("the gradients ({} bucket{})", im.buckets.size(), im.buckets.size() == 1 ? "" : "s"));
+    im.waitAll(im.requests,
+               fmt::format("the gradients ({} bucket{})", im.buckets.size(), im.buckets.size() == 1 ? "" : "s"));
     im.lastDone = Impl::Clock::now();
   }
   AllreduceStats &last = im.last;

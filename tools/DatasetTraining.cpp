@@ -320,9 +320,9 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
     const distributed::AllreduceStats &stats = group->allreduceStats();
     if (stats.updates > 0) {
       double updates = static_cast<double>(stats.updates);
-      out << fmt::format("data parallel: allreduce of {:.1f} MB in {} bucket{} per update: {:.3f} ms in flight, {:.0f}% "
-                         "of it overlapped the backward pass ({:.3f} ms exposed, {:.3f} ms in MPI calls during it), "
-                         "rank 0's mean over {} updates\n",
+      out << fmt::format("data parallel: allreduce of {:.1f} MB in {} bucket{} per update: {:.3f} ms in flight, "
+                         "{:.0f}% of it overlapped the backward pass ({:.3f} ms exposed, {:.3f} ms in MPI calls "
+                         "during it), rank 0's mean over {} updates\n",
                          static_cast<double>(stats.bytes) / 1e6, stats.buckets, stats.buckets == 1 ? "" : "s",
                          stats.seconds / updates * 1e3, 100 * stats.overlappedFraction(),
                          stats.exposedSeconds / updates * 1e3, stats.mpiSeconds / updates * 1e3, stats.updates);

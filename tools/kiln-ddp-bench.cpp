@@ -64,8 +64,10 @@ Options parseOptions(int argc, char **argv) {
       fail("{} expects a positive integer, got {}", flag, value);
     return static_cast<int64_t>(n);
   };
-  parser.addOption("--batch", [&](const std::string &flag, const std::string &value) { options.batch = count(flag, value); });
-  parser.addOption("--size", [&](const std::string &flag, const std::string &value) { options.size = count(flag, value); });
+  parser.addOption("--batch",
+                   [&](const std::string &flag, const std::string &value) { options.batch = count(flag, value); });
+  parser.addOption("--size",
+                   [&](const std::string &flag, const std::string &value) { options.size = count(flag, value); });
   parser.addOption("--threads", [&](const std::string &flag, const std::string &value) {
     options.threads = static_cast<int>(count(flag, value));
   });
@@ -122,8 +124,8 @@ int runBench(const Options &options) {
       group->sum(barrier);
   }
   if (speaks)
-    std::cout << fmt::format("resnet18 {}x{}: {} rank{} x {} thread{}, {} samples each, {} kernels for the {} ({:.1f} s "
-                             "to compile or load)\n",
+    std::cout << fmt::format("resnet18 {}x{}: {} rank{} x {} thread{}, {} samples each, {} kernels for the {} "
+                             "({:.1f} s to compile or load)\n",
                              options.size, options.size, ranks, ranks == 1 ? "" : "s",
                              step->executable().numThreads(), step->executable().numThreads() == 1 ? "" : "s", batch,
                              step->executable().numLaunches(), group ? "gradients" : "whole step", secondsSince(start))
@@ -168,7 +170,8 @@ int runBench(const Options &options) {
   if (group) {
     const distributed::AllreduceStats &after = group->allreduceStats();
     double updates = static_cast<double>(after.updates - before.updates);
-    double inFlight = (after.seconds - before.seconds) / updates, exposed = (after.exposedSeconds - before.exposedSeconds) / updates;
+    double inFlight = (after.seconds - before.seconds) / updates;
+    double exposed = (after.exposedSeconds - before.exposedSeconds) / updates;
     std::cout << fmt::format("allreduce: {:.1f} MB in {} buckets; {:.1f} ms in flight per update, {:.0f}% of it "
                              "overlapped the backward pass ({:.1f} ms exposed, {:.1f} ms in MPI calls during it)\n",
                              static_cast<double>(after.bytes) / 1e6, after.buckets, inFlight * 1e3,

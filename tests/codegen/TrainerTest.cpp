@@ -128,7 +128,8 @@ TEST_F(TrainerTest, EachGradientIsReportedFinalAsSoonAsItsLastKernelHasRun) {
   for (int64_t i = 0; i < 4; ++i)
     labels.setInt(i, i % 5);
   for (bool reference : {false, true}) {
-    TrainingStep step = compileTrainingStep(*forward, crossEntropy(), OptimizerSpec::sgd(0.1), options(true, reference));
+    TrainingStep step =
+        compileTrainingStep(*forward, crossEntropy(), OptimizerSpec::sgd(0.1), options(true, reference));
     const size_t count = step.trainedParameters().size();
     std::vector<size_t> order;
     std::vector<Tensor> seen(count);
