@@ -8,7 +8,7 @@
 //     distributed::DataParallelGroup (gradient buckets overlapping the backward pass, local
 //     BatchNorm statistics, rank 0's running statistics), the ranks' parameters compared after
 //     every update: the losses must be PyTorch DistributedDataParallel's over gloo within
-//     rtol 1e-4.
+//     rtol 1e-4, and some of the allreduce must have overlapped the backward pass.
 //   --frozen: one process, every parameter but fc's frozen: the compiled step's kernel list must
 //     hold no backward kernel of a convolution, pooling or BatchNorm (the frozen layers' backward
 //     is pruned, not computed and dropped), where the step that trains everything holds them;
@@ -136,6 +136,12 @@ int dataParallel(const std::string &dir) {
                              100 * stats.overlappedFraction());
     std::cout << (ok ? "losses match PyTorch DistributedDataParallel (gloo) within rtol 1e-4\n"
                      : "losses differ from PyTorch DistributedDataParallel\n");
+    // The first bucket (fc's gradients) is final early in the backward pass: its allreduce must
+    // have started there, not after the pass.
+    if (stats.buckets < 2 || !(stats.overlappedSeconds() > 0)) {
+      std::cout << "the allreduce did not overlap the backward pass\n";
+      ok = false;
+    }
   }
   return ok ? 0 : 1;
 }
