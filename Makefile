@@ -171,6 +171,21 @@ bench: deps $(BUILD)/build.ninja
 	/usr/bin/python3 bench/bench.py --names $(BENCH_NAMES) --rounds $(BENCH_ROUNDS) \
 	  --seeds $(BUILD)/seeds --kiln-bin $(BUILD) --out bench/results.md
 
+# `make bench-ddp`: samples/s of ResNet-18 training at a global batch of 32 (kiln-ddp-bench),
+# 2 ranks x 1 thread under mpirun against 1 process x 2 threads, with the allreduce's time in
+# flight and the share of it that overlapped the backward pass; prints, writes nothing (the
+# figures and the scaling model they feed are in bench/results.md, "Data-parallel training").
+# About 3 minutes once compiled. Open MPI's switches for running as root are set here alone.
+DDP_BATCH ?= 32
+.PHONY: bench-ddp
+bench-ddp: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-ddp-bench
+	@echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"
+	$(BUILD)/kiln-ddp-bench --batch $(DDP_BATCH) --threads 2
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+	  mpirun --oversubscribe -np 2 $(BUILD)/kiln-ddp-bench --data-parallel --batch $(DDP_BATCH) --threads 1
+	@echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"
+
 # The model zoo (bench/zoo/models.py, about 58 models from torchvision and torch.nn) beside ONNX
 # Runtime and PyTorch eager at 1 and 2 threads: exported and checked once, then timed in
 # interleaved rounds; writes the zoo section of bench/results.md. A separate target because the

@@ -453,10 +453,13 @@ def main():
                   "| ---: | ---: | ---: | ---: | ---: |",
                   f"| {fmt(cxx, 2)} | {fmt(py_run, 2)} | {extra(py_run)} | {fmt(py_into, 2)} | {extra(py_into)} |"]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    # The model zoo's section (bench/zoo/bench_zoo.py) is its own run's: keep it.
+    # The model zoo's section (bench/zoo/bench_zoo.py) and the data-parallel one (`make
+    # bench-ddp`, written by hand) are their own runs': keep them.
     old = open(args.out).read() if os.path.exists(args.out) else ""
-    if "<!-- zoo:begin -->" in old and "<!-- zoo:end -->" in old:
-        lines += ["", old[old.index("<!-- zoo:begin -->"):old.index("<!-- zoo:end -->") + len("<!-- zoo:end -->")]]
+    for section in ("zoo", "ddp"):
+        begin, end = f"<!-- {section}:begin -->", f"<!-- {section}:end -->"
+        if begin in old and end in old:
+            lines += ["", old[old.index(begin):old.index(end) + len(end)]]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -21,13 +22,90 @@ struct DataParallelGroup::Impl {
   int rank = 0, size = 1;
   bool initializedHere = false;
   double timeoutSeconds = 300;
-  std::vector<GradientBucket> buckets; // planned at the first sumGradients
+  using Clock = std::chrono::steady_clock;
+  // The gradient exchange (DataParallel.h), planned once: buckets, their buffers, and where each
+  // gradient lies in them.
+  std::vector<GradientBucket> buckets;
   std::vector<std::vector<char>> bucketBuffers;
+  std::vector<size_t> bucketOf, offsetOf; // per gradient
+  std::vector<int64_t> gradientBytes;     // per gradient
+  // The exchange of the current update.
+  std::vector<size_t> missing;       // per bucket: its gradients not packed yet
+  std::vector<char> packed;          // per gradient
+  std::vector<MPI_Request> requests; // per bucket
+  size_t started = 0;                // buckets started (always a prefix, in plan order)
+  bool allDone = false;              // every bucket seen complete
+  Clock::time_point firstStart, lastDone;
+  double mpiSeconds = 0;
+  AllreduceStats last, total;
+
+  void plan(const std::vector<int64_t> &bytes, const std::vector<int> &dtypeBytes, const std::vector<size_t> &order,
+            const DataParallelOptions &options) {
+    buckets = planBuckets(bytes, dtypeBytes, order, options.firstBucketBytes, options.bucketBytes);
+    gradientBytes = bytes;
+    bucketOf.assign(bytes.size(), 0);
+    offsetOf.assign(bytes.size(), 0);
+    bucketBuffers.clear();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (buckets[b].bytes / buckets[b].dtypeBytes > INT32_MAX)
+        fail("data parallel: a gradient bucket of {} elements exceeds what one MPI call takes",
+             buckets[b].bytes / buckets[b].dtypeBytes);
+      bucketBuffers.emplace_back(static_cast<size_t>(buckets[b].bytes));
+      size_t offset = 0;
+      for (size_t g : buckets[b].gradients) {
+        bucketOf[g] = b;
+        offsetOf[g] = offset;
+        offset += static_cast<size_t>(bytes[g]);
+      }
+    }
+    resetUpdate();
+  }
+  void resetUpdate() {
+    missing.clear();
+    for (const GradientBucket &bucket : buckets)
+      missing.push_back(bucket.gradients.size());
+    packed.assign(bucketOf.size(), 0);
+    requests.assign(buckets.size(), MPI_REQUEST_NULL);
+    started = 0;
+    allDone = buckets.empty();
+    mpiSeconds = 0;
+  }
+  void pack(size_t g, const Tensor &gradient) {
+    if (g >= packed.size() || gradient.byteSize() != static_cast<size_t>(gradientBytes[g]))
+      fail("data parallel: gradient {} ({} bytes) is not one of the {} planned", g, gradient.byteSize(),
+           packed.size());
+    if (packed[g])
+      fail("data parallel: gradient {} was ready twice in one update", g);
+    packed[g] = 1;
+    std::memcpy(bucketBuffers[bucketOf[g]].data() + offsetOf[g], gradient.data(), gradient.byteSize());
+    --missing[bucketOf[g]];
+  }
+  /// Starts, in plan order, the buckets whose gradients are all packed.
+  void startComplete() {
+    while (started < buckets.size() && missing[started] == 0) {
+      const GradientBucket &bucket = buckets[started];
+      if (started == 0)
+        firstStart = Clock::now();
+      MPI_Iallreduce(MPI_IN_PLACE, bucketBuffers[started].data(), static_cast<int>(bucket.bytes / bucket.dtypeBytes),
+                     bucket.dtypeBytes == 4 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &requests[started]);
+      ++started;
+    }
+  }
+  /// Tests the buckets started; notes when all are done.
+  void test() {
+    if (started == 0 || allDone)
+      return;
+    int done = 0;
+    MPI_Testall(static_cast<int>(started), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (done && started == buckets.size()) {
+      allDone = true;
+      lastDone = Clock::now();
+    }
+  }
 
   /// Waits for `requests`, testing them (MPI progresses only inside MPI calls) and yielding the
   /// core in between; past the deadline, prints why and aborts the job.
   void waitAll(std::vector<MPI_Request> &requests, const std::string &what) const {
-    using Clock = std::chrono::steady_clock;
     auto deadline = Clock::now() + std::chrono::duration<double>(timeoutSeconds);
     for (int polls = 0;; ++polls) {
       int done = 0;
@@ -107,48 +185,101 @@ void DataParallelGroup::broadcastFromRank0(runtime::TrainingStep &step) {
   step.setLearningRate(counters[1]);
 }
 
+void DataParallelGroup::planGradients(const runtime::TrainingStep &step) {
+  std::vector<int64_t> bytes;
+  std::vector<int> dtypeBytes;
+  for (const std::string &name : step.trainedParameters()) {
+    const Tensor &parameter = step.parameter(name); // a gradient has its parameter's type
+    if (parameter.dtype() != DType::F32 && parameter.dtype() != DType::F64)
+      fail("data parallel: the gradient of '{}' ({}) cannot be summed across ranks (f32 and f64 can)", name,
+           dtypeName(parameter.dtype()));
+    bytes.push_back(static_cast<int64_t>(parameter.byteSize()));
+    dtypeBytes.push_back(static_cast<int>(dtypeSize(parameter.dtype())));
+  }
+  // Rank 0's order on every rank: the buckets, and so the collectives, must be the same
+  // everywhere, whatever each rank's compiler made of the schedule.
+  std::vector<size_t> localOrder = step.gradientReadyOrder();
+  std::vector<int64_t> order(localOrder.begin(), localOrder.end());
+  std::vector<MPI_Request> requests(1);
+  MPI_Ibcast(order.data(), static_cast<int>(order.size()), MPI_INT64_T, 0, MPI_COMM_WORLD, &requests[0]);
+  impl_->waitAll(requests, "rank 0's gradient order");
+  impl_->plan(bytes, dtypeBytes, std::vector<size_t>(order.begin(), order.end()), options_);
+}
+
+void DataParallelGroup::gradientReady(size_t index, const Tensor &gradient) {
+  auto start = Impl::Clock::now();
+  impl_->pack(index, gradient);
+  impl_->startComplete();
+  impl_->test();
+  impl_->mpiSeconds += std::chrono::duration<double>(Impl::Clock::now() - start).count();
+}
+
+void DataParallelGroup::progress() {
+  if (impl_->started == 0 || impl_->allDone)
+    return;
+  auto start = Impl::Clock::now();
+  impl_->test();
+  impl_->mpiSeconds += std::chrono::duration<double>(Impl::Clock::now() - start).count();
+}
+
 void DataParallelGroup::sumGradients(std::vector<Tensor> &gradients) {
-  if (impl_->buckets.empty() && !gradients.empty()) {
+  Impl &im = *impl_;
+  if (im.bucketOf.size() != gradients.size()) { // not planned for a step: reverse parameter order
     std::vector<int64_t> bytes;
     std::vector<int> dtypeBytes;
     for (const Tensor &gradient : gradients) {
       if (gradient.dtype() != DType::F32 && gradient.dtype() != DType::F64)
         fail("data parallel: gradients of {} cannot be summed across ranks (f32 and f64 can)",
              dtypeName(gradient.dtype()));
-      bytes.push_back(gradient.byteSize());
+      bytes.push_back(static_cast<int64_t>(gradient.byteSize()));
       dtypeBytes.push_back(static_cast<int>(dtypeSize(gradient.dtype())));
     }
-    impl_->buckets = planBuckets(bytes, dtypeBytes, options_.firstBucketBytes, options_.bucketBytes);
-    for (const GradientBucket &bucket : impl_->buckets)
-      impl_->bucketBuffers.emplace_back(static_cast<size_t>(bucket.bytes));
+    std::vector<size_t> reversed;
+    for (size_t g = gradients.size(); g-- > 0;)
+      reversed.push_back(g);
+    im.plan(bytes, dtypeBytes, reversed, options_);
   }
-  std::vector<MPI_Request> requests(impl_->buckets.size(), MPI_REQUEST_NULL);
-  for (size_t b = 0; b < impl_->buckets.size(); ++b) {
-    const GradientBucket &bucket = impl_->buckets[b];
-    char *buffer = impl_->bucketBuffers[b].data();
-    int64_t offset = 0;
-    for (size_t g : bucket.gradients) {
-      std::memcpy(buffer + offset, gradients[g].data(), gradients[g].byteSize());
-      offset += gradients[g].byteSize();
-    }
-    int64_t count = bucket.bytes / bucket.dtypeBytes;
-    if (count > INT32_MAX)
-      fail("data parallel: a gradient bucket of {} elements exceeds what one MPI call takes", count);
-    MPI_Iallreduce(MPI_IN_PLACE, buffer, static_cast<int>(count), bucket.dtypeBytes == 4 ? MPI_FLOAT : MPI_DOUBLE,
-                   MPI_SUM, MPI_COMM_WORLD, &requests[b]);
-    int flag = 0; // progress the buckets in flight while the next one is packed
-    MPI_Testall(static_cast<int>(b + 1), requests.data(), &flag, MPI_STATUSES_IGNORE);
+  // What the backward pass did not hand over (all of it, without the Trainer's hooks), in plan
+  // order, testing the buckets in flight while the next is packed.
+  auto waitStart = Impl::Clock::now();
+  for (const GradientBucket &bucket : im.buckets)
+    for (size_t g : bucket.gradients)
+      if (!im.packed[g]) {
+        im.pack(g, gradients[g]);
+        im.startComplete();
+        im.test();
+      }
+  if (!im.allDone) {
+    im.waitAll(im.requests,
+               fmt::format("the gradients ({} bucket{})", im.buckets.size(), im.buckets.size() == 1 ? "" : "s"));
+    im.lastDone = Impl::Clock::now();
   }
-  impl_->waitAll(requests, fmt::format("the gradients ({} bucket{})", impl_->buckets.size(), impl_->buckets.size() == 1 ? "" : "s"));
-  for (size_t b = 0; b < impl_->buckets.size(); ++b) {
-    const char *buffer = impl_->bucketBuffers[b].data();
-    int64_t offset = 0;
-    for (size_t g : impl_->buckets[b].gradients) {
-      std::memcpy(gradients[g].data(), buffer + offset, gradients[g].byteSize());
-      offset += gradients[g].byteSize();
-    }
+  AllreduceStats &last = im.last;
+  last.updates = 1;
+  last.buckets = static_cast<int64_t>(im.buckets.size());
+  last.bytes = 0;
+  for (const GradientBucket &bucket : im.buckets)
+    last.bytes += bucket.bytes;
+  last.seconds = im.buckets.empty() ? 0 : std::chrono::duration<double>(im.lastDone - im.firstStart).count();
+  last.exposedSeconds =
+      std::min(last.seconds, std::max(0.0, std::chrono::duration<double>(im.lastDone - waitStart).count()));
+  last.mpiSeconds = im.mpiSeconds;
+  im.total.updates += 1;
+  im.total.buckets = last.buckets;
+  im.total.bytes = last.bytes;
+  im.total.seconds += last.seconds;
+  im.total.exposedSeconds += last.exposedSeconds;
+  im.total.mpiSeconds += last.mpiSeconds;
+  for (size_t b = 0; b < im.buckets.size(); ++b) {
+    const char *buffer = im.bucketBuffers[b].data();
+    for (size_t g : im.buckets[b].gradients)
+      std::memcpy(gradients[g].data(), buffer + im.offsetOf[g], gradients[g].byteSize());
   }
+  im.resetUpdate();
 }
+
+const AllreduceStats &DataParallelGroup::lastAllreduce() const { return impl_->last; }
+const AllreduceStats &DataParallelGroup::allreduceStats() const { return impl_->total; }
 
 void DataParallelGroup::sum(std::vector<double> &values) {
   std::vector<MPI_Request> requests(1);
@@ -179,8 +310,10 @@ uint64_t DataParallelGroup::checkIdentical(const runtime::TrainingStep &step) {
   impl_->waitAll(requests, "the parameter checksums");
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r] != all[0])
-      fail("data parallel: the parameters of rank {} (checksum {:016x}) differ from rank 0's ({:016x})", r, all[r],
-           all[0]);
+      fail("data parallel: the parameters of rank {} (checksum {:016x}) differ from rank 0's ({:016x}) after "
+           "update {}",
+           r, all[r], all[0], step.stepCount());
+  ++identicalChecks_;
   return mine;
 }
 

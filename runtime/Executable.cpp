@@ -193,7 +193,8 @@ struct Executable::Impl {
   void packWeights();
   RunContext *acquireContext();
   void releaseContext(RunContext *context);
-  void execute(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues);
+  void execute(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues,
+               const std::function<void(int64_t)> *afterLaunch = nullptr);
 };
 
 void Executable::Impl::readDescription(std::vector<Tensor> suppliedWeights) {
@@ -403,8 +404,8 @@ void Executable::Impl::releaseContext(RunContext *context) {
   idleContexts.push_back(context);
 }
 
-void Executable::Impl::execute(const std::vector<Tensor> &inputValues,
-                               std::vector<Tensor> &outputValues) {
+void Executable::Impl::execute(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues,
+                               const std::function<void(int64_t)> *afterLaunch) {
   RunContext *context = acquireContext();
   // Kernels are C functions and cannot throw, but a guard keeps the context from leaking if
   // anything above them ever does.
@@ -440,8 +441,15 @@ void Executable::Impl::execute(const std::vector<Tensor> &inputValues,
   const kiln_launch *launches = desc->launches;
   int32_t numLaunches = desc->num_launches;
   if (!profiling.load(std::memory_order_relaxed)) {
-    for (int32_t l = 0; l < numLaunches; ++l)
+    if (afterLaunch == nullptr) {
+      for (int32_t l = 0; l < numLaunches; ++l)
+        launches[l].fn(&rt, buffers + launches[l].first_ref);
+      return;
+    }
+    for (int32_t l = 0; l < numLaunches; ++l) {
       launches[l].fn(&rt, buffers + launches[l].first_ref);
+      (*afterLaunch)(l);
+    }
     return;
   }
   context->events.clear();
@@ -450,6 +458,8 @@ void Executable::Impl::execute(const std::vector<Tensor> &inputValues,
     int64_t start = Profiler::nowNs();
     launches[l].fn(&rt, buffers + launches[l].first_ref);
     context->events.push_back(Profiler::Event{l, thread, start, Profiler::nowNs() - start});
+    if (afterLaunch != nullptr)
+      (*afterLaunch)(l);
   }
   profiler->record(context->events.data(), context->events.size());
 }
@@ -574,6 +584,27 @@ void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> 
   checkTensors("input", impl_->inputs, inputs);
   checkTensors("output", impl_->outputs, outputs);
   impl_->execute(inputs, outputs);
+}
+
+void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
+                         const std::function<void(int64_t)> &afterLaunch) const {
+  impl();
+  checkTensors("input", impl_->inputs, inputs);
+  checkTensors("output", impl_->outputs, outputs);
+  impl_->execute(inputs, outputs, afterLaunch ? &afterLaunch : nullptr);
+}
+
+int64_t Executable::lastLaunchOfOutput(int64_t output) const {
+  const Impl &im = impl();
+  if (output < 0 || output >= static_cast<int64_t>(im.outputs.size()))
+    fail("output {} does not exist; the model has {}", output, countOf(im.outputs.size(), "output"));
+  for (int32_t l = im.desc->num_launches; l-- > 0;) {
+    const kiln_launch &launch = im.desc->launches[l];
+    for (int32_t r = launch.first_ref; r < launch.first_ref + launch.num_refs; ++r)
+      if (im.desc->refs[r].kind == KILN_OUTPUT && im.desc->refs[r].index == output)
+        return l;
+  }
+  return -1;
 }
 
 void Executable::setProfiling(bool on) {

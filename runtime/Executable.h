@@ -12,6 +12,7 @@
 // own buffer-address table) from a small pool that grows to the number of concurrent callers
 // and is reused afterwards, so a runInto() on a warm executable allocates nothing.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -107,6 +108,16 @@ public:
   /// new parameters in place, runtime/TrainingStep.h: codegen::checkInPlaceUpdates checks the
   /// launch order that makes it sound).
   void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const;
+  /// The same, calling `afterLaunch(l)` on the calling thread after launch l has finished (its
+  /// work on every thread done) and before launch l + 1 starts: a caller may then use outputs
+  /// that are final (lastLaunchOfOutput) while the rest of the model runs, or progress work of
+  /// its own between kernels. In a profiled run its time is outside the launches' events.
+  void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
+               const std::function<void(int64_t launch)> &afterLaunch) const;
+  /// The last launch whose buffers include output `output`: once it has run, that output holds
+  /// its final value, since no later launch reads or writes it. -1 when no launch touches it.
+  /// kiln::Error for an output the model does not have.
+  int64_t lastLaunchOfOutput(int64_t output) const;
 
   /// Turns per-launch timing on or off for the following runs.
   void setProfiling(bool on);

@@ -225,31 +225,39 @@ double Trainer::update(const std::vector<int64_t> &all) {
   const double total = static_cast<double>(all.size());
   double loss = 0;
   std::vector<Tensor> gradients;
+  if (accumulated_.empty() && options_.accumulate > 1) // a rank's share is one micro-batch otherwise
+    for (const std::string &name : step_.trainedParameters())
+      accumulated_.emplace_back(step_.parameter(name).type()); // a gradient has its parameter's type
   for (size_t begin = 0; begin < indices.size(); begin += static_cast<size_t>(microBatch_)) {
     size_t end = std::min(indices.size(), begin + static_cast<size_t>(microBatch_));
     std::vector<int64_t> micro(indices.begin() + static_cast<std::ptrdiff_t>(begin),
                                indices.begin() + static_cast<std::ptrdiff_t>(end));
     gatherBatch(train_, micro, true, inputs_);
     double weight = standIn ? 0.0 : static_cast<double>(micro.size()) / total; // its share of the mean
-    loss += weight * step_.computeGradients(inputs_);
-    gradients = step_.gradients();
     bool first = begin == 0, last = end == indices.size();
-    if (accumulated_.size() != gradients.size())
-      for (const Tensor &gradient : gradients)
-        accumulated_.emplace_back(gradient.type());
-    for (size_t g = 0; g < gradients.size(); ++g) {
+    // Each gradient is weighted (and summed) as soon as the backward pass has finished it, so
+    // that the last micro-batch's are final, and onGradientReady may send them, while the rest
+    // of the pass runs.
+    TrainingStep::GradientListener listener;
+    listener.ready = [&](size_t g, Tensor &gradient) {
       if (last && first) {
-        scale(gradients[g], weight);
+        scale(gradient, weight);
       } else if (last) { // the sum goes where the update reads it
         Tensor sum = accumulated_[g];
-        scaleAndAdd(sum, weight, gradients[g]);
-        std::memcpy(gradients[g].data(), sum.data(), sum.byteSize());
+        scaleAndAdd(sum, weight, gradient);
+        std::memcpy(gradient.data(), sum.data(), sum.byteSize());
       } else {
         if (first)
           std::memset(accumulated_[g].data(), 0, accumulated_[g].byteSize());
-        scaleAndAdd(accumulated_[g], weight, gradients[g]);
+        scaleAndAdd(accumulated_[g], weight, gradient);
       }
-    }
+      if (last && hooks_.onGradientReady)
+        hooks_.onGradientReady(g, gradient);
+    };
+    if (last)
+      listener.betweenKernels = hooks_.betweenKernels;
+    loss += weight * step_.computeGradients(inputs_, listener);
+    gradients = step_.gradients();
   }
   if (hooks_.onGradients)
     hooks_.onGradients(gradients);

@@ -113,6 +113,14 @@ struct TrainerHooks {
   /// Split steps: the update's gradients (the mean over its samples), one per trained
   /// parameter, before the optimizer reads them; changes made in place are what it applies.
   std::function<void(std::vector<Tensor> &gradients)> onGradients;
+  /// Split steps, optional: gradient `index` of the update, final as onGradients will see it,
+  /// as soon as the backward pass of the update's last micro-batch has finished it, while the
+  /// rest of that pass still runs (TrainingStep::GradientListener); onGradients follows once
+  /// the pass is done. Data parallel: starts each bucket's allreduce early.
+  std::function<void(size_t index, Tensor &gradient)> onGradientReady;
+  /// With onGradientReady: between every two kernels of that backward pass (progress for the
+  /// communication in flight).
+  std::function<void()> betweenKernels;
   /// Data parallel: replaces each value by its sum over the ranks (every rank gets the same).
   std::function<void(std::vector<double> &values)> sumOverRanks;
 };

@@ -47,14 +47,17 @@ struct StepPart {
   const std::vector<TensorSpec> &outputSpecs() const {
     return executable ? executable->outputs() : interpreter->outputs();
   }
-  void run(const std::vector<Tensor> &inputs, const std::map<std::string, Tensor> &params) {
+  void run(const std::vector<Tensor> &inputs, const std::map<std::string, Tensor> &params,
+           const std::function<void(int64_t)> &afterLaunch = {}) {
     // Allocated here, not when bound: loading a step allocates in proportion to its file, and a
     // damaged file may declare any output size.
     const std::vector<TensorSpec> &specs = outputSpecs();
     for (size_t i = 0; i < outputs.size(); ++i)
       if (!outputs[i].defined())
         outputs[i] = Tensor(specs[i].type);
-    if (executable)
+    if (executable && afterLaunch)
+      executable->runInto(inputs, outputs, afterLaunch);
+    else if (executable)
       executable->runInto(inputs, outputs);
     else
       interpreter->runInto(inputs, params, outputs);
@@ -72,6 +75,15 @@ struct TrainingStep::Impl {
   int64_t targetInput = -1;             // in `inputs`
   std::map<std::string, Tensor> params; // updated in place
   bool haveGradients = false;           // split: computeGradients ran since the last update
+  // Split, compiled: the gradients final after each launch of the gradient part (in
+  // gradientReadyOrder), and before any (touched by none); filled at the first use.
+  std::vector<std::vector<size_t>> readyAfterLaunch;
+  std::vector<size_t> readyBeforeLaunches;
+  std::vector<size_t> readyOrder; // empty until planned (or with no gradients)
+  bool readinessPlanned = false;
+  size_t gradientCount() const { return update->inputSpecs().size() - 2; }
+  /// Fills readyOrder, readyAfterLaunch and readyBeforeLaunches, once.
+  void planReadiness();
 
   void fault(const std::string &message) const {
     fail("{}: its manifest does not fit the model: {}", name, message);
@@ -324,6 +336,70 @@ float TrainingStep::computeGradients(const std::vector<Tensor> &inputs) {
     fail("{}: computes its gradients and updates in one run (compile it split to see its gradients)", im.name);
   std::vector<Tensor> all = im.modelInputs(inputs);
   im.main.run(all, im.params);
+  im.haveGradients = true;
+  return static_cast<float>(im.main.outputs[0].getDouble(0));
+}
+
+void TrainingStep::Impl::planReadiness() {
+  if (readinessPlanned)
+    return;
+  readinessPlanned = true;
+  const size_t count = gradientCount();
+  // (last launch, reverse index): sorted, the order in which the gradients become final.
+  std::vector<std::pair<int64_t, size_t>> lastTouch;
+  for (size_t g = 0; g < count; ++g)
+    lastTouch.emplace_back(main.executable ? main.executable->lastLaunchOfOutput(static_cast<int64_t>(1 + g)) : 0,
+                           count - 1 - g);
+  std::sort(lastTouch.begin(), lastTouch.end());
+  readyOrder.clear();
+  readyAfterLaunch.assign(main.executable ? static_cast<size_t>(main.executable->numLaunches()) : 0, {});
+  readyBeforeLaunches.clear();
+  for (const auto &[launch, reversed] : lastTouch) {
+    size_t g = count - 1 - reversed;
+    readyOrder.push_back(g);
+    if (main.executable)
+      (launch < 0 ? readyBeforeLaunches : readyAfterLaunch[static_cast<size_t>(launch)]).push_back(g);
+  }
+}
+
+std::vector<size_t> TrainingStep::gradientReadyOrder() const {
+  Impl &im = state();
+  if (!im.update)
+    fail("{}: computes its gradients and updates in one run (compile it split to see its gradients)", im.name);
+  im.planReadiness();
+  return im.readyOrder;
+}
+
+float TrainingStep::computeGradients(const std::vector<Tensor> &inputs, const GradientListener &listener) {
+  Impl &im = state();
+  if (!im.update)
+    fail("{}: computes its gradients and updates in one run (compile it split to see its gradients)", im.name);
+  std::vector<Tensor> all = im.modelInputs(inputs);
+  im.planReadiness();
+  auto tell = [&](const std::vector<size_t> &ready) {
+    if (listener.ready)
+      for (size_t g : ready)
+        listener.ready(g, im.main.outputs[1 + g]);
+  };
+  if (im.main.executable) {
+    // The outputs are allocated inside run(), before the first launch; the gradients no launch
+    // touches are as final then as they will ever be.
+    bool toldBefore = false;
+    im.main.run(all, im.params, [&](int64_t launch) {
+      if (!toldBefore) {
+        tell(im.readyBeforeLaunches);
+        toldBefore = true;
+      }
+      tell(im.readyAfterLaunch[static_cast<size_t>(launch)]);
+      if (listener.betweenKernels)
+        listener.betweenKernels();
+    });
+    if (!toldBefore) // a gradient part with no launches
+      tell(im.readyBeforeLaunches);
+  } else {
+    im.main.run(all, im.params);
+    tell(im.readyOrder);
+  }
   im.haveGradients = true;
   return static_cast<float>(im.main.outputs[0].getDouble(0));
 }

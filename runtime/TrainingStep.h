@@ -34,9 +34,16 @@
 //                  value of each trained parameter (P), of each state (S)], written in place
 // Both parts read the same parameter tensors as weights.
 //
+// Gradients as they become final: computeGradients may take a GradientListener, which hears of
+// each gradient as soon as the kernel that last touches it has run (Executable::
+// lastLaunchOfOutput), while the rest of the backward pass still runs, and is called between
+// every two kernels; a data-parallel caller starts each bucket's allreduce from there and
+// progresses the transfers in flight (distributed/DataParallel.h).
+//
 // A TrainingStep owns its tensors and updates them on every run(): unlike an Executable, it
 // must not run on several threads at once.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -112,6 +119,24 @@ public:
   float computeGradients(std::initializer_list<Tensor> inputs) {
     return computeGradients(std::vector<Tensor>(inputs));
   }
+  /// What computeGradients tells a caller while it runs, on its own thread, between kernels
+  /// (no kernel runs meanwhile). Either may be empty.
+  struct GradientListener {
+    /// Gradient `index` (of trainedParameters()) holds its final value: no later kernel of this
+    /// pass reads or writes it, so the caller may read it, change it in place or send it while
+    /// the rest runs. Once per gradient per computeGradients, in gradientReadyOrder().
+    std::function<void(size_t index, Tensor &gradient)> ready;
+    /// After every kernel of the gradient part: for progressing communication in flight.
+    std::function<void()> betweenKernels;
+  };
+  /// computeGradients, telling `listener` of each gradient as soon as it is final. On the
+  /// reference backend (no kernels) every gradient is final at the end.
+  float computeGradients(const std::vector<Tensor> &inputs, const GradientListener &listener);
+  /// The order in which computeGradients finalises the gradients (indices into
+  /// trainedParameters()): by the kernel that last touches each, ties in reverse parameter
+  /// order; on the reference backend, reverse parameter order. The same for every step
+  /// compiled from the same model with the same options. kiln::Error on a step that is not split.
+  std::vector<size_t> gradientReadyOrder() const;
   /// The gradients computeGradients left, one per trainedParameters() name in that order: the
   /// very tensors applyGradients reads (copies of Tensor share storage), so that writing into
   /// them changes the update. kiln::Error before computeGradients.

@@ -145,6 +145,10 @@ void addDatasetFlags(FlagParser &parser, TrainOptions &options, std::vector<std:
   option("--mpi-timeout", [&](const std::string &flag, const std::string &value) {
     options.mpiTimeout = static_cast<double>(parsePositive(flag, value));
   });
+  parser.addSwitch("--check-identical", [&] {
+    given.push_back("--check-identical");
+    options.checkIdentical = true;
+  });
   parser.addSwitch("--data-parallel", [&] {
     given.push_back("--data-parallel");
     options.dataParallel = true;
@@ -180,6 +184,8 @@ void checkDatasetFlags(const TrainOptions &options, bool stepsGiven, bool benchG
          options.path);
   if (options.mpiTimeout > 0 && !options.dataParallel)
     fail("--mpi-timeout applies to --data-parallel");
+  if (options.checkIdentical && !options.dataParallel)
+    fail("--check-identical applies to --data-parallel");
   if (options.dataParallel && options.reference)
     fail("--data-parallel applies to compiled steps, not --reference");
   if (options.artifact)
@@ -247,7 +253,14 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
   hooks.onProgress = [&](const runtime::TrainerProgress &progress) {
     if (options.logEvery > 0 && progress.step % options.logEvery == 0 && speaks) {
       display.clear();
-      std::cout << fmt::format("update {} loss {:.9g} lr {:.9g}\n", progress.step, progress.loss, progress.lr)
+      std::string allreduce;
+      if (group != nullptr) {
+        const distributed::AllreduceStats &last = group->lastAllreduce();
+        allreduce = fmt::format(" allreduce {:.3f} ms, {:.0f}% overlapped", last.seconds * 1e3,
+                                100 * last.overlappedFraction());
+      }
+      std::cout << fmt::format("update {} loss {:.9g} lr {:.9g}{}\n", progress.step, progress.loss, progress.lr,
+                               allreduce)
                 << std::flush;
     }
     display.update(progress);
@@ -300,6 +313,20 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
     uint64_t checksum = group->checkIdentical(step);
     out << fmt::format("data parallel: the parameters are bitwise identical on all {} rank{} (checksum {:016x})\n",
                        group->size(), group->size() == 1 ? "" : "s", checksum);
+    if (options.checkIdentical) // the final check is one more than the updates'
+      out << fmt::format("data parallel: the parameters were bitwise identical on all {} ranks after each of the {} "
+                         "updates (--check-identical)\n",
+                         group->size(), group->identicalChecks() - 1);
+    const distributed::AllreduceStats &stats = group->allreduceStats();
+    if (stats.updates > 0) {
+      double updates = static_cast<double>(stats.updates);
+      out << fmt::format("data parallel: allreduce of {:.1f} MB in {} bucket{} per update: {:.3f} ms in flight, "
+                         "{:.0f}% of it overlapped the backward pass ({:.3f} ms exposed, {:.3f} ms in MPI calls "
+                         "during it), rank 0's mean over {} updates\n",
+                         static_cast<double>(stats.bytes) / 1e6, stats.buckets, stats.buckets == 1 ? "" : "s",
+                         stats.seconds / updates * 1e3, 100 * stats.overlappedFraction(),
+                         stats.exposedSeconds / updates * 1e3, stats.mpiSeconds / updates * 1e3, stats.updates);
+    }
   }
   if (options.stopAfter > 0 && step.stepCount() == options.stopAfter) {
     display.clear();

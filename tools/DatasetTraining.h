@@ -21,8 +21,8 @@ namespace kiln::tools {
 constexpr int64_t kPaddingLabel = -100;
 
 /// Registers --data, --val, --val-labels, --batch-size, --epochs, --accumulate, --shuffle,
-/// --drop-last, --lr-schedule, --save-every, --stop-after, --log-every, --data-parallel and
-/// --mpi-timeout, writing into `options`; each flag given is
+/// --drop-last, --lr-schedule, --save-every, --stop-after, --log-every, --data-parallel,
+/// --mpi-timeout and --check-identical, writing into `options`; each flag given is
 /// appended to `given` (for "applies to training on a dataset").
 void addDatasetFlags(FlagParser &parser, TrainOptions &options, std::vector<std::string> &given);
 
@@ -38,8 +38,9 @@ std::map<std::string, Shape> datasetInputShapes(const TrainOptions &options);
 
 /// Trains `step` on the dataset; `evaluate` validates on --val (null without --val). With
 /// `group` (--data-parallel), as one of its ranks: rank 0's parameters first, then each rank
-/// on its share of every batch; only rank 0 prints and writes checkpoints, and at the end the
-/// ranks check that their parameters are bitwise identical. Returns the exit status; every
+/// on its share of every batch; only rank 0 prints and writes checkpoints, and at the end (and
+/// with --check-identical after every update) the ranks check that their parameters are
+/// bitwise identical; the allreduce figures go with --log-every's lines and a last line. Returns the exit status; every
 /// error is a kiln::Error (a loss that is not finite too).
 int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &evaluate, const TrainOptions &options,
                        distributed::DataParallelGroup *group = nullptr);

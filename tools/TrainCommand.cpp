@@ -115,6 +115,10 @@ data-parallel training (with --data, under mpirun; kiln built with MPI):
                           (shuffled) order, the gradients are summed across the ranks with MPI
                           all-reduces (in buckets, nonblocking), and every rank applies the same
                           update, so the parameters stay bitwise identical (checked at the end).
+                          A bucket's all-reduce starts as soon as the backward pass has finished
+                          its gradients and overlaps the rest of the pass; with --log-every each
+                          update's line adds the time the all-reduces were in flight and how much
+                          of it the backward pass covered, and the run ends with their mean.
                           BatchNorm normalizes with each rank's local batch statistics, as
                           PyTorch's DistributedDataParallel does, and its running statistics are
                           rank 0's after every update. Validation is split over the ranks and
@@ -122,6 +126,8 @@ data-parallel training (with --data, under mpirun; kiln built with MPI):
                           --threads so that ranks x threads fits the cores
   --mpi-timeout SECONDS   a rank waiting longer than this for the others (one that died or hangs)
                           aborts the whole job with a one-line message (default 300)
+  --check-identical       compare the ranks' parameters (a checksum) after every update, not only
+                          at the end; a difference stops the job, naming the update
 Per epoch it prints one line, 'epoch E/N: loss L, val loss V, val accuracy A% (S samples in
 T s, R samples/s)' (the mean training loss over the epoch's samples; the validation figures
 with --val), and on a terminal a progress bar (samples/s, ETA) in between.
@@ -529,6 +535,7 @@ int runTrainCommand(const TrainOptions &given) {
     distributed::DataParallelOptions groupOptions;
     if (options.mpiTimeout > 0)
       groupOptions.timeoutSeconds = options.mpiTimeout;
+    groupOptions.checkEveryUpdate = options.checkIdentical;
     group = std::make_unique<distributed::DataParallelGroup>(groupOptions);
     options.ranks = group->size();
   }

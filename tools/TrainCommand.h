@@ -46,6 +46,7 @@ struct TrainOptions {
   /// --data-parallel: one of the processes mpirun started; --batch-size is over all of them.
   bool dataParallel = false;
   double mpiTimeout = 0;   // --mpi-timeout, seconds (0: not given, 300)
+  bool checkIdentical = false; // --check-identical: compare the ranks' parameters after every update
   int64_t ranks = 1;       // set when MPI is up: the processes sharing each update
   bool dataset() const { return !data.empty(); }
   bool reference = false;

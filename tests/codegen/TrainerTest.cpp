@@ -8,7 +8,9 @@
 
 #include "tests/ErrorMatchers.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "codegen/CompileTraining.h"
@@ -114,6 +116,63 @@ TEST_F(TrainerTest, SplitStepMatchesTheWholeStep) {
   // The gradient part computes no update: fewer launches than the whole step.
   EXPECT_LT(split.executable().numLaunches(), whole.executable().numLaunches());
   expectErrorContaining([&] { whole.gradients(); }, "compile it split");
+}
+
+TEST_F(TrainerTest, EachGradientIsReportedFinalAsSoonAsItsLastKernelHasRun) {
+  // What data-parallel overlap rests on (TrainingStep::GradientListener): every gradient is
+  // reported once, in gradientReadyOrder, holding the value it ends with, and the first of them
+  // while kernels of the backward pass are still to run; a change made there is what the update
+  // applies. The reference backend reports them all at the end, in the same contract.
+  auto forward = mlp(4);
+  Tensor x = randomTensor({DType::F32, {4, 32}}, 5), labels(DType::I64, {4});
+  for (int64_t i = 0; i < 4; ++i)
+    labels.setInt(i, i % 5);
+  for (bool reference : {false, true}) {
+    TrainingStep step =
+        compileTrainingStep(*forward, crossEntropy(), OptimizerSpec::sgd(0.1), options(true, reference));
+    const size_t count = step.trainedParameters().size();
+    std::vector<size_t> order;
+    std::vector<Tensor> seen(count);
+    std::vector<int64_t> kernelsBefore; // kernels run when each gradient was reported
+    int64_t kernels = 0;
+    TrainingStep::GradientListener listener;
+    listener.ready = [&](size_t g, Tensor &gradient) {
+      order.push_back(g);
+      seen[g] = gradient.clone();
+      kernelsBefore.push_back(kernels);
+    };
+    listener.betweenKernels = [&] { ++kernels; };
+    step.computeGradients({x, labels}, listener);
+    EXPECT_EQ(order, step.gradientReadyOrder());
+    ASSERT_EQ(order.size(), count);
+    std::vector<Tensor> gradients = step.gradients();
+    for (size_t g = 0; g < count; ++g)
+      EXPECT_TRUE(seen[g].identical(gradients[g])) << step.trainedParameters()[g] << " changed after it was reported";
+    if (reference) {
+      EXPECT_EQ(kernels, 0);
+    } else {
+      EXPECT_EQ(kernels, step.executable().numLaunches());
+      EXPECT_LT(kernelsBefore.front(), kernels) << "the first gradient was reported only after the last kernel";
+      // The last layer's weight is finished before the first layer's.
+      auto position = [&](const std::string &name) {
+        std::vector<std::string> names = step.trainedParameters();
+        size_t index = static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+        return std::find(order.begin(), order.end(), index) - order.begin();
+      };
+      EXPECT_LT(position("4.weight"), position("0.weight"));
+    }
+    // Zeroing a gradient where it is reported keeps its parameter (plain SGD).
+    Tensor before = step.parameter("0.bias").clone();
+    TrainingStep::GradientListener zeroBias;
+    std::vector<std::string> names = step.trainedParameters();
+    zeroBias.ready = [&](size_t g, Tensor &gradient) {
+      if (names[g] == "0.bias")
+        std::memset(gradient.data(), 0, gradient.byteSize());
+    };
+    step.computeGradients({x, labels}, zeroBias);
+    step.applyGradients();
+    EXPECT_TRUE(step.parameter("0.bias").identical(before));
+  }
 }
 
 TEST_F(TrainerTest, AccumulatedMicroBatchesGiveTheUpdateOfTheFullBatch) {

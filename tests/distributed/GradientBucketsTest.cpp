@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/Error.h"
+
 namespace kiln::distributed {
 namespace {
 
@@ -34,6 +36,18 @@ TEST(GradientBuckets, AnElementTypeChangeClosesABucket) {
   ASSERT_EQ(members(buckets), (std::vector<std::vector<size_t>>{{3, 2}, {1, 0}}));
   EXPECT_EQ(buckets[0].dtypeBytes, 8);
   EXPECT_EQ(buckets[1].dtypeBytes, 4);
+}
+
+TEST(GradientBuckets, BucketsFollowTheOrderTheGradientsBecomeFinal) {
+  // Finalised 2, 0, 3, 1 (a backward pass need not finish them in reverse parameter order).
+  auto buckets = planBuckets({100, 100, 100, 100}, {4, 4, 4, 4}, {2, 0, 3, 1}, 150, 200);
+  EXPECT_EQ(members(buckets), (std::vector<std::vector<size_t>>{{2, 0}, {3, 1}}));
+}
+
+TEST(GradientBuckets, AnOrderThatIsNoPermutationIsRefused) {
+  EXPECT_THROW(planBuckets({100, 100}, {4, 4}, {0, 0}, 150, 200), Error);
+  EXPECT_THROW(planBuckets({100, 100}, {4, 4}, {0}, 150, 200), Error);
+  EXPECT_THROW(planBuckets({100, 100}, {4, 4}, {0, 2}, 150, 200), Error);
 }
 
 TEST(GradientBuckets, NoGradientsNoBuckets) { EXPECT_TRUE(planBuckets({}, {}, 1, 1).empty()); }

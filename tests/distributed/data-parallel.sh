@@ -5,11 +5,14 @@
 #     figures and the final parameters of 1 process compiled for batch 128, within rtol 1e-5; the
 #     data (1000 samples) ends every epoch in a short batch (104), padded on each rank; the ranks'
 #     parameters are bitwise identical at the end (the run checks it and says so); the same with
-#     --accumulate 2 at batch 256 (2 micro-batches of 64 on each rank against 2 of 128);
+#     --accumulate 2 at batch 256 (2 micro-batches of 64 on each rank against 2 of 128); both
+#     2-rank runs compare the ranks' parameters after every update (--check-identical), and
+#     report the allreduce of each update (overlapping the backward pass) and its mean;
 #  2. a run stopped after a checkpoint and resumed from it on 2 ranks ends where the
 #     uninterrupted 2-rank run ends, byte for byte;
 #  3. a rank that exits mid-run, or hangs, ends the job with a non-zero status within the
-#     timeout, the hang with kiln's one-line message.
+#     timeout, the hang with kiln's one-line message; a rank whose summed gradients are one ulp
+#     off at update 3 is caught by --check-identical after that very update.
 # Usage: data-parallel.sh BUILD_DIR [MPIRUN]. Open MPI's switches for running as root come from the test's
 # environment (tests/CMakeLists.txt), not from here.
 set -euo pipefail
@@ -34,20 +37,28 @@ fail() { echo "data-parallel: $*"; exit 1; }
   >"$dir/one.txt" 2>&1 || { cat "$dir/one.txt"; fail "the 1-process run failed"; }
 "${mpi[@]}" "$build/kiln-run" "$dir/d/mlp.kir" "${common[@]}" --log-every 1 --load "$dir/d/init" \
   --val "x=$dir/d/train_x.npy" --val-labels "$dir/d/train_labels.npy" --save "$dir/two.safetensors" \
-  --data-parallel >"$dir/two.txt" 2>&1 || { cat "$dir/two.txt"; fail "the 2-rank run failed"; }
+  --data-parallel --check-identical >"$dir/two.txt" 2>&1 || { cat "$dir/two.txt"; fail "the 2-rank run failed"; }
 grep -q '^data: 1000 samples, batches of 128 over 2 ranks, 8 updates per epoch' "$dir/two.txt" ||
   { cat "$dir/two.txt"; fail "no data line for 2 ranks"; }
 grep -q '^data parallel: the parameters are bitwise identical on all 2 ranks' "$dir/two.txt" ||
   { cat "$dir/two.txt"; fail "no bitwise-identity line"; }
+grep -q '^data parallel: the parameters were bitwise identical on all 2 ranks after each of the 16 updates' "$dir/two.txt" ||
+  { cat "$dir/two.txt"; fail "no per-update identity line"; }
 [ "$(grep -c '^update ' "$dir/two.txt")" = 16 ] || { cat "$dir/two.txt"; fail "rank 0 alone should print 16 updates"; }
+[ "$(grep -cE '^update [0-9]+ loss \S+ lr \S+ allreduce [0-9.]+ ms, [0-9]+% overlapped$' "$dir/two.txt")" = 16 ] ||
+  { cat "$dir/two.txt"; fail "an update line without its allreduce figures"; }
+grep -qE '^data parallel: allreduce of [0-9.]+ MB in [0-9]+ buckets? per update: [0-9.]+ ms in flight, [0-9]+% of it overlapped' \
+  "$dir/two.txt" || { cat "$dir/two.txt"; fail "no allreduce summary"; }
 # With accumulation: 1000 samples in 3 updates of 256 and one of 232 (116 a rank: 64 + 52 padded).
 acc=(--batch-size 256 --accumulate 2 --epochs 1 --log-every 1 --load "$dir/d/init")
 "$build/kiln-run" "$dir/mlp128.kir" "${common[@]}" "${acc[@]}" --save "$dir/one-acc.safetensors" >"$dir/one-acc.txt" 2>&1 ||
   { cat "$dir/one-acc.txt"; fail "the 1-process run with --accumulate failed"; }
 "${mpi[@]}" "$build/kiln-run" "$dir/d/mlp.kir" "${common[@]}" "${acc[@]}" --save "$dir/two-acc.safetensors" \
-  --data-parallel >"$dir/two-acc.txt" 2>&1 || { cat "$dir/two-acc.txt"; fail "the 2-rank run with --accumulate failed"; }
+  --data-parallel --check-identical >"$dir/two-acc.txt" 2>&1 || { cat "$dir/two-acc.txt"; fail "the 2-rank run with --accumulate failed"; }
 grep -q '^data: 1000 samples, batches of 256 over 2 ranks (2 micro-batches of 64), 4 updates per epoch' "$dir/two-acc.txt" ||
   { cat "$dir/two-acc.txt"; fail "no data line for 2 ranks with --accumulate"; }
+grep -q '^data parallel: the parameters were bitwise identical on all 2 ranks after each of the 4 updates' "$dir/two-acc.txt" ||
+  { cat "$dir/two-acc.txt"; fail "no per-update identity line with --accumulate"; }
 /usr/bin/python3 - "$dir" <<'PY'
 import json, re, struct, sys
 import numpy as np
@@ -113,3 +124,12 @@ for fault in exit hang; do
   fi
   echo "data-parallel: a rank that ${fault}s at update 3 ends the job with status $status in $seconds s"
 done
+
+# A rank whose parameters drift: --check-identical stops the job at the update that did it.
+status=0
+KILN_DATA_PARALLEL_FAULT="skew:1:3" "${mpi[@]}" "$build/kiln-run" "$dir/d/mlp.kir" "${common[@]}" \
+  --load "$dir/d/init" --data-parallel --check-identical --log-every 1 >"$dir/skew.txt" 2>&1 || status=$?
+[ "$status" -ne 0 ] || { cat "$dir/skew.txt"; fail "parameters that differ across ranks left the job's status 0"; }
+grep -qE "the parameters of rank 1 \(checksum [0-9a-f]+\) differ from rank 0's \([0-9a-f]+\) after update 3$" "$dir/skew.txt" ||
+  { cat "$dir/skew.txt"; fail "--check-identical did not name update 3"; }
+echo "data-parallel: a rank whose gradients are one ulp off at update 3 is caught after update 3"

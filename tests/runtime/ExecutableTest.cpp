@@ -232,6 +232,31 @@ TEST(ExecutableTest, RunsByNameAndIntoGivenOutputs) {
   EXPECT_TRUE(y.identical(want)) << "runInto writes into the caller's storage";
 }
 
+TEST(ExecutableTest, CallsBackBetweenLaunchesAndKnowsWhenAnOutputIsFinal) {
+  // add writes the arena, relu (launch 1) the output: the output is final after launch 1 and
+  // untouched after launch 0 (what a data-parallel caller relies on to send it early).
+  Executable exe = loadModel();
+  EXPECT_EQ(exe.lastLaunchOfOutput(0), 1);
+  EXPECT_NE(errorOf([&] { exe.lastLaunchOfOutput(1); }).find("output 1 does not exist"), std::string::npos);
+  std::vector<Tensor> inputs = randomInputs(4);
+  Tensor want = expectedOutput(inputs[0], inputs[1], carriedBias());
+  Tensor y(DType::F32, kMatrix), sentinel(DType::F32, kMatrix);
+  for (int64_t i = 0; i < y.numElements(); ++i)
+    sentinel.setDouble(i, -7.0);
+  std::memcpy(y.data(), sentinel.data(), y.byteSize());
+  std::vector<Tensor> outputs = {y};
+  std::vector<int64_t> launches;
+  std::vector<bool> final;
+  exe.runInto(inputs, outputs, [&](int64_t launch) {
+    launches.push_back(launch);
+    final.push_back(y.identical(want));
+    if (launch == 0)
+      EXPECT_TRUE(y.identical(sentinel)) << "the output was written before its launch";
+  });
+  EXPECT_EQ(launches, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(final, (std::vector<bool>{false, true}));
+}
+
 TEST(ExecutableTest, InputErrorsNameTheInput) {
   Executable exe = loadModel();
   std::vector<Tensor> inputs = randomInputs(4);
