@@ -15,6 +15,7 @@
 
 #include "frontend/GraphBuilder.h"
 #include "frontend/Math.h"
+#include "ir/BufferWrite.h"
 #include "ir/Graph.h"
 #include "python/Session.h"
 
@@ -29,8 +30,12 @@ struct PyValue {
 };
 
 /// kiln.Graph: a finished graph; never mutated, so sessions and evaluations may share it.
+/// `bufferWrites` are the outputs its builder appended for buffers that training overwrites
+/// (BatchNorm's running statistics in training mode): what a training step compiled from it
+/// writes back (python/TrainingBindings.cpp).
 struct PyGraph {
   std::shared_ptr<const ir::Graph> graph;
+  std::vector<ir::BufferWrite> bufferWrites;
 };
 
 /// A new builder that Vars can find again (by builderOf) while it lives.
@@ -57,6 +62,7 @@ std::optional<ModelSource> graphModelSource(py::handle object);
 void bindGraph(py::module_ &m);
 void bindOps(py::module_ &m);
 void bindNn(py::module_ &m);
+void bindTraining(py::module_ &m);
 
 } // namespace kiln::python
 

@@ -273,6 +273,7 @@ no memory with an input or another output). `copy` applies to the inputs, as in 
   kiln::python::bindGraph(m);
   kiln::python::bindOps(m);
   kiln::python::bindNn(m);
+  kiln::python::bindTraining(m);
 
   m.def(
       "load",
