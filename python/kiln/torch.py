@@ -30,7 +30,7 @@ import torch
 
 from kiln import _kiln
 from kiln import optim as _optim
-from kiln.training import compile_training_step
+from kiln.training import LOSSES, compile_training_step
 
 OPSET = 15
 
@@ -166,7 +166,11 @@ def _batch_norm_statistics(model):
 
 
 def _loss_name(loss_fn):
+    """kiln's loss for `loss_fn`: a torch loss module or function, or kiln's own name ("mean":
+    the mean of the output, with no target)."""
     if isinstance(loss_fn, str):
+        if loss_fn not in LOSSES:
+            raise ValueError(f"unknown loss {loss_fn!r}: one of {', '.join(map(repr, LOSSES))}")
         return loss_fn
     kind = _LOSSES.get(loss_fn) or _LOSSES.get(type(loss_fn))
     if kind is None:
@@ -184,9 +188,10 @@ class Trainer:
     """Trains a torch.nn.Module with a kiln training step compiled for batches shaped like
     `example_inputs` (a tensor or a tuple): step(inputs, target) runs one update and returns the
     loss; write_back() puts the parameters and buffers into the module. `optimizer` is a
-    kiln.optim optimizer or a torch.optim one (its hyper-parameters are read, not its state)."""
+    kiln.optim optimizer or a torch.optim one (its hyper-parameters are read, not its state).
+    reference=True runs the step on kiln's reference evaluator (exact and slow), for checks."""
 
-    def __init__(self, module, loss_fn, optimizer, example_inputs, threads=None, cache_dir=None):
+    def __init__(self, module, loss_fn, optimizer, example_inputs, threads=None, cache_dir=None, reference=False):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"kiln.torch.Trainer takes a torch.nn.Module, got {type(module).__name__}")
         self.module = module
@@ -199,7 +204,7 @@ class Trainer:
         frozen = [name for name, p in module.named_parameters() if not p.requires_grad]
         try:
             self.step = compile_training_step(graph, loss, optimizer, buffers=buffers, frozen=frozen or None,
-                                              threads=threads, cache_dir=cache_dir)
+                                              threads=threads, cache_dir=cache_dir, reference=reference)
         except _kiln.Error as error:
             raise _kiln.Error(f"kiln.torch.train: module {_what(module)}: {error}") from error
         # Tracing in training mode ran a forward pass, whose running statistics the exported
@@ -210,11 +215,13 @@ class Trainer:
         self._inputs = [info.name for info in self.step.inputs if info.name != "target"]
         self._written_steps = 0
 
-    def step_on(self, inputs, target):
+    def step_on(self, inputs, target=None):
         """One update on a batch: `inputs` a tensor or tuple of tensors, `target` the labels
-        (int64 class indices) or target values. Returns the loss before the update."""
+        (int64 class indices) or target values (None for a loss without: "mean", "sum").
+        Returns the loss before the update."""
         feeds = {name: _to_numpy(value, name) for name, value in zip(self._inputs, _as_tuple(inputs))}
-        feeds["target"] = _to_numpy(target, "target")
+        if target is not None:
+            feeds["target"] = _to_numpy(target, "target")
         return self.step.step(feeds)
 
     def write_back(self):
@@ -230,15 +237,17 @@ class Trainer:
         self._written_steps = self.step.step_count
 
 
-def train(module, loss_fn, optimizer, batches, threads=None, cache_dir=None):
+def train(module, loss_fn, optimizer, batches, threads=None, cache_dir=None, reference=False):
     """Trains `module` on `batches` (an iterable of (inputs, target) pairs, every one shaped as
-    the first) with `loss_fn` (torch.nn.CrossEntropyLoss, MSELoss, NLLLoss or their functions)
-    and `optimizer` (kiln.optim or torch.optim), then writes the result into the module.
+    the first; target None for a loss that takes none) with `loss_fn` (torch.nn.CrossEntropyLoss,
+    MSELoss, NLLLoss or their functions, or kiln's "mean" or "sum" of the output) and
+    `optimizer` (kiln.optim or torch.optim), then writes the result into the module.
     Returns the loss of each step."""
     trainer, losses = None, []
     for inputs, target in batches:
         if trainer is None:
-            trainer = Trainer(module, loss_fn, optimizer, inputs, threads=threads, cache_dir=cache_dir)
+            trainer = Trainer(module, loss_fn, optimizer, inputs, threads=threads, cache_dir=cache_dir,
+                              reference=reference)
         losses.append(trainer.step_on(inputs, target))
     if trainer is not None:
         trainer.write_back()

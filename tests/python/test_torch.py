@@ -33,23 +33,26 @@ def batches(count, shape, classes, seed=0):
             for _ in range(count)]
 
 
-def torch_train(module, data, lr):
+def torch_train(module, data, lr, loss_kind="cross_entropy"):
     module.train()
     optimizer = torch.optim.SGD(module.parameters(), lr=lr)
     losses = []
     for x, y in data:
         optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(module(x), y)
+        loss = nn.functional.cross_entropy(module(x), y) if loss_kind == "cross_entropy" else module(x).mean()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
     return losses
 
 
-def check_trained_like_torch(module, data, lr, loss_rtol=1e-4, stats_tolerance=1e-3):
+def check_trained_like_torch(module, data, lr, loss_kind="cross_entropy", loss_rtol=1e-4, stats_tolerance=1e-3,
+                             on_reference=False):
     reference = copy.deepcopy(module)
-    got = kiln.torch.train(module, nn.CrossEntropyLoss(), kiln.optim.SGD(lr), data, threads=2)
-    want = torch_train(reference, data, lr)
+    loss = nn.CrossEntropyLoss() if loss_kind == "cross_entropy" else loss_kind
+    got = kiln.torch.train(module, loss, kiln.optim.SGD(lr), [(x, y if loss_kind == "cross_entropy" else None)
+                                                              for x, y in data], threads=2, reference=on_reference)
+    want = torch_train(reference, data, lr, loss_kind)
     np.testing.assert_allclose(got, want, rtol=loss_rtol)
     trained, expected = module.state_dict(), reference.state_dict()
     for name, value in expected.items():
@@ -115,10 +118,45 @@ def test_frozen_parameters_stay_and_torch_optimizers_are_read():
     assert int(module[1].num_batches_tracked) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="measured 2026-11-28: kiln's losses follow PyTorch's to 2e-5 for three steps "
-                   "(batch 4, 3x64x64, lr 0.01), then step 5 differs by 1.6e-3 relative and layer4's running "
-                   "statistics by 6e-3, while PyTorch f32 stays within 3e-7 of f64; the parts of ResNet-18 alone "
-                   "(test_small_resnet_trains_like_torch) match. Open in the compiled step, not in kiln.torch.")
+# ResNet-18 in training mode on batches of 2 3x64x64 images, five SGD steps. The loss is the
+# output's mean (as the C++ checks train): a cross-entropy over 1000 classes on random weights
+# is so ill-conditioned here that PyTorch's own float32 losses leave its float64 ones by 5e-3
+# within five steps (1e-6 with the mean).
+RESNET18_RUN = dict(data=batches(5, (2, 3, 64, 64), 1000), lr=0.01, loss_kind="mean")
+
+
 def test_resnet18_trains_like_torch():
+    """kiln.torch's whole route (export, import, running statistics written as torch writes
+    them, write-back) on kiln's reference backend: PyTorch's losses within 1e-4 and its
+    running statistics within 1e-3 (measured: 3e-6 and 2e-6)."""
     torch.manual_seed(0)
-    check_trained_like_torch(torchvision.models.resnet18(weights=None), batches(5, (4, 3, 64, 64), 1000), lr=0.01)
+    check_trained_like_torch(torchvision.models.resnet18(weights=None), on_reference=True, **RESNET18_RUN)
+
+
+@pytest.mark.xfail(strict=True, reason="found 2026-11-28, open in codegen (not kiln.torch): the compiled step's "
+                   "layer4 gradients are off (see the next test); its losses leave PyTorch's by 7e-3 at step 5")
+def test_resnet18_compiled_trains_like_torch():
+    torch.manual_seed(0)
+    check_trained_like_torch(torchvision.models.resnet18(weights=None), **RESNET18_RUN)
+
+
+@pytest.mark.xfail(strict=True, reason="found 2026-11-28, open in codegen (not kiln.torch): ResNet-18's compiled "
+                   "training step computes layer4's gradients up to 6% off (layer4.1.conv2.weight) where the "
+                   "reference backend on the same training graph matches PyTorch float64 within 4e-6; a block of the "
+                   "same shapes alone is exact")
+def test_resnet18_compiled_gradients_are_the_reference_backends():
+    """One cross-entropy SGD step (lr 1: the update is the gradient) compiled and on the
+    reference backend, from the same weights: the same update within 1e-4 of each tensor's."""
+    torch.manual_seed(0)
+    module = torchvision.models.resnet18(weights=None)
+    (x, y), = batches(1, (4, 3, 64, 64), 1000)
+    updates = []
+    for on_reference in (False, True):
+        trainer = kiln.torch.Trainer(module, nn.CrossEntropyLoss(), kiln.optim.SGD(1.0), x, threads=2,
+                                     reference=on_reference)
+        before = {name: value.copy() for name, value in trainer.step.parameters.items()}
+        trainer.step_on(x, y)
+        updates.append({name: trainer.step[name] - before[name] for name in trainer.step.trained_parameters})
+    compiled, reference = updates
+    for name, want in reference.items():
+        np.testing.assert_allclose(compiled[name], want, rtol=0, atol=1e-4 * np.abs(want).max(), err_msg=name)
