@@ -9,6 +9,7 @@
 // returned goes back as a Value holding its builder, and a Python bool, int or float arrives as
 // a Scalar of that kind (which decides dtype promotion, as in C++).
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <pybind11/pybind11.h>
@@ -57,6 +58,10 @@ Tensor tensorOf(py::handle object, const char *what);
 /// The model source of a kiln.Graph (a copy of the graph for each build), or nullopt for
 /// any other object: how kiln.Session(graph) compiles a graph built in Python.
 std::optional<ModelSource> graphModelSource(py::handle object);
+
+/// The options of `threads=` and `cache_dir=` (None: the defaults), as every compiling binding
+/// takes them; ValueError for a thread count below 1.
+SessionOptions sessionOptions(std::optional<int> threads, const py::object &cacheDir);
 
 /// The bindings of each file, called by the module (python/Module.cpp).
 void bindGraph(py::module_ &m);

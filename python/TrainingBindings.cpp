@@ -103,17 +103,8 @@ StepRef compileStep(const PyGraph &graph, const std::string &loss, const py::obj
   result->loss.ignoreIndex = ignoreIndex;
   codegen::OptimizerSpec spec = optimizerOf(optimizer);
 
-  SessionOptions sessionOptions;
-  if (threads) {
-    if (*threads <= 0)
-      failArgument(ArgumentError::Kind::Value, "threads must be a positive count (or None for one per core), got {}",
-                   *threads);
-    sessionOptions.threads = *threads;
-  }
-  if (!cacheDir.is_none())
-    sessionOptions.cacheDir = py::str(py::module_::import("os").attr("fspath")(cacheDir));
   codegen::TrainingOptions &options = result->options;
-  options.compile = compileOptions(sessionOptions);
+  options.compile = compileOptions(sessionOptions(threads, cacheDir));
   options.params = namesOf(params, "params");
   options.frozen = namesOf(frozen, "frozen");
   options.buffers = graph.bufferWrites;
@@ -160,17 +151,14 @@ float runStep(const StepRef &self, const py::dict &feeds, bool copy) {
   return self->step->run(inputs);
 }
 
+/// The tensor of parameter `name`; a ValueError (an unknown name is the caller's mistake) with
+/// the step's message, which names the parameters there are.
 const Tensor &parameterOf(const PyTrainingStep &self, const std::string &name) {
-  if (!self.step->parameters().count(name))
-    failArgument(ArgumentError::Kind::Value, "{}", [&] {
-      try {
-        self.step->parameter(name); // its message names the parameters there are
-      } catch (const Error &e) {
-        return std::string(e.what());
-      }
-      return std::string();
-    }());
-  return self.step->parameter(name);
+  try {
+    return self.step->parameter(name);
+  } catch (const Error &e) {
+    throw ArgumentError(ArgumentError::Kind::Value, e.what());
+  }
 }
 
 /// {name: numpy view} of the tensors `select` picks (views share the step's storage: a step
