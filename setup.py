@@ -5,7 +5,9 @@ configures a build folder (build-pip/, or $KILN_PIP_BUILD_DIR) for the Python ru
 builds that one target and copies it into the package; python/kiln/ holds the rest. Nothing is
 downloaded: Debian's setuptools, wheel, pybind11 and CMake do it all (scripts/install-deps.sh).
 Extra CMake arguments come from $CMAKE_ARGS (space-separated). The project's metadata is in
-pyproject.toml.
+pyproject.toml. $KILN_PIP_PREBUILT names an extension a CMake build already made (build/python/
+kiln/_kiln*.so), which is installed as it is instead: what the pip-install test uses, so that it
+checks the packaging and the installed package without compiling kiln a second time.
 
 The installed module compiles models at run time with the system compiler, as kiln-run does;
 the kernel ABI header it pastes into generated code is built into it, so the checkout may be
@@ -30,6 +32,12 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
+        target = pathlib.Path(self.get_ext_fullpath(ext.name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        prebuilt = os.environ.get("KILN_PIP_PREBUILT")
+        if prebuilt:
+            shutil.copyfile(prebuilt, target)
+            return
         build_dir = pathlib.Path(os.environ.get("KILN_PIP_BUILD_DIR", ROOT / "build-pip"))
         configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                      "-DKILN_TESTS=OFF", "-DKILN_PYTHON=ON", f"-DPYTHON_EXECUTABLE={sys.executable}"]
@@ -40,8 +48,6 @@ class CMakeBuild(build_ext):
         built = build_dir / "python" / "kiln" / pathlib.Path(self.get_ext_filename(ext.name)).name
         if not built.exists():
             raise RuntimeError(f"the CMake build wrote no {built}: see its warnings above (pybind11 or numpy missing?)")
-        target = pathlib.Path(self.get_ext_fullpath(ext.name))
-        target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built, target)
 
 

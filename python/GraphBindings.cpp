@@ -3,6 +3,7 @@
 // reference evaluator. Only conversions live here; python/OpBindings.cpp binds the ops.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include "frontend/Movement.h"
+#include "frontend/onnx/OnnxImporter.h"
 #include "ir/Evaluator.h"
 #include "ir/Export.h"
 #include "ir/Parser.h"
@@ -66,13 +68,15 @@ PyGraph finish(const std::shared_ptr<GraphBuilder> &builder, const py::object &o
     std::vector<std::pair<std::string, Var>> named;
     for (auto [name, value] : py::reinterpret_borrow<py::dict>(outputs))
       named.emplace_back(py::cast<std::string>(name), py::cast<Var>(value));
-    return {builder->finish(named)};
+    std::shared_ptr<const ir::Graph> graph = builder->finish(named);
+    return {graph, builder->bufferWrites()};
   }
   if (py::isinstance<PyValue>(outputs))
     vars.push_back(py::cast<Var>(outputs));
   else
     vars = py::cast<std::vector<Var>>(outputs);
-  return {builder->finish(vars)};
+  std::shared_ptr<const ir::Graph> graph = builder->finish(vars);
+  return {graph, builder->bufferWrites()};
 }
 
 py::dict evaluateGraph(const PyGraph &self, const py::dict &feeds, bool copy) {
@@ -259,7 +263,31 @@ mistake raises kiln.Error at the call that made it.)")
       });
 
   m.def(
-      "parse", [](const std::string &text) { return PyGraph{ir::parseGraph(text, "<kiln.parse>")}; }, "text"_a,
+      "import_onnx",
+      [](const py::object &model, const py::object &inputShapes) {
+        frontend::OnnxImportOptions options;
+        if (!inputShapes.is_none())
+          for (auto [name, shape] : py::cast<py::dict>(inputShapes))
+            options.inputShapes[py::cast<std::string>(name)] = intsOf(shape, "input_shapes");
+        if (py::isinstance<py::bytes>(model)) {
+          std::string bytes = py::cast<std::string>(model);
+          py::gil_scoped_release release;
+          return PyGraph{frontend::importOnnxBytes(bytes, options), {}};
+        }
+        if (!py::isinstance<py::str>(model) && !py::hasattr(model, "__fspath__"))
+          throw py::type_error("import_onnx takes the path (str or os.PathLike) or the bytes of an ONNX model, got " +
+                               std::string(py::str(py::type::handle_of(model).attr("__name__"))));
+        std::string path = py::str(py::module_::import("os").attr("fspath")(model));
+        if (!std::filesystem::is_regular_file(path))
+          failArgument(ArgumentError::Kind::FileNotFound, "no such file: '{}'", path);
+        py::gil_scoped_release release;
+        return PyGraph{frontend::importOnnxFile(path, options), {}};
+      },
+      "model"_a, "input_shapes"_a = py::none(),
+      "An ONNX model (a path or its bytes) as a kiln.Graph, its initializers as parameters named as they are: what "
+      "kiln.compile_training_step trains. `input_shapes` ({input name: shape}) fixes symbolic dims.");
+  m.def(
+      "parse", [](const std::string &text) { return PyGraph{ir::parseGraph(text, "<kiln.parse>"), {}}; }, "text"_a,
       "A graph from its text form (.kir), verified.");
   m.def("evaluate", &evaluateGraph, "graph"_a, "feeds"_a, py::kw_only(), "copy"_a = false,
         "Runs `graph` on the reference evaluator (slow and exact: the oracle of kiln's tests) on `feeds` "

@@ -9,12 +9,14 @@
 // returned goes back as a Value holding its builder, and a Python bool, int or float arrives as
 // a Scalar of that kind (which decides dtype promotion, as in C++).
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <pybind11/pybind11.h>
 
 #include "frontend/GraphBuilder.h"
 #include "frontend/Math.h"
+#include "ir/BufferWrite.h"
 #include "ir/Graph.h"
 #include "python/Session.h"
 
@@ -29,8 +31,12 @@ struct PyValue {
 };
 
 /// kiln.Graph: a finished graph; never mutated, so sessions and evaluations may share it.
+/// `bufferWrites` are the outputs its builder appended for buffers that training overwrites
+/// (BatchNorm's running statistics in training mode): what a training step compiled from it
+/// writes back (python/TrainingBindings.cpp).
 struct PyGraph {
   std::shared_ptr<const ir::Graph> graph;
+  std::vector<ir::BufferWrite> bufferWrites;
 };
 
 /// A new builder that Vars can find again (by builderOf) while it lives.
@@ -53,10 +59,15 @@ Tensor tensorOf(py::handle object, const char *what);
 /// any other object: how kiln.Session(graph) compiles a graph built in Python.
 std::optional<ModelSource> graphModelSource(py::handle object);
 
+/// The options of `threads=` and `cache_dir=` (None: the defaults), as every compiling binding
+/// takes them; ValueError for a thread count below 1.
+SessionOptions sessionOptions(std::optional<int> threads, const py::object &cacheDir);
+
 /// The bindings of each file, called by the module (python/Module.cpp).
 void bindGraph(py::module_ &m);
 void bindOps(py::module_ &m);
 void bindNn(py::module_ &m);
+void bindTraining(py::module_ &m);
 
 } // namespace kiln::python
 

@@ -21,6 +21,7 @@ using namespace pybind11::literals;
 using kiln::python::ArgumentError;
 using kiln::python::Session;
 using kiln::python::SessionOptions;
+using kiln::python::sessionOptions;
 /// How every binding takes its session: through the holder, which pybind11 checks was
 /// constructed, so that a Session made with __new__ and never initialised raises instead of
 /// handing C++ an object that does not exist.
@@ -30,19 +31,6 @@ using SessionRef = std::shared_ptr<Session>;
 using InfoRef = std::shared_ptr<kiln::runtime::TensorSpec>;
 
 namespace {
-
-SessionOptions sessionOptions(std::optional<int> threads, const py::object &cacheDir) {
-  SessionOptions options;
-  if (threads) {
-    if (*threads <= 0)
-      kiln::python::failArgument(ArgumentError::Kind::Value,
-                                 "threads must be a positive count (or None for one per core), got {}", *threads);
-    options.threads = *threads;
-  }
-  if (!cacheDir.is_none())
-    options.cacheDir = py::str(py::module_::import("os").attr("fspath")(cacheDir));
-  return options;
-}
 
 /// A path given as str or os.PathLike; TypeError for anything else.
 std::optional<std::string> pathOf(const py::handle &object) {
@@ -161,6 +149,19 @@ struct ProfileScope {
 
 } // namespace
 
+SessionOptions kiln::python::sessionOptions(std::optional<int> threads, const py::object &cacheDir) {
+  SessionOptions options;
+  if (threads) {
+    if (*threads <= 0)
+      kiln::python::failArgument(ArgumentError::Kind::Value,
+                                 "threads must be a positive count (or None for one per core), got {}", *threads);
+    options.threads = *threads;
+  }
+  if (!cacheDir.is_none())
+    options.cacheDir = py::str(py::module_::import("os").attr("fspath")(cacheDir));
+  return options;
+}
+
 PYBIND11_MODULE(_kiln, m) {
   m.doc() = "kiln's compiled models from Python (the extension behind the kiln package)";
 
@@ -273,6 +274,7 @@ no memory with an input or another output). `copy` applies to the inputs, as in 
   kiln::python::bindGraph(m);
   kiln::python::bindOps(m);
   kiln::python::bindNn(m);
+  kiln::python::bindTraining(m);
 
   m.def(
       "load",

@@ -43,6 +43,8 @@ size_t indexOf(const std::vector<runtime::TensorSpec> &specs, const std::string 
                joinNames(specs));
 }
 
+} // namespace
+
 runtime::ExecutableOptions executableOptions(const SessionOptions &options) {
   if (options.threads < 0)
     failArgument(ArgumentError::Kind::Value, "threads must be a positive count (or None for one per core), got {}",
@@ -59,6 +61,8 @@ codegen::CompileOptions compileOptions(const SessionOptions &options) {
   compile.compiler.cacheDir = options.cacheDir;
   return compile;
 }
+
+namespace {
 
 /// Executable::load(path), also when this process loaded `path` before and the file there has
 /// been replaced since (a model saved again over the path it was loaded from): dlopen() would

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/CompileModel.h"
 #include "core/Error.h"
 #include "core/Tensor.h"
 #include "ir/Graph.h"
@@ -78,6 +79,11 @@ struct SessionOptions {
   /// The compile cache's folder (codegen/CxxCompiler.h); empty: $KILN_CACHE_DIR or the default.
   std::string cacheDir;
 };
+
+/// The runtime and compile options `options` ask for (what a Session compiles with, and a
+/// training step too). ArgumentError for a negative thread count.
+runtime::ExecutableOptions executableOptions(const SessionOptions &options);
+codegen::CompileOptions compileOptions(const SessionOptions &options);
 
 class Session {
 public:

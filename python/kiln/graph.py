@@ -52,7 +52,7 @@ def compile(graph, pipeline="inference", threads=None, cache_dir=None):
         raise TypeError(f"kiln.compile takes a kiln.Graph, got {type(graph).__name__}")
     if pipeline != "inference":
         raise ValueError(f"unknown pipeline {pipeline!r}: a Session compiles the 'inference' pipeline "
-                         "(training steps are not yet compiled from Python)")
+                         "(kiln.compile_training_step compiles a training step)")
     return _kiln.Session(graph, threads=threads, cache_dir=cache_dir)
 
 
