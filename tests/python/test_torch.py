@@ -133,17 +133,13 @@ def test_resnet18_trains_like_torch():
     check_trained_like_torch(torchvision.models.resnet18(weights=None), on_reference=True, **RESNET18_RUN)
 
 
-@pytest.mark.xfail(strict=True, reason="found 2026-11-28, open in codegen (not kiln.torch): the compiled step's "
-                   "layer4 gradients are off (see the next test); its losses leave PyTorch's by 7e-3 at step 5")
 def test_resnet18_compiled_trains_like_torch():
+    """The same on the compiled step, whose convolutions are exact sums of products in training
+    (no Winograd: its rounding had layer4's gradients up to 6% off and step 5's loss 7e-3)."""
     torch.manual_seed(0)
     check_trained_like_torch(torchvision.models.resnet18(weights=None), **RESNET18_RUN)
 
 
-@pytest.mark.xfail(strict=True, reason="found 2026-11-28, open in codegen (not kiln.torch): ResNet-18's compiled "
-                   "training step computes layer4's gradients up to 6% off (layer4.1.conv2.weight) where the "
-                   "reference backend on the same training graph matches PyTorch float64 within 4e-6; a block of the "
-                   "same shapes alone is exact")
 def test_resnet18_compiled_gradients_are_the_reference_backends():
     """One cross-entropy SGD step (lr 1: the update is the gradient) compiled and on the
     reference backend, from the same weights: the same update within 1e-4 of each tensor's."""

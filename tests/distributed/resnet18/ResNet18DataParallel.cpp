@@ -1,8 +1,7 @@
 // ResNet-18 (frontend/models/ResNet.h, 10 classes, 3x64x64 images, BatchNorm on each batch's
 // statistics) trained through runtime::Trainer against PyTorch, on what
 // tests/distributed/resnet18/torch_resnet18_ddp.py wrote: torchvision's initial weights, 40 samples, and
-// the losses of 5 updates of 8 samples with cross-entropy and SGD(lr 0.0002, momentum 0.9) (the
-// script says why so small a rate).
+// the losses of 5 updates of 8 samples with cross-entropy and SGD(lr 0.002, momentum 0.9).
 //
 //   --data-parallel (under mpirun -np 2): a split step on 4 samples a rank, in a
 //     distributed::DataParallelGroup (gradient buckets overlapping the backward pass, local
@@ -102,7 +101,7 @@ bool trainAndCompare(TrainingStep &step, const std::string &dir, const std::vect
 }
 
 codegen::LossSpec crossEntropy() { return codegen::LossSpec{codegen::LossKind::CrossEntropy, 0, "", "labels"}; }
-codegen::OptimizerSpec sgd() { return codegen::OptimizerSpec::sgd(0.0002, 0.9); }
+codegen::OptimizerSpec sgd() { return codegen::OptimizerSpec::sgd(0.002, 0.9); }
 
 int dataParallel(const std::string &dir) {
   distributed::DataParallelOptions groupOptions;

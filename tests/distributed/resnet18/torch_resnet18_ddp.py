@@ -6,12 +6,11 @@ torchvision's resnet18 with 10 classes and its initial weights (torch.manual_see
 training mode (BatchNorm on each batch's own statistics), on 40 random 3x64x64 images with
 random labels (64x64 rather than 224x224 keeps the test within a minute; every layer and every
 BatchNorm is there, at 2x2 in the last stage), trained with cross-entropy and
-SGD(lr=0.0002, momentum=0.9) for 5 updates of 8 samples, in order. The rate is small because
-kiln's losses drift from PyTorch's on this net beyond float32 noise, in one process as on two:
-at lr 0.002, update 5 differs by 3e-3 (update 3 by 1e-4), where float32 and float64 PyTorch DDP
-agree to 1e-6; at 0.0002 kiln stays within 2e-5 of PyTorch. The check still tells local from
-global BatchNorm statistics (the first update's losses differ by 2e-3) and a gradient sum from
-a mean (the second update's would move by about 2e-3).
+SGD(lr=0.002, momentum=0.9) for 5 updates of 8 samples, in order. (kiln's losses drifted from
+PyTorch's here, by 3e-3 at update 5, until training steps stopped computing convolutions by
+Winograd, whose rounding BatchNorm over 4 samples and ReLU's kinks amplified; the test ran at
+lr 0.0002 meanwhile.) The check tells local from global BatchNorm statistics (the first update's
+losses differ by 2e-3) and a gradient sum from a mean.
 
   OUT_DIR/resnet18_ddp.safetensors     the initial state_dict (parameters and buffers)
   OUT_DIR/resnet18_ddp_x.npy, OUT_DIR/resnet18_ddp_labels.npy
@@ -40,7 +39,7 @@ import torchvision
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'training'))
 from export_resnet18 import write_safetensors  # noqa: E402
 
-UPDATES, BATCH, RANKS, SIZE, CLASSES, LR, MOMENTUM = 5, 8, 2, 64, 10, 0.0002, 0.9
+UPDATES, BATCH, RANKS, SIZE, CLASSES, LR, MOMENTUM = 5, 8, 2, 64, 10, 0.002, 0.9
 
 
 def initial():
