@@ -19,6 +19,7 @@
 
 #include "core/Error.h"
 #include "core/ShapeMath.h"
+#include "core/SymbolicDim.h"
 #include "ir/Builder.h"
 #include "ir/Lexer.h"
 #include "ir/Verifier.h"
@@ -101,6 +102,43 @@ private:
     return negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
   }
 
+  /// A dim: an integer (with an optional '-', for attributes such as reshape's -1), or a
+  /// symbolic expression of symbols and integers joined by '*' and '+' (core/SymbolicDim.h).
+  int64_t parseDim(std::string_view what) {
+    int64_t sum = parseDimTerm(what);
+    while (consumeIf(TokenKind::Plus))
+      sum = checkedDimOp([&] { return dimAdd(sum, parseDimTerm(what), what); });
+    return sum;
+  }
+
+  int64_t parseDimTerm(std::string_view what) {
+    int64_t product = parseDimFactor(what);
+    while (consumeIf(TokenKind::Star))
+      product = checkedDimOp([&] { return dimMul(product, parseDimFactor(what), what); });
+    return product;
+  }
+
+  int64_t parseDimFactor(std::string_view what) {
+    if (tok_.kind != TokenKind::Identifier)
+      return parseInteger(what);
+    SourceLocation loc = tok_.loc;
+    std::string name(tok_.text);
+    if (!isValidSymbolName(name))
+      errorAt(loc, fmt::format("'{}' cannot name a symbolic dim in {}", name, what));
+    advance();
+    return symbolDim(name);
+  }
+
+  /// Symbolic arithmetic's errors (a coefficient past int64) at the current token.
+  template <typename Fn> int64_t checkedDimOp(Fn fn) {
+    SourceLocation loc = tok_.loc;
+    try {
+      return fn();
+    } catch (const Error &e) {
+      errorAt(loc, e.what());
+    }
+  }
+
   /// An optional '-' and an integer, float, inf or nan, converted to T with correct rounding
   /// (a float is read as a float, never through double, so shortest forms read back exactly).
   template <typename T> T parseReal(std::string_view what) {
@@ -138,7 +176,13 @@ private:
       if (!type.shape.empty())
         expect(TokenKind::Comma, "',' or ']' in the shape");
       SourceLocation loc = tok_.loc;
-      int64_t dim = parseInteger("a dimension");
+      int64_t dim = parseDim("a dimension");
+      if (isSymbolicDim(dim)) {
+        if (static_cast<int64_t>(type.shape.size()) == kMaxParseRank)
+          errorAt(loc, fmt::format("a type may have at most {} dimensions", kMaxParseRank));
+        type.shape.push_back(dim);
+        continue;
+      }
       if (dim < 0)
         errorAt(loc, fmt::format("dimension {} is negative", dim));
       if (static_cast<int64_t>(type.shape.size()) == kMaxParseRank)
@@ -233,7 +277,7 @@ private:
     switch (spec.kind) {
     case AttrKind::Int: return parseInteger(what);
     case AttrKind::Float: return parseReal<double>(what);
-    case AttrKind::Ints: return parseList<int64_t>(what, [&] { return parseInteger(what); });
+    case AttrKind::Ints: return parseList<int64_t>(what, [&] { return parseDim(what); });
     case AttrKind::Floats: return parseList<double>(what, [&] { return parseReal<double>(what); });
     case AttrKind::String: {
       if (tok_.kind != TokenKind::String)
