@@ -43,7 +43,7 @@ int64_t elementCount(const Shape &shape, size_t from, size_t to, std::string_vie
   bool empty = false;
   for (size_t d = from; d < to; ++d) {
     int64_t dim = shape[d];
-    if (isSymbolicDim(dim))
+    if (isInternedSymbolicDim(dim))
       fail("{} {} has the symbolic dimension {}: this needs a static shape (bind the symbols first)",
            what, shapeToString(shape), dimToString(dim));
     if (dim < 0)
@@ -70,7 +70,7 @@ void checkShapeWithinLimit(const Shape &shape, std::string_view what) {
   }
   Shape constants;
   for (int64_t dim : shape)
-    if (!isSymbolicDim(dim))
+    if (!isInternedSymbolicDim(dim))
       constants.push_back(dim);
   try {
     elementCount(constants, what);

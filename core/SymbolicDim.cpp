@@ -100,6 +100,10 @@ bool isStaticShape(const Shape &shape) {
 
 bool isStaticType(const TensorType &type) { return isStaticShape(type.shape); }
 
+bool isInternedSymbolicDim(int64_t dim) {
+  return isSymbolicDim(dim) && ExprTable::instance().find(dim).has_value();
+}
+
 bool isValidSymbolName(std::string_view name) {
   if (name.empty() || parseDType(name))
     return false;

@@ -26,6 +26,9 @@ namespace kiln {
 inline constexpr int64_t kSymbolicDimBase = -(int64_t(1) << 62);
 
 inline bool isSymbolicDim(int64_t dim) { return dim <= kSymbolicDimBase; }
+/// Whether `dim` names an expression of this process's table: a value in the symbolic range
+/// that names none (INT64_MIN read from a file) is an invalid negative dim, not a symbol.
+bool isInternedSymbolicDim(int64_t dim);
 /// True when no dim of `shape` is symbolic (the common, static case).
 bool isStaticShape(const Shape &shape);
 bool isStaticType(const TensorType &type);

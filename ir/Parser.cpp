@@ -22,6 +22,7 @@
 #include "core/SymbolicDim.h"
 #include "ir/Builder.h"
 #include "ir/Lexer.h"
+#include "ir/SymbolicShapes.h"
 #include "ir/Verifier.h"
 
 namespace kiln::ir {
@@ -177,7 +178,7 @@ private:
         expect(TokenKind::Comma, "',' or ']' in the shape");
       SourceLocation loc = tok_.loc;
       int64_t dim = parseDim("a dimension");
-      if (isSymbolicDim(dim)) {
+      if (isInternedSymbolicDim(dim)) {
         if (static_cast<int64_t>(type.shape.size()) == kMaxParseRank)
           errorAt(loc, fmt::format("a type may have at most {} dimensions", kMaxParseRank));
         type.shape.push_back(dim);
@@ -336,7 +337,14 @@ private:
       advance();
       expect(TokenKind::Equal, "'=' after the attribute name");
       bool paramValue = op == OpKind::Param;
+      SourceLocation valueLoc = tok_.loc;
       attrs[name] = paramValue ? Attribute(parseTensor(true)) : parseAttrValue(*spec);
+      // Symbols belong in attributes that hold dims (reshape's shape), not in axes or pads.
+      if (const auto *ints = std::get_if<std::vector<int64_t>>(&attrs[name]); ints && !attrHoldsDims(op, name))
+        for (int64_t value : *ints)
+          if (isInternedSymbolicDim(value))
+            errorAt(valueLoc, fmt::format("attribute '{}' of {} holds integers, not symbolic dims (got {})", name,
+                                          opName(op), dimToString(value)));
     }
     advance();
   }
