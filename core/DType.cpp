@@ -2,6 +2,7 @@
 
 #include "core/Error.h"
 #include "core/ShapeMath.h"
+#include "core/SymbolicDim.h"
 
 namespace kiln {
 
@@ -64,7 +65,14 @@ int64_t numElements(const Shape &shape) {
   return elementCount(shape, "shape");
 }
 
-std::string shapeToString(const Shape &shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+std::string shapeToString(const Shape &shape) {
+  if (isStaticShape(shape))
+    return fmt::format("[{}]", fmt::join(shape, ","));
+  std::vector<std::string> dims;
+  for (int64_t dim : shape)
+    dims.push_back(dimToString(dim));
+  return fmt::format("[{}]", fmt::join(dims, ","));
+}
 
 std::vector<int64_t> contiguousStrides(const Shape &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
@@ -96,6 +104,8 @@ int64_t normalizeAxis(int64_t axis, int64_t rank, std::string_view what) {
     fail("{}: axis {} is out of range for rank {}", what, axis, rank);
   return normalized;
 }
+
+bool TensorType::isStatic() const { return isStaticShape(shape); }
 
 size_t TensorType::byteSize() const { return kiln::byteSize(numElements(), dtype, "tensor byte size"); }
 

@@ -20,7 +20,8 @@ bool isFloat(DType dtype);   // f32, f64, f16, bf16
 bool isInteger(DType dtype); // i64, i32, i8, u8 (not bool)
 bool isSigned(DType dtype);
 
-/// Static dimensions; a rank-0 shape is a scalar.
+/// Dimensions; a rank-0 shape is a scalar. A dim >= 0 is a constant extent; a dim at or below
+/// kSymbolicDimBase is a symbolic one (core/SymbolicDim.h).
 using Shape = std::vector<int64_t>;
 
 /// Number of elements; 1 for a scalar, 0 if any dim is 0. kiln::Error for a shape outside
@@ -43,6 +44,8 @@ struct TensorType {
   Shape shape;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  /// True when no dim is symbolic (core/SymbolicDim.h).
+  bool isStatic() const;
   /// Checked like kiln::numElements: a type outside kiln's limit is a kiln::Error.
   int64_t numElements() const { return kiln::numElements(shape); }
   size_t byteSize() const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/Error.h"
+#include "core/SymbolicDim.h"
 
 namespace kiln {
 
@@ -42,6 +43,9 @@ int64_t elementCount(const Shape &shape, size_t from, size_t to, std::string_vie
   bool empty = false;
   for (size_t d = from; d < to; ++d) {
     int64_t dim = shape[d];
+    if (isInternedSymbolicDim(dim))
+      fail("{} {} has the symbolic dimension {}: this needs a static shape (bind the symbols first)",
+           what, shapeToString(shape), dimToString(dim));
     if (dim < 0)
       fail("{} {} has a negative dimension {}", what, shapeToString(shape), dim);
     if (dim > kMaxElements)
@@ -58,6 +62,23 @@ int64_t elementCount(const Shape &shape, size_t from, size_t to, std::string_vie
 }
 
 int64_t elementCount(const Shape &shape, std::string_view what) { return elementCount(shape, 0, shape.size(), what); }
+
+void checkShapeWithinLimit(const Shape &shape, std::string_view what) {
+  if (isStaticShape(shape)) {
+    elementCount(shape, what);
+    return;
+  }
+  Shape constants;
+  for (int64_t dim : shape)
+    if (!isInternedSymbolicDim(dim))
+      constants.push_back(dim);
+  try {
+    elementCount(constants, what);
+  } catch (const Error &) { // name the whole shape, symbols included
+    fail("{} {} has a negative dimension or more constant elements than kiln's limit of 2^48", what,
+         shapeToString(shape));
+  }
+}
 
 size_t byteSize(int64_t count, DType dtype, std::string_view what) {
   if (count < 0 || count > kMaxElements)

@@ -37,6 +37,10 @@ int64_t checkedDim(int64_t dim, std::string_view what);
 /// "WHAT [d0,d1,...] has ...": [0, 2^60] is refused like [2, 2^60], and [2^30, 2^30, 0] too.
 int64_t elementCount(const Shape &shape, std::string_view what);
 
+/// Checks `shape` against kiln's limit like elementCount, except that symbolic dims
+/// (core/SymbolicDim.h) are allowed: its constant dims, and their product, must be within it.
+void checkShapeWithinLimit(const Shape &shape, std::string_view what);
+
 /// The product of shape[from, to): the element count of a block of dims, checked like
 /// elementCount (a block of a valid shape always passes).
 int64_t elementCount(const Shape &shape, size_t from, size_t to, std::string_view what);

@@ -94,7 +94,8 @@ Var GraphBuilder::input(const std::string &name, const TensorType &type) {
   checkValueName(name, "input");
   if (valueNames_.count(name))
     fail("input '{}': the name is already used in graph @{}", name, graphName_);
-  elementCount(type.shape, fmt::format("input '{}': shape", name)); // no negative dim, and kiln's size limit
+  // No negative dim, and kiln's size limit; symbolic dims (GraphBuilder::dim) are allowed.
+  checkShapeWithinLimit(type.shape, fmt::format("input '{}': shape", name));
   valueNames_.insert(name);
   return Var(graph_->addInput(type, name), this);
 }

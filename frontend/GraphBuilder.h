@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/SymbolicDim.h"
 #include "ir/BufferWrite.h"
 #include "ir/Builder.h"
 #include "ir/Graph.h"
@@ -70,9 +71,13 @@ public:
   GraphBuilder &operator=(const GraphBuilder &) = delete;
   ~GraphBuilder();
 
-  /// A graph input; inputs are bound in the order they are declared.
+  /// A graph input; inputs are bound in the order they are declared. Its shape may hold
+  /// symbolic dims, so the graph serves every size: gb.input("x", DType::F32, {gb.dim("N"), 3}).
   Var input(const std::string &name, DType dtype, Shape shape);
   Var input(const std::string &name, const TensorType &type);
+  /// The symbolic dim `name` (core/SymbolicDim.h) for input shapes: the same name is the same
+  /// size in every input. A name that is not an identifier is a kiln::Error.
+  static int64_t dim(const std::string &name) { return symbolDim(name); }
 
   /// A parameter carrying `init` as its initial value. Asking again for the same name with the
   /// same tensor returns the same Var, so a module called twice shares its weights; the same

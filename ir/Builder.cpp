@@ -2,6 +2,7 @@
 
 #include "core/Error.h"
 #include "core/ShapeMath.h"
+#include "ir/SymbolicShapes.h"
 
 namespace kiln::ir {
 
@@ -61,10 +62,16 @@ std::vector<TensorType> inferTypes(OpKind op, const std::vector<TensorType> &inp
     // Inference may assume operands within kiln's size limit (core/ShapeMath.h) and checks its
     // own arithmetic; the limit on results is checked here, once for every op.
     for (const TensorType &input : inputs)
-      elementCount(input.shape, "operand shape");
+      checkShapeWithinLimit(input.shape, "operand shape");
+    if (!inferenceHandlesSymbols(op))
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (!inputs[i].isStatic())
+          fail("{} does not take symbolic dims yet (operand {} is {}); bind the symbols first "
+               "(kiln-run --dim)",
+               opName(op), i, inputs[i].toString());
     std::vector<TensorType> outputs = opDef(op).infer(inputs, attrs);
     for (const TensorType &output : outputs)
-      elementCount(output.shape, "result shape");
+      checkShapeWithinLimit(output.shape, "result shape");
     return outputs;
   } catch (const Error &e) {
     throw Error(fmt::format("{}: {}", describeCall(op, inputs), e.what()));

@@ -40,7 +40,9 @@ AttrMap completeAttrs(OpKind op, AttrMap attrs);
 
 /// Runs the op's inference with the same checks as the builder (arity, attributes, and every
 /// operand and result type within kiln's size limit, core/ShapeMath.h); errors name the op
-/// and input types. Used by the builder, the verifier and the parser.
+/// and input types. Symbolic operand dims reach only ops whose inference handles them
+/// (ir/SymbolicShapes.h); any other op refuses them. Used by the builder, the verifier and
+/// the parser.
 std::vector<TensorType> inferTypes(OpKind op, const std::vector<TensorType> &inputs, const AttrMap &attrs);
 
 /// "matmul(f32[2,3], f32[4,5])": how errors name a call.

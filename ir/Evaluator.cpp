@@ -5,6 +5,7 @@
 
 #include "core/Error.h"
 #include "ir/Builder.h"
+#include "ir/SymbolicShapes.h"
 
 namespace kiln::ir {
 
@@ -66,6 +67,12 @@ std::vector<Tensor> evaluateNode(const Node &node, const std::vector<Tensor> &in
 std::vector<Tensor> evaluate(const Graph &graph, const std::vector<Tensor> &inputs, const ParamValues &params) {
   if (inputs.size() != graph.inputs().size())
     fail("graph @{} takes {} inputs, got {}", graph.name(), graph.inputs().size(), inputs.size());
+  if (!isStaticGraph(graph)) { // a symbolic graph runs at the sizes its inputs have
+    std::vector<std::optional<Shape>> shapes;
+    for (const Tensor &input : inputs)
+      shapes.push_back(input.shape());
+    return evaluate(*bindSymbols(graph, bindingsFromShapes(graph, shapes)), inputs, params);
+  }
   std::unordered_map<const Value *, Tensor> env;
   // Remaining uses per value, so intermediates are freed after their last use: the evaluator
   // must handle ResNet-50 and BERT without holding every activation.

@@ -17,6 +17,8 @@ using ParamValues = std::map<std::string, Tensor>;
 /// Runs `graph` on `inputs` (one per graph input, in order) and returns its outputs, each a
 /// tensor of its own (sharing storage with no input, parameter value or other output).
 /// Throws kiln::Error if an input's type differs from the graph's or a parameter has no value.
+/// A graph with symbolic dims (ir/SymbolicShapes.h) is bound to its inputs' shapes first
+/// (inputs that disagree on a symbol's extent are a kiln::Error naming both).
 std::vector<Tensor> evaluate(const Graph &graph, const std::vector<Tensor> &inputs,
                              const ParamValues &params = {});
 

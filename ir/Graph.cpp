@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 
 namespace kiln::ir {
 
@@ -66,7 +67,7 @@ Node *Node::next() const {
 
 Value *Graph::addInput(TensorType type, std::string name) {
   try {
-    numElements(type.shape); // kiln's size limit (core/ShapeMath.h), where the type enters
+    checkShapeWithinLimit(type.shape, "shape"); // kiln's size limit (core/ShapeMath.h), where the type enters
   } catch (const Error &e) {
     fail("graph @{}: input '{}': {}", name_, name, e.what());
   }

@@ -187,6 +187,8 @@ Token Lexer::next() {
   case ':': return single(TokenKind::Colon);
   case '=': return single(TokenKind::Equal);
   case '^': return single(TokenKind::Caret);
+  case '*': return single(TokenKind::Star);
+  case '+': return single(TokenKind::Plus);
   case '-':
     if (peek(1) == '>') {
       advance(2);

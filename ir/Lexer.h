@@ -30,6 +30,8 @@ enum class TokenKind : uint8_t {
   Arrow,
   Minus,
   Caret, // '^', which opens a kernel body's input list
+  Star,  // '*' and '+', in symbolic dims: f32[2*N, N+1]
+  Plus,
 };
 
 /// 1-based line and column (in bytes) of a token's first character.

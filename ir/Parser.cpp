@@ -19,8 +19,10 @@
 
 #include "core/Error.h"
 #include "core/ShapeMath.h"
+#include "core/SymbolicDim.h"
 #include "ir/Builder.h"
 #include "ir/Lexer.h"
+#include "ir/SymbolicShapes.h"
 #include "ir/Verifier.h"
 
 namespace kiln::ir {
@@ -101,6 +103,43 @@ private:
     return negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
   }
 
+  /// A dim: an integer (with an optional '-', for attributes such as reshape's -1), or a
+  /// symbolic expression of symbols and integers joined by '*' and '+' (core/SymbolicDim.h).
+  int64_t parseDim(std::string_view what) {
+    int64_t sum = parseDimTerm(what);
+    while (consumeIf(TokenKind::Plus))
+      sum = checkedDimOp([&] { return dimAdd(sum, parseDimTerm(what), what); });
+    return sum;
+  }
+
+  int64_t parseDimTerm(std::string_view what) {
+    int64_t product = parseDimFactor(what);
+    while (consumeIf(TokenKind::Star))
+      product = checkedDimOp([&] { return dimMul(product, parseDimFactor(what), what); });
+    return product;
+  }
+
+  int64_t parseDimFactor(std::string_view what) {
+    if (tok_.kind != TokenKind::Identifier)
+      return parseInteger(what);
+    SourceLocation loc = tok_.loc;
+    std::string name(tok_.text);
+    if (!isValidSymbolName(name))
+      errorAt(loc, fmt::format("'{}' cannot name a symbolic dim in {}", name, what));
+    advance();
+    return symbolDim(name);
+  }
+
+  /// Symbolic arithmetic's errors (a coefficient past int64) at the current token.
+  template <typename Fn> int64_t checkedDimOp(Fn fn) {
+    SourceLocation loc = tok_.loc;
+    try {
+      return fn();
+    } catch (const Error &e) {
+      errorAt(loc, e.what());
+    }
+  }
+
   /// An optional '-' and an integer, float, inf or nan, converted to T with correct rounding
   /// (a float is read as a float, never through double, so shortest forms read back exactly).
   template <typename T> T parseReal(std::string_view what) {
@@ -138,7 +177,13 @@ private:
       if (!type.shape.empty())
         expect(TokenKind::Comma, "',' or ']' in the shape");
       SourceLocation loc = tok_.loc;
-      int64_t dim = parseInteger("a dimension");
+      int64_t dim = parseDim("a dimension");
+      if (isInternedSymbolicDim(dim)) {
+        if (static_cast<int64_t>(type.shape.size()) == kMaxParseRank)
+          errorAt(loc, fmt::format("a type may have at most {} dimensions", kMaxParseRank));
+        type.shape.push_back(dim);
+        continue;
+      }
       if (dim < 0)
         errorAt(loc, fmt::format("dimension {} is negative", dim));
       if (static_cast<int64_t>(type.shape.size()) == kMaxParseRank)
@@ -233,7 +278,7 @@ private:
     switch (spec.kind) {
     case AttrKind::Int: return parseInteger(what);
     case AttrKind::Float: return parseReal<double>(what);
-    case AttrKind::Ints: return parseList<int64_t>(what, [&] { return parseInteger(what); });
+    case AttrKind::Ints: return parseList<int64_t>(what, [&] { return parseDim(what); });
     case AttrKind::Floats: return parseList<double>(what, [&] { return parseReal<double>(what); });
     case AttrKind::String: {
       if (tok_.kind != TokenKind::String)
@@ -292,7 +337,14 @@ private:
       advance();
       expect(TokenKind::Equal, "'=' after the attribute name");
       bool paramValue = op == OpKind::Param;
+      SourceLocation valueLoc = tok_.loc;
       attrs[name] = paramValue ? Attribute(parseTensor(true)) : parseAttrValue(*spec);
+      // Symbols belong in attributes that hold dims (reshape's shape), not in axes or pads.
+      if (const auto *ints = std::get_if<std::vector<int64_t>>(&attrs[name]); ints && !attrHoldsDims(op, name))
+        for (int64_t value : *ints)
+          if (isInternedSymbolicDim(value))
+            errorAt(valueLoc, fmt::format("attribute '{}' of {} holds integers, not symbolic dims (got {})", name,
+                                          opName(op), dimToString(value)));
     }
     advance();
   }

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/Error.h"
+#include "core/SymbolicDim.h"
 #include "ir/Lexer.h"
 
 namespace kiln::ir {
@@ -241,7 +242,12 @@ std::string formatAttribute(const Attribute &attr, const PrintOptions &options) 
   switch (attrKind(attr)) {
   case AttrKind::Int: return fmt::format("{}", std::get<int64_t>(attr));
   case AttrKind::Float: return formatDouble(std::get<double>(attr));
-  case AttrKind::Ints: return fmt::format("[{}]", fmt::join(std::get<std::vector<int64_t>>(attr), ", "));
+  case AttrKind::Ints: { // symbolic dims in a shape attribute print as their expressions
+    std::vector<std::string> items;
+    for (int64_t value : std::get<std::vector<int64_t>>(attr))
+      items.push_back(dimToString(value));
+    return fmt::format("[{}]", fmt::join(items, ", "));
+  }
   case AttrKind::Floats: {
     std::vector<std::string> items;
     for (double v : std::get<std::vector<double>>(attr))

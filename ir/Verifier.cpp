@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "ir/Builder.h"
 
 namespace kiln::ir {
@@ -67,7 +68,7 @@ void verify(const Graph &graph) {
     if (input->graph() != &graph || !input->isGraphInput())
       fail("graph @{}: input '{}' does not belong to the graph", graph.name(), input->name());
     try {
-      numElements(input->type().shape); // kiln's size limit (core/ShapeMath.h)
+      checkShapeWithinLimit(input->type().shape, "shape"); // kiln's size limit (core/ShapeMath.h)
     } catch (const Error &e) {
       fail("graph @{}: input '{}': {}", graph.name(), input->name(), e.what());
     }

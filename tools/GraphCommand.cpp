@@ -84,7 +84,7 @@ int64_t paramBytes(const ir::Graph &graph) {
 int runGraphCommand(const RunOptions &options) {
   std::map<std::string, Tensor> given;
   auto loadStart = std::chrono::steady_clock::now();
-  std::unique_ptr<ir::Graph> graph = loadGraph({options.paths[0], options.inputs, {}}, given);
+  std::unique_ptr<ir::Graph> graph = loadGraph({options.paths[0], options.inputs, {}, options.dims, true}, given);
   double loadMs = millisecondsSince(loadStart);
   std::vector<std::string> names = outputNames(*graph);
   // Every name checked and every expected file read before the (possibly long) evaluation.

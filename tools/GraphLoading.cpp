@@ -4,14 +4,36 @@
 #include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Parser.h"
+#include "ir/SymbolicShapes.h"
 
 namespace kiln::tools {
+
+namespace {
+
+/// The static graph: `graph` bound with `dims` and the given inputs' shapes, when it has symbols.
+std::unique_ptr<ir::Graph> bindToStatic(std::unique_ptr<ir::Graph> graph, const std::map<std::string, Tensor> &given,
+                                        const DimBindings &dims) {
+  if (ir::isStaticGraph(*graph) && dims.empty())
+    return graph;
+  std::map<std::string, Shape> shapes;
+  for (const auto &[name, tensor] : given)
+    shapes[name] = tensor.shape();
+  return ir::bindSymbols(*graph, ir::bindingsFromShapes(*graph, shapes, dims));
+}
+
+} // namespace
 
 std::unique_ptr<ir::Graph> loadGraph(const GraphSource &source, std::map<std::string, Tensor> &given) {
   if (!endsWith(source.path, ".onnx")) {
     if (!source.inputShapes.empty())
       fail("--input-shape applies to ONNX models; '{}' is a graph with static shapes", source.path);
-    return ir::parseGraphFile(source.path);
+    std::unique_ptr<ir::Graph> graph = ir::parseGraphFile(source.path);
+    if (ir::isStaticGraph(*graph) && source.dims.empty())
+      return graph;
+    for (const Binding &binding : source.inputs) // their shapes bind the graph's symbols
+      if (!given.count(binding.name))            // (bindInputs reports one given twice)
+        given[binding.name] = readTensorFile(binding.path);
+    return bindToStatic(std::move(graph), given, source.dims);
   }
   frontend::OnnxImportOptions importOptions;
   importOptions.inputShapes = source.inputShapes;
@@ -25,7 +47,19 @@ std::unique_ptr<ir::Graph> loadGraph(const GraphSource &source, std::map<std::st
     importOptions.inputShapes[name] = tensor.shape();
     importOptions.inputValues[name] = tensor;
   }
-  return frontend::importOnnxFile(source.path, importOptions);
+  importOptions.keepSymbolicDims = source.keepSymbolicDims;
+  std::unique_ptr<ir::Graph> graph;
+  try {
+    graph = frontend::importOnnxFile(source.path, importOptions);
+  } catch (const Error &) {
+    if (source.dims.empty())
+      throw;
+    // A mapping that needs the extents (a Shape folded at import): specialise at import.
+    importOptions.keepSymbolicDims = false;
+    importOptions.dimParams = source.dims;
+    return frontend::importOnnxFile(source.path, importOptions);
+  }
+  return bindToStatic(std::move(graph), given, source.dims);
 }
 
 ir::ParamValues bindParams(const ir::Graph &graph, const std::vector<Binding> &files, uint64_t seed,

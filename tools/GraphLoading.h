@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/SymbolicDim.h"
 #include "ir/Evaluator.h"
 #include "ir/Graph.h"
 #include "passes/PassManager.h"
@@ -19,11 +20,18 @@ struct GraphSource {
   std::string path;                     // FILE.kir, or FILE.onnx
   std::vector<Binding> inputs;          // ONNX: inputs read first, fixing shapes and values
   std::map<std::string, Shape> inputShapes; // ONNX: static shapes for inputs by name
+  DimBindings dims;                         // extents of symbolic dims (kiln-run --dim)
+  bool keepSymbolicDims = false;            // ONNX: dim_params nothing fixes become symbols
 };
 
 /// Loads the graph. For an ONNX model, the given inputs are read into `given` first: the model
 /// is specialised to them (their shapes fix symbolic dims, their values serve where kiln needs
 /// an operand at import time, sound because the same values are bound when the graph runs).
+/// Dims still symbolic after that (a .kir graph's, or with keepSymbolicDims ONNX dim_params no
+/// input fixed) are bound with `dims` and the given inputs' shapes (ir::bindSymbols), so the
+/// graph returned is static; a symbol left without an extent is a kiln::Error asking for
+/// --dim. An ONNX model that cannot import with symbols (a Shape of a symbolic dim) imports
+/// with `dims` fixed instead.
 std::unique_ptr<ir::Graph> loadGraph(const GraphSource &source, std::map<std::string, Tensor> &given);
 
 /// Parameter values from --param files; parameters with neither a file nor a value of their

@@ -2,6 +2,7 @@
 #include "tools/RunOptions.h"
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "runtime/Executable.h"
 
 namespace kiln::tools {
@@ -25,6 +26,10 @@ options:
                           not given are random (kiln::randomTensor: floats in [-1,1), integers in
                           [0,10)), input number i drawn with seed S+i. For an ONNX model the
                           given inputs' shapes also fix the model's symbolic dims
+  --dim NAME=N            give the graph's symbolic dim NAME (f32[N,3] in a .kir graph, an ONNX
+                          dim_param) the extent N; dims not given take their extents from the
+                          --input files' shapes, and two sources that disagree are an error. The
+                          bound (static) graph is what runs
   --param NAME=FILE       bind parameter NAME; parameters whose value is not in the file (printed
                           as 'elided') and not given are random too, drawn after the inputs
   --output NAME=FILE.npy  write output NAME to FILE.npy
@@ -95,6 +100,17 @@ FlagParser runFlags(RunOptions &options) {
   };
   parser.addOption("--input", bind(options.inputs));
   parser.addOption("--param", bind(options.params));
+  parser.addOption("--dim", [&](const std::string &flag, const std::string &value) {
+    Binding binding = parseBinding(flag, value);
+    if (!isValidSymbolName(binding.name))
+      fail("{} {}: '{}' cannot name a symbolic dim (an identifier is needed)", flag, value, binding.name);
+    uint64_t count = parseCount(flag, binding.path, "an extent");
+    if (count > static_cast<uint64_t>(kMaxElements))
+      fail("{} {}: the extent is larger than kiln's limit of 2^48", flag, value);
+    auto extent = static_cast<int64_t>(count);
+    if (!options.dims.emplace(binding.name, extent).second)
+      fail("{} {}: symbol {} is given twice", flag, value, binding.name);
+  });
   parser.addOption("--output", bind(options.outputs));
   parser.addOption("--check", bind(options.checks));
   parser.addOption("--rtol", [&](const std::string &flag, const std::string &value) {
@@ -161,6 +177,7 @@ void checkModel(const RunOptions &options) {
   };
   refuse(options.reference, "--reference");
   refuse(!options.params.empty(), "--param");
+  refuse(!options.dims.empty(), "--dim");
   refuse(!options.pipeline.empty(), "--pipeline");
   refuse(!options.passList.empty(), "--passes");
 }
@@ -186,6 +203,8 @@ RunOptions parseRunOptions(int argc, char **argv) {
     fail("--profile times compiled kernels; the reference evaluator has none");
   if (options.bisectPasses && (!options.outputs.empty() || !options.checks.empty()))
     fail("--bisect-passes compares the graph with itself pass by pass; --output and --check do not apply");
+  if (options.onnxTest && !options.dims.empty())
+    fail("--dim binds one graph's symbolic dims; it does not apply to --onnx-test");
   if (options.compiled && !options.onnxTest)
     fail("--compiled applies only with --onnx-test (a single graph is compiled by default)");
   if (options.onnxTest) {

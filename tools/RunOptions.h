@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/SymbolicDim.h"
 #include "tools/ToolCommon.h"
 
 namespace kiln::tools {
@@ -21,6 +22,7 @@ struct RunOptions {
   RunMode mode = RunMode::Graph;
   std::vector<std::string> paths; // the graph or model file, or the --onnx-test folders
   std::vector<Binding> inputs, params, outputs, checks;
+  DimBindings dims; // --dim NAME=N: extents of the graph's symbolic dims
   std::optional<double> rtol, atol;
   uint64_t seed = 0;
   bool help = false;

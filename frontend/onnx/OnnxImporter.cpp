@@ -17,12 +17,15 @@
 #include <unordered_map>
 
 #include "core/ShapeMath.h"
+#include "core/SymbolicDim.h"
 #include "frontend/onnx/OnnxLoad.h"
 #include "frontend/onnx/OnnxOpTable.h"
 #include "frontend/onnx/OnnxPayloads.h"
+#include "frontend/onnx/OnnxSymbolic.h"
 #include "frontend/onnx/OnnxTensor.h"
 #include "frontend/onnx/OnnxUnsupported.h"
 #include "ir/Evaluator.h"
+#include "ir/SymbolicShapes.h"
 #include "ir/Verifier.h"
 
 namespace kiln::frontend {
@@ -156,14 +159,14 @@ void mapNode(ImportContext &ctx, const onnx::NodeProto &node) {
   // checked again here, where the node is named, for values a mapping defined without a node.
   for (const std::string &name : node.output())
     if (!name.empty())
-      numElements(ctx.lookup(name)->type.shape);
+      checkShapeWithinLimit(ctx.lookup(name)->type.shape, "shape");
 }
 
 /// The same for the values inside each mapping (checked once the graph is complete).
 void checkElementCounts(const ir::Graph &graph) {
   for (const ir::Node *node : graph.nodes())
     for (const ir::Value *output : node->outputs())
-      numElements(output->type().shape);
+      checkShapeWithinLimit(output->type().shape, "shape");
 }
 
 /// Removes nodes whose results nobody uses (folded constants, unused optional outputs),
@@ -210,8 +213,8 @@ std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, L
     // Held dtype: an int16/uint16/uint32/uint64 input is widened (the scan refused every op
     // that could wrap around in its ONNX type).
     TensorType type{heldDType(tensor.elem_type(), fmt::format("graph input '{}'", input.name())), {}};
-    for (const auto &dim : tensor.shape().dim())
-      type.shape.push_back(dim.dim_value()); // resolveInputShapes made every dim static
+    for (const auto &dim : tensor.shape().dim()) // resolveInputShapes left only values and symbols
+      type.shape.push_back(dim.has_dim_param() ? symbolDim(dim.dim_param()) : dim.dim_value());
     Tensor known;
     if (auto given = options.inputValues.find(input.name()); given != options.inputValues.end()) {
       known = given->second;
@@ -226,9 +229,12 @@ std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, L
     if (!entry || !entry->value || !entry->value->isGraphInput())
       fail("the import options give a value for '{}', which is not a graph input", name);
   }
+  const bool symbolicInputs = !ir::isStaticGraph(*graph);
   for (int i = 0; i < onnxGraph.node_size(); ++i) {
     const onnx::NodeProto &node = onnxGraph.node(i);
     try {
+      if (symbolicInputs)
+        checkSymbolicOperands(ctx, node);
       mapNode(ctx, node);
     } catch (const Error &e) {
       fail("{}: {}", describeNode(node, i), e.what());

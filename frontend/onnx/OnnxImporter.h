@@ -25,6 +25,12 @@ struct OnnxImportOptions {
   std::map<std::string, Shape> inputShapes;
   /// Values for symbolic dims by their dim_param name ("batch" -> 1), applied to every input.
   std::map<std::string, int64_t> dimParams;
+  /// Keep the dim_params that neither dimParams nor inputShapes fix as symbolic dims
+  /// (core/SymbolicDim.h), so the graph serves every size (ir::bindSymbols makes it static);
+  /// otherwise such a dim is an error asking for its value. A dim_param that is not an
+  /// identifier, a dim with neither value nor name, and ops whose mapping does not take
+  /// symbols (frontend/onnx/OnnxSymbolic.h) are errors naming the input or node.
+  bool keepSymbolicDims = false;
   /// Values of graph inputs fixed in advance, by input name, as a compile specialised to
   /// them: where a mapping needs a static operand (a shape, axes, pads, TopK's K) that is a
   /// graph input, it reads the value here, and shape arithmetic on integer scalars and short

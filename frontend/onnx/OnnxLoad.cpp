@@ -14,6 +14,8 @@
 #include <set>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
+#include "core/SymbolicDim.h"
 #include "frontend/onnx/OnnxSchemas.h"
 #include "frontend/onnx/OnnxTensor.h"
 
@@ -166,6 +168,13 @@ void resolveInputShapes(onnx::ModelProto &model, const OnnxImportOptions &option
                dim.dim_value(), shapeToString(shape));
         continue;
       }
+      if (!value && options.keepSymbolicDims && dim.has_dim_param()) {
+        if (!isValidSymbolName(dim.dim_param()))
+          fail("graph input '{}' has a symbolic dim {} named '{}', which kiln cannot name a symbol (an "
+               "identifier is needed); give its value in the import options",
+               input.name(), d, dim.dim_param());
+        value = symbolDim(dim.dim_param());
+      }
       if (!value)
         fail("graph input '{}' has a symbolic dim {} ('{}'); kiln needs static shapes: give its shape or the value "
              "of '{}' in the import options",
@@ -173,16 +182,20 @@ void resolveInputShapes(onnx::ModelProto &model, const OnnxImportOptions &option
       shape.push_back(*value);
     }
     for (int64_t dim : shape)
-      if (dim < 0)
+      if (dim < 0 && !isSymbolicDim(dim))
         fail("graph input '{}' has a negative dim in {}", input.name(), shapeToString(shape));
     try {
-      numElements(shape);
+      checkShapeWithinLimit(shape, "shape");
     } catch (const Error &e) {
       fail("graph input '{}': {}", input.name(), e.what());
     }
     tensor.mutable_shape()->clear_dim();
-    for (int64_t dim : shape)
-      tensor.mutable_shape()->add_dim()->set_dim_value(dim);
+    for (int64_t dim : shape) {
+      if (std::optional<std::string> symbol = dimSymbolName(dim))
+        tensor.mutable_shape()->add_dim()->set_dim_param(*symbol);
+      else
+        tensor.mutable_shape()->add_dim()->set_dim_value(dim);
+    }
   }
   for (const auto &[name, shape] : options.inputShapes)
     if (!seen.count(name))

@@ -35,7 +35,8 @@ std::string modelDirOf(const std::string &path);
 void checkModelStructure(const onnx::ModelProto &model, const std::string &modelDir);
 
 /// Rewrites every graph input's shape to a static one (declared dims, options.inputShapes,
-/// options.dimParams); a dim left symbolic is an error naming the input and the dim.
+/// options.dimParams); a dim left symbolic is an error naming the input and the dim, unless
+/// options.keepSymbolicDims keeps it as a dim_param (a kiln symbol of that name).
 void resolveInputShapes(onnx::ModelProto &model, const OnnxImportOptions &options);
 
 /// Runs ONNX's checker, turning its exceptions into kiln::Error.

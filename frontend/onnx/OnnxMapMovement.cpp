@@ -99,7 +99,7 @@ std::vector<ir::Value *> mapFlatten(ImportContext &ctx, const onnx::NodeProto &n
     fail("axis {} is out of range [-{}, {}] for input {}", axisAttr, rank, rank, shapeToString(x->shape()));
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < rank; ++d)
-    (d < axis ? outer : inner) *= x->shape()[d];
+    (d < axis ? outer : inner) = dimMul(d < axis ? outer : inner, x->shape()[d], "flattened dim");
   return {reshapeTo(ctx, x, {outer, inner})};
 }
 

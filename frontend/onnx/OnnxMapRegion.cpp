@@ -4,6 +4,7 @@
 // reads whichever form the model's opset has and hands kiln one attribute form.
 #include <algorithm>
 
+#include "core/SymbolicDim.h"
 #include "frontend/onnx/OnnxOpTable.h"
 
 namespace kiln::frontend {
@@ -125,7 +126,9 @@ std::vector<ir::Value *> mapGather(ImportContext &ctx, const onnx::NodeProto &no
   ir::Value *data = ctx.input(node, 0);
   int64_t axis = normalizeAxis(OnnxAttrs(node).getInt("axis", 0), data->rank(), "axis");
   // Constant indices are checked now, so a bad model fails at import rather than at run time.
-  if (std::optional<Tensor> indices = ctx.knownInput(node, 1)) {
+  // (Against a static axis: a symbolic one's extent is known only when the graph is bound.)
+  std::optional<Tensor> indices = isSymbolicDim(data->shape()[axis]) ? std::nullopt : ctx.knownInput(node, 1);
+  if (indices) {
     int64_t dim = data->shape()[axis];
     if (isFloat(indices->dtype()) || indices->dtype() == DType::Bool)
       fail("indices must be integers, got {}", dtypeName(indices->dtype()));

@@ -7,6 +7,7 @@
 // records the values for static operands.
 #include <cmath>
 
+#include "core/SymbolicDim.h"
 #include "frontend/onnx/OnnxOpTable.h"
 #include "frontend/onnx/OnnxTensor.h"
 
@@ -92,7 +93,7 @@ std::vector<ir::Value *> mapShape(ImportContext &ctx, const onnx::NodeProto &nod
   int64_t end = ctx.opset() >= 15 ? clampDim(attrs.getInt("end", rank)) : rank;
   std::vector<int64_t> dims;
   for (int64_t d = start; d < end; ++d)
-    dims.push_back(shape[d]);
+    dims.push_back(requireStaticDim(shape, static_cast<size_t>(d), "Shape (folded at import)"));
   return {ctx.constant(int64Vector(dims))};
 }
 

@@ -14,7 +14,11 @@ Shape broadcastShapes(const Shape &a, const Shape &b) {
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1)
-      fail("shapes {} and {} cannot be broadcast together", shapeToString(a), shapeToString(b));
+      fail("shapes {} and {} cannot be broadcast together{}", shapeToString(a), shapeToString(b),
+           isSymbolicDim(da) || isSymbolicDim(db)
+               ? fmt::format(" (dim {}: {} vs {}; a symbolic dim broadcasts only against an equal dim or 1)", i,
+                             dimToString(da), dimToString(db))
+               : "");
     out[i] = da == 1 ? db : da;
   }
   return out;

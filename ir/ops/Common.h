@@ -8,6 +8,7 @@
 
 #include "core/Error.h"
 #include "core/ShapeMath.h"
+#include "core/SymbolicDim.h"
 #include "ir/Attribute.h"
 #include "ir/Op.h"
 

@@ -44,8 +44,8 @@ MatMulShapes matMulShapes(const TensorType &a, const TensorType &b) {
   s.inner = as.back();
   s.cols = bs.back();
   if (bs[bs.size() - 2] != s.inner)
-    fail("inner dimensions differ: {} has {} columns but {} has {} rows", shapeToString(a.shape), s.inner,
-         shapeToString(b.shape), bs[bs.size() - 2]);
+    fail("inner dimensions differ: {} has {} columns but {} has {} rows", shapeToString(a.shape),
+         dimToString(s.inner), shapeToString(b.shape), dimToString(bs[bs.size() - 2]));
   s.aBatch.assign(as.begin(), as.end() - 2);
   s.bBatch.assign(bs.begin(), bs.end() - 2);
   try {
@@ -167,6 +167,10 @@ ConvGeometry startConvGeometry(const TensorType &x, const TensorType &w, const A
     fail("input must be [N, C, spatial...] with 1 to 3 spatial dims, got {}", shapeToString(x.shape));
   if (w.rank() != x.rank())
     fail("weight {} must have the input's rank {} ({})", shapeToString(w.shape), x.rank(), weightLayout);
+  // Only the batch may be symbolic: channels, spatial dims and the weight fix the geometry.
+  requireStaticShape(w.shape, "the convolution's weight");
+  for (size_t d = 1; d < x.shape.size(); ++d)
+    requireStaticDim(x.shape, d, "the convolution's input");
   ConvGeometry g;
   g.batch = x.shape[0];
   g.inChannels = x.shape[1];
@@ -252,7 +256,7 @@ ConvGeometry convTransposeGeometry(const TensorType &x, const TensorType &w, con
            d, out, in, strides[d], outputPadding[d], span, pads[d], pads[spatialRank + d]);
     return out;
   });
-  numElements(g.outShape); // rejects an output too large to count
+  checkShapeWithinLimit(g.outShape, "shape"); // rejects an output too large to count
   return g;
 }
 

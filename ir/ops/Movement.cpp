@@ -15,7 +15,9 @@ using namespace ops;
 namespace {
 
 // reshape: `shape` with at most one -1 (inferred). A 0 is a zero-size dim, not ONNX's "copy
-// the input dim", so a shape attribute always means the same thing whatever the input.
+// the input dim", so a shape attribute always means the same thing whatever the input. Dims
+// may be symbolic (core/SymbolicDim.h): element counts are then polynomials, equal when their
+// canonical forms are, and the -1 is their exact quotient.
 Shape reshapeTarget(const Shape &input, const std::vector<int64_t> &spec) {
   Shape target = spec;
   int64_t inferredAxis = -1;
@@ -25,26 +27,28 @@ Shape reshapeTarget(const Shape &input, const std::vector<int64_t> &spec) {
         fail("shape {} has more than one -1", shapeToString(spec));
       inferredAxis = static_cast<int64_t>(i);
       target[i] = 1;
-    } else if (spec[i] < 0) {
+    } else if (spec[i] < 0 && !isSymbolicDim(spec[i])) {
       fail("shape {} has a negative dimension {} (only -1, meaning inferred, is allowed)",
            shapeToString(spec), spec[i]);
     }
   }
-  int64_t known = elementCount(target, "shape");
-  int64_t total = numElements(input);
+  checkShapeWithinLimit(target, "shape");
+  int64_t known = dimProduct(target, 0, target.size(), "shape");
+  int64_t total = dimProduct(input, 0, input.size(), "shape");
   if (inferredAxis < 0) {
     if (known != total)
-      fail("cannot reshape {} ({} elements) into {} ({} elements)", shapeToString(input), total,
-           shapeToString(spec), known);
+      fail("cannot reshape {} ({} elements) into {} ({} elements)", shapeToString(input), dimToString(total),
+           shapeToString(spec), dimToString(known));
     return target;
   }
   if (known == 0)
     fail("cannot infer the -1 in shape {}: the other dims hold no elements, so any size would fit",
          shapeToString(spec));
-  if (total % known != 0)
-    fail("cannot reshape {} ({} elements) into {}: {} is not a multiple of {}", shapeToString(input), total,
-         shapeToString(spec), total, known);
-  target[inferredAxis] = total / known;
+  std::optional<int64_t> inferred = dimDivExact(total, known);
+  if (!inferred)
+    fail("cannot reshape {} ({} elements) into {}: {} is not a multiple of {}", shapeToString(input),
+         dimToString(total), shapeToString(spec), dimToString(total), dimToString(known));
+  target[inferredAxis] = *inferred;
   return target;
 }
 
@@ -57,7 +61,7 @@ std::vector<int64_t> resolvePerm(const std::vector<int64_t> &perm, int64_t rank)
 
 // broadcast: numpy broadcast_to; the operand is right-aligned and its size-1 dims stretch.
 void checkBroadcastable(const Shape &input, const Shape &target) {
-  elementCount(target, "shape");
+  checkShapeWithinLimit(target, "shape");
   if (input.size() > target.size())
     fail("cannot broadcast {} to {}: the target has a lower rank", shapeToString(input),
          shapeToString(target));
@@ -65,7 +69,7 @@ void checkBroadcastable(const Shape &input, const Shape &target) {
   for (size_t d = 0; d < input.size(); ++d)
     if (input[d] != 1 && input[d] != target[d + offset])
       fail("cannot broadcast {} to {}: operand dim {} has size {}, the target needs {}", shapeToString(input),
-           shapeToString(target), d, input[d], target[d + offset]);
+           shapeToString(target), d, dimToString(input[d]), dimToString(target[d + offset]));
 }
 
 // squeeze: `axes` empty removes every size-1 dim; named axes must have size 1.
@@ -78,7 +82,7 @@ Shape squeezedShape(const Shape &input, const std::vector<int64_t> &axesAttr) {
   }
   for (int64_t axis : normalizeAxes(axesAttr, rank, "axes")) {
     if (input[axis] != 1)
-      fail("cannot squeeze axis {}: it has size {}, not 1", axis, input[axis]);
+      fail("cannot squeeze axis {}: it has size {}, not 1", axis, dimToString(input[axis]));
     drop[axis] = true;
   }
   Shape out;
@@ -111,7 +115,7 @@ Shape flattenedShape(const Shape &input, int64_t startAttr, int64_t endAttr) {
   if (start > end)
     fail("start {} comes after end {} (rank {})", startAttr, endAttr, rank);
   Shape out(shape.begin(), shape.begin() + start);
-  out.push_back(productOf(shape, static_cast<size_t>(start), static_cast<size_t>(end) + 1));
+  out.push_back(dimProduct(shape, static_cast<size_t>(start), static_cast<size_t>(end) + 1, "flattened dim"));
   out.insert(out.end(), shape.begin() + end + 1, shape.end());
   return out;
 }
@@ -235,9 +239,9 @@ Shape tiledShape(const TensorType &x, const std::vector<int64_t> &repeats) {
   for (size_t d = 0; d < shape.size(); ++d) {
     if (repeats[d] < 0)
       fail("repeats {} has a negative entry {}", shapeToString(repeats), repeats[d]);
-    shape[d] = checkedMul(x.shape[d], repeats[d], "tiled dim");
+    shape[d] = dimMul(x.shape[d], repeats[d], "tiled dim");
   }
-  numElements(shape); // rejects counts that do not fit
+  checkShapeWithinLimit(shape, "shape"); // rejects counts that do not fit
   return shape;
 }
 

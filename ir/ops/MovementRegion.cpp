@@ -85,7 +85,8 @@ std::vector<AxisSlice> resolveSlice(const Shape &shape, const AttrMap &attrs) {
     int64_t step = steps.empty() ? 1 : steps[i];
     if (step == 0)
       fail("step 0 on axis {}: steps must be non-zero", axes[i]);
-    int64_t dim = shape[axes[i]];
+    // Clamping the bounds needs the extent: a symbolic axis is sliced only after binding.
+    int64_t dim = requireStaticDim(shape, static_cast<size_t>(axes[i]), "slice");
     int64_t start = clampSliceBound(starts[i], dim, step);
     int64_t end = clampSliceBound(ends[i], dim, step);
     // Count = ceil(span / |step|); unsigned arithmetic because -INT64_MIN does not fit.
@@ -217,7 +218,7 @@ OpDef defineConcat() {
       if (!matches)
         fail("operand {} has shape {}, which differs from operand 0's {} outside axis {}", k,
              shapeToString(shape), shapeToString(first), axis);
-      out[axis] = checkedAdd(out[axis], shape[axis], fmt::format("the concatenated size of axis {}", axis));
+      out[axis] = dimAdd(out[axis], shape[axis], fmt::format("the concatenated size of axis {}", axis));
     }
     return std::vector<TensorType>{{dtype, out}};
   };

@@ -56,7 +56,9 @@ PoolGeometry poolGeometry(const TensorType &x, const AttrMap &attrs, bool hasDil
   }
   int64_t lifted = kMaxWindowSpatial - spatialRank;
   for (int64_t d = 0; d < spatialRank; ++d) {
-    int64_t in = x.shape[2 + d], padBegin = pads[d], padEnd = pads[spatialRank + d];
+    // The batch and channels may be symbolic; a window's output size needs the extent.
+    int64_t in = requireStaticDim(x.shape, static_cast<size_t>(2 + d), "pooling's input");
+    int64_t padBegin = pads[d], padEnd = pads[spatialRank + d];
     int64_t span = dilatedSpan(kernel[d], dilations[d]);
     int64_t excess = checkedAdd(checkedAdd(in, padBegin, "padded input size"), padEnd, "padded input size") - span;
     if (excess < 0)

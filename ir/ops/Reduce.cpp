@@ -42,7 +42,7 @@ ReducePlan planReduction(const TensorType &in, const AttrMap &attrs) {
   for (size_t d = 0; d < in.shape.size(); ++d) {
     plan.keptShape.push_back(plan.reduced[d] ? 1 : in.shape[d]);
     if (plan.reduced[d])
-      plan.count = checkedMul(plan.count, in.shape[d], "the reduced element count");
+      plan.count = dimMul(plan.count, in.shape[d], "the reduced element count");
     if (!plan.reduced[d] || keepdims)
       plan.outShape.push_back(plan.keptShape.back());
   }
@@ -173,9 +173,9 @@ ArgPlan planArg(OpKind op, const TensorType &in, const AttrMap &attrs) {
   ArgPlan plan;
   for (int64_t d = 0; d < in.rank(); ++d) {
     if (d < axis)
-      plan.outer *= in.shape[d];
+      plan.outer = dimMul(plan.outer, in.shape[d], "the outer extent");
     else if (d > axis)
-      plan.inner *= in.shape[d];
+      plan.inner = dimMul(plan.inner, in.shape[d], "the inner extent");
     if (d != axis || keepdims)
       plan.outShape.push_back(d == axis ? 1 : in.shape[d]);
   }

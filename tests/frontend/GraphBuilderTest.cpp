@@ -165,3 +165,27 @@ TEST(FrontendGraphBuilder, VarsOfAnotherBuilderAreRejected) {
   expectError([&] { concat({x, y}, 0); }, {"concat", "another GraphBuilder"});
   expectError([&] { a.finish({y}); }, {"finish", "another GraphBuilder"});
 }
+
+// Inputs declared with symbolic dims give one graph for every size: the graph API's ops carry
+// the symbols, and the reference evaluator runs it at whatever sizes its inputs have.
+TEST(FrontendGraphBuilder, SymbolicInputDimsServeEverySize) {
+  GraphBuilder gb("mlp");
+  Var x = gb.input("x", DType::F32, {GraphBuilder::dim("N"), 4});
+  Tensor w = randomTensor({DType::F32, {3, 4}}, 1), b = randomTensor({DType::F32, {3}}, 2);
+  Var y = softmax(relu(linear(x, gb.param("w", w), gb.param("b", b))) * 2.0);
+  EXPECT_EQ(y.shape(), (Shape{GraphBuilder::dim("N"), 3}));
+  std::unique_ptr<ir::Graph> graph = gb.finish({y});
+  for (int64_t n : {1, 5}) {
+    GraphBuilder fixed("mlp");
+    Var fx = fixed.input("x", DType::F32, {n, 4});
+    Var fy = softmax(relu(linear(fx, fixed.param("w", w), fixed.param("b", b))) * 2.0);
+    std::unique_ptr<ir::Graph> want = fixed.finish({fy});
+    Tensor input = randomTensor({DType::F32, {n, 4}}, 3);
+    EXPECT_TRUE(ir::evaluate(*graph, {input})[0].identical(ir::evaluate(*want, {input})[0])) << n;
+  }
+  expectError([] { GraphBuilder::dim("2N"); }, {"'2N' cannot name a symbolic dim"});
+  GraphBuilder other("g");
+  Var a = other.input("a", DType::F32, {GraphBuilder::dim("N"), 4});
+  Var c = other.input("c", DType::F32, {GraphBuilder::dim("M"), 4});
+  expectError([&] { (void)(a + c); }, {"add", "dim 0: N vs M"});
+}

@@ -3,6 +3,7 @@ checked in, so the tests need no Python; rerun this (python3 with Debian's pytho
 changing a model here.
 
   conv-relu-pool.onnx  Conv (pads), Relu, MaxPool, Flatten, Gemm: every op supported
+  conv-relu-pool-batch.onnx  the same with a symbolic batch (dim_param "N" on x and y)
   partly-supported.onnx  Relu, an If node and a Pad in 'wrap' mode: one unsupported op type,
                          one supported op type with an unsupported attribute value
   identity-outputs.onnx  Relu and Identity nodes whose outputs are graph outputs: the reported
@@ -25,7 +26,7 @@ def save(graph, name, opset=13):
     onnx.save(model, name)
 
 
-def conv_relu_pool():
+def conv_relu_pool(batch=2, name="conv_relu_pool", path="conv-relu-pool.onnx"):
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((4, 1, 3, 3)).astype(np.float32), "w")
     b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
@@ -37,11 +38,11 @@ def conv_relu_pool():
         helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "fc"], ["y"], name="fc", transB=1),
     ]
-    graph = helper.make_graph(nodes, "conv_relu_pool",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 4, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    graph = helper.make_graph(nodes, name,
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 1, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])],
                               [w, b, fc])
-    save(graph, "conv-relu-pool.onnx")
+    save(graph, path)
 
 
 def partly_supported():
@@ -107,6 +108,7 @@ def lstm_gru():
 
 
 conv_relu_pool()
+conv_relu_pool("N", "conv_relu_pool_batch", "conv-relu-pool-batch.onnx")
 partly_supported()
 identity_outputs()
 lstm_gru()

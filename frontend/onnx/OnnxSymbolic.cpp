@@ -1,0 +1,44 @@
+#include "frontend/onnx/OnnxSymbolic.h"
+
+#include <set>
+#include <string>
+
+#include "core/Error.h"
+#include "core/SymbolicDim.h"
+
+namespace kiln::frontend {
+
+bool mappingHandlesSymbols(std::string_view opType) {
+  // Mappings that copy dims or map one to one onto ops of ir::inferenceHandlesSymbols
+  // (Reshape's 0 copies the symbol, Flatten multiplies with dimMul, Gather checks constant
+  // indices only against a static axis). Shape and Size are absent: their results would be
+  // values of symbols, which kiln does not fold yet.
+  static const std::set<std::string_view> kOps = {
+      "Abs",       "Add",           "AveragePool",  "BatchNormalization", "Cast",       "Concat",
+      "Conv",      "Div",           "Erf",          "Exp",                "Flatten",    "Gather",
+      "Gemm",      "GlobalAveragePool", "GlobalMaxPool", "Identity",       "LayerNormalization",
+      "LeakyRelu", "Log",           "LogSoftmax",   "MatMul",             "MaxPool",    "Mul",
+      "Neg",       "Pow",           "ReduceMax",    "ReduceMean",         "ReduceMin",  "ReduceSum",
+      "Relu",      "Reshape",       "Sigmoid",      "Softmax",            "Sqrt",       "Squeeze",
+      "Sub",       "Tanh",          "Transpose",    "Unsqueeze"};
+  return kOps.count(opType) != 0;
+}
+
+void checkSymbolicOperands(const ImportContext &ctx, const onnx::NodeProto &node) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return; // other domains are refused elsewhere
+  if (mappingHandlesSymbols(node.op_type()))
+    return;
+  for (int i = 0; i < node.input_size(); ++i) {
+    const OnnxValue *value = node.input(i).empty() ? nullptr : ctx.lookup(node.input(i));
+    if (!value) // absent, or undefined: the mapping reports that
+      continue;
+    const TensorType &type = value->type;
+    if (!type.isStatic())
+      fail("{} does not take symbolic dims yet (input {} '{}' is {}); fix the dims (kiln-run --dim, or "
+           "input shapes) to import this model",
+           node.op_type(), i, node.input(i), type.toString());
+  }
+}
+
+} // namespace kiln::frontend

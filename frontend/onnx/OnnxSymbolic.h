@@ -1,0 +1,22 @@
+#pragma once
+// Symbolic dims in ONNX import: a graph input's `dim_param` becomes a kiln symbol
+// (core/SymbolicDim.h) when OnnxImportOptions::keepSymbolicDims asks for it, and only ONNX
+// ops whose mappings were checked to pass symbols through (copying dims, or handing them to
+// kiln ops whose inference handles symbols) may see a symbolic operand. Any other op on a
+// symbolic operand is a kiln::Error naming the op type, so no mapping computes on a
+// symbol's encoding; fixing the dims (--dim, input shapes) imports those models as before.
+#include <string_view>
+
+#include <onnx/onnx_pb.h>
+
+#include "frontend/onnx/OnnxContext.h"
+
+namespace kiln::frontend {
+
+/// Whether the mapping of `opType` (default domain) handles symbolic operand dims.
+bool mappingHandlesSymbols(std::string_view opType);
+
+/// A kiln::Error unless every operand of `node` is static or its mapping handles symbols.
+void checkSymbolicOperands(const ImportContext &ctx, const onnx::NodeProto &node);
+
+} // namespace kiln::frontend

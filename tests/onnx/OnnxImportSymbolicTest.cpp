@@ -1,0 +1,85 @@
+// ONNX dim_params as kiln symbols (OnnxImportOptions::keepSymbolicDims): a model with a dynamic
+// batch imports once, symbolic, and evaluates at any batch exactly like the import fixed to
+// that batch; mappings that cannot take symbols, Shape of a symbolic dim and dim_params that
+// cannot name a symbol are errors naming the node or input.
+#include "core/SymbolicDim.h"
+#include "ir/SymbolicShapes.h"
+#include "tests/onnx/OnnxTestModel.h"
+
+namespace kiln::onnxtest {
+namespace {
+
+frontend::OnnxImportOptions symbolic() {
+  frontend::OnnxImportOptions options;
+  options.keepSymbolicDims = true;
+  return options;
+}
+
+/// x [d0,3,4] -> Reshape [0,-1] -> MatMul W [12,5] -> Add b -> Relu -> Flatten -> y [d0,5].
+ModelBuilder batchModel() {
+  ModelBuilder m(13);
+  m.input("x", DType::F32, {-1, 3, 4});
+  m.constant("shape", Tensor::fromDoubles(DType::I64, {2}, {0, -1}));
+  m.initializer("w", randomTensor({DType::F32, {12, 5}}, 7));
+  m.initializer("b", randomTensor({DType::F32, {5}}, 8));
+  m.node("Reshape", {"x", "shape"}, {"flat"});
+  m.node("MatMul", {"flat", "w"}, {"mm"});
+  m.node("Add", {"mm", "b"}, {"sum"});
+  m.node("Relu", {"sum"}, {"act"});
+  m.node("Flatten", {"act"}, {"y"});
+  m.output("y", DType::F32, {-1, 5});
+  return m;
+}
+
+TEST(OnnxImportSymbolic, ADynamicBatchImportsOnceAndRunsAtEverySize) {
+  std::unique_ptr<ir::Graph> graph = import(batchModel(), symbolic());
+  EXPECT_EQ(graph->inputs()[0]->type().toString(), "f32[d0,3,4]");
+  EXPECT_EQ(graph->outputs()[0]->type().toString(), "f32[d0,5]");
+  EXPECT_EQ(ir::graphSymbols(*graph), std::vector<std::string>{"d0"});
+  for (int64_t batch : {1, 2, 7}) {
+    Tensor x = randomTensor({DType::F32, {batch, 3, 4}}, static_cast<uint64_t>(batch));
+    frontend::OnnxImportOptions fixed;
+    fixed.dimParams["d0"] = batch;
+    std::vector<Tensor> want = run(batchModel(), {x}, fixed);
+    std::vector<Tensor> got = ir::evaluate(*graph, {x});
+    EXPECT_TRUE(got[0].identical(want[0])) << batch;
+    std::unique_ptr<ir::Graph> bound = ir::bindSymbols(*graph, {{"d0", batch}});
+    EXPECT_EQ(bound->outputs()[0]->type().toString(), fmt::format("f32[{},5]", batch));
+  }
+}
+
+TEST(OnnxImportSymbolic, OptionsStillFixDims) {
+  frontend::OnnxImportOptions options = symbolic();
+  options.dimParams["d0"] = 4;
+  EXPECT_EQ(import(batchModel(), options)->inputs()[0]->type().toString(), "f32[4,3,4]");
+  // Without keepSymbolicDims a dim_param still needs a value.
+  expectError([&] { import(batchModel()); }, {"graph input 'x'", "symbolic dim 0 ('d0')"});
+}
+
+TEST(OnnxImportSymbolic, MappingsThatNeedExtentsAreErrors) {
+  ModelBuilder shape(13);
+  shape.input("x", DType::F32, {-1, 3});
+  shape.node("Shape", {"x"}, {"s"});
+  shape.output("s", DType::I64, {2});
+  // Shape's result would be a value of the symbol, which import-time folding cannot hold.
+  expectError([&] { import(shape, symbolic()); }, {"Shape does not take symbolic dims yet", "f32[d0,3]"});
+
+  ModelBuilder pad(13);
+  pad.input("x", DType::F32, {-1, 3});
+  pad.constant("pads", Tensor::fromDoubles(DType::I64, {4}, {0, 1, 0, 1}));
+  pad.node("Pad", {"x", "pads"}, {"y"});
+  pad.output("y", DType::F32, {-1, 5});
+  expectError([&] { import(pad, symbolic()); }, {"Pad does not take symbolic dims yet", "input 0 'x' is f32[d0,3]"});
+}
+
+TEST(OnnxImportSymbolic, ADimParamMustBeAnIdentifier) {
+  ModelBuilder m(13);
+  m.input("x", DType::F32, {-1, 3});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y", DType::F32, {-1, 3});
+  m.model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch size");
+  expectError([&] { import(m, symbolic()); }, {"graph input 'x'", "named 'batch size'"});
+}
+
+} // namespace
+} // namespace kiln::onnxtest
