@@ -99,6 +99,14 @@ ir::Value *requantize(ImportContext &ctx, const onnx::NodeProto &node, ir::Value
 
 } // namespace
 
+// Opset 21's blocked quantisation (a scale per block of `block_size` along the axis) is not
+// expressed; any other attribute value is. `saturate` (opset 19) only concerns float8.
+void checkQuantizeLinear(const onnx::NodeProto &node, int64_t, std::vector<std::string> &problems) {
+  int64_t blockSize = OnnxAttrs(node).getInt("block_size", 0);
+  if (blockSize != 0)
+    problems.push_back(fmt::format("block_size {} (blocked quantization) is not supported", blockSize));
+}
+
 std::vector<ir::Value *> mapDequantizeLinear(ImportContext &ctx, const onnx::NodeProto &node) {
   ir::Value *x = ctx.input(node, 0), *scale = ctx.input(node, 1);
   int64_t axis = OnnxAttrs(node).getInt("axis", 1);

@@ -82,6 +82,15 @@ TEST(OnnxImportInteger, QuantizeLinearNamesABadZeroPoint) {
   expectError([&] { import(m); }, {"QuantizeLinear", "the zero point must be uint8 or int8, got i32"});
 }
 
+TEST(OnnxImportInteger, BlockedQuantizationIsNamedUnsupported) {
+  ModelBuilder m(13);
+  m.input("x", DType::F32, {2, 4});
+  m.initializer("scale", f32({2, 2}, {1, 2, 3, 4}));
+  setInt(m.node("QuantizeLinear", {"x", "scale"}, {"q"}), "block_size", 2);
+  m.output("q", DType::U8, {2, 4});
+  expectError([&] { import(m); }, {"QuantizeLinear", "block_size 2 (blocked quantization) is not supported"});
+}
+
 TEST(OnnxImportInteger, DynamicQuantizeLinearCoversZero) {
   ModelBuilder m(11);
   m.input("x", DType::F32, {4});
