@@ -53,6 +53,8 @@ std::vector<Example> compositeExamples() {
       {"einsum", {f23, {DType::F32, {3, 4}}}, {{"equation", std::string("ij,jk->ik")}}},
       {"sgd_update", {f23, f23, scalar, f23, scalar}, {{"momentum", 0.9}}},
       {"adam_update", {f23, f23, f23, f23, scalar, scalar}, {}},
+      {"quantize_linear", {f23, scalar, {DType::U8, {}}}, {}},
+      {"dequantize_linear", {{DType::U8, {2, 3}}, scalar, {DType::U8, {}}}, {}},
   };
 }
 

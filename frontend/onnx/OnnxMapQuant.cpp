@@ -1,17 +1,19 @@
-// Quantisation ONNX ops, which kiln has no ops for: they are written with casts, arithmetic and
-// the contractions, following the ONNX definitions.
-//   DequantizeLinear      y = (x - zero_point) * scale
-//   QuantizeLinear        y = saturate(round(x / scale) + zero_point), halves to even
-//   DynamicQuantizeLinear the uint8 scale and zero point that cover [min(x, 0), max(x, 0)]
+// Quantisation ONNX ops, following the ONNX definitions (opsets 10-18):
+//   DequantizeLinear      y = (x - zero_point) * scale            kiln's dequantize_linear
+//   QuantizeLinear        y = saturate(round(x / scale) + zero_point), halves to even:
+//                                                                  kiln's quantize_linear
+//   DynamicQuantizeLinear the uint8 scale and zero point that cover [min(x, 0), max(x, 0)],
+//                         then quantize_linear
 //   MatMulInteger, ConvInteger   int32 products of (a - a_zero_point) and (b - b_zero_point)
 //   QLinearMatMul, QLinearConv   those products rescaled by a_scale * b_scale / y_scale and
 //                                quantised to y_zero_point's type
 // Scales and zero points are scalars or, per axis, 1-D along `axis` (DequantizeLinear,
 // QuantizeLinear), per row of A / column of B (MatMulInteger) or per output channel (the
 // convolutions' weights). Integer sums are exact: matmul accumulates integers exactly and
-// ConvInteger's conv runs in f64, where sums of 8-bit products are exact.
+// ConvInteger's conv runs in f64, where sums of 8-bit products are exact. The QLinear ops
+// rescale the exact sum in f64 (the f32 factor widened, as numpy multiplies int32 by float32),
+// so a sum above 2^24 is not rounded before it is scaled.
 #include <algorithm>
-#include <limits>
 
 #include "frontend/onnx/OnnxWindow.h"
 
@@ -26,10 +28,13 @@ ir::Value *castTo(ImportContext &ctx, ir::Value *v, DType dtype) {
 }
 
 /// A scale or zero point shaped to broadcast against a rank-`rank` value: a 1-D tensor of
-/// more than one element lines up with dim `axis`, anything else broadcasts as it is.
+/// more than one element lines up with dim `axis`, one of one element is a scalar, anything
+/// else broadcasts as it is.
 ir::Value *alongAxis(ImportContext &ctx, ir::Value *v, int64_t rank, int64_t axis) {
-  if (v->rank() != 1 || v->shape()[0] == 1)
+  if (v->rank() != 1)
     return v;
+  if (v->shape()[0] == 1)
+    return reshapeTo(ctx, v, {});
   Shape shape(static_cast<size_t>(rank), 1);
   shape[static_cast<size_t>(normalizeAxis(axis, rank, "axis"))] = v->shape()[0];
   return reshapeTo(ctx, v, shape);
@@ -45,14 +50,13 @@ ir::Value *centered(ImportContext &ctx, const onnx::NodeProto &node, ir::Value *
   return ctx.op(OpKind::Sub, {result, zero});
 }
 
-/// saturate(round(value) + zeroPoint) as `dtype`; value and zeroPoint are floats.
-ir::Value *saturateRound(ImportContext &ctx, ir::Value *value, ir::Value *zeroPoint, DType dtype) {
-  ir::Value *y = ctx.op(OpKind::Round, {value});
-  if (zeroPoint)
-    y = ctx.op(OpKind::Add, {y, zeroPoint});
-  double lo = dtype == DType::U8 ? 0 : dtype == DType::I8 ? -128 : std::numeric_limits<int32_t>::min();
-  double hi = dtype == DType::U8 ? 255 : dtype == DType::I8 ? 127 : std::numeric_limits<int32_t>::max();
-  return castTo(ctx, ctx.op(OpKind::Clip, {y}, {{"min", lo}, {"max", hi}}), dtype);
+/// Input `input` of `node`, a zero point, lined up with `axis` of a rank-`rank` value; a
+/// `dtype` zero when the node has none.
+ir::Value *zeroPointOrZero(ImportContext &ctx, const onnx::NodeProto &node, int input, DType dtype, int64_t rank,
+                           int64_t axis) {
+  if (!ctx.hasInput(node, input))
+    return ctx.constant(Tensor::scalar(dtype, 0));
+  return alongAxis(ctx, ctx.input(node, input), rank, axis);
 }
 
 /// The output type of a quantising op: its zero point's, uint8 without one.
@@ -78,33 +82,47 @@ ir::Value *integerConv(ImportContext &ctx, const onnx::NodeProto &node, ir::Valu
                  {"groups", OnnxAttrs(node).getInt("group", 1)}});
 }
 
-/// a_scale * b_scale / y_scale as f32, lined up with `axis` of a rank-`rank` result.
-ir::Value *requantizeFactor(ImportContext &ctx, const onnx::NodeProto &node, int aScale, int bScale, int yScale,
-                            int64_t rank, int64_t axis) {
+/// saturate(round(acc * (a_scale * b_scale / y_scale)) + y_zero_point), in y_zero_point's type
+/// (uint8 without one): the factor in f32 as ONNX's scales are, the product with `acc` (an exact
+/// integer sum in i32 or f64) in f64; the scales and the zero point line up with `axis`.
+ir::Value *requantize(ImportContext &ctx, const onnx::NodeProto &node, ir::Value *acc, int aScale, int bScale,
+                      int yScale, int64_t axis) {
+  constexpr int kYZeroPoint = 7; // QLinearMatMul's and QLinearConv's
+  int64_t rank = acc->rank();
   ir::Value *product = ctx.op(OpKind::Mul, {ctx.input(node, aScale), ctx.input(node, bScale)});
-  return alongAxis(ctx, ctx.op(OpKind::Div, {product, ctx.input(node, yScale)}), rank, axis);
+  ir::Value *factor = alongAxis(ctx, ctx.op(OpKind::Div, {product, ctx.input(node, yScale)}), rank, axis);
+  ir::Value *value = ctx.op(OpKind::Mul, {castTo(ctx, acc, DType::F64), castTo(ctx, factor, DType::F64)});
+  DType dtype = quantizedType(ctx, node, kYZeroPoint);
+  ir::Value *zeroPoint = zeroPointOrZero(ctx, node, kYZeroPoint, dtype, rank, axis);
+  return ctx.op(OpKind::QuantizeLinear, {value, ctx.scalarLike(value, 1), zeroPoint});
 }
 
 } // namespace
 
+// Opset 21's blocked quantisation (a scale per block of `block_size` along the axis) is not
+// expressed; any other attribute value is. `saturate` (opset 19) only concerns float8.
+void checkQuantizeLinear(const onnx::NodeProto &node, int64_t, std::vector<std::string> &problems) {
+  int64_t blockSize = OnnxAttrs(node).getInt("block_size", 0);
+  if (blockSize != 0)
+    problems.push_back(fmt::format("block_size {} (blocked quantization) is not supported", blockSize));
+}
+
 std::vector<ir::Value *> mapDequantizeLinear(ImportContext &ctx, const onnx::NodeProto &node) {
   ir::Value *x = ctx.input(node, 0), *scale = ctx.input(node, 1);
   int64_t axis = OnnxAttrs(node).getInt("axis", 1);
-  ir::Value *shifted = centered(ctx, node, x, 2, scale->dtype(), axis);
-  return {ctx.op(OpKind::Mul, {shifted, alongAxis(ctx, scale, x->rank(), axis)})};
+  ir::Value *zeroPoint = zeroPointOrZero(ctx, node, 2, x->dtype(), x->rank(), axis);
+  return {ctx.op(OpKind::DequantizeLinear, {x, alongAxis(ctx, scale, x->rank(), axis), zeroPoint})};
 }
 
 std::vector<ir::Value *> mapQuantizeLinear(ImportContext &ctx, const onnx::NodeProto &node) {
   ir::Value *x = ctx.input(node, 0), *scale = ctx.input(node, 1);
   int64_t axis = OnnxAttrs(node).getInt("axis", 1);
-  DType dtype = quantizedType(ctx, node, 2);
-  ir::Value *value = ctx.op(OpKind::Div, {castTo(ctx, x, scale->dtype()), alongAxis(ctx, scale, x->rank(), axis)});
-  ir::Value *zero = ctx.hasInput(node, 2)
-                        ? alongAxis(ctx, castTo(ctx, ctx.input(node, 2), scale->dtype()), x->rank(), axis)
-                        : nullptr;
-  return {saturateRound(ctx, value, zero, dtype)};
+  ir::Value *zeroPoint = zeroPointOrZero(ctx, node, 2, quantizedType(ctx, node, 2), x->rank(), axis);
+  return {ctx.op(OpKind::QuantizeLinear, {x, alongAxis(ctx, scale, x->rank(), axis), zeroPoint})};
 }
 
+// The zero point saturate(round(0 - min / scale)) is quantize_linear(-min, scale, 0): negation
+// is exact, so -min / scale is -(min / scale) to the bit.
 std::vector<ir::Value *> mapDynamicQuantizeLinear(ImportContext &ctx, const onnx::NodeProto &node) {
   ir::Value *x = ctx.input(node, 0);
   ir::AttrMap all{{"axes", std::vector<int64_t>{}}, {"keepdims", int64_t{0}}};
@@ -112,10 +130,9 @@ std::vector<ir::Value *> mapDynamicQuantizeLinear(ImportContext &ctx, const onnx
   ir::Value *lo = ctx.op(OpKind::Min, {ctx.op(OpKind::ReduceMin, {x}, all), zero});
   ir::Value *hi = ctx.op(OpKind::Max, {ctx.op(OpKind::ReduceMax, {x}, all), zero});
   ir::Value *scale = ctx.op(OpKind::Div, {ctx.op(OpKind::Sub, {hi, lo}), ctx.scalarLike(x, 255)});
-  ir::Value *zeroPoint =
-      saturateRound(ctx, ctx.op(OpKind::Neg, {ctx.op(OpKind::Div, {lo, scale})}), nullptr, DType::U8);
-  ir::Value *y = saturateRound(ctx, ctx.op(OpKind::Div, {x, scale}), castTo(ctx, zeroPoint, x->dtype()), DType::U8);
-  return {y, scale, zeroPoint};
+  ir::Value *u8Zero = ctx.constant(Tensor::scalar(DType::U8, 0));
+  ir::Value *zeroPoint = ctx.op(OpKind::QuantizeLinear, {ctx.op(OpKind::Neg, {lo}), scale, u8Zero});
+  return {ctx.op(OpKind::QuantizeLinear, {x, scale, zeroPoint}), scale, zeroPoint};
 }
 
 std::vector<ir::Value *> mapMatMulInteger(ImportContext &ctx, const onnx::NodeProto &node) {
@@ -134,20 +151,15 @@ std::vector<ir::Value *> mapQLinearMatMul(ImportContext &ctx, const onnx::NodePr
   ir::Value *a = ctx.input(node, 0), *b = ctx.input(node, 3);
   ir::Value *ca = centered(ctx, node, a, 2, DType::I32, std::max<int64_t>(a->rank() - 2, 0));
   ir::Value *cb = centered(ctx, node, b, 5, DType::I32, b->rank() - 1);
-  ir::Value *acc = castTo(ctx, ctx.op(OpKind::MatMul, {ca, cb}), DType::F32);
-  ir::Value *factor = requantizeFactor(ctx, node, 1, 4, 6, acc->rank(), acc->rank() - 1);
-  DType dtype = quantizedType(ctx, node, 7);
-  return {saturateRound(ctx, ctx.op(OpKind::Mul, {acc, factor}), castTo(ctx, ctx.input(node, 7), DType::F32), dtype)};
+  ir::Value *acc = ctx.op(OpKind::MatMul, {ca, cb});
+  return {requantize(ctx, node, acc, 1, 4, 6, acc->rank() - 1)};
 }
 
 std::vector<ir::Value *> mapQLinearConv(ImportContext &ctx, const onnx::NodeProto &node) {
   ir::Value *acc = integerConv(ctx, node, ctx.input(node, 0), ctx.input(node, 3), 2, 5);
   if (ctx.hasInput(node, 8))
     acc = ctx.op(OpKind::Add, {acc, perChannel(ctx, castTo(ctx, ctx.input(node, 8), DType::F64), acc->rank())});
-  acc = castTo(ctx, acc, DType::F32);
-  ir::Value *factor = requantizeFactor(ctx, node, 1, 4, 6, acc->rank(), 1);
-  DType dtype = quantizedType(ctx, node, 7);
-  return {saturateRound(ctx, ctx.op(OpKind::Mul, {acc, factor}), castTo(ctx, ctx.input(node, 7), DType::F32), dtype)};
+  return {requantize(ctx, node, acc, 1, 4, 6, 1)};
 }
 
 } // namespace kiln::frontend

@@ -40,6 +40,7 @@ void checkConv(const onnx::NodeProto &node, int64_t opset, std::vector<std::stri
 void checkDepthToSpace(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems);
 void checkPad(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems);
 void checkPool(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems);
+void checkQuantizeLinear(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems);
 void checkResize(const onnx::NodeProto &node, int64_t opset, std::vector<std::string> &problems);
 
 // ---- helpers shared by the family files ----

@@ -146,6 +146,8 @@ std::vector<OpCase> explicitCases() {
       {"adam_update", {f32({4}), f32({4}), f32({4}), f32({4}), f32({}), f32({})},
        {{"beta1", 0.8}, {"decoupled", int64_t{1}}, {"weight_decay", 0.01}}},
       {"neg", {{DType::I8, {4}}}, {}}, // a second, integer case
+      {"quantize_linear", {f23, f32({1, 3}), {DType::U8, {}}}, {}},
+      {"dequantize_linear", {{DType::I8, {2, 3}}, f32({}), {DType::I8, {2, 1}}}, {}},
   };
 }
 

@@ -1,6 +1,7 @@
 // ONNX import of the quantisation and integer ops (DequantizeLinear, QuantizeLinear,
 // DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv, BitShift),
-// which kiln writes with casts and arithmetic: values against the ONNX formulas computed here.
+// which kiln writes with quantize_linear, dequantize_linear, casts and arithmetic: values against
+// the ONNX formulas computed here.
 #include <cmath>
 
 #include "OnnxTestModel.h"
@@ -52,6 +53,42 @@ TEST(OnnxImportInteger, QuantizeLinearRoundsHalvesToEvenAndSaturates) {
       want.push_back(dtype == DType::U8 ? quantize(v / 0.5, 10, 0, 255) : quantize(v / 0.5, -10, -128, 127));
     expectClose(y, want); // 2.5 -> 2 and 3.5 -> 4: halves go to even
   }
+}
+
+// Opset 10: no axis, and without a zero point the result is uint8 (zero point 0); a scale of
+// shape [1] is per tensor, even for a scalar x.
+TEST(OnnxImportInteger, QuantizeLinearWithoutZeroPointIsUint8) {
+  ModelBuilder m(10);
+  m.input("x", DType::F32, {});
+  m.initializer("scale", f32({1}, {2}));
+  m.node("QuantizeLinear", {"x", "scale"}, {"q"});
+  m.node("DequantizeLinear", {"q", "scale"}, {"y"});
+  m.output("q", DType::U8, {});
+  m.output("y", DType::F32, {});
+  EXPECT_EQ(countOps(*import(m), ir::OpKind::QuantizeLinear), 1);
+  auto out = run(m, {f32({}, {5})});
+  EXPECT_EQ(out[0].dtype(), DType::U8);
+  expectClose(out[0], {2}); // 2.5 -> 2
+  expectClose(out[1], {4});
+}
+
+TEST(OnnxImportInteger, QuantizeLinearNamesABadZeroPoint) {
+  ModelBuilder m(13);
+  m.input("x", DType::F32, {2});
+  m.initializer("scale", f32({}, {2}));
+  m.initializer("zero", Tensor::fromDoubles(DType::I32, {}, {0}));
+  m.node("QuantizeLinear", {"x", "scale", "zero"}, {"q"});
+  m.output("q", DType::I32, {2});
+  expectError([&] { import(m); }, {"QuantizeLinear", "the zero point must be uint8 or int8, got i32"});
+}
+
+TEST(OnnxImportInteger, BlockedQuantizationIsNamedUnsupported) {
+  ModelBuilder m(13);
+  m.input("x", DType::F32, {2, 4});
+  m.initializer("scale", f32({2, 2}, {1, 2, 3, 4}));
+  setInt(m.node("QuantizeLinear", {"x", "scale"}, {"q"}), "block_size", 2);
+  m.output("q", DType::U8, {2, 4});
+  expectError([&] { import(m); }, {"QuantizeLinear", "block_size 2 (blocked quantization) is not supported"});
 }
 
 TEST(OnnxImportInteger, DynamicQuantizeLinearCoversZero) {
