@@ -23,6 +23,7 @@
 #include "frontend/models/ResNet.h"
 #include "runtime/Npy.h"
 #include "runtime/SafeTensors.h"
+#include "tests/LossFile.h"
 
 using namespace kiln;
 
@@ -30,18 +31,7 @@ namespace {
 
 constexpr double kRelTolerance = 1e-3;
 
-std::vector<double> readLosses(const std::string &path) {
-  std::ifstream file(path);
-  if (!file)
-    fail("cannot open the loss file '{}'", path);
-  std::vector<double> losses;
-  double loss = 0;
-  while (file >> loss)
-    losses.push_back(loss);
-  if (!file.eof() || losses.empty())
-    fail("'{}' must hold one loss per line", path);
-  return losses;
-}
+using kiln::test::readLosses;
 
 /// torchvision's state_dict names are kiln's (frontend/models/ResNet.h registers its modules under the
 /// same names, in the same order), so the mapping is the identity; it is checked, not assumed:

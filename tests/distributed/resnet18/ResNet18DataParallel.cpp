@@ -29,6 +29,7 @@
 #include "frontend/models/ResNet.h"
 #include "runtime/SafeTensors.h"
 #include "runtime/Trainer.h"
+#include "tests/LossFile.h"
 
 using namespace kiln;
 
@@ -37,18 +38,7 @@ namespace {
 constexpr double kRelTolerance = 1e-4;
 constexpr int64_t kBatch = 8, kClasses = 10, kSize = 64;
 
-std::vector<double> readLosses(const std::string &path) {
-  std::ifstream file(path);
-  if (!file)
-    fail("cannot open the loss file '{}'", path);
-  std::vector<double> losses;
-  double loss = 0;
-  while (file >> loss)
-    losses.push_back(loss);
-  if (!file.eof() || losses.empty())
-    fail("'{}' must hold one loss per line", path);
-  return losses;
-}
+using kiln::test::readLosses;
 
 struct Model {
   std::unique_ptr<ir::Graph> graph;
