@@ -21,6 +21,7 @@
 #include <pybind11/stl.h>
 
 #include "codegen/CompileTraining.h"
+#include "distributed/DataParallel.h"
 #include "python/GraphValue.h"
 #include "python/NumpyArrays.h"
 #include "python/Session.h"
@@ -225,7 +226,7 @@ py::dict epochDict(const runtime::EpochReport &r) {
 py::list train(const StepRef &self, const py::dict &data, int64_t epochs, bool shuffle, uint64_t seed,
                int64_t accumulate, bool dropLast, const std::string &schedule, int64_t saveEvery,
                const py::object &savePath, int64_t stopAfter, const py::object &validation,
-               const py::object &onProgress, const py::object &onEpoch) {
+               const py::object &onProgress, const py::object &onEpoch, distributed::DataParallelGroup *group) {
   runtime::TrainerOptions options;
   options.epochs = epochs;
   options.shuffle = shuffle;
@@ -264,6 +265,12 @@ py::list train(const StepRef &self, const py::dict &data, int64_t epochs, bool s
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(self->mutex);
+    // Data parallel, as kiln-run --data-parallel: rank 0's state everywhere, then the hooks that
+    // sum the gradients over the ranks as the backward pass finalises them.
+    if (group != nullptr) {
+      group->broadcastFromRank0(*self->step);
+      group->attach(*self->step, options, hooks);
+    }
     runtime::Trainer trainer(*self->step, std::move(trainData), options, hooks);
     if (validationData) {
       if (!self->evaluate)
@@ -288,7 +295,25 @@ void bindTraining(py::module_ &m) {
   m.def("_train", &train, "step"_a, "data"_a, py::kw_only(), "epochs"_a = 1, "shuffle"_a = false, "seed"_a = 0,
         "accumulate"_a = 1, "drop_last"_a = false, "lr_schedule"_a = "constant", "save_every"_a = 0,
         "save_path"_a = py::none(), "stop_after"_a = 0, "validation"_a = py::none(), "on_progress"_a = py::none(),
-        "on_epoch"_a = py::none());
+        "on_epoch"_a = py::none(), "data_parallel"_a = nullptr);
+
+  py::class_<distributed::DataParallelGroup>(m, "DataParallel", R"(The processes mpirun started, training one
+model data parallel (kiln.train(..., data_parallel=group)): MPI is initialised when the group is
+made (one per process) and finalised when it goes. Each rank trains a split step
+(compile_training_step(..., split=True)) on its share of every update; the gradients are summed
+over the ranks in buckets that overlap the backward pass, and every rank applies the same update.
+BatchNorm uses each rank's own batch statistics, as PyTorch's DistributedDataParallel does.
+kiln.Error in a kiln built without MPI.)")
+      .def(py::init([](double timeout, bool checkIdentical) {
+             distributed::DataParallelOptions options;
+             options.timeoutSeconds = timeout;
+             options.checkEveryUpdate = checkIdentical;
+             return std::make_unique<distributed::DataParallelGroup>(options);
+           }),
+           py::kw_only(), "timeout"_a = 300.0, "check_identical"_a = false)
+      .def_property_readonly("rank", &distributed::DataParallelGroup::rank)
+      .def_property_readonly("size", &distributed::DataParallelGroup::size)
+      .def_property_readonly("identical_checks", &distributed::DataParallelGroup::identicalChecks);
 
   py::class_<PyTrainingStep, StepRef>(m, "TrainingStep", R"(A compiled training step: forward, loss, backward and
 optimizer update, on parameters and optimizer state it owns and updates in place.

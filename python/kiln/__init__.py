@@ -21,7 +21,21 @@ kiln.torch (imported on its own: it needs torch) compiles and trains torch.nn.Mo
 The compiled extension kiln._kiln holds the classes and functions; this package re-exports
 them: the ops (kiln/ops.py) as kiln.<op> and kiln.ops.<op>, the modules as kiln.nn.
 """
-from kiln._kiln import Error, Session, TensorInfo, TrainingStep, import_onnx, load
+import ctypes as _ctypes
+import ctypes.util as _ctypes_util
+
+# Open MPI loads its components with dlopen, and they need libmpi's symbols visible globally:
+# loaded as a dependency of this extension (Python opens extensions RTLD_LOCAL), libmpi's are
+# not, and MPI_Init fails to open its components. Loading libmpi first, RTLD_GLOBAL, avoids
+# that; a kiln built without MPI (or a machine without libmpi) needs nothing.
+_libmpi = _ctypes_util.find_library("mpi")
+if _libmpi:
+    try:
+        _ctypes.CDLL(_libmpi, mode=_ctypes.RTLD_GLOBAL)
+    except OSError:
+        pass
+
+from kiln._kiln import DataParallel, Error, Session, TensorInfo, TrainingStep, import_onnx, load  # noqa: E402
 from kiln._kiln import nn
 from kiln import ops, optim
 from kiln.graph import Graph, GraphBuilder, Value, compile, evaluate, parse
@@ -33,5 +47,5 @@ for _exported in (Error, Session, TensorInfo, TrainingStep, Graph, GraphBuilder,
     _exported.__module__ = "kiln"
 del _exported
 
-__all__ = ["Error", "Session", "TensorInfo", "TrainingStep", "import_onnx", "load", "nn", "ops", "optim", "Graph",
+__all__ = ["DataParallel", "Error", "Session", "TensorInfo", "TrainingStep", "import_onnx", "load", "nn", "ops", "optim", "Graph",
            "GraphBuilder", "Value", "compile", "evaluate", "parse", "compile_training_step", "train"] + ops.__all__

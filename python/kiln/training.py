@@ -49,7 +49,7 @@ def compile_training_step(graph, loss="mean", optimizer=None, *, output=None, ta
 
 
 def train(step, data, *, epochs=1, shuffle=False, seed=0, validation=None, lr_schedule="constant", accumulate=1,
-          drop_last=False, save_every=0, save_path=None, stop_after=0, progress=True):
+          drop_last=False, save_every=0, save_path=None, stop_after=0, progress=True, data_parallel=None):
     """Trains `step` for `epochs` over `data` ({input name: array}, the target too; the first
     dim of every array is the sample dim; numpy arrays, copied once, or paths of .npy files,
     memory-mapped) and returns one dict per epoch: epoch, loss (the epoch's mean training loss),
@@ -62,15 +62,21 @@ def train(step, data, *, epochs=1, shuffle=False, seed=0, validation=None, lr_sc
     save_every/save_path: a checkpoint every K updates and at the end; a step loaded from one
     (step.load) continues the run exactly. stop_after: stop after that many updates.
     progress: a progress bar (tqdm when importable) and one line per epoch.
+    data_parallel: a kiln.DataParallel group (the script run under mpirun, the step split):
+    every rank trains on its share of each update, the data being the whole dataset on every
+    rank; rank 0 alone shows progress.
     """
     if not isinstance(step, _kiln.TrainingStep):
         raise TypeError(f"kiln.train takes a kiln.TrainingStep, got {type(step).__name__}")
-    bar = make_bar() if progress else None
+    if data_parallel is not None and not isinstance(data_parallel, _kiln.DataParallel):
+        raise TypeError(f"kiln.train: data_parallel takes a kiln.DataParallel, got {type(data_parallel).__name__}")
+    bar = make_bar() if progress and (data_parallel is None or data_parallel.rank == 0) else None
     return _kiln._train(step, dict(data), epochs=epochs, shuffle=shuffle, seed=seed, accumulate=accumulate,
                         drop_last=drop_last, lr_schedule=lr_schedule, save_every=save_every, save_path=save_path,
                         stop_after=stop_after, validation=None if validation is None else dict(validation),
                         on_progress=bar.update if bar else None,
-                        on_epoch=(lambda report: bar.end_epoch(epoch_line(report, epochs))) if bar else None)
+                        on_epoch=(lambda report: bar.end_epoch(epoch_line(report, epochs))) if bar else None,
+                        data_parallel=data_parallel)
 
 
 __all__ = ["compile_training_step", "train"]
