@@ -10,7 +10,7 @@ bool mpiAvailable() { return false; }
 struct DataParallelGroup::Impl {};
 
 DataParallelGroup::DataParallelGroup(DataParallelOptions options) : options_(options) {
-  fail("--data-parallel is unavailable: this kiln was built without MPI (install libopenmpi-dev and configure with "
+  fail("data-parallel training is unavailable: this kiln was built without MPI (install libopenmpi-dev and configure with "
        "-DKILN_MPI=ON)");
 }
 
