@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kiln
+from blobs import classifier_data, classifier_step
 
 SEEDS = os.environ.get("KILN_SEEDS")
 torch = pytest.importorskip("torch")
@@ -173,23 +174,6 @@ def test_training_step_errors():
     with pytest.raises(ValueError, match="lr"):
         kiln.optim.SGD(-1)
     assert step.step_count == 0  # nothing ran
-
-
-def classifier_data(samples, seed):
-    """Four Gaussian blobs in 8 dimensions: separable, so a linear model learns them."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 4, samples).astype(np.int64)
-    centers = np.eye(4, 8, dtype=np.float32) * 4
-    return {"x": (centers[labels] + rng.standard_normal((samples, 8))).astype(np.float32), "target": labels}
-
-
-def classifier_step(batch=16, **options):
-    kiln.nn.manual_seed(0)
-    g = kiln.GraphBuilder("blobs")
-    model = kiln.nn.Sequential(kiln.nn.Linear(8, 16), kiln.nn.ReLU(), kiln.nn.Linear(16, 4))
-    graph = g.finish({"logits": model(g.input("x", "f32", [batch, 8]))})
-    return kiln.compile_training_step(graph, "cross_entropy", kiln.optim.SGD(0.1, momentum=0.9), threads=2,
-                                      **options)
 
 
 def test_train_loop_reports_epochs_and_learns(capsys):
