@@ -579,13 +579,6 @@ std::map<std::string, Tensor> Executable::run(const std::map<std::string, Tensor
   return named;
 }
 
-void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
-  impl();
-  checkTensors("input", impl_->inputs, inputs);
-  checkTensors("output", impl_->outputs, outputs);
-  impl_->execute(inputs, outputs);
-}
-
 void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
                          const std::function<void(int64_t)> &afterLaunch) const {
   impl();

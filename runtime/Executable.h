@@ -107,13 +107,13 @@ public:
   /// share storage with a weight only when the model was built for it (a training step writing
   /// new parameters in place, runtime/TrainingStep.h: codegen::checkInPlaceUpdates checks the
   /// launch order that makes it sound).
-  void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const;
-  /// The same, calling `afterLaunch(l)` on the calling thread after launch l has finished (its
-  /// work on every thread done) and before launch l + 1 starts: a caller may then use outputs
-  /// that are final (lastLaunchOfOutput) while the rest of the model runs, or progress work of
-  /// its own between kernels. In a profiled run its time is outside the launches' events.
+  ///
+  /// A non-empty `afterLaunch(l)` is called on the calling thread after launch l has finished
+  /// (its work on every thread done) and before launch l + 1 starts: a caller may then use
+  /// outputs that are final (lastLaunchOfOutput) while the rest of the model runs, or progress
+  /// work of its own between kernels. In a profiled run its time is outside the launches' events.
   void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
-               const std::function<void(int64_t launch)> &afterLaunch) const;
+               const std::function<void(int64_t launch)> &afterLaunch = {}) const;
   /// The last launch whose buffers include output `output`: once it has run, that output holds
   /// its final value, since no later launch reads or writes it. -1 when no launch touches it.
   /// kiln::Error for an output the model does not have.

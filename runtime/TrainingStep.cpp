@@ -55,10 +55,8 @@ struct StepPart {
     for (size_t i = 0; i < outputs.size(); ++i)
       if (!outputs[i].defined())
         outputs[i] = Tensor(specs[i].type);
-    if (executable && afterLaunch)
+    if (executable)
       executable->runInto(inputs, outputs, afterLaunch);
-    else if (executable)
-      executable->runInto(inputs, outputs);
     else
       interpreter->runInto(inputs, params, outputs);
   }
