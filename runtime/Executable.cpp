@@ -261,6 +261,16 @@ void Executable::Impl::packWeights() {
              tile, tile, packing.k, packing.n, spec.name, spec.type.toString());
       packed = Tensor(DType::F32, {kernels::winogradWeightFloats(packing.k, packing.n, tile)});
       kernels::packWinogradWeights(plain, packing.k, packing.n, tile, static_cast<float *>(packed.data()));
+    } else if (packing.kind == KILN_PACK_CONV_TAP_MAJOR) {
+      // The weight must be exactly the k x n x r x s one-group convolution weight.
+      const Shape expected{packing.k, packing.n, packing.stride_k, packing.stride_n};
+      if (spec.type.dtype != DType::F32 || packing.k <= 0 || packing.n <= 0 || packing.stride_k <= 0 ||
+          packing.stride_n <= 0 || spec.type.shape != expected)
+        fail("{}: weight packing {} (tap-major convolution weights, {} x {} x {} x {}) does not fit weight '{}' ({})",
+             what, p, packing.k, packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
+      packed = Tensor(spec.type);
+      kernels::packConvTapMajor(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
+                                static_cast<float *>(packed.data()));
     } else if (packing.kind == KILN_PACK_RECURRENT_GATES) {
       // The weight must be exactly the k directions x (gates * n) x n recurrent weights (its
       // dims are within kiln's limit, so gates * n is compared without overflow).

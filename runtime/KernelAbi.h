@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 7
+#define KILN_ABI_VERSION 8
 
 typedef struct kiln_rt kiln_rt;
 
@@ -73,7 +73,12 @@ enum kiln_conv_weights_layout {
   /// on every call.
   KILN_CONV_WEIGHTS_WINOGRAD_F2 = 1,
   /// The same for Winograd F(4x4, 3x3).
-  KILN_CONV_WEIGHTS_WINOGRAD_F4 = 2
+  KILN_CONV_WEIGHTS_WINOGRAD_F4 = 2,
+  /// Tap-major w[r][s][k][c]: each tap's K x C matrix contiguous, as the sparse-tap path
+  /// (convolutions most of whose taps read padding, kiln::runtime::kernels::convSparseTaps)
+  /// multiplies them; transformed so at load for one-group convolutions that only one kernel
+  /// reads.
+  KILN_CONV_WEIGHTS_TAP_MAJOR = 3
 };
 
 /// 2-D convolution, NCHW input x[n][c][h][w], weights w[k][c/groups][r][s], output
@@ -246,7 +251,10 @@ enum kiln_weight_packing_kind {
   KILN_PACK_CONV_WINOGRAD_F4 = 2,
   /// A recurrence's KILN_RECURRENCE_R_GATE_BLOCKS, from plain r[k][g*n + j][i]: k directions,
   /// hidden size n, stride_k the gates per direction (1, 3 or 4); stride_n is unused.
-  KILN_PACK_RECURRENT_GATES = 3
+  KILN_PACK_RECURRENT_GATES = 3,
+  /// conv2d's KILN_CONV_WEIGHTS_TAP_MAJOR, from plain one-group weights w[k][n][r][s]:
+  /// stride_k = r, stride_n = s (the kernel's height and width).
+  KILN_PACK_CONV_TAP_MAJOR = 4
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

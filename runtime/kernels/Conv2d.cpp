@@ -9,7 +9,8 @@
 // input as the B matrix itself; one input channel per group goes to the direct depthwise loop;
 // 3x3 stride-1 convolutions with enough channels and pixels go to Winograd (F(2x2, 3x3) or
 // F(4x4, 3x3)); few output channels over enough taps go to direct tiles of output pixels
-// (Conv2dDirect.cpp).
+// (Conv2dDirect.cpp); convolutions most of whose taps read padding go tap by tap over the
+// outputs each reaches (Conv2dSparseTaps.cpp).
 #include <algorithm>
 
 #include "runtime/kernels/Conv2dCommon.h"
@@ -33,10 +34,17 @@ bool validConv(const kiln_conv2d_args &a) {
   if (a.stride_h < 1 || a.stride_w < 1 || a.dilation_h < 1 || a.dilation_w < 1 || a.pad_top < 0 ||
       a.pad_left < 0 || a.groups < 1 || a.c % a.groups != 0 || a.k % a.groups != 0)
     return false;
-  // Winograd's transformed weights exist only for the convolutions Winograd computes.
-  if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
-      (a.exact || !winogradTileOfLayout(a.weights_layout) || !winogradShape(a)))
+  // Winograd's transformed weights exist only for the convolutions Winograd computes, and
+  // tap-major ones for those the sparse-tap path computes.
+  if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) {
+    kiln_conv2d_args plain = a;
+    plain.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
+    if (!sparseTapConvShape(plain))
+      return false;
+  } else if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
+             (a.exact || !winogradTileOfLayout(a.weights_layout) || !winogradShape(a))) {
     return false;
+  }
   // Only the pointwise path (a GEMM whose first K block may add to C) accumulates into y.
   if (a.accumulate && !pointwiseConv(a))
     return false;
@@ -302,6 +310,14 @@ private:
 
 bool convCanAccumulate(const kiln_conv2d_args &args) { return detail::pointwiseConv(args); }
 
+bool convSparseTaps(const kiln_conv2d_args &args) {
+  // conv2d's choice with plain weights: the paths it tries first must all decline.
+  kiln_conv2d_args a = args;
+  a.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
+  return detail::sparseTapConvShape(a) && !detail::pointwiseConv(a) && !detail::phasePlaneDepthwise(a) &&
+         (a.exact || detail::winogradTile(a, false) == 0);
+}
+
 void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   if (!args || !detail::validConv(*args) || args->n == 0 || args->k == 0 || args->oh == 0 || args->ow == 0)
     return;
@@ -309,6 +325,10 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   const int64_t groupChannels = a.c / a.groups, groupOutputs = a.k / a.groups;
   if (detail::pointwiseConv(a)) {
     detail::runProducts(rt, ConvProducts(a, PaddedInput{}, true));
+    return;
+  }
+  if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) { // chosen by convSparseTaps
+    detail::sparseTapConv(rt, a);
     return;
   }
   // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.h
@@ -319,6 +339,10 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   }
   if (detail::phasePlaneDepthwise(a)) {
     detail::depthwisePlaneConv(rt, a);
+    return;
+  }
+  if (detail::sparseTapConvShape(a)) {
+    detail::sparseTapConv(rt, a);
     return;
   }
   const PaddedInput padded = detail::padInput(rt, a);

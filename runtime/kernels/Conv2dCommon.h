@@ -48,6 +48,13 @@ void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const Padded
 bool directConvShape(const kiln_conv2d_args &args);
 void directConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
 
+/// Whether most (output, tap) pairs of this one-group convolution read padding (large
+/// dilations on small images: DeepLabV3's ASPP), so that it runs tap by tap over only the
+/// outputs each tap reaches (Conv2dSparseTaps.cpp); the epilogue sees each finished image.
+/// Uses the calling thread's Scratch::SparseTaps.
+bool sparseTapConvShape(const kiln_conv2d_args &args);
+void sparseTapConv(const kiln_rt *rt, const kiln_conv2d_args &args);
+
 // Winograd F(M x M, 3x3), M = 2 or 4 (Conv2dWinograd.h).
 
 /// Whether the convolution is one Winograd computes at all: 3x3, stride 1, dilation 1, one

@@ -97,8 +97,11 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 // SharedB: the calling thread's B packed for all threads (runProducts); WinogradShared: its V
 // and M of Winograd blocks that all threads work on; Depthwise: one plane's padded phases
 // (Conv2dDepthwise.cpp); Recurrence: a recurrence's state for all threads, and its weights
-// when they come unpacked (Recurrence.cpp). WinogradItem is last.
-enum class Scratch { PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, WinogradItem };
+// when they come unpacked (Recurrence.cpp); SparseTaps: a sparse-tap convolution's tap-major
+// weights, gathered pixels and product (Conv2dSparseTaps.cpp). WinogradItem is last.
+enum class Scratch {
+  PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, WinogradItem
+};
 float *scratch(Scratch slot, size_t floats);
 
 } // namespace kiln::runtime::kernels::detail

@@ -61,6 +61,15 @@ int convWinogradTile(const kiln_conv2d_args &args, bool weightsStored);
 /// a pointwise one (1x1 kernel, strides 1, no padding).
 bool convCanAccumulate(const kiln_conv2d_args &args);
 
+/// Whether conv2d computes a convolution of these shapes tap by tap over the outputs each tap
+/// reaches inside the image (most of its taps read padding: large dilations on small maps).
+/// Codegen then has its weights laid out tap-major at load (KILN_CONV_WEIGHTS_TAP_MAJOR).
+bool convSparseTaps(const kiln_conv2d_args &args);
+
+/// Writes plain one-group weights w[k][c][r][s] tap-major, dst[((r*S + s)*K + k)*C + c]
+/// (KILN_CONV_WEIGHTS_TAP_MAJOR; as many floats as the weights).
+void packConvTapMajor(const float *weights, int64_t k, int64_t c, int64_t r, int64_t s, float *dst);
+
 /// Floats of the transformed layout (M = tile: KILN_CONV_WEIGHTS_WINOGRAD_F2 or _F4) of
 /// k x c x 3 x 3 weights.
 int64_t winogradWeightFloats(int64_t k, int64_t c, int tile);

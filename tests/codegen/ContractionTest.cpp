@@ -188,6 +188,28 @@ TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
   expectMatchesReference(*graph, randomInputs(*graph, 58), withThreads(2));
 }
 
+TEST(CodegenContraction, DilatedConvsReachingMostlyPaddingGoTapByTap) {
+  // ASPP-style branches on a 12 x 12 map: dilation 8 (a quarter of the (output, tap) pairs
+  // inside) and 16 (the centre tap only) run tap by tap over the outputs each tap reaches,
+  // their weights laid out tap-major at load; dilation 2 (most pairs inside) stays a GEMM, and
+  // a weight two convolutions share stays plain but still runs tap by tap.
+  GraphBuilder gb("sparse_taps");
+  Var x = gb.input("x", DType::F32, {2, 24, 12, 12});
+  Var shared = gb.param("shared", convWeights({16, 24, 3, 3}, 81));
+  auto branch = [&](int64_t dilation, uint32_t seed) {
+    return frontend::relu(frontend::conv2d(x, gb.param("w" + std::to_string(dilation), convWeights({16, 24, 3, 3}, seed)),
+                                           gb.param("b" + std::to_string(dilation), weights({16}, seed + 1)), {1},
+                                           {dilation}, {dilation}));
+  };
+  auto graph = gb.finish({branch(8, 82), branch(16, 84), branch(2, 86),
+                          frontend::conv2d(x, shared, Var(), {1}, {8}, {8}),
+                          frontend::conv2d(x * 0.5, shared, Var(), {1}, {16}, {16})});
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_TAP_MAJOR;"), 2);
+  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[2]"), 1);
+  expectMatchesReference(*graph, randomInputs(*graph, 88));
+  expectMatchesReference(*graph, randomInputs(*graph, 89), withThreads(2));
+}
+
 TEST(CodegenContraction, DeepSmallLayersUseWinogradOnlyWithWeightsTransformedAtLoad) {
   // 256 -> 512 channels on 7 x 7 pixels: below the gate for weights transformed on every call,
   // above it for weights transformed once at load. The layer whose weights no other kernel

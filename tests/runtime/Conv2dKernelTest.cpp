@@ -32,6 +32,7 @@ struct ConvCase {
   int64_t strideW = 0, dilationW = 0; // 0: same as the height's
   bool accumulate = false;
   bool direct = false; // call detail::directConv instead of conv2d
+  bool tapMajor = false; // pass the weights tap-major (KILN_CONV_WEIGHTS_TAP_MAJOR)
 };
 
 struct BiasReluEpilogue {
@@ -59,7 +60,7 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
                                   << " pads " << tc.padTop << "," << tc.padLeft << "," << tc.padBottom << ","
                                   << tc.padRight << " dilation " << tc.dilation << "," << dilationW
                                   << " groups " << tc.groups << " threads " << tc.threads
-                                  << (tc.direct ? " direct" : ""));
+                                  << (tc.direct ? " direct" : "") << (tc.tapMajor ? " tap-major" : ""));
   ASSERT_GE(oh, 1);
   ASSERT_GE(ow, 1);
   std::mt19937 rng(seed);
@@ -91,6 +92,11 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   args.stride_h = tc.stride, args.stride_w = strideW, args.pad_top = tc.padTop, args.pad_left = tc.padLeft;
   args.dilation_h = tc.dilation, args.dilation_w = dilationW, args.groups = tc.groups;
   args.x = x.data(), args.weights = w.data(), args.y = y.data();
+  std::vector<float> tapMajor(w.size());
+  if (tc.tapMajor) {
+    kiln::runtime::kernels::packConvTapMajor(w.data(), tc.k, tc.c, tc.r, tc.s, tapMajor.data());
+    args.weights = tapMajor.data(), args.weights_layout = KILN_CONV_WEIGHTS_TAP_MAJOR;
+  }
   args.epilogue = BiasReluEpilogue::apply;
   args.epilogue_ctx = &epi;
   args.accumulate = tc.accumulate;
@@ -363,6 +369,52 @@ TEST(Conv2dKernel, DirectGate) {
   EXPECT_FALSE(direct(3, 32, 3));  // 27 taps
   EXPECT_FALSE(direct(12, 24, 3, 2)); // groups
   EXPECT_FALSE(direct(512, 16, 3)); // 4608 taps
+}
+
+TEST(Conv2dKernel, SparseTapsGate) {
+  auto sparse = [](int64_t side, int64_t dilation, int64_t groups = 1) {
+    kiln_conv2d_args args{};
+    args.n = 1, args.c = args.k = 8, args.h = args.w = side, args.r = args.s = 3, args.oh = args.ow = side;
+    args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = dilation;
+    args.dilation_h = args.dilation_w = dilation, args.groups = groups;
+    return kiln::runtime::kernels::detail::sparseTapConvShape(args);
+  };
+  EXPECT_TRUE(sparse(16, 12));  // DeepLabV3's ASPP at 16x16: a quarter of the pairs inside
+  EXPECT_TRUE(sparse(16, 24));  // only the centre tap reaches the image
+  EXPECT_TRUE(sparse(1, 1));    // a 3x3 pad-1 convolution of a 1x1 map: the centre only
+  EXPECT_FALSE(sparse(16, 2));  // dilated, but most pairs inside
+  EXPECT_FALSE(sparse(7, 1));   // an ordinary 3x3 pad-1 layer on a small map: 82% inside
+  EXPECT_FALSE(sparse(16, 24, 2)); // groups
+  // What codegen stores tap-major: the path conv2d takes, so never a convolution it runs
+  // another way (Winograd for a 3x3 pad-1 layer with channels enough, on a map larger than 1).
+  kiln_conv2d_args aspp{};
+  aspp.n = 1, aspp.c = 960, aspp.k = 256, aspp.h = aspp.w = aspp.oh = aspp.ow = 16, aspp.r = aspp.s = 3;
+  aspp.stride_h = aspp.stride_w = 1, aspp.pad_top = aspp.pad_left = aspp.dilation_h = aspp.dilation_w = 12;
+  aspp.groups = 1;
+  EXPECT_TRUE(kiln::runtime::kernels::convSparseTaps(aspp));
+  aspp.pad_top = aspp.pad_left = aspp.dilation_h = aspp.dilation_w = 1;
+  EXPECT_FALSE(kiln::runtime::kernels::convSparseTaps(aspp));
+}
+
+TEST(Conv2dKernel, SparseTapsSkipThePadding) {
+  // Large dilations against the image, so conv2d goes tap by tap (sparseTapConvShape): every
+  // tap reaching part of the image, only the centre one, rectangles of every remainder,
+  // strides, unequal dilations and pads, batches and threads.
+  checkConv({1, 20, 16, 16, 24, 3, 3, 1, 12, 12, 12, 12, 12});
+  checkConv({1, 20, 16, 16, 24, 3, 3, 1, 24, 24, 24, 24, 24});
+  checkConv({2, 9, 11, 13, 70, 3, 3, 1, 9, 9, 9, 9, 9, 1, 2});
+  checkConv({2, 17, 10, 9, 33, 3, 3, 2, 7, 6, 7, 6, 7, 1, 2, 1, 6});
+  checkConv({1, 5, 6, 7, 8, 5, 3, 1, 5, 2, 5, 2, 3, 1, 1, 3, 2});
+  checkConv({3, 16, 1, 1, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2});
+  for (int64_t k : {1, 6, 65})
+    checkConv({1, 33, 12, 12, k, 3, 3, 1, 10, 10, 10, 10, 10});
+  // With the weights laid out tap-major, as the runtime stores them at load.
+  ConvCase packed{2, 9, 11, 13, 70, 3, 3, 1, 9, 9, 9, 9, 9, 1, 2};
+  packed.tapMajor = true;
+  checkConv(packed);
+  ConvCase kernel5x3{1, 5, 6, 7, 8, 5, 3, 1, 5, 2, 5, 2, 3, 1, 1, 3, 2};
+  kernel5x3.tapMajor = true;
+  checkConv(kernel5x3);
 }
 
 TEST(Conv2dKernel, InvalidArgumentsLeaveTheOutputAlone) {

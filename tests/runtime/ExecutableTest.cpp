@@ -431,6 +431,12 @@ TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
   model.packing.n = 32;
   EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (Winograd F(4x4, 3x3), 2 x 32 x 3 x 3) does not fit "
                                "weight 'w' (f32[2,64,3,3])");
+  // Tap-major convolution weights: exactly k x n x r x s (r, s in the strides).
+  model.packing = {0, KILN_PACK_CONV_TAP_MAJOR, 2, 64, 3, 3};
+  EXPECT_EQ(errorOf(loadConv), "");
+  model.packing.stride_n = 5;
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (tap-major convolution weights, 2 x 64 x 3 x 5) does not "
+                               "fit weight 'w' (f32[2,64,3,3])");
   model.packing.kind = 7;
   EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 has unknown kind 7");
 }
