@@ -41,6 +41,9 @@ PipelineInfo inferencePipeline() {
               // Shape arithmetic and constant subgraphs become data first, so that every later
               // pattern sees constants rather than computations.
               "constant-fold",
+              // Einsums that are matrix products run on the GEMM; before simplify-algebra,
+              // which merges the permutes and reshapes it adds with their neighbours.
+              "einsum-to-matmul",
               // After the first fold, so identities such as x*1 see the folded constants;
               // before cse, so rewritten nodes merge.
               "simplify-algebra",
@@ -79,6 +82,8 @@ PipelineInfo trainingPipeline() {
           {
               // Gradient rules build zeros, ones and scale constants: fold them first.
               "constant-fold",
+              // The forward pass's and the gradients' einsums that are matrix products.
+              "einsum-to-matmul",
               // Gradients multiply by one and add zeros that autodiff could not see were trivial.
               "simplify-algebra",
               // The backward pass recomputes what the forward pass had (transposes, masks).

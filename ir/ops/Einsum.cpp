@@ -13,6 +13,8 @@
 // operand and the output a stride per axis. The reference evaluation is one loop over that
 // whole index space, accumulating products into the output: obviously right, and as costly as
 // the contraction itself (a batched matmul written as einsum costs what matmul costs).
+#include "ir/ops/Einsum.h"
+
 #include <algorithm>
 #include <map>
 
@@ -82,6 +84,21 @@ Equation parseEquation(const std::string &equation) {
   return eq;
 }
 
+/// The implicit output's letters: those that occur exactly once over all operand terms, in
+/// ASCII order (upper case first, as numpy).
+std::string implicitOutputLetters(const Equation &eq) {
+  std::map<char, int> occurrences; // std::map: ASCII order
+  for (const std::string &term : eq.inputs)
+    for (char label : term)
+      if (label != kEllipsis)
+        ++occurrences[label];
+  std::string letters;
+  for (auto &[label, count] : occurrences)
+    if (count == 1)
+      letters += label;
+  return letters;
+}
+
 struct EinsumPlan {
   Shape axisSizes;                                // the index space: "..." dims, then one axis per letter
   std::vector<std::vector<int64_t>> inputStrides; // per operand, per axis; 0 where it does not move
@@ -131,7 +148,6 @@ EinsumPlan planEinsum(const std::string &equation, const std::vector<TensorType>
   auto ellipsisAxes = static_cast<int64_t>(ellipsisShape.size());
   std::map<char, int64_t> axisOf;                       // letter -> axis
   std::map<char, std::pair<size_t, int64_t>> firstSeen; // letter -> (operand, dim) that fixed its size
-  std::map<char, int> occurrences;
   for (size_t k = 0; k < operands.size(); ++k) {
     const Shape &shape = operands[k].shape;
     std::vector<int64_t> dimStrides = contiguousStrides(shape);
@@ -148,7 +164,6 @@ EinsumPlan planEinsum(const std::string &equation, const std::vector<TensorType>
         }
         continue;
       }
-      ++occurrences[label];
       auto found = axisOf.find(label);
       if (found == axisOf.end()) {
         found = axisOf.emplace(label, static_cast<int64_t>(plan.axisSizes.size())).first;
@@ -194,9 +209,8 @@ EinsumPlan planEinsum(const std::string &equation, const std::vector<TensorType>
   } else {
     if (anyEllipsis)
       appendEllipsisAxes();
-    for (auto &[label, count] : occurrences) // std::map: ASCII order
-      if (count == 1)
-        outAxes.push_back(axisOf.at(label));
+    for (char label : implicitOutputLetters(eq))
+      outAxes.push_back(axisOf.at(label));
   }
   for (int64_t axis : outAxes)
     plan.outShape.push_back(plan.axisSizes[static_cast<size_t>(axis)]);
@@ -282,6 +296,17 @@ std::vector<Tensor> evalEinsum(const std::vector<Tensor> &in, const AttrMap &att
 }
 
 } // namespace
+
+std::optional<EinsumLetterTerms> einsumLetterTerms(const std::string &equation) {
+  Equation eq = parseEquation(equation);
+  EinsumLetterTerms terms{eq.inputs, eq.explicitOutput ? eq.output : implicitOutputLetters(eq)};
+  for (const std::string &term : terms.inputs)
+    if (term.find(kEllipsis) != std::string::npos)
+      return std::nullopt;
+  if (terms.output.find(kEllipsis) != std::string::npos)
+    return std::nullopt;
+  return terms;
+}
 
 OpDef defineEinsum() {
   OpDef def;
