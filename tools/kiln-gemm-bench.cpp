@@ -3,7 +3,7 @@
 //   kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [SIZES...]
 //       square SGEMM, default sizes 256 512 1024 2048
 //   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
-//       ResNet-50's common convolutions and two depthwise ones, batch 1 (--only: those whose
+//       ResNet-50's common convolutions, depthwise and grouped ones, batch 1 (--only: those whose
 //       name contains TEXT, e.g. "3x3/2", so that a profiler sees one layer)
 //   kiln-gemm-bench --winograd [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
 //       the 3x3 stride-1 layers of ResNet-18/50 (batch 1 and 8) and VGG16 by Winograd F(2x2, 3x3)
@@ -249,6 +249,12 @@ int main(int argc, char **argv) {
     benchConv(rt, "depthwise 3x3 144 56x56", 144, 56, 144, 3, 1, reps, 144);
     benchConv(rt, "depthwise 3x3 960 7x7", 960, 7, 960, 3, 1, reps, 960);
     benchConv(rt, "depthwise 5x5 672 14x14", 672, 14, 672, 5, 1, reps, 672);
+    // ResNeXt-50 32x4d's grouped layers: 4, 8, 16 and 32 channels per group.
+    benchConv(rt, "grouped 3x3 128 56x56 g32", 128, 56, 128, 3, 1, reps, 32);
+    benchConv(rt, "grouped 3x3/2 256 56x56 g32", 256, 56, 256, 3, 2, reps, 32);
+    benchConv(rt, "grouped 3x3 256 28x28 g32", 256, 28, 256, 3, 1, reps, 32);
+    benchConv(rt, "grouped 3x3 512 14x14 g32", 512, 14, 512, 3, 1, reps, 32);
+    benchConv(rt, "grouped 3x3 1024 7x7 g32", 1024, 7, 1024, 3, 1, reps, 32);
     return 0;
   }
   for (int64_t size : sizes)

@@ -349,6 +349,8 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   // One input channel per group: a GEMM with K = R*S and M <= 8 would waste its tiles.
   if (groupChannels == 1 && groupOutputs <= 8)
     detail::depthwiseConv(rt, a, padded);
+  else if (detail::groupedConvShape(a))
+    detail::groupedConv(rt, a, padded);
   else if (detail::directConvShape(a))
     detail::directConv(rt, a, padded);
   else

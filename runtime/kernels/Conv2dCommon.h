@@ -48,6 +48,13 @@ void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &args, const Padded
 bool directConvShape(const kiln_conv2d_args &args);
 void directConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
 
+/// Grouped convolution with few output channels per group (a multiple of 4, at most 16), rows
+/// of at least 14 pixels and column stride 1 (groupedConvShape), directly over vectors of output pixels, four
+/// channels of a group by four rows at a time (Conv2dGrouped.cpp); parallel over (image,
+/// group, block of four channels); the epilogue sees each block's finished planes.
+bool groupedConvShape(const kiln_conv2d_args &args);
+void groupedConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
+
 /// Whether most (output, tap) pairs of this one-group convolution read padding (large
 /// dilations on small images: DeepLabV3's ASPP), so that it runs tap by tap over only the
 /// outputs each tap reaches (Conv2dSparseTaps.cpp); the epilogue sees each finished image.

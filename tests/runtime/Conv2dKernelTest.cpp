@@ -371,6 +371,36 @@ TEST(Conv2dKernel, DirectGate) {
   EXPECT_FALSE(direct(512, 16, 3)); // 4608 taps
 }
 
+TEST(Conv2dKernel, GroupedGate) {
+  auto grouped = [](int64_t c, int64_t k, int64_t groups, int64_t side, int64_t stride = 1) {
+    kiln_conv2d_args args{};
+    args.n = 1, args.c = c, args.k = k, args.h = args.w = side, args.r = args.s = 3;
+    args.oh = args.ow = (side - 1) / stride + 1;
+    args.stride_h = args.stride_w = stride, args.pad_top = args.pad_left = 1;
+    args.dilation_h = args.dilation_w = 1, args.groups = groups;
+    return kiln::runtime::kernels::detail::groupedConvShape(args);
+  };
+  EXPECT_TRUE(grouped(128, 128, 32, 56));   // ResNeXt-50's layer1: 4 channels per group
+  EXPECT_TRUE(grouped(512, 512, 32, 14));   // layer3: 16 per group
+  EXPECT_FALSE(grouped(1024, 1024, 32, 7)); // layer4: 32 per group on 7 pixels a row
+  EXPECT_FALSE(grouped(256, 256, 32, 56, 2)); // strided
+  EXPECT_FALSE(grouped(96, 96, 32, 28));    // 3 per group
+  EXPECT_FALSE(grouped(64, 64, 64, 28));    // depthwise
+  EXPECT_FALSE(grouped(64, 64, 1, 28));     // one group
+}
+
+TEST(Conv2dKernel, GroupedDirectOverPixelVectors) {
+  // Through the grouped gate: 4, 8, 12 and 16 channels per group, input channels per group
+  // from 2 to 32 (and unequal to the outputs), row widths around multiples of 16, pads,
+  // dilation, a row stride, batches and threads.
+  checkConv({1, 128, 20, 20, 128, 3, 3, 1, 1, 1, 1, 1, 1, 32});
+  checkConv({2, 16, 17, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 4, 2});
+  checkConv({1, 24, 15, 33, 48, 3, 3, 1, 2, 2, 2, 2, 2, 4});
+  checkConv({1, 64, 14, 14, 32, 5, 5, 1, 2, 2, 2, 2, 1, 2, 2});
+  checkConv({3, 12, 9, 31, 24, 3, 1, 2, 0, 0, 1, 0, 1, 6, 2, 1});
+  checkConv({1, 4, 16, 18, 8, 1, 1, 1, 0, 0, 0, 0, 1, 2});
+}
+
 TEST(Conv2dKernel, SparseTapsGate) {
   auto sparse = [](int64_t side, int64_t dilation, int64_t groups = 1) {
     kiln_conv2d_args args{};
@@ -392,6 +422,9 @@ TEST(Conv2dKernel, SparseTapsGate) {
   aspp.stride_h = aspp.stride_w = 1, aspp.pad_top = aspp.pad_left = aspp.dilation_h = aspp.dilation_w = 12;
   aspp.groups = 1;
   EXPECT_TRUE(kiln::runtime::kernels::convSparseTaps(aspp));
+  aspp.exact = 1; // training steps keep the GEMM's summation order
+  EXPECT_FALSE(kiln::runtime::kernels::convSparseTaps(aspp));
+  aspp.exact = 0;
   aspp.pad_top = aspp.pad_left = aspp.dilation_h = aspp.dilation_w = 1;
   EXPECT_FALSE(kiln::runtime::kernels::convSparseTaps(aspp));
 }

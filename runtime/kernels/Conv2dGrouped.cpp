@@ -1,0 +1,154 @@
+// Grouped convolution with few channels per group (ResNeXt's 32 groups of 4-16), directly over
+// vectors of output pixels.
+//
+// As a GEMM per (image, group), each product is M = K/G output channels (4 to 16) by
+// K = C/G*R*S taps (36 to 144): the 6 x 64 micro-tiles run a third empty at M = 4, and every
+// group packs its own im2col panels, each float of which feeds only M outputs. ResNeXt-50's
+// grouped layers ran at 40-60 GFLOP/s that way, under half of this core's peak. Here four
+// output channels of a group and four output rows are computed together, 16 pixels of a row
+// per vector: each tap of each input channel of the group loads four input vectors (one per
+// row, from the padded input) and feeds them to 16 FMAs, one chain per (channel, row), with
+// each channel's weight broadcast. The epilogue sees each finished block of four channels.
+#include <algorithm>
+
+#include "runtime/kernels/Conv2dCommon.h"
+#include "runtime/kernels/GemmDriver.h"
+#include "runtime/kernels/Simd.h"
+
+namespace kiln::runtime::kernels::detail {
+
+namespace {
+
+constexpr int kChannels = 4; // output channels per block
+constexpr int kRows = 4;     // output rows computed together
+// The gate (groupedConvShape): kiln-gemm-bench --conv --only grouped, one Zen 4 core, this
+// path against the GEMM's (ResNeXt-50 32x4d's layers):
+//   3x3 128 56x56 g32 (4 per group)     0.36-0.51 ms against 0.71
+//   3x3 256 28x28 g32 (8 per group)     0.36 ms against 0.52
+//   3x3 512 14x14 g32 (16 per group)    0.37 ms against 0.48
+//   3x3/2 256 56x56 g32                 0.71 ms against 0.69: strided loads cost what it saves
+//   (1024 7x7 g32, 32 per group: 7 of 16 lanes; the GEMM's tiles fill, 0.48 ms)
+constexpr int64_t kMaxGroupOutputs = 16, kMinWidth = 14;
+
+struct GroupedJob {
+  const kiln_conv2d_args &a;
+  const PaddedInput &input;
+  int64_t blocksPerGroup;
+};
+
+#ifdef __AVX512F__
+/// Output rows [oh0, oh0 + Rows) of kChannels output channels that read `inputs` input planes
+/// from `source`; `weights` is the first channel's, w[o][ci][r][s].
+template <int Rows, bool UnitStride>
+void blockRows(const kiln_conv2d_args &a, const PaddedInput &in, const float *source, int64_t inputs,
+               const float *weights, float *out, int64_t oh0) {
+  const int64_t taps = a.r * a.s, depth = inputs * taps, outPlane = a.oh * a.ow;
+  for (int64_t ow = 0; ow < a.ow; ow += 16) {
+    const int64_t count = std::min<int64_t>(16, a.ow - ow);
+    const __mmask16 lanes = firstLanes(count);
+    __m512 acc[kChannels][Rows];
+#pragma GCC unroll 4
+    for (int o = 0; o < kChannels; ++o)
+#pragma GCC unroll 4
+      for (int i = 0; i < Rows; ++i)
+        acc[o][i] = _mm512_setzero_ps();
+    for (int64_t ci = 0; ci < inputs; ++ci) {
+      const float *plane = source + ci * in.plane, *w = weights + ci * taps;
+      for (int64_t r = 0; r < a.r; ++r) {
+        const float *row = plane + (oh0 * a.stride_h + r * a.dilation_h) * in.width + ow * a.stride_w;
+        for (int64_t s = 0; s < a.s; ++s) {
+          const float *tap = row + s * a.dilation_w;
+          __m512 x[Rows];
+#pragma GCC unroll 4
+          for (int i = 0; i < Rows; ++i) {
+            const float *p = tap + i * a.stride_h * in.width;
+            x[i] = UnitStride ? _mm512_maskz_loadu_ps(lanes, p) : loadStrided(p, a.stride_w, count);
+          }
+          const float *tapWeights = w + r * a.s + s;
+#pragma GCC unroll 4
+          for (int o = 0; o < kChannels; ++o) {
+            const __m512 weight = _mm512_set1_ps(tapWeights[o * depth]);
+#pragma GCC unroll 4
+            for (int i = 0; i < Rows; ++i)
+              acc[o][i] = _mm512_fmadd_ps(weight, x[i], acc[o][i]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int o = 0; o < kChannels; ++o)
+#pragma GCC unroll 4
+      for (int i = 0; i < Rows; ++i)
+        _mm512_mask_storeu_ps(out + o * outPlane + (oh0 + i) * a.ow + ow, lanes, acc[o][i]);
+  }
+}
+
+using BlockRowsFn = void (*)(const kiln_conv2d_args &, const PaddedInput &, const float *, int64_t, const float *,
+                             float *, int64_t);
+
+BlockRowsFn blockRowsFn(int64_t rows, bool unitStride) {
+  static constexpr BlockRowsFn unit[kRows] = {blockRows<1, true>, blockRows<2, true>, blockRows<3, true>,
+                                              blockRows<4, true>};
+  static constexpr BlockRowsFn strided[kRows] = {blockRows<1, false>, blockRows<2, false>, blockRows<3, false>,
+                                                 blockRows<4, false>};
+  return (unitStride ? unit : strided)[rows - 1];
+}
+#endif
+
+/// Work items [begin, end) of (image, group, block of kChannels output channels).
+void groupedBlocks(void *ctx, int64_t begin, int64_t end) {
+  const GroupedJob &job = *static_cast<const GroupedJob *>(ctx);
+  const kiln_conv2d_args &a = job.a;
+  const PaddedInput &in = job.input;
+  const int64_t inputs = a.c / a.groups, outputs = a.k / a.groups, taps = a.r * a.s, outPlane = a.oh * a.ow;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t block = item % job.blocksPerGroup, imageGroup = item / job.blocksPerGroup;
+    const int64_t image = imageGroup / a.groups, group = imageGroup % a.groups;
+    const int64_t first = group * outputs + block * kChannels;
+    const float *source = in.data + (image * a.c + group * inputs) * in.plane;
+    const float *weights = a.weights + first * inputs * taps;
+    float *out = a.y + (image * a.k + first) * outPlane;
+#ifdef __AVX512F__
+    for (int64_t oh0 = 0; oh0 < a.oh; oh0 += kRows)
+      blockRowsFn(std::min<int64_t>(kRows, a.oh - oh0), a.stride_w == 1)(a, in, source, inputs, weights, out, oh0);
+#else
+    for (int64_t o = 0; o < kChannels; ++o)
+      for (int64_t oh = 0; oh < a.oh; ++oh)
+        for (int64_t ow = 0; ow < a.ow; ++ow) {
+          float sum = 0.0f;
+          for (int64_t ci = 0; ci < inputs; ++ci)
+            for (int64_t r = 0; r < a.r; ++r)
+              for (int64_t s = 0; s < a.s; ++s)
+                sum += weights[(o * inputs + ci) * taps + r * a.s + s] *
+                       source[ci * in.plane + (oh * a.stride_h + r * a.dilation_h) * in.width + ow * a.stride_w +
+                              s * a.dilation_w];
+          out[o * outPlane + oh * a.ow + ow] = sum;
+        }
+#endif
+    if (a.epilogue)
+      a.epilogue(a.epilogue_ctx, out, outPlane, image, first, 0, kChannels, outPlane);
+  }
+}
+
+} // namespace
+
+bool groupedConvShape(const kiln_conv2d_args &a) {
+  const int64_t inputs = a.c / a.groups, outputs = a.k / a.groups;
+  // Rows narrower than kMinWidth waste most of each vector; more outputs per group fill the
+  // GEMM's tiles; a column stride makes every load a gather (the measurements above).
+  return a.groups > 1 && inputs >= 2 && outputs % kChannels == 0 && outputs <= kMaxGroupOutputs &&
+         a.ow >= kMinWidth && a.stride_w == 1;
+}
+
+void groupedConv(const kiln_rt *rt, const kiln_conv2d_args &a, const PaddedInput &input) {
+  const int64_t blocksPerGroup = a.k / a.groups / kChannels;
+  GroupedJob job{a, input, blocksPerGroup};
+  const int64_t items = a.n * a.groups * blocksPerGroup;
+  const int64_t macs = a.n * a.k * (a.c / a.groups) * a.r * a.s * a.oh * a.ow;
+  if (threadsOf(rt) > 1 && items > 1 && macs >= (int64_t{1} << 18))
+    rt->parallel_for(rt, items, 1, groupedBlocks, &job);
+  else
+    groupedBlocks(&job, 0, items);
+}
+
+} // namespace kiln::runtime::kernels::detail
