@@ -17,6 +17,7 @@
 #include "codegen/ScalarOps.h"
 #include "codegen/StageEmitters.h"
 #include "core/ShapeMath.h"
+#include "ir/ElementwiseOps.h"
 
 namespace kiln::codegen {
 
@@ -188,11 +189,41 @@ std::string segmentedBody(KernelEmitter &e, int stageIndex, const std::vector<in
 
 } // namespace
 
-std::string runRows(const std::string &fn, int64_t rows, int64_t rowElements) {
-  if (rows <= 1 || rows * std::max<int64_t>(rowElements, 1) < kMinParallelElements)
+std::string runRows(const std::string &fn, int64_t rows, int64_t rowElements, int64_t elementCost) {
+  const int64_t rowCost = std::max<int64_t>(rowElements, 1) * std::max<int64_t>(elementCost, 1);
+  if (rows <= 1 || rows * rowCost < kMinParallelElements)
     return fmt::format("{}(&ctx, 0, {});", fn, rows);
-  int64_t grain = std::max<int64_t>(1, (kMinParallelElements / 2 + rowElements - 1) / std::max<int64_t>(rowElements, 1));
+  int64_t grain = std::max<int64_t>(1, (kMinParallelElements / 2 + rowCost - 1) / rowCost);
   return fmt::format("rt->parallel_for(rt, {}, {}, {}, &ctx);", rows, grain, fn);
+}
+
+int64_t stageElementCost(const Stage &stage) {
+  auto callsMath = [](std::string_view spelling) {
+    return spelling.find("std::") != std::string_view::npos || spelling.find("kiln_") != std::string_view::npos;
+  };
+  std::set<const ir::Node *> seen;
+  std::vector<const ir::Node *> pending;
+  auto visit = [&](const ir::Value *value) {
+    const ir::Node *producer = value->producer();
+    if (producer && seen.insert(producer).second) // the stage's body; its inputs have none
+      pending.push_back(producer);
+  };
+  for (const Store &store : stage.stores)
+    visit(store.value);
+  for (const ir::Node *reduction : stage.reductions)
+    visit(reduction->output());
+  int64_t cost = 1;
+  while (!pending.empty()) {
+    const ir::Node *node = pending.back();
+    pending.pop_back();
+    if (const ir::UnaryOpRow *row = ir::unaryOpRow(node->op()))
+      cost += callsMath(row->f32Spelling.empty() ? row->spelling : row->f32Spelling) ? kMathCallCost : 0;
+    else if (const ir::BinaryOpRow *row = ir::binaryOpRow(node->op()))
+      cost += callsMath(row->spelling) ? kMathCallCost : 0;
+    for (const ir::Value *input : node->inputs())
+      visit(input);
+  }
+  return cost;
 }
 
 void emitLoopStage(KernelEmitter &e, int stageIndex, KernelText &out, const ir::Value *zero) {
@@ -210,7 +241,7 @@ void emitLoopStage(KernelEmitter &e, int stageIndex, KernelText &out, const ir::
   if (!cuts.empty() && oneBlock) {
     body = segmentedBody(e, stageIndex, cuts, zero, shape);
     out.functions += fmt::format("static void {}(void *vctx, int64_t begin, int64_t end) {{\n{}}}\n\n", fn, body);
-    out.body.push_back(runRows(fn, shape.rows, shape.rowElements));
+    out.body.push_back(runRows(fn, shape.rows, shape.rowElements, stageElementCost(stage)));
     return;
   }
   // Walks in order of preference: short rows merged, plain, tiled; each is emitted to see
@@ -235,7 +266,7 @@ void emitLoopStage(KernelEmitter &e, int stageIndex, KernelText &out, const ir::
       break;
   }
   out.functions += fmt::format("static void {}(void *vctx, int64_t begin, int64_t end) {{\n{}}}\n\n", fn, body);
-  out.body.push_back(runRows(fn, shape.rows, shape.rowElements));
+  out.body.push_back(runRows(fn, shape.rows, shape.rowElements, stageElementCost(stage)));
 }
 
 } // namespace kiln::codegen

@@ -359,7 +359,7 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     body = emitFunction(lastReduced).first;
   std::string fn = fmt::format("{}_s{}", e.prefix(), stageIndex);
   out.functions += fmt::format("static void {}(void *vctx, int64_t begin, int64_t end) {{\n{}}}\n\n", fn, body);
-  out.body.push_back(runRows(fn, rows, rowSize));
+  out.body.push_back(runRows(fn, rows, rowSize, stageElementCost(stage)));
 }
 
 } // namespace kiln::codegen

@@ -25,10 +25,17 @@ struct KernelText {
 /// more than it saves.
 inline constexpr int64_t kMinParallelElements = 32768;
 
-/// The statement running row function `fn` over [0, rows), each row `rowElements` elements:
-/// a direct call for small work, else rt->parallel_for with a grain of about
-/// kMinParallelElements / 2 elements.
-std::string runRows(const std::string &fn, int64_t rows, int64_t rowElements);
+/// The statement running row function `fn` over [0, rows), each row `rowElements` elements
+/// each costing `elementCost` (stageElementCost): a direct call for small work, else
+/// rt->parallel_for with a grain of about kMinParallelElements / 2 element costs.
+std::string runRows(const std::string &fn, int64_t rows, int64_t rowElements, int64_t elementCost = 1);
+
+/// What one element of `stage`'s domain costs, in units of a plain elementwise op's element
+/// (what kMinParallelElements counts): 1, plus kMathCallCost for every op computed for it
+/// whose generated code calls a math function (exp, tanh, erf, pow, ...: its spelling in
+/// ir/ElementwiseOps.def calls std:: or a kiln_ helper).
+inline constexpr int64_t kMathCallCost = 8;
+int64_t stageElementCost(const Stage &stage);
 
 /// A Loop stage (or, with `zero` set, a contraction over an empty inner dim whose result
 /// `zero` is all zeros, lowered as a loop over its epilogue).

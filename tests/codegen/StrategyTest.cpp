@@ -76,5 +76,20 @@ TEST(CodegenStrategy, LargeShapesRunInParallel) {
   expectMatchesReference(*graph, randomInputs(*graph, 64), testOptions(), 1e-4, 1e-5);
 }
 
+TEST(CodegenStrategy, MathCallsCountTowardsTheParallelThreshold) {
+  // 256 rows of 64 (16384 elements, under kMinParallelElements): an add runs on the calling
+  // thread, while a softmax, whose exp costs kMathCallCost elements' worth each, is enough work
+  // to wake the pool (an attention softmax of this size took 36 us on one thread).
+  GraphBuilder plain("small_add");
+  Var x = plain.input("x", DType::F32, {4, 64, 64});
+  auto add = plain.finish({x + 1.0});
+  EXPECT_EQ(countInSource(*add, "rt->parallel_for("), 0);
+  GraphBuilder math("small_softmax");
+  Var s = math.input("s", DType::F32, {4, 64, 64});
+  auto softmax = math.finish({frontend::softmax(s)});
+  EXPECT_EQ(countInSource(*softmax, "rt->parallel_for("), 1);
+  expectMatchesReference(*softmax, randomInputs(*softmax, 65), withThreads(2));
+}
+
 } // namespace
 } // namespace kiln::codegen::test
