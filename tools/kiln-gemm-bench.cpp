@@ -223,6 +223,11 @@ int main(int argc, char **argv) {
     benchWinograd(rt, 1, 128, 7, 128, reps);
     benchWinograd(rt, 1, 512, 8, 512, reps);
     benchWinograd(rt, 1, 64, 8, 64, reps);
+    // Wider than 512 x 512: FCN/DeepLab heads and deep layers on small maps.
+    benchWinograd(rt, 1, 2048, 32, 512, reps);
+    benchWinograd(rt, 1, 1024, 14, 1024, reps);
+    benchWinograd(rt, 1, 1024, 7, 1024, reps);
+    benchWinograd(rt, 1, 2048, 7, 1024, reps);
     return 0;
   }
   if (conv) {
@@ -249,6 +254,11 @@ int main(int argc, char **argv) {
     benchConv(rt, "depthwise 3x3 144 56x56", 144, 56, 144, 3, 1, reps, 144);
     benchConv(rt, "depthwise 3x3 960 7x7", 960, 7, 960, 3, 1, reps, 960);
     benchConv(rt, "depthwise 5x5 672 14x14", 672, 14, 672, 5, 1, reps, 672);
+    // MobileNetV2's pointwise layers: few input channels on large maps.
+    benchConv(rt, "1x1 16->96 112x112", 16, 112, 96, 1, 1, reps);
+    benchConv(rt, "1x1 24->144 56x56", 24, 56, 144, 1, 1, reps);
+    benchConv(rt, "1x1 144->24 56x56", 144, 56, 24, 1, 1, reps);
+    benchConv(rt, "1x1 64->384 14x14", 64, 14, 384, 1, 1, reps);
     // ResNeXt-50 32x4d's grouped layers: 4, 8, 16 and 32 channels per group.
     benchConv(rt, "grouped 3x3 128 56x56 g32", 128, 56, 128, 3, 1, reps, 32);
     benchConv(rt, "grouped 3x3/2 256 56x56 g32", 256, 56, 256, 3, 2, reps, 32);

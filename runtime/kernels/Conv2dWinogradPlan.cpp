@@ -55,10 +55,16 @@ constexpr int64_t kTilesPerWeightRatio = 2048;
 //   512   7x7    16    1.14 / 1.16          256   7x7    16    1.01 / 1.02
 //   512   8x8    16    1.32 / 1.31          128   7x7    16    0.80 / 1.07
 //   512  14x14   49    1.90 / 1.91           64   8x8    16    0.93 / 1.23
-// So: at least 16 tiles and 2^17 weights (C x K), and at most 512 x 512 of them (U 16.8 MB,
-// 16/9 of the plain weights); above that the rules for U transformed per call hold.
+// Wider layers gain as much or more, U now streaming from memory like the GEMM's weights
+// (--winograd --cold, F(2,3) with U stored against the plain path, 1 / 2 threads):
+//   2048 -> 512 at 32x32 (FCN's head)    83 / 44 ms against 177 / 94
+//   1024 -> 1024 at 14x14                18.4 / 13.4 ms against 36.8 / 34.8
+//   1024 -> 1024 at 7x7                  7.6 / 4.7 ms against 9.1 / 10.0
+//   2048 -> 1024 at 7x7                  13.8 / 10.0 ms against 19.2 / 11.5
+// So: at least 16 tiles and 2^17 weights (C x K), and at most 2^21 of them (U 134 MB, 16/9 of
+// the plain weights, which it replaces); above that the rules for U transformed per call hold.
 constexpr int64_t kMinTilesStoredU = 16;
-constexpr int64_t kMinWeightsStoredU = int64_t{1} << 17, kMaxWeightsStoredU = int64_t{1} << 18;
+constexpr int64_t kMinWeightsStoredU = int64_t{1} << 17, kMaxWeightsStoredU = int64_t{1} << 21;
 // Then F(4,3) over F(2,3), both with U stored (kiln-gemm-bench --winograd; F(2,3) time /
 // F(4,3) time, ranges over runs on Zen 4, blocks as above):
 //   C=K  image    1 thread   2 threads    C=K  image        1 thread   2 threads

@@ -410,7 +410,9 @@ TEST(Conv2dWinograd, GatePicksTheVariant) {
   EXPECT_EQ(storedTileOf(1, 512, 7, 512), 2);
   EXPECT_EQ(storedTileOf(1, 512, 14, 512), 2);
   EXPECT_EQ(storedTileOf(1, 256, 7, 256), 0);   // 2^16 weights: the GEMM is as fast
-  EXPECT_EQ(storedTileOf(1, 1024, 7, 1024), 0); // U would be 64 MB
+  EXPECT_EQ(storedTileOf(1, 1024, 7, 1024), 2); // U 64 MB, from memory: still 1.2-2.1x the GEMM
+  EXPECT_EQ(storedTileOf(1, 2048, 32, 512), 2); // FCN's head
+  EXPECT_EQ(storedTileOf(1, 2048, 7, 2048), 0); // 2^22 weights: U would be 268 MB
   EXPECT_EQ(storedTileOf(1, 512, 6, 512), 0);   // 9 tiles
   EXPECT_EQ(storedTileOf(1, 3, 224, 64), 0);
 }
