@@ -3,8 +3,11 @@ run by kiln-run (compiled). The models' leading input and output dims are made s
 a batch of any size runs in one kiln-run call.
 
 usage: top1_agreement.py KILN_RUN FP32.onnx INT8.onnx WORKDIR --count N [--batch B] [--seed S]
-                         [--min-rate R] [--reference]
-Prints "top1_agreement A/N = RATE, snr_db X"; exits 1 when RATE < R."""
+                         [--min-rate R] [--min-snr DB] [--reference]
+Prints "top1_agreement A/N = RATE, snr_db X, fp32_classes C, top5_overlap O": C counts the
+distinct fp32 top-1 classes (an untrained model may pick one class for most random inputs,
+which makes top-1 agreement easy), O is the mean share of the fp32 top 5 that the quantized
+model's top 5 holds. Exits 1 when RATE < R or the SNR < DB."""
 import argparse
 import os
 import subprocess
@@ -47,6 +50,7 @@ def main():
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--min-rate", type=float, default=0.0)
+    parser.add_argument("--min-snr", type=float, default=-np.inf, help="fail below this output SNR in dB")
     parser.add_argument("--reference", action="store_true", help="run the int8 model on kiln's reference evaluator")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
@@ -56,6 +60,8 @@ def main():
     batch_symbolic(args.int8, int8)
     rng = np.random.default_rng(args.seed)
     agree = 0
+    classes = set()
+    overlap = 0.0
     signal = noise = 0.0
     done = 0
     while done < args.count:
@@ -66,15 +72,24 @@ def main():
         want = run(args.kiln_run, fp32, input_name, output_name, x_path, os.path.join(args.workdir, "f.npy"), False)
         got = run(args.kiln_run, int8, input_name, output_name, x_path, os.path.join(args.workdir, "q.npy"),
                   args.reference)
-        agree += int((want.reshape(n, -1).argmax(1) == got.reshape(n, -1).argmax(1)).sum())
+        want2, got2 = want.reshape(n, -1), got.reshape(n, -1)
+        agree += int((want2.argmax(1) == got2.argmax(1)).sum())
+        classes.update(want2.argmax(1).tolist())
+        top = min(5, want2.shape[1])
+        for w, g in zip(np.argsort(-want2, 1)[:, :top], np.argsort(-got2, 1)[:, :top]):
+            overlap += len(set(w) & set(g)) / top
         signal += float((want.astype(np.float64) ** 2).sum())
         noise += float(((want.astype(np.float64) - got) ** 2).sum())
         done += n
     rate = agree / done
     snr = 10 * np.log10(signal / noise) if noise > 0 else float("inf")
-    print(f"top1_agreement {agree}/{done} = {rate:.4f}, snr_db {snr:.1f}")
+    print(f"top1_agreement {agree}/{done} = {rate:.4f}, snr_db {snr:.1f}, fp32_classes {len(classes)}, "
+          f"top5_overlap {overlap / done:.4f}")
     if rate < args.min_rate:
         print(f"top-1 agreement {rate:.4f} is below {args.min_rate}", file=sys.stderr)
+        sys.exit(1)
+    if snr < args.min_snr:
+        print(f"output SNR {snr:.1f} dB is below {args.min_snr} dB", file=sys.stderr)
         sys.exit(1)
 
 
