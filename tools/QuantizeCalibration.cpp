@@ -11,6 +11,7 @@
 #include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/onnx/OnnxLoad.h"
+#include "tools/QuantizeHistogram.h"
 
 namespace kiln::tools {
 
@@ -152,7 +153,6 @@ std::map<std::string, ActivationRange> calibrate(const onnx::ModelProto &model, 
   std::map<std::string, ActivationRange> ranges;
   for (const auto &name : tensors)
     ranges[name] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
-  bool percentile = options.method == CalibrationMethod::Percentile;
   std::map<std::string, runtime::Executable> compiled;
   forEachRun(model, modelDir, tensors, runs, compiled, [&](const RunValues &values) {
     for (const auto &[name, tensor] : values) {
@@ -169,7 +169,7 @@ std::map<std::string, ActivationRange> calibrate(const onnx::ModelProto &model, 
   for (auto &[name, range] : ranges)
     if (range.min > range.max)
       range = {0, 0};
-  if (!percentile)
+  if (options.method == CalibrationMethod::MinMax)
     return ranges;
 
   std::map<std::string, std::vector<double>> histograms;
@@ -191,19 +191,11 @@ std::map<std::string, ActivationRange> calibrate(const onnx::ModelProto &model, 
   for (auto &[name, range] : ranges) {
     float bound = std::max(-range.min, range.max);
     const std::vector<double> &histogram = histograms[name];
-    double total = 0;
-    for (double count : histogram)
-      total += count;
-    if (bound <= 0 || total == 0)
+    if (bound <= 0)
       continue;
-    double wanted = total * options.percentile / 100.0, seen = 0;
-    int bin = 0;
-    for (; bin < options.bins - 1; ++bin) {
-      seen += histogram[bin];
-      if (seen >= wanted)
-        break;
-    }
-    float clip = bound * float(bin + 1) / float(options.bins);
+    int clipBins = options.method == CalibrationMethod::Percentile ? percentileClipBins(histogram, options.percentile)
+                                                                   : entropyClipBins(histogram, options.entropyLevels);
+    float clip = bound * float(clipBins) / float(options.bins);
     range.min = std::max(range.min, -clip);
     range.max = std::min(range.max, clip);
   }

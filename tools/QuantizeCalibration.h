@@ -5,7 +5,9 @@
 //   - min-max: the smallest and largest value seen (ORT's MinMax without moving average);
 //   - percentile: a second pass histograms |x| in `bins` bins over [0, max|x|] and clips the
 //     range at the `percentile`-th percentile of |x| (ORT's Percentile: 2048 bins, 99.999),
-//     so that rare outliers do not widen the quantisation step of every other value.
+//     so that rare outliers do not widen the quantisation step of every other value;
+//   - entropy: the same histogram, clipped where quantising it to `entropyLevels` levels
+//     diverges least from it (KL divergence; tools/QuantizeHistogram.h).
 #include <map>
 #include <string>
 #include <vector>
@@ -17,12 +19,13 @@
 
 namespace kiln::tools {
 
-enum class CalibrationMethod { MinMax, Percentile };
+enum class CalibrationMethod { MinMax, Percentile, Entropy };
 
 struct CalibrationOptions {
   CalibrationMethod method = CalibrationMethod::MinMax;
   double percentile = 99.999;
   int bins = 2048;
+  int entropyLevels = 128;
 };
 
 /// The inputs of one run of the model, by graph input name.

@@ -33,9 +33,10 @@ options:
   -o, --output FILE       the quantized model to write
   --activations u8|s8     u8: asymmetric, zero point from the range (default); s8: symmetric,
                           zero point 0
-  --method minmax|percentile
+  --method minmax|percentile|entropy
                           minmax: the full range seen (default); percentile: the range clipped
-                          at the --percentile-th percentile of |x| (2048-bin histogram)
+                          at the --percentile-th percentile of |x| (2048-bin histogram); entropy:
+                          clipped where 128 levels lose least (KL divergence, TensorRT's method)
   --percentile P          default 99.999
   --help                  print this help
 )";
@@ -66,9 +67,13 @@ QuantizeCommand parseCommand(int argc, char **argv) {
     command.activations = value == "u8" ? ActivationType::U8 : ActivationType::S8;
   });
   parser.addOption("--method", [&](const std::string &flag, const std::string &value) {
-    if (value != "minmax" && value != "percentile")
-      fail("{} takes minmax or percentile, not '{}'", flag, value);
-    command.calibration.method = value == "minmax" ? CalibrationMethod::MinMax : CalibrationMethod::Percentile;
+    static const std::map<std::string, CalibrationMethod> methods = {{"minmax", CalibrationMethod::MinMax},
+                                                                     {"percentile", CalibrationMethod::Percentile},
+                                                                     {"entropy", CalibrationMethod::Entropy}};
+    auto method = methods.find(value);
+    if (method == methods.end())
+      fail("{} takes minmax, percentile or entropy, not '{}'", flag, value);
+    command.calibration.method = method->second;
   });
   parser.addOption("--percentile", [&](const std::string &flag, const std::string &value) {
     double p = parseTolerance(flag, value);

@@ -1,12 +1,13 @@
 """kiln-quantize on the small seeds (tests/CMakeLists.txt: quantize/seeds):
-  - LeNet-5 (u8 activations, min-max) and the seed MLP (s8 activations, percentile): the files
+  - LeNet-5 (u8 activations, min-max and entropy) and the seed MLP (s8 activations,
+    percentile): the files
     pass ONNX's full checker; the weights dequantise to within half a step of the originals with
     per-channel scales max|w|/127 and zero points 0; activation zero points have the chosen type
     (and are 0 for s8); the ops listed as left in float are exactly the others;
   - kiln compiled agrees on top-1 with the fp32 model on held-out random inputs: LeNet-5 >= 98%
     (measured 100%), the MLP >= 96% (measured 97.7-98.7% over the four activation types and
     methods: its untrained logits lie close together, so a small error flips more of them), and
-    the output SNR is >= 30 dB (measured 43 and 36 dB): LeNet-5's untrained weights pick one class
+    the output SNR is >= 30 dB (measured 43 and 36 dB; entropy: >= 15 dB, below): LeNet-5's untrained weights pick one class
     for nearly every random input, so its top-1 agreement alone would prove little; and the compiled int8 file agrees with kiln's reference evaluator on it;
   - each user error is one line 'kiln-quantize: ...' and exit status 1.
 usage: check_quantize.py BUILD_DIR SEEDS_DIR WORKDIR"""
@@ -63,9 +64,9 @@ def check_weights(fp32_path, int8_path):
     return model, weights
 
 
-def check_model(seed, activations, method, want_nodes, want_float, min_rate, batch):
+def check_model(seed, activations, method, want_nodes, want_float, min_rate, batch, min_snr=30):
     fp32 = os.path.join(seeds, f"{seed}.onnx")
-    int8 = os.path.join(work, f"{seed}.{activations}.onnx")
+    int8 = os.path.join(work, f"{seed}.{activations}.{method}.onnx")
     result = run_quantize(fp32, "--calibrate", f"x={os.path.join(seeds, seed + '.input.npy')}", "-o", int8,
                           "--activations", activations, "--method", method)
     print(result.stdout, result.stderr, end="")
@@ -89,9 +90,9 @@ def check_model(seed, activations, method, want_nodes, want_float, min_rate, bat
     # Held-out inputs, compiled, against the fp32 model; then compiled against the reference.
     agreement = subprocess.run([sys.executable, top1_agreement.__file__, kiln_run, fp32, int8,
                                 os.path.join(work, seed + ".top1"), "--count", str(4 * batch), "--batch", str(batch),
-                                "--min-rate", str(min_rate), "--min-snr", "30"], capture_output=True, text=True)
+                                "--min-rate", str(min_rate), "--min-snr", str(min_snr)], capture_output=True, text=True)
     print(seed, agreement.stdout, agreement.stderr, end="")
-    check(agreement.returncode == 0, f"{seed}: top-1 agreement >= {min_rate} and output SNR >= 30 dB")
+    check(agreement.returncode == 0, f"{seed}: top-1 agreement >= {min_rate} and output SNR >= {min_snr} dB")
     x = np.random.default_rng(5).standard_normal(np.load(os.path.join(seeds, seed + ".input.npy")).shape)
     np.save(os.path.join(work, "x.npy"), x.astype(np.float32))
     outputs = []
@@ -117,6 +118,9 @@ def check_error(args, fragment):
 
 check_model("lenet5_b64", "u8", "minmax", 5, "Flatten x1, MaxPool x2, Relu x4", 0.98, 64)
 check_model("mlp_b1024", "s8", "percentile", 3, "Relu x2", 0.96, 256)
+# Entropy calibration clips far harder on these untrained models (measured 18.7 dB on LeNet-5,
+# 17.2 dB on the MLP): it matches distributions rather than minimising the error.
+check_model("lenet5_b64", "u8", "entropy", 5, "Flatten x1, MaxPool x2, Relu x4", 0.98, 64, min_snr=15)
 
 lenet = os.path.join(seeds, "lenet5_b64.onnx")
 calib = os.path.join(seeds, "lenet5_b64.input.npy")
