@@ -1,8 +1,10 @@
 """kiln-quantize on the small seeds (tests/CMakeLists.txt: quantize/seeds):
   - LeNet-5 (u8 activations, min-max and entropy) and the seed MLP (s8 activations,
-    percentile): the files
+    percentile), and a MatMul + Gemm(transB=0) model written here, calibrated from a file of
+    four batches (four runs): the files
     pass ONNX's full checker; the weights dequantise to within half a step of the originals with
-    per-channel scales max|w|/127 and zero points 0; activation zero points have the chosen type
+    per-channel scales max|w|/127 on the output-channel axis (0 for Conv and Gemm transB=1, 1
+    for MatMul and Gemm transB=0) and zero points 0; activation zero points have the chosen type
     (and are 0 for s8); the ops listed as left in float are exactly the others;
   - kiln compiled agrees on top-1 with the fp32 model on held-out random inputs: LeNet-5 >= 98%
     (measured 100%), the MLP >= 96% (measured 97.7-98.7% over the four activation types and
@@ -50,6 +52,10 @@ def check_weights(fp32_path, int8_path):
         weights += 1
         q, scale, zero = (inits[n] for n in node.input)
         axis = next(a.i for a in node.attribute if a.name == "axis")
+        consumer = next(n for n in model.graph.node if node.output[0] in n.input)
+        trans_b = any(a.name == "transB" and a.i for a in consumer.attribute)
+        want_axis = 0 if consumer.op_type == "Conv" or (consumer.op_type == "Gemm" and trans_b) else 1
+        check(axis == want_axis, f"{node.name}: per-channel axis {want_axis} for {consumer.op_type}, got {axis}")
         original = fp32[node.input[0][: -len("_quantized")]]
         check(q.dtype == np.int8 and zero.dtype == np.int8 and not zero.any(), f"{node.name}: s8 with zero points 0")
         check(np.abs(q).max() <= 127, f"{node.name}: values in [-127, 127]")
@@ -65,9 +71,13 @@ def check_weights(fp32_path, int8_path):
 
 
 def check_model(seed, activations, method, want_nodes, want_float, min_rate, batch, min_snr=30):
-    fp32 = os.path.join(seeds, f"{seed}.onnx")
+    check_model_in(seeds, seed, activations, method, want_nodes, want_float, min_rate, batch, min_snr)
+
+
+def check_model_in(folder, seed, activations, method, want_nodes, want_float, min_rate, batch, min_snr=30):
+    fp32 = os.path.join(folder, f"{seed}.onnx")
     int8 = os.path.join(work, f"{seed}.{activations}.{method}.onnx")
-    result = run_quantize(fp32, "--calibrate", f"x={os.path.join(seeds, seed + '.input.npy')}", "-o", int8,
+    result = run_quantize(fp32, "--calibrate", f"x={os.path.join(folder, seed + '.input.npy')}", "-o", int8,
                           "--activations", activations, "--method", method)
     print(result.stdout, result.stderr, end="")
     check(result.returncode == 0, f"{seed}: kiln-quantize exit status {result.returncode}")
@@ -93,7 +103,7 @@ def check_model(seed, activations, method, want_nodes, want_float, min_rate, bat
                                 "--min-rate", str(min_rate), "--min-snr", str(min_snr)], capture_output=True, text=True)
     print(seed, agreement.stdout, agreement.stderr, end="")
     check(agreement.returncode == 0, f"{seed}: top-1 agreement >= {min_rate} and output SNR >= {min_snr} dB")
-    x = np.random.default_rng(5).standard_normal(np.load(os.path.join(seeds, seed + ".input.npy")).shape)
+    x = np.random.default_rng(5).standard_normal([d.dim_value for d in onnx.load(fp32).graph.input[0].type.tensor_type.shape.dim])
     np.save(os.path.join(work, "x.npy"), x.astype(np.float32))
     outputs = []
     for mode in ([], ["--reference"]):
@@ -121,6 +131,21 @@ check_model("mlp_b1024", "s8", "percentile", 3, "Relu x2", 0.96, 256)
 # Entropy calibration clips far harder on these untrained models (measured 18.7 dB on LeNet-5,
 # 17.2 dB on the MLP): it matches distributions rather than minimising the error.
 check_model("lenet5_b64", "u8", "entropy", 5, "Flatten x1, MaxPool x2, Relu x4", 0.98, 64, min_snr=15)
+
+# MatMul ([K, N] weight: axis 1) and Gemm with transB=0 (axis 1), which the seeds lack.
+rng = np.random.default_rng(3)
+w1 = numpy_helper.from_array(rng.standard_normal([16, 32]).astype(np.float32) / 4, "w1")
+w2 = numpy_helper.from_array(rng.standard_normal([32, 10]).astype(np.float32) / 6, "w2")
+b2 = numpy_helper.from_array(rng.standard_normal([10]).astype(np.float32), "b2")
+matmul = helper.make_model(
+    helper.make_graph([helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+                       helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=0)], "matmul",
+                      [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [64, 16])],
+                      [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [64, 10])], [w1, w2, b2]),
+    opset_imports=[helper.make_opsetid("", 13)])
+onnx.save(matmul, os.path.join(work, "matmul.onnx"))
+np.save(os.path.join(work, "matmul.input.npy"), rng.standard_normal([256, 16]).astype(np.float32))
+check_model_in(work, "matmul", "u8", "minmax", 2, "Relu x1", 0.97, 64)
 
 lenet = os.path.join(seeds, "lenet5_b64.onnx")
 calib = os.path.join(seeds, "lenet5_b64.input.npy")
