@@ -1,16 +1,18 @@
 """kiln-quantize on the small seeds (tests/CMakeLists.txt: quantize/seeds):
-  - LeNet-5 (u8 activations, min-max and entropy) and the seed MLP (s8 activations,
-    percentile), and a MatMul + Gemm(transB=0) model written here, calibrated from a file of
-    four batches (four runs): the files
-    pass ONNX's full checker; the weights dequantise to within half a step of the originals with
-    per-channel scales max|w|/127 on the output-channel axis (0 for Conv and Gemm transB=1, 1
-    for MatMul and Gemm transB=0) and zero points 0; activation zero points have the chosen type
-    (and are 0 for s8); the ops listed as left in float are exactly the others;
+  - LeNet-5 (u8 activations, min-max and entropy), the seed MLP (s8 activations, percentile)
+    and a MatMul + Gemm(transB=0) model written here, calibrated from a file of four batches
+    (four runs): the files pass ONNX's full checker; the weights dequantise to within half a
+    step of the originals with per-channel scales max|w|/127 on the output-channel axis (0 for
+    Conv and Gemm transB=1, 1 for MatMul and Gemm transB=0) and zero points 0; activation zero
+    points have the chosen type (and are 0 for s8); the ops listed as left in float are exactly
+    the others;
   - kiln compiled agrees on top-1 with the fp32 model on held-out random inputs: LeNet-5 >= 98%
     (measured 100%), the MLP >= 96% (measured 97.7-98.7% over the four activation types and
     methods: its untrained logits lie close together, so a small error flips more of them), and
-    the output SNR is >= 30 dB (measured 43 and 36 dB; entropy: >= 15 dB, below): LeNet-5's untrained weights pick one class
-    for nearly every random input, so its top-1 agreement alone would prove little; and the compiled int8 file agrees with kiln's reference evaluator on it;
+    the output SNR is >= 30 dB (measured 43 and 36 dB; entropy >= 15 dB, see below): LeNet-5's
+    untrained weights pick one class for nearly every random input, so its top-1 agreement
+    alone would prove little; and the compiled int8 file agrees with kiln's reference
+    evaluator on it;
   - each user error is one line 'kiln-quantize: ...' and exit status 1.
 usage: check_quantize.py BUILD_DIR SEEDS_DIR WORKDIR"""
 import os
