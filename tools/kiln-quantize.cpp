@@ -1,6 +1,7 @@
 // kiln-quantize: turns an fp32 ONNX model into a static QDQ model (s8 per-channel weights, u8 or
 // s8 activations) calibrated on the inputs given, which kiln and ONNX Runtime both run
-// (tools/QuantizeModel.h says what it writes, tools/QuantizeCalibration.h how it calibrates).
+// (tools/quantize/QuantizeModel.h says what it writes, tools/quantize/QuantizeCalibration.h how
+// it calibrates).
 // Every error is one line "kiln-quantize: MESSAGE" and exit status 1.
 #include <fstream>
 #include <iostream>
@@ -8,9 +9,9 @@
 #include "core/Error.h"
 #include "frontend/onnx/OnnxLoad.h"
 #include "frontend/onnx/OnnxTensor.h"
-#include "tools/QuantizeCalibration.h"
-#include "tools/QuantizeModel.h"
 #include "tools/ToolCommon.h"
+#include "tools/quantize/QuantizeCalibration.h"
+#include "tools/quantize/QuantizeModel.h"
 
 using namespace kiln;
 using namespace kiln::tools;

@@ -1,11 +1,11 @@
 // Where kiln-quantize's calibration clips a range, from a histogram of |x|
-// (tools/QuantizeHistogram.h).
+// (tools/quantize/QuantizeHistogram.h).
 #include <cmath>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "tools/QuantizeHistogram.h"
+#include "tools/quantize/QuantizeHistogram.h"
 
 namespace kiln::tools {
 namespace {

@@ -1,5 +1,5 @@
 // Clipping a calibrated range from a histogram of |x| (see QuantizeHistogram.h).
-#include "tools/QuantizeHistogram.h"
+#include "tools/quantize/QuantizeHistogram.h"
 
 #include <cmath>
 #include <limits>

@@ -7,7 +7,7 @@
 //     range at the `percentile`-th percentile of |x| (ORT's Percentile: 2048 bins, 99.999),
 //     so that rare outliers do not widen the quantisation step of every other value;
 //   - entropy: the same histogram, clipped where quantising it to `entropyLevels` levels
-//     diverges least from it (KL divergence; tools/QuantizeHistogram.h).
+//     diverges least from it (KL divergence; tools/quantize/QuantizeHistogram.h).
 #include <map>
 #include <string>
 #include <vector>
@@ -15,7 +15,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "core/Tensor.h"
-#include "tools/QuantizeModel.h"
+#include "tools/quantize/QuantizeModel.h"
 
 namespace kiln::tools {
 

@@ -1,5 +1,5 @@
 // Rewrites an fp32 ONNX model as a static QDQ model (see QuantizeModel.h).
-#include "tools/QuantizeModel.h"
+#include "tools/quantize/QuantizeModel.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Calibration of the activation ranges kiln-quantize needs (see QuantizeCalibration.h).
-#include "tools/QuantizeCalibration.h"
+#include "tools/quantize/QuantizeCalibration.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/onnx/OnnxLoad.h"
-#include "tools/QuantizeHistogram.h"
+#include "tools/quantize/QuantizeHistogram.h"
 
 namespace kiln::tools {
 
