@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/kernels/Conv2dChannelRows.h"
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
 #include "runtime/kernels/Simd.h"
@@ -43,56 +44,7 @@ struct DepthwiseJob {
 };
 
 #ifdef __AVX512F__
-/// Output rows [oh0, oh0 + Rows) of the M output channels that read one input plane, 16
-/// outputs at a time: M = 1 is plain depthwise (one plane per work item, 4 rows); M = 5-8 a
-/// channel multiplier such as LeNet-5's first layer, 1 -> 6 (2 rows). Each tap's input vector
-/// is loaded once and feeds M x Rows FMAs, one chain per (channel, row), so that a tap's FMAs
-/// do not wait on each other: a single chain ran at the FMA latency, and with the row count a
-/// runtime value the accumulators lived on the stack. One channel at a time loaded the input
-/// M times, a load per FMA, and ran LeNet-5's first layer slower than the GEMM path.
-template <int M, int Rows, bool UnitStride>
-void channelRows(const kiln_conv2d_args &a, const PaddedInput &in, const float *source, const float *weights,
-                 float *out, int64_t oh0) {
-  const int64_t taps = a.r * a.s, outPlane = a.oh * a.ow;
-  for (int64_t ow = 0; ow < a.ow; ow += 16) {
-    const int64_t count = std::min<int64_t>(16, a.ow - ow);
-    const __mmask16 lanes = firstLanes(count);
-    __m512 acc[M][Rows];
-#pragma GCC unroll 8
-    for (int o = 0; o < M; ++o)
-#pragma GCC unroll 4
-      for (int i = 0; i < Rows; ++i)
-        acc[o][i] = _mm512_setzero_ps();
-    for (int64_t r = 0; r < a.r; ++r) {
-      const float *row = source + (oh0 * a.stride_h + r * a.dilation_h) * in.width + ow * a.stride_w;
-      for (int64_t s = 0; s < a.s; ++s) {
-        const float *tap = row + s * a.dilation_w;
-        __m512 x[Rows];
-#pragma GCC unroll 4
-        for (int i = 0; i < Rows; ++i) {
-          const float *p = tap + i * a.stride_h * in.width;
-          x[i] = UnitStride ? _mm512_maskz_loadu_ps(lanes, p) : loadStrided(p, a.stride_w, count);
-        }
-        const float *w = weights + r * a.s + s;
-#pragma GCC unroll 8
-        for (int o = 0; o < M; ++o) {
-          const __m512 weight = _mm512_set1_ps(w[o * taps]);
-#pragma GCC unroll 4
-          for (int i = 0; i < Rows; ++i)
-            acc[o][i] = _mm512_fmadd_ps(weight, x[i], acc[o][i]);
-        }
-      }
-    }
-#pragma GCC unroll 8
-    for (int o = 0; o < M; ++o)
-#pragma GCC unroll 4
-      for (int i = 0; i < Rows; ++i)
-        _mm512_mask_storeu_ps(out + o * outPlane + (oh0 + i) * a.ow + ow, lanes, acc[o][i]);
-  }
-}
-
-using RowGroupFn = void (*)(const kiln_conv2d_args &, const PaddedInput &, const float *, const float *, float *,
-                            int64_t);
+using RowGroupFn = ChannelRowsFn; // channelRows (Conv2dChannelRows.h), one input plane
 
 constexpr int kSharedRows = 2; // rows per pass with 5-8 channels: 2 x M chains of FMAs
 constexpr int64_t kMinSharedOutputs = 5, kMaxSharedOutputs = 8;
@@ -141,7 +93,7 @@ void sharedInputPlanes(void *ctx, int64_t begin, int64_t end) {
     float *out = a.y + (image * a.k + first) * outPlane;
     for (int64_t oh0 = 0; oh0 < a.oh; oh0 += kSharedRows)
       sharedInputRowsFn(multiplier, std::min<int64_t>(kSharedRows, a.oh - oh0), a.stride_w == 1)(
-          a, job.input, source, weights, out, oh0);
+          a, job.input, source, 1, weights, out, oh0);
     if (a.epilogue)
       for (int64_t o = 0; o < multiplier; ++o)
         a.epilogue(a.epilogue_ctx, out + o * outPlane, outPlane, image, first + o, 0, 1, outPlane);
@@ -164,7 +116,7 @@ void depthwisePlanes(void *ctx, int64_t begin, int64_t end) {
     float *out = a.y + plane * outPlane;
 #ifdef __AVX512F__
     for (int64_t oh0 = 0; oh0 < a.oh; oh0 += kRows)
-      rowGroupFn(std::min<int64_t>(kRows, a.oh - oh0), a.stride_w == 1)(a, in, source, weights, out, oh0);
+      rowGroupFn(std::min<int64_t>(kRows, a.oh - oh0), a.stride_w == 1)(a, in, source, 1, weights, out, oh0);
 #else
     for (int64_t oh = 0; oh < a.oh; ++oh) {
       float *outRow = out + oh * a.ow;

@@ -6,14 +6,14 @@
 // group packs its own im2col panels, each float of which feeds only M outputs. ResNeXt-50's
 // grouped layers ran at 40-60 GFLOP/s that way, under half of this core's peak. Here four
 // output channels of a group and four output rows are computed together, 16 pixels of a row
-// per vector: each tap of each input channel of the group loads four input vectors (one per
-// row, from the padded input) and feeds them to 16 FMAs, one chain per (channel, row), with
-// each channel's weight broadcast. The epilogue sees each finished block of four channels.
+// per vector (channelRows, Conv2dChannelRows.h, which depthwise shares): each tap of each input
+// channel of the group loads four input vectors (one per row, from the padded input) and
+// feeds them to 16 FMAs, one chain per (channel, row), with each channel's weight broadcast. The epilogue sees each finished block of four channels.
 #include <algorithm>
 
+#include "runtime/kernels/Conv2dChannelRows.h"
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
-#include "runtime/kernels/Simd.h"
 
 namespace kiln::runtime::kernels::detail {
 
@@ -37,60 +37,13 @@ struct GroupedJob {
 };
 
 #ifdef __AVX512F__
-/// Output rows [oh0, oh0 + Rows) of kChannels output channels that read `inputs` input planes
-/// from `source`; `weights` is the first channel's, w[o][ci][r][s].
-template <int Rows, bool UnitStride>
-void blockRows(const kiln_conv2d_args &a, const PaddedInput &in, const float *source, int64_t inputs,
-               const float *weights, float *out, int64_t oh0) {
-  const int64_t taps = a.r * a.s, depth = inputs * taps, outPlane = a.oh * a.ow;
-  for (int64_t ow = 0; ow < a.ow; ow += 16) {
-    const int64_t count = std::min<int64_t>(16, a.ow - ow);
-    const __mmask16 lanes = firstLanes(count);
-    __m512 acc[kChannels][Rows];
-#pragma GCC unroll 4
-    for (int o = 0; o < kChannels; ++o)
-#pragma GCC unroll 4
-      for (int i = 0; i < Rows; ++i)
-        acc[o][i] = _mm512_setzero_ps();
-    for (int64_t ci = 0; ci < inputs; ++ci) {
-      const float *plane = source + ci * in.plane, *w = weights + ci * taps;
-      for (int64_t r = 0; r < a.r; ++r) {
-        const float *row = plane + (oh0 * a.stride_h + r * a.dilation_h) * in.width + ow * a.stride_w;
-        for (int64_t s = 0; s < a.s; ++s) {
-          const float *tap = row + s * a.dilation_w;
-          __m512 x[Rows];
-#pragma GCC unroll 4
-          for (int i = 0; i < Rows; ++i) {
-            const float *p = tap + i * a.stride_h * in.width;
-            x[i] = UnitStride ? _mm512_maskz_loadu_ps(lanes, p) : loadStrided(p, a.stride_w, count);
-          }
-          const float *tapWeights = w + r * a.s + s;
-#pragma GCC unroll 4
-          for (int o = 0; o < kChannels; ++o) {
-            const __m512 weight = _mm512_set1_ps(tapWeights[o * depth]);
-#pragma GCC unroll 4
-            for (int i = 0; i < Rows; ++i)
-              acc[o][i] = _mm512_fmadd_ps(weight, x[i], acc[o][i]);
-          }
-        }
-      }
-    }
-#pragma GCC unroll 4
-    for (int o = 0; o < kChannels; ++o)
-#pragma GCC unroll 4
-      for (int i = 0; i < Rows; ++i)
-        _mm512_mask_storeu_ps(out + o * outPlane + (oh0 + i) * a.ow + ow, lanes, acc[o][i]);
-  }
-}
-
-using BlockRowsFn = void (*)(const kiln_conv2d_args &, const PaddedInput &, const float *, int64_t, const float *,
-                             float *, int64_t);
+using BlockRowsFn = ChannelRowsFn;
 
 BlockRowsFn blockRowsFn(int64_t rows, bool unitStride) {
-  static constexpr BlockRowsFn unit[kRows] = {blockRows<1, true>, blockRows<2, true>, blockRows<3, true>,
-                                              blockRows<4, true>};
-  static constexpr BlockRowsFn strided[kRows] = {blockRows<1, false>, blockRows<2, false>, blockRows<3, false>,
-                                                 blockRows<4, false>};
+  static constexpr BlockRowsFn unit[kRows] = {channelRows<kChannels, 1, true>, channelRows<kChannels, 2, true>,
+                                              channelRows<kChannels, 3, true>, channelRows<kChannels, 4, true>};
+  static constexpr BlockRowsFn strided[kRows] = {channelRows<kChannels, 1, false>, channelRows<kChannels, 2, false>,
+                                                 channelRows<kChannels, 3, false>, channelRows<kChannels, 4, false>};
   return (unitStride ? unit : strided)[rows - 1];
 }
 #endif
