@@ -37,9 +37,7 @@ bool validConv(const kiln_conv2d_args &a) {
   // Winograd's transformed weights exist only for the convolutions Winograd computes, and
   // tap-major ones for those the sparse-tap path computes.
   if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) {
-    kiln_conv2d_args plain = a;
-    plain.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
-    if (!sparseTapConvShape(plain))
+    if (!sparseTapConvShape(a))
       return false;
   } else if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
              (a.exact || !winogradTileOfLayout(a.weights_layout) || !winogradShape(a))) {
@@ -87,10 +85,7 @@ PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &a) {
       std::fill(out + (j.a.pad_top + j.a.h) * width, out + j.padded.plane, 0.0f);
     }
   };
-  if (threadsOf(rt) > 1 && planes > 1 && planes * padded.plane >= (int64_t{1} << 16))
-    rt->parallel_for(rt, planes, 1, fill, &job);
-  else
-    fill(&job, 0, planes);
+  parallelForIfWorth(rt, planes, planes * padded.plane, int64_t{1} << 16, fill, &job);
   padded.data = data;
   return padded;
 }
@@ -310,10 +305,8 @@ private:
 
 bool convCanAccumulate(const kiln_conv2d_args &args) { return detail::pointwiseConv(args); }
 
-bool convSparseTaps(const kiln_conv2d_args &args) {
+bool convSparseTaps(const kiln_conv2d_args &a) {
   // conv2d's choice with plain weights: the paths it tries first must all decline.
-  kiln_conv2d_args a = args;
-  a.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
   return detail::sparseTapConvShape(a) && !detail::pointwiseConv(a) && !detail::phasePlaneDepthwise(a) &&
          (a.exact || detail::winogradTile(a, false) == 0);
 }

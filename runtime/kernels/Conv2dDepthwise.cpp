@@ -316,10 +316,7 @@ void depthwisePlaneConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
   PlaneJob job{a, p, offsets.data()};
   const int64_t items = a.n * a.k;
   const int64_t work = items * p.positions * taps;
-  if (threadsOf(rt) > 1 && items > 1 && work >= (int64_t{1} << 16))
-    rt->parallel_for(rt, items, 1, depthwisePhasePlanes, &job);
-  else
-    depthwisePhasePlanes(&job, 0, items);
+  parallelForIfWorth(rt, items, work, int64_t{1} << 16, depthwisePhasePlanes, &job);
 }
 
 void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &a, const PaddedInput &input) {
@@ -329,10 +326,7 @@ void depthwiseConv(const kiln_rt *rt, const kiln_conv2d_args &a, const PaddedInp
   const int64_t items = shared ? a.n * a.c : a.n * a.k;
   const kiln_range_fn run = shared ? sharedInputPlanes : depthwisePlanes;
   const int64_t work = a.n * a.k * a.oh * a.ow * a.r * a.s;
-  if (threadsOf(rt) > 1 && items > 1 && work >= (int64_t{1} << 16))
-    rt->parallel_for(rt, items, 1, run, &job);
-  else
-    run(&job, 0, items);
+  parallelForIfWorth(rt, items, work, int64_t{1} << 16, run, &job);
 }
 
 } // namespace kiln::runtime::kernels::detail

@@ -98,10 +98,7 @@ void groupedConv(const kiln_rt *rt, const kiln_conv2d_args &a, const PaddedInput
   GroupedJob job{a, input, blocksPerGroup};
   const int64_t items = a.n * a.groups * blocksPerGroup;
   const int64_t macs = a.n * a.k * (a.c / a.groups) * a.r * a.s * a.oh * a.ow;
-  if (threadsOf(rt) > 1 && items > 1 && macs >= (int64_t{1} << 18))
-    rt->parallel_for(rt, items, 1, groupedBlocks, &job);
-  else
-    groupedBlocks(&job, 0, items);
+  parallelForIfWorth(rt, items, macs, int64_t{1} << 18, groupedBlocks, &job);
 }
 
 } // namespace kiln::runtime::kernels::detail

@@ -25,7 +25,8 @@ namespace kiln::runtime::kernels::detail {
 
 namespace {
 
-/// The outputs [first, last) along one axis whose tap `t` reads inside [0, size).
+/// The outputs [first, last) along one axis whose input index, output*stride + offset (a
+/// tap's), lies inside [0, size).
 struct Span {
   int64_t first = 0, last = 0;
   int64_t length() const { return last - first; }
@@ -91,13 +92,11 @@ private:
   float *out_;
 };
 
-/// Runs fn(begin, end) over [0, count) on rt's threads when the work is large enough.
+/// fn(begin, end) over [0, count), on rt's threads when parallelForIfWorth finds the work
+/// (count x workPerItem floats moved) worth it.
 template <typename Fn> void forRange(const kiln_rt *rt, int64_t count, int64_t workPerItem, Fn &&fn) {
   auto run = [](void *ctx, int64_t begin, int64_t end) { (*static_cast<Fn *>(ctx))(begin, end); };
-  if (threadsOf(rt) > 1 && count > 1 && count * workPerItem >= (int64_t{1} << 16))
-    rt->parallel_for(rt, count, 1, run, &fn);
-  else
-    fn(int64_t{0}, count);
+  parallelForIfWorth(rt, count, count * workPerItem, int64_t{1} << 16, run, &fn);
 }
 
 } // namespace
@@ -108,7 +107,7 @@ bool sparseTapConvShape(const kiln_conv2d_args &a) {
   // 2x2 maps and go tap by tap) then moved one element of layer2.1.bn1.bias 3e-4 of its
   // tensor's scale further from PyTorch's after five steps: batch norm over 8 values a
   // channel amplifies any change of rounding. Training keeps the GEMM's order it was checked in.
-  if (a.exact || a.groups != 1 || a.accumulate || a.weights_layout != KILN_CONV_WEIGHTS_PLAIN || a.r * a.s < 2)
+  if (a.exact || a.groups != 1 || a.accumulate || a.r * a.s < 2)
     return false;
   // At most half the pairs inside: below that the gathers and the per-tap GEMMs' smaller
   // shapes cost less than the multiplications by zero they save.

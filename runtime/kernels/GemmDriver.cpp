@@ -237,6 +237,14 @@ uint64_t nextCallNumber() {
   return ++calls;
 }
 
+void parallelForIfWorth(const kiln_rt *rt, int64_t items, int64_t work, int64_t minWork, kiln_range_fn fn,
+                        void *ctx) {
+  if (threadsOf(rt) > 1 && items > 1 && work >= minWork)
+    rt->parallel_for(rt, items, 1, fn, ctx);
+  else
+    fn(ctx, 0, items);
+}
+
 void parallelForBalanced(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {
   (rt->parallel_for_balanced ? rt->parallel_for_balanced : rt->parallel_for)(rt, n, grain, fn, ctx);
 }
