@@ -40,7 +40,9 @@ LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options) {
   LoweredModel lowered;
   lowered.graph = graph.clone();
   runLoweringPasses(lowered, loweringPasses(options, "inference"));
-  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix);
+  EmitOptions emit;
+  emit.precision = options.precision;
+  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, {}, emit);
   return lowered;
 }
 

@@ -35,6 +35,8 @@ struct CompileOptions {
   std::vector<std::string> passes;
   /// Starts every symbol of the generated source (see emitModel); "" for a model compiled alone.
   std::string symbolPrefix;
+  /// What GEMMs and GEMM-computed convolutions multiply in (EmitOptions::precision).
+  ContractionPrecision precision = ContractionPrecision::F32;
   CompilerOptions compiler;
   runtime::ExecutableOptions runtime;
 };

@@ -80,6 +80,9 @@ void checkInPlaceUpdates(const LoweredModel &lowered, const std::vector<ParamUpd
 
 LoweredModel lowerTrainingGraph(const ir::Graph &graph, const std::vector<ParamUpdate> &updates,
                                 const CompileOptions &options) {
+  if (options.precision != ContractionPrecision::F32)
+    fail("training step: precision {} is for inference; training steps compute in f32",
+         contractionPrecisionName(options.precision));
   LoweredModel lowered;
   lowered.graph = graph.clone();
   // The pipeline's in-place passes know the updates by their outputs' names.

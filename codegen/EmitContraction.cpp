@@ -165,6 +165,8 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n", epilogue);
   if (packB)
     text += "  g.b_layout = KILN_GEMM_B_PANELS;\n";
+  if (e.precision() == ContractionPrecision::Bf16)
+    text += "  g.precision = KILN_PRECISION_BF16;\n";
   std::string aBase = fmt::format("(const float *){} + {}", e.kernelAddress(a.buffer), a.offset);
   std::string bBase = fmt::format("(const float *){} + {}", e.kernelAddress(b.buffer), b.offset);
   std::string cBase = fmt::format("(float *){}", e.kernelAddress(stage.tileBuffer));
@@ -271,6 +273,8 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     text += "  g.weights_layout = KILN_CONV_WEIGHTS_TAP_MAJOR;\n";
   if (e.exactConvolutions())
     text += "  g.exact = 1;\n";
+  else if (e.precision() == ContractionPrecision::Bf16)
+    text += "  g.precision = KILN_PRECISION_BF16;\n";
   if (e.accumulatedAdd().add) {
     // The output was planned over the residual (passes/fusion/AccumulatedOperand.h): conv2d adds onto
     // it, which only the tile being the kernel's result and a pointwise convolution allow.

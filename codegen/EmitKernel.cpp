@@ -23,6 +23,7 @@ KernelText emitStages(const KernelPlan &plan, const Unit &unit, const std::strin
   KernelEmitter emitter(plan, prefix, restrictPointers, operands);
   emitter.setSoleWeightOperands(unit.soleWeightOperands);
   emitter.setExactConvolutions(unit.exactConvolutions);
+  emitter.setPrecision(unit.precision);
   if (unit.accumulatedOperand >= 0)
     emitter.setAccumulatedAdd(passes::accumulatedAdd(*unit.body, unit.accumulatedOperand));
   KernelText text;

@@ -96,6 +96,7 @@ public:
         unit.soleWeightOperands.push_back(isSoleWeight(*operand));
       }
       unit.exactConvolutions = options_.exactConvolutions;
+      unit.precision = options_.precision;
       for (const ir::Value *output : node->outputs())
         refs.push_back(refFor(output));
       if (node->op() == OpKind::Kernel)

@@ -81,6 +81,9 @@ struct EmitOptions {
   /// Convolutions compute each output as the plain sum of its products, never by Winograd
   /// (kiln_conv2d_args::exact): training steps, whose gradients Winograd's rounding skews.
   bool exactConvolutions = false;
+  /// GEMMs and the convolutions the runtime computes as GEMMs multiply in this precision
+  /// (kiln_gemm_args::precision); exact convolutions stay f32.
+  ContractionPrecision precision = ContractionPrecision::F32;
 };
 
 ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix = "",

@@ -51,6 +51,9 @@ public:
   /// Whether convolutions must be exact sums of products (Unit::exactConvolutions).
   bool exactConvolutions() const { return exactConvolutions_; }
   void setExactConvolutions(bool exact) { exactConvolutions_ = exact; }
+  /// What contractions multiply in (Unit::precision).
+  ContractionPrecision precision() const { return precision_; }
+  void setPrecision(ContractionPrecision precision) { precision_ = precision; }
   /// The `X + r` of a unit whose convolution accumulates into r's buffer (Unit::
   /// accumulatedOperand): its conv stage has conv2d add into the output, and its epilogue takes
   /// the node's value as X's, the tile already holding r. Empty (add == nullptr) otherwise.
@@ -137,6 +140,7 @@ private:
   int numOperandBuffers_;
   std::vector<bool> soleWeightOperands_;
   bool exactConvolutions_ = false;
+  ContractionPrecision precision_ = ContractionPrecision::F32;
   passes::AccumulatedAdd accumulatedAdd_;
   int stage_ = 0;
   int counter_ = 0;

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "codegen/IndexExpr.h"
+#include "codegen/Precision.h"
 #include "ir/Graph.h"
 
 namespace kiln::codegen {
@@ -79,6 +80,8 @@ struct Unit {
   std::vector<bool> soleWeightOperands;
   /// Convolutions without Winograd (EmitOptions::exactConvolutions). Set by the model emitter.
   bool exactConvolutions = false;
+  /// EmitOptions::precision. Set by the model emitter.
+  ContractionPrecision precision = ContractionPrecision::F32;
   /// The body input (operand) whose buffer the memory plan gave this unit's result, for the
   /// unit's convolution to accumulate into (passes/fusion/AccumulatedOperand.h); -1 for none.
   int accumulatedOperand = -1;

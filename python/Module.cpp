@@ -51,8 +51,13 @@ std::map<std::string, kiln::Shape> inputShapesOf(const py::object &shapes) {
 }
 
 std::shared_ptr<Session> openSession(const py::object &model, std::optional<int> threads, const py::object &cacheDir,
-                                     const py::object &inputShapes) {
+                                     const py::object &inputShapes, const std::string &precision) {
   SessionOptions options = sessionOptions(threads, cacheDir);
+  try {
+    options.precision = kiln::codegen::parseContractionPrecision(precision);
+  } catch (const kiln::Error &e) {
+    kiln::python::failArgument(ArgumentError::Kind::Value, "precision: {}", e.what());
+  }
   std::map<std::string, kiln::Shape> shapes = inputShapesOf(inputShapes);
   if (std::optional<kiln::python::ModelSource> graph = kiln::python::graphModelSource(model)) {
     if (!shapes.empty())
@@ -205,14 +210,16 @@ PYBIND11_MODULE(_kiln, m) {
 
   py::class_<Session, std::shared_ptr<Session>>(m, "Session", R"(A compiled model, ready to run.
 
-Session(model, threads=None, cache_dir=None, input_shapes=None): `model` is the path of an ONNX
+Session(model, threads=None, cache_dir=None, input_shapes=None, precision="f32"): `model` is the path of an ONNX
 model, a .kir graph or a shared object kiln-compile (or Session.save) wrote, the bytes of an
 ONNX model, or a kiln.Graph built with kiln.GraphBuilder. It is compiled once here (the compile cache makes a second time a load); `threads`
 is how many threads run its kernels (None: one per core), `cache_dir` where compiled kernels are
-cached, `input_shapes` static shapes for an ONNX model's inputs by name (fixing symbolic dims).
+cached, `input_shapes` static shapes for an ONNX model's inputs by name (fixing symbolic dims),
+`precision` "bf16" to multiply in GEMMs and GEMM-computed convolutions with bf16 operands and
+f32 sums (about twice the f32 rate; kiln-run --compare-precision reports the error), "f32" otherwise.
 run() may be called from several threads at once.)")
       .def(py::init(&openSession), "model"_a, "threads"_a = py::none(), "cache_dir"_a = py::none(),
-           "input_shapes"_a = py::none())
+           "input_shapes"_a = py::none(), "precision"_a = "f32")
       .def_property_readonly(
           "inputs", [](const SessionRef &session) { return infos(session->inputs()); },
           "the model's inputs (TensorInfo), in order")

@@ -59,6 +59,7 @@ codegen::CompileOptions compileOptions(const SessionOptions &options) {
   codegen::CompileOptions compile;
   compile.runtime = executableOptions(options);
   compile.compiler.cacheDir = options.cacheDir;
+  compile.precision = options.precision;
   return compile;
 }
 
@@ -191,6 +192,8 @@ Session Session::open(const std::string &path, SessionOptions options, std::map<
   if (runtime::isSharedObjectFile(path)) {
     if (!inputShapes.empty())
       failArgument(ArgumentError::Kind::Value, "input_shapes apply to ONNX models; '{}' is a compiled model", path);
+    if (options.precision != codegen::ContractionPrecision::F32)
+      failArgument(ArgumentError::Kind::Value, "precision applies when compiling; '{}' is a compiled model", path);
     return loadCompiled(path, options);
   }
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".kir") == 0) {

@@ -78,6 +78,8 @@ struct SessionOptions {
   int threads = 0;
   /// The compile cache's folder (codegen/CxxCompiler.h); empty: $KILN_CACHE_DIR or the default.
   std::string cacheDir;
+  /// What GEMMs and GEMM-computed convolutions multiply in (Session(precision="bf16")).
+  codegen::ContractionPrecision precision = codegen::ContractionPrecision::F32;
 };
 
 /// The runtime and compile options `options` ask for (what a Session compiles with, and a

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 8
+#define KILN_ABI_VERSION 9
 
 typedef struct kiln_rt kiln_rt;
 
@@ -44,6 +44,19 @@ enum kiln_gemm_b_layout {
   KILN_GEMM_B_PANELS = 1
 };
 
+/// The precision a contraction multiplies in (kiln_gemm_args::precision,
+/// kiln_conv2d_args::precision). Inputs, outputs and accumulation stay f32 either way.
+enum kiln_precision {
+  KILN_PRECISION_F32 = 0,
+  /// Both operands rounded to bfloat16 (to nearest, ties to even) and their products summed
+  /// in f32: AVX-512 BF16's vdpbf16ps, two products per lane per instruction. Opt-in only
+  /// (kiln-run --precision bf16): it rounds off ~3 significant digits of every operand. The
+  /// runtime uses it where it pays: GEMMs, and convolutions it computes as GEMMs (im2col and
+  /// pointwise), of at least 16 rows and 16 columns (runtime/kernels/GemmDriver.h,
+  /// bf16Pays); narrower products, Winograd, depthwise and direct convolutions stay f32.
+  KILN_PRECISION_BF16 = 1
+};
+
 /// C[b] = op(A[b]) * op(B[b]) for b in [0, batch), f32, then the epilogue on every tile.
 /// op(A) is M x K: A[m*lda + k], or A[k*lda + m] when trans_a. op(B) is K x N, laid out as
 /// b_layout says. C[m*ldc + n]. A stride of 0 broadcasts one matrix over the batch.
@@ -60,6 +73,7 @@ typedef struct kiln_gemm_args {
   kiln_epilogue_fn epilogue; /* may be NULL */
   void *epilogue_ctx;
   int32_t b_layout; /* kiln_gemm_b_layout */
+  int32_t precision; /* kiln_precision */
 } kiln_gemm_args;
 
 /// How a convolution's weights are laid out (kiln_conv2d_args::weights_layout).
@@ -103,6 +117,7 @@ typedef struct kiln_conv2d_args {
      rounds ~1e-5 off relative, which BatchNorm over a small batch and ReLU's kinks turn into
      gradients percent off (ResNet-18 at 4x3x64x64: layer4's up to 6%). */
   int32_t exact;
+  int32_t precision; /* kiln_precision; with exact, f32 */
 } kiln_conv2d_args;
 
 /// 2-D max or average pooling over NCHW f32 (pads count as -inf for max; for average they

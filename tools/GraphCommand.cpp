@@ -10,6 +10,7 @@
 #include "passes/Bisect.h"
 #include "runtime/ThreadPool.h"
 #include "tools/GraphLoading.h"
+#include "tools/PrecisionComparison.h"
 #include "tools/RunCommands.h"
 #include "tools/RunReport.h"
 
@@ -25,6 +26,7 @@ std::optional<runtime::Executable> compileOrFallBack(std::unique_ptr<ir::Graph> 
                                                      const ir::ParamValues &params) {
   codegen::CompileOptions compileOptions;
   compileOptions.params = params;
+  compileOptions.precision = options.precision;
   if (options.threads > 0)
     compileOptions.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
   codegen::LoweredModel lowered;
@@ -34,6 +36,9 @@ std::optional<runtime::Executable> compileOrFallBack(std::unique_ptr<ir::Graph> 
     std::string message = e.what();
     if (message.rfind("codegen: ", 0) != 0 || message.find("is not supported yet") == std::string::npos)
       throw;
+    if (options.precision != codegen::ContractionPrecision::F32) // never f32 in its place, silently
+      fail("--precision {} needs a compiled graph: {}", codegen::contractionPrecisionName(options.precision),
+           oneLine(message));
     std::cerr << "kiln-run: note: " << oneLine(message) << "; running the reference evaluator instead\n";
     return std::nullopt;
   }
@@ -97,6 +102,8 @@ int runGraphCommand(const RunOptions &options) {
     passes::PassContext context;
     selectPasses(options.pipeline, options.passList, "").run(*graph, context);
   }
+  if (options.comparePrecision)
+    return comparePrecision(std::move(graph), options, inputs, params, names);
 
   std::optional<runtime::Executable> executable;
   auto compileStart = std::chrono::steady_clock::now();
@@ -107,7 +114,11 @@ int runGraphCommand(const RunOptions &options) {
   if (executable) {
     target.compileMs = millisecondsSince(compileStart);
     runtime::Executable &compiled = *executable;
-    target.description = fmt::format("compiled model ({} threads)", compiled.numThreads());
+    target.description = fmt::format("compiled model ({} threads{})", compiled.numThreads(),
+                                     options.precision == codegen::ContractionPrecision::F32
+                                         ? ""
+                                         : fmt::format(", {} contractions",
+                                                       codegen::contractionPrecisionName(options.precision)));
     target.arenaBytes = compiled.arenaBytes();
     target.weightBytes = weightBytesOf(compiled);
     target.executable = &compiled;

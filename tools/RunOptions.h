@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/Precision.h"
 #include "core/SymbolicDim.h"
 #include "tools/ToolCommon.h"
 
@@ -37,6 +38,9 @@ struct RunOptions {
   int threads = 0;     // 0: the runtime's default pool
   int bench = 0;       // timed runs after the first
   std::string profile; // --profile: where the Chrome trace goes
+  codegen::ContractionPrecision precision = codegen::ContractionPrecision::F32; // --precision
+  bool precisionGiven = false;
+  bool comparePrecision = false; // --compare-precision: precision's outputs against f32's
 
   double rtolOr(double fallback) const { return rtol.value_or(fallback); }
   double atolOr(double fallback) const { return atol.value_or(fallback); }

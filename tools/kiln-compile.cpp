@@ -49,6 +49,8 @@ options:
                                random ones, drawn as kiln-run draws them with the same --seed
                                (for tests and benchmarks; without it such a parameter is an error)
   --seed S                     seed of --random-params (default 0)
+  --precision f32|bf16         what GEMMs and GEMM-computed convolutions multiply in, as
+                               kiln-run --precision (default f32; inference only)
   --build-dir DIR              write the generated source (DIR/model.cpp) and the weights
                                (DIR/weights.bin) to DIR and keep them
   --help                       print this help
@@ -72,6 +74,7 @@ struct CompileCommand {
   std::vector<Binding> params;
   bool randomParams = false;
   uint64_t seed = 0;
+  codegen::ContractionPrecision precision = codegen::ContractionPrecision::F32;
   bool help = false;
 };
 
@@ -116,6 +119,13 @@ CompileCommand parseArgs(int argc, char **argv) {
   parser.addOption("--seed", [&](const std::string &flag, const std::string &value) {
     command.seed = parseCount(flag, value, "a non-negative integer");
   });
+  parser.addOption("--precision", [&](const std::string &flag, const std::string &value) {
+    try {
+      command.precision = codegen::parseContractionPrecision(value);
+    } catch (const Error &e) {
+      fail("{}: {}", flag, e.what());
+    }
+  });
   command.paths = parser.parse(argc, argv);
   if (command.help)
     return command;
@@ -133,6 +143,8 @@ CompileCommand parseArgs(int argc, char **argv) {
     fail("--load applies to a training step: add --train LOSS");
   if (command.train && (!command.pipeline.empty() || !command.passList.empty()))
     fail("--pipeline and --passes do not apply with --train: a training step goes through the training pipeline");
+  if (command.train && command.precision != codegen::ContractionPrecision::F32)
+    fail("--precision applies to inference; a training step computes in f32");
   if (command.train)
     finishTrainingFlags(command.training);
   return command;
@@ -161,6 +173,7 @@ int compileCommand(const CompileCommand &command) {
   }
   codegen::CompileOptions options;
   options.params = params;
+  options.precision = command.precision;
   codegen::AotOptions aot;
   aot.buildDir = command.buildDir;
   codegen::AotModel model;

@@ -1,4 +1,4 @@
-// kiln-gemm-bench: GFLOP/s of kiln's precompiled f32 kernels (runtime/kernels/).
+// kiln-gemm-bench: GFLOP/s of kiln's precompiled kernels (runtime/kernels/).
 //
 //   kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [SIZES...]
 //       square SGEMM, default sizes 256 512 1024 2048
@@ -10,6 +10,9 @@
 //       and F(4x4, 3x3), weights transformed ahead as compiled models have them, which of the
 //       two conv2d's gate picks, and conv2d with plain weights (the GEMM where the gate says
 //       F0): the data behind the gate's tables in Conv2dWinogradPlan.cpp
+//
+// --precision bf16 runs the GEMMs and GEMM-computed convolutions with bf16 operands
+// (KILN_PRECISION_BF16), as models compiled with kiln-run --precision bf16 do.
 //
 // Each figure is the median of R timed runs (default: as many as fit in ~0.6 s, at least 5)
 // after one warm-up run. --cold evicts the caches before each run. --cpu-time times the
@@ -44,6 +47,7 @@ std::vector<float> randomVector(size_t size, uint32_t seed) {
 }
 
 bool useCpuTime = false;
+int32_t precision = KILN_PRECISION_F32; // --precision
 // --cold: before each timed run, write a buffer larger than the caches, so that the operands
 // come from DRAM as a large model's weights do (ResNet-50's are 100 MB; in this tool they
 // would otherwise stay in L2/L3 from one repetition to the next).
@@ -95,6 +99,7 @@ void benchGemm(const kiln_rt &rt, int64_t size, int reps) {
   args.a = a.data(), args.lda = size;
   args.b = b.data(), args.ldb = size;
   args.c = c.data(), args.ldc = size;
+  args.precision = precision;
   const double seconds = medianSeconds([&] { kiln::runtime::kernels::gemm(&rt, &args); }, reps);
   std::printf("sgemm %5lld  threads %d  %8.3f ms  %7.1f GFLOP/s\n", static_cast<long long>(size),
               rt.num_threads, seconds * 1e3, 2.0 * size * size * size / seconds * 1e-9);
@@ -122,6 +127,7 @@ void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64
   std::vector<float> w = randomVector(static_cast<size_t>(k * (c / groups) * r * r), 2);
   std::vector<float> y(static_cast<size_t>(k * args.oh * args.ow));
   args.x = x.data(), args.weights = w.data(), args.y = y.data();
+  args.precision = precision;
   const double seconds = medianSeconds([&] { kiln::runtime::kernels::conv2d(&rt, &args); }, reps);
   const double flops = 2.0 * k * (c / groups) * r * r * args.oh * args.ow;
   std::printf("conv %-28s threads %d  %8.3f ms  %7.1f GFLOP/s\n", name, rt.num_threads, seconds * 1e3,
@@ -161,8 +167,8 @@ void benchWinograd(const kiln_rt &rt, int64_t n, int64_t c, int64_t hw, int64_t 
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--conv | --winograd "
-                       "[--only TEXT]] [SIZES...]\n");
+  std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--precision f32|bf16] "
+                       "[--conv | --winograd [--only TEXT]] [SIZES...]\n");
   return 2;
 }
 
@@ -181,6 +187,11 @@ int main(int argc, char **argv) {
       (arg == "--threads" ? threads : reps) = value;
     } else if (arg == "--only" && i + 1 < argc) {
       onlyLayers = argv[++i];
+    } else if (arg == "--precision" && i + 1 < argc) {
+      const std::string name = argv[++i];
+      if (name != "f32" && name != "bf16")
+        return usage();
+      precision = name == "bf16" ? KILN_PRECISION_BF16 : KILN_PRECISION_F32;
     } else if (arg == "--conv") {
       conv = true;
     } else if (arg == "--winograd") {

@@ -281,6 +281,7 @@ public:
                   product.swap = swap;
                   product.packedB = packedB;
                   product.accumulate = a_.accumulate != 0;
+                  product.bf16 = a_.precision == KILN_PRECISION_BF16 && !a_.exact && detail::bf16Pays(m, n);
                   detail::computeRegion(product, row0, row1, col0, col1);
                 });
   }

@@ -70,6 +70,7 @@ private:
     product.batch = index;
     product.swap = swap;
     product.packedB = packedB;
+    product.bf16 = g.precision == KILN_PRECISION_BF16 && detail::bf16Pays(g.m, g.n);
     detail::computeRegion(product, row0, row1, col0, col1);
   }
 

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "runtime/kernels/GemmBf16.h"
 #include "runtime/kernels/GemmMicroKernel.h"
 
 namespace kiln::runtime::kernels::detail {
@@ -89,12 +90,16 @@ void zeroRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, int
   }
 }
 
+void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, int64_t col1);
+
 void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, int64_t col1) {
   const Product &p = o.product;
   if (row0 >= row1 || col0 >= col1)
     return;
   if (p.k == 0)
     return zeroRegion(o, row0, row1, col0, col1);
+  if (p.bf16)
+    return blockedRegionBf16(o, row0, row1, col0, col1);
 
   int64_t lda = 0;
   const float *aInPlace = o.a->inPlace(lda);
@@ -167,6 +172,80 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
               }
               microKernel(rows, vectors, !aInPlace)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols,
                                                     flags);
+            }
+            if (lastK)
+              o.finishTile(ir, rows, jc, nc);
+          }
+        }
+      }
+    }
+  }
+}
+
+/// blockedRegion in bf16 (Product::bf16): the same loop nest over the same f32 packing, each
+/// packed block rounded to bf16 once (GemmBf16.h) before the micro-kernels read it: B's K x
+/// 2048 (or x 256) block per (jo, pc), A's 6-row micro-panels per row block. A panel's last
+/// few columns go through the micro-kernel masked, not as dot products.
+void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, int64_t col1) {
+  const Product &p = o.product;
+  int64_t lda = 0;
+  const float *aInPlace = o.a->inPlace(lda);
+  const int64_t kcMax = kBlockDepth(p.k);
+  const int64_t rowWidth = roundUp(kcMax, kVector); // of a bf16 A row: whole vectors, zero past kc
+  const int64_t outerBlock = row1 - row0 <= kMc ? kNc : kOuterCols;
+  const int64_t outerCols = std::min(outerBlock, col1 - col0);
+  const float *sharedB = o.transposed ? nullptr : p.packedB;
+  float *ownB = sharedB ? nullptr : scratch(Scratch::PackedB, kcMax * roundUp(outerCols, kPanelWidth));
+  float *packedA = aInPlace ? nullptr : scratch(Scratch::PackedA, kcMax * kMaxRows);
+  // Two bf16 per float of scratch.
+  Bf16 *pairsB = reinterpret_cast<Bf16 *>(
+      scratch(Scratch::Bf16B, static_cast<size_t>(roundUp(kcMax, 2) * roundUp(outerCols, kPanelWidth) / 2)));
+  Bf16 *rowsA = reinterpret_cast<Bf16 *>(scratch(Scratch::Bf16A, static_cast<size_t>(kMc * rowWidth / 2)));
+  const int storeFlags = o.transposed ? kTransposedC : 0;
+
+  for (int64_t jo = col0; jo < col1; jo += outerBlock) {
+    const int64_t nco = std::min(outerBlock, col1 - jo);
+    for (int64_t pc = 0; pc < p.k; pc += kcMax) {
+      const int64_t kc = std::min(kcMax, p.k - pc), kcEven = roundUp(kc, 2);
+      const bool lastK = pc + kc == p.k;
+      const int flags = storeFlags | (pc > 0 || p.accumulate ? kAccumulate : 0);
+      int64_t panelStride = 0;
+      const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
+      const float *packedB = sharedB ? sharedB + sharedPanelOffset(p.n, pc, kc, jo) : ownB;
+      if (!bPanels && !sharedB)
+        o.b->packPanels(ownB, pc, kc, jo, nco);
+      for (int64_t q = 0; q * kPanelWidth < nco; ++q) {
+        const int64_t width = panelWidth(q, nco);
+        const float *panel = bPanels ? bPanels + q * panelStride : packedB + q * kPanelWidth * kc;
+        roundPanelToBf16Pairs(panel, bPanels ? kPanelWidth : width, kc, width, pairsB + q * kPanelWidth * kcEven);
+      }
+      for (int64_t ic = row0; ic < row1; ic += kMc) {
+        const int64_t mc = std::min(kMc, row1 - ic);
+        for (int64_t ir = ic; ir < ic + mc; ir += kMaxRows) {
+          const int64_t rows = std::min<int64_t>(kMaxRows, ic + mc - ir);
+          Bf16 *rowsOut = rowsA + (ir - ic) * rowWidth;
+          if (aInPlace) {
+            for (int64_t i = 0; i < rows; ++i)
+              roundRowToBf16(aInPlace + (ir + i) * lda + pc, kc, rowsOut + i * rowWidth, rowWidth);
+            continue;
+          }
+          o.a->pack(packedA, pc, kc, ir, rows, rows); // packedA[k*rows + i]
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t k = 0; k < rowWidth; ++k)
+              rowsOut[i * rowWidth + k] = k < kc ? toBf16(packedA[k * rows + i]) : Bf16{0};
+        }
+        for (int64_t jc = jo; jc < jo + nco; jc += kNc) {
+          const int64_t nc = std::min(kNc, jo + nco - jc);
+          for (int64_t ir = ic; ir < ic + mc; ir += kMaxRows) {
+            const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, ic + mc - ir));
+            for (int64_t jr = jc; jr < jc + nc; jr += kPanelWidth) {
+              const int64_t cols = std::min<int64_t>(kPanelWidth, jc + nc - jr);
+              const int vectors = static_cast<int>(ceilDiv(cols, kVector));
+              const int64_t q = (jr - jo) / kPanelWidth;
+              float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
+              microKernelBf16(rows, vectors)(kcEven / 2, rowsA + (ir - ic) * rowWidth, rowWidth,
+                                             pairsB + q * kPanelWidth * kcEven, 2 * panelWidth(q, nco), cTile, p.ldc,
+                                             cols, flags);
             }
             if (lastK)
               o.finishTile(ir, rows, jc, nc);

@@ -105,6 +105,9 @@ inline void storeTileTransposed(const __m512 (&acc)[R][NV], float *c, int64_t ld
   }
 }
 
+template <int R, int NV>
+inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t cols, int flags);
+
 template <int R, int NV, bool PackedA>
 void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                      int64_t ldc, int64_t cols, int flags) {
@@ -144,6 +147,13 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
     b += ldb;
   }
 
+  storeTile(acc, c, ldc, cols, flags);
+}
+
+/// The store of every micro-kernel (f32 and bf16 ones): the R x (16*NV) tile acc[i][j] into C
+/// as `flags` say, only its first `cols` columns.
+template <int R, int NV>
+inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t cols, int flags) {
   const bool accumulate = flags & kAccumulate;
   if (!(flags & kTransposedC)) {
     const int64_t lastCols = cols - (NV - 1) * kVector; // 1..16
@@ -172,6 +182,18 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
 
 #else // portable: the same contract with plain arrays the compiler may vectorize
 
+/// The store of every portable micro-kernel: acc[i][j] (j < cols) into C as `flags` say.
+template <int R, int W>
+inline void storeTile(const float (&acc)[R][W], float *c, int64_t ldc, int64_t cols, int flags) {
+  const bool accumulate = flags & kAccumulate;
+  const bool transposed = flags & kTransposedC;
+  for (int i = 0; i < R; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float &out = transposed ? c[j * ldc + i] : c[i * ldc + j];
+      out = accumulate ? out + acc[i][j] : acc[i][j];
+    }
+}
+
 template <int R, int NV, bool PackedA>
 void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                      int64_t ldc, int64_t cols, int flags) {
@@ -185,13 +207,7 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
     }
     b += ldb;
   }
-  const bool accumulate = flags & kAccumulate;
-  const bool transposed = flags & kTransposedC;
-  for (int i = 0; i < R; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      float &out = transposed ? c[j * ldc + i] : c[i * ldc + j];
-      out = accumulate ? out + acc[i][j] : acc[i][j];
-    }
+  storeTile(acc, c, ldc, cols, flags);
 }
 
 #endif

@@ -98,9 +98,10 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 // and M of Winograd blocks that all threads work on; Depthwise: one plane's padded phases
 // (Conv2dDepthwise.cpp); Recurrence: a recurrence's state for all threads, and its weights
 // when they come unpacked (Recurrence.cpp); SparseTaps: a sparse-tap convolution's tap-major
-// weights, gathered pixels and product (Conv2dSparseTaps.cpp). WinogradItem is last.
+// weights, gathered pixels and product (Conv2dSparseTaps.cpp); Bf16A, Bf16B: a block of A and
+// of B rounded to bf16 (GemmBf16.h). WinogradItem is last.
 enum class Scratch {
-  PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, WinogradItem
+  PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, Bf16A, Bf16B, WinogradItem
 };
 float *scratch(Scratch slot, size_t floats);
 

@@ -188,3 +188,24 @@ def test_profile_writes_a_chrome_trace(tmp_path, add_session):
 def test_cache_dir_holds_the_compiled_kernels(tmp_path, add_path):
     kiln.Session(add_path, cache_dir=tmp_path / "cache")
     assert list((tmp_path / "cache").glob("*.so"))
+
+
+def test_bf16_precision_is_opt_in_and_close_to_f32():
+    # A 32 x 64 x 48 matmul: wide enough to run in bf16 (runtime/kernels/GemmDriver.h).
+    g = kiln.GraphBuilder()
+    x = g.input("x", "f32", [32, 64])
+    w = g.input("w", "f32", [64, 48])
+    graph = g.finish([kiln.matmul(x, w)])
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.standard_normal((32, 64), dtype=np.float32),
+             "w": rng.standard_normal((64, 48), dtype=np.float32)}
+    want = feeds["x"].astype(np.float64) @ feeds["w"].astype(np.float64)
+    f32 = next(iter(kiln.Session(graph, threads=1).run(feeds).values()))
+    bf16 = next(iter(kiln.Session(graph, threads=1, precision="bf16").run(feeds).values()))
+    scale = np.abs(want).max()
+    assert np.abs(f32 - want).max() < 1e-5 * scale
+    # bf16 keeps 8 significant bits per operand: about 2^-9 relative error each.
+    error = np.abs(bf16 - want).max()
+    assert 1e-5 * scale < error < 2e-2 * scale
+    with pytest.raises(ValueError, match="precision: unknown precision 'fp8'"):
+        kiln.Session(graph, precision="fp8")

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/kernels/Conv2dCommon.h"
+#include "runtime/kernels/GemmBf16.h"
 #include "runtime/kernels/Kernels.h"
 #include "tests/runtime/KernelTestRuntime.h"
 
@@ -33,6 +34,7 @@ struct ConvCase {
   bool accumulate = false;
   bool direct = false; // call detail::directConv instead of conv2d
   bool tapMajor = false; // pass the weights tap-major (KILN_CONV_WEIGHTS_TAP_MAJOR)
+  bool bf16 = false;     // KILN_PRECISION_BF16, for a convolution conv2d computes as a GEMM
 };
 
 struct BiasReluEpilogue {
@@ -100,11 +102,16 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   args.epilogue = BiasReluEpilogue::apply;
   args.epilogue_ctx = &epi;
   args.accumulate = tc.accumulate;
+  args.precision = tc.bf16 ? KILN_PRECISION_BF16 : KILN_PRECISION_F32;
   kiln_rt rt = makeRuntime(tc.threads);
   if (tc.direct)
     kiln::runtime::kernels::detail::directConv(&rt, args, kiln::runtime::kernels::detail::padInput(&rt, args));
   else
     kiln::runtime::kernels::conv2d(&rt, &args);
+  if (tc.bf16) // the GEMM multiplied the operands rounded to bf16, exactly (GemmKernelTest.cpp)
+    for (std::vector<float> *operand : {&x, &w})
+      for (float &v : *operand)
+        v = kiln::runtime::kernels::detail::fromBf16(kiln::runtime::kernels::detail::toBf16(v));
 
   int64_t failures = 0;
   const int64_t depth = cg * tc.r * tc.s;
@@ -146,6 +153,20 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
 TEST(Conv2dKernel, PointwiseReadsTheInputAsB) {
   checkConv({1, 16, 7, 9, 24, 1, 1});
   checkConv({2, 256, 6, 6, 64, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
+}
+
+TEST(Conv2dKernel, Bf16GemmConvolutions) {
+  auto bf16 = [](ConvCase tc) {
+    tc.bf16 = true;
+    return tc;
+  };
+  checkConv(bf16({1, 16, 7, 9, 24, 1, 1}));                               // pointwise
+  checkConv(bf16({2, 33, 6, 6, 64, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2}));       // pointwise, odd K, threads
+  checkConv(bf16({1, 9, 12, 12, 70, 3, 3, 2, 1, 1, 1, 1}));               // im2col, stride 2
+  checkConv(bf16({2, 12, 9, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2}));       // im2col, two groups, threads
+  ConvCase summed = bf16({1, 20, 5, 5, 30, 1, 1});
+  summed.accumulate = true;
+  checkConv(summed);
 }
 
 TEST(Conv2dKernel, ThreeByThreePadOne) {

@@ -4,7 +4,9 @@
 // 2^-24 when the errors are random, so each element must satisfy
 //   |c - ref| <= 2e-6 * sqrt(K) * sum_k |a_ik * b_kj| (+1e-30 for exact zeros),
 // which stays below a relative 1e-4 up to K = 2500 and leaves a 30x margin over the expected
-// error. The epilogue in every test adds a per-column bias, applies ReLU and counts its calls
+// error. With bf16 operands (KILN_PRECISION_BF16) the reference multiplies the operands
+// rounded to bf16, whose products f32 holds exactly, so the same bound holds; against the
+// unrounded operands the results are ~1e-3 off, so a product left in f32 fails it. The epilogue in every test adds a per-column bias, applies ReLU and counts its calls
 // per element, which must be exactly one.
 #include <gtest/gtest.h>
 
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/kernels/GemmBf16.h"
 #include "runtime/kernels/GemmDriver.h"
 #include "runtime/kernels/GemmPack.h" // scratch
 #include "runtime/kernels/Kernels.h"
@@ -47,11 +50,13 @@ struct GemmCase {
   int threads = 1;
   bool epilogue = true;
   bool packedB = false; // hand op(B) over prepacked (KILN_GEMM_B_PANELS, packGemmB)
+  bool bf16 = false;    // KILN_PRECISION_BF16 (products narrower than 16 stay f32: bf16Pays)
 };
 
 void checkGemm(const GemmCase &tc, uint32_t seed = 1) {
   SCOPED_TRACE(testing::Message() << "m=" << tc.m << " n=" << tc.n << " k=" << tc.k << " batch=" << tc.batch
-                                  << " transA=" << tc.transA << " transB=" << tc.transB << " threads=" << tc.threads);
+                                  << " transA=" << tc.transA << " transB=" << tc.transB << " threads=" << tc.threads
+                                  << " bf16=" << tc.bf16);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int64_t aRows = tc.transA ? tc.k : tc.m, aCols = tc.transA ? tc.m : tc.k;
@@ -87,12 +92,20 @@ void checkGemm(const GemmCase &tc, uint32_t seed = 1) {
     args.b_layout = KILN_GEMM_B_PANELS;
   }
   args.c = c.data(), args.ldc = ldc, args.stride_c = strideC;
+  args.precision = tc.bf16 ? KILN_PRECISION_BF16 : KILN_PRECISION_F32;
   if (tc.epilogue) {
     args.epilogue = BiasReluEpilogue::apply;
     args.epilogue_ctx = &epi;
   }
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::gemm(&rt, &args);
+  // What the kernel multiplies: the operands themselves, or rounded to bf16.
+  if (tc.bf16 && kiln::runtime::kernels::detail::bf16Pays(tc.m, tc.n)) {
+    for (float &x : a)
+      x = kiln::runtime::kernels::detail::fromBf16(kiln::runtime::kernels::detail::toBf16(x));
+    for (float &x : b)
+      x = kiln::runtime::kernels::detail::fromBf16(kiln::runtime::kernels::detail::toBf16(x));
+  }
 
   int64_t failures = 0;
   for (int64_t bi = 0; bi < tc.batch; ++bi)
@@ -284,3 +297,33 @@ TEST(GemmKernel, LargeScratchIsHugePageAligned) {
 }
 
 } // namespace
+
+TEST(GemmKernel, Bf16ProductsOfRoundedOperands) {
+  auto bf16 = [](GemmCase tc) {
+    tc.bf16 = true;
+    return tc;
+  };
+  // Every tile shape at once, odd K (a zero pair fills the last), several K blocks and column
+  // blocks, transposes, padding, a narrow N computed as C^T, a batch over a broadcast B,
+  // prepacked panels, threads, and no epilogue.
+  checkGemm(bf16({1 + 6 * 3, 1 + 64 * 2 + 16, 1}));
+  checkGemm(bf16({13, 70, 31}));
+  checkGemm(bf16({17, 33, 1201}));
+  checkGemm(bf16({13, 2100, 70, 1, false, true, false, false, 0, 3, 1, 2}));
+  checkGemm(bf16({96, 49, 80, 2, true, true, false, false, 1, 2, 3, 2}));
+  checkGemm(bf16({17, 23, 19, 4, true, true, false, true}));
+  checkGemm(bf16({500, 70, 30, 1, true, false}));
+  GemmCase packed = bf16({30, 448, 65, 1, false, false, false, false, 0, 0, 0, 3});
+  packed.packedB = true;
+  checkGemm(packed);
+  GemmCase plain = bf16({30, 40, 50});
+  plain.epilogue = false;
+  checkGemm(plain);
+  // Products narrower than 16 stay f32 (the reference then uses the operands as they are).
+  checkGemm(bf16({1, 300, 77}));
+  checkGemm(bf16({300, 1, 77, 1, true, true}));
+  checkGemm(bf16({15, 300, 77}));
+  GemmCase narrow = bf16({3, 128, 70});
+  narrow.packedB = true;
+  checkGemm(narrow);
+}

@@ -1,0 +1,38 @@
+#pragma once
+// kiln-run --compare-precision: a graph compiled in a lower precision (bf16 contractions)
+// against the same graph in f32, on the same inputs, output by output.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/Tensor.h"
+#include "ir/Evaluator.h"
+#include "ir/Graph.h"
+#include "tools/RunOptions.h"
+
+namespace kiln::tools {
+
+/// How far `low` lies from `reference` (same shape, floats).
+struct PrecisionError {
+  double maxError = 0;      // largest |low - reference|
+  double maxMagnitude = 0;  // largest |reference|
+  double meanRelError = 0;  // mean |low - reference| / mean |reference| (0 when both are 0)
+  double snrDb = 0;         // 10 log10(sum reference^2 / sum (low - reference)^2); inf when equal
+  /// Rows of the last axis (outputs of two dims or more whose last has two elements or more),
+  /// and how many of them have their largest element at the same index: top-1 agreement.
+  int64_t rows = 0, agreeingRows = 0;
+};
+
+/// kiln::Error when the shapes differ or the outputs are not floats.
+PrecisionError precisionError(const Tensor &reference, const Tensor &low);
+
+/// "max error 2.1e-03 (6.0e-04 of max |f32| 3.52), mean relative error 8.1e-04, SNR 55.2 dB,
+/// top-1 agreement 7/8 rows (87.5%)".
+std::string describePrecisionError(const PrecisionError &error);
+
+/// Compiles `graph` in f32 and in options.precision, runs both on `inputs`, and prints one
+/// line per output. Returns the exit status (0).
+int comparePrecision(std::unique_ptr<ir::Graph> graph, const RunOptions &options, const std::vector<Tensor> &inputs,
+                     const ir::ParamValues &params, const std::vector<std::string> &names);
+
+} // namespace kiln::tools
