@@ -131,9 +131,11 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const bool packB = !bVector && n % runtime::kernels::kGemmBPanelWidth == 0 && b.offset == 0 &&
                      (!bBatch || *bBatch == 0) && e.isSoleWeightOperand(b.buffer) && weightReadOnlyBy(matmul) &&
                      e.plan().buffers.at(static_cast<size_t>(b.buffer)).type.numElements() == k * n;
+  // In bf16, stored as bf16 pair panels: half the bytes, and no call rounds them again.
+  const bool bf16 = e.precision() == ContractionPrecision::Bf16;
   if (packB)
-    out.packedOperands.push_back(
-        {e.plan().buffers.at(static_cast<size_t>(b.buffer)).index, KILN_PACK_GEMM_B_PANELS, k, n, sRowB, sColB});
+    out.packedOperands.push_back({e.plan().buffers.at(static_cast<size_t>(b.buffer)).index,
+                                  bf16 ? KILN_PACK_GEMM_B_PAIR_PANELS_BF16 : KILN_PACK_GEMM_B_PANELS, k, n, sRowB, sColB});
 
   // One B for every batch and A's batches one after another, row-major: the batches are the
   // row blocks of one taller GEMM (an RNN's input projection over every step, a linear layer
@@ -164,8 +166,8 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
                       ldb, transB ? 1 : 0, n);
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n", epilogue);
   if (packB)
-    text += "  g.b_layout = KILN_GEMM_B_PANELS;\n";
-  if (e.precision() == ContractionPrecision::Bf16)
+    text += bf16 ? "  g.b_layout = KILN_GEMM_B_PAIR_PANELS_BF16;\n" : "  g.b_layout = KILN_GEMM_B_PANELS;\n";
+  if (bf16)
     text += "  g.precision = KILN_PRECISION_BF16;\n";
   std::string aBase = fmt::format("(const float *){} + {}", e.kernelAddress(a.buffer), a.offset);
   std::string bBase = fmt::format("(const float *){} + {}", e.kernelAddress(b.buffer), b.offset);

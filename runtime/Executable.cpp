@@ -225,7 +225,7 @@ void Executable::Impl::packWeights() {
     const auto *plain = reinterpret_cast<const float *>(weightData[static_cast<size_t>(packing.weight)]);
     const int64_t elements = spec.type.numElements();
     Tensor packed;
-    if (packing.kind == KILN_PACK_GEMM_B_PANELS) {
+    auto checkGemmB = [&] {
       // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
       // the weight, and the packed matrix must fill it exactly; one of the strides is 1 (packGemmB).
       // The products are checked: the fields come from the file, and one that wrapped would pass.
@@ -240,11 +240,25 @@ void Executable::Impl::packWeights() {
       if (!shapeOk)
         fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
              packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
-      // A weight the executable alone holds, stored N x K, is packed over itself (each panel
-      // is the rows it is made of): no second copy of it is alive even for a moment.
-      Tensor *alone = weightTensors.empty() ? nullptr : &weightTensors[static_cast<size_t>(packing.weight)];
-      if (alone && alone->ownsStorageAlone() && alone->data() == plain && packing.stride_k == 1 &&
-          packing.stride_n == packing.k) {
+    };
+    // A weight the executable alone holds, stored N x K, is packed over itself (each panel
+    // is the rows it is made of): no second copy of it is alive even for a moment.
+    Tensor *alone = weightTensors.empty() ? nullptr : &weightTensors[static_cast<size_t>(packing.weight)];
+    const bool packsOverItself = alone && alone->ownsStorageAlone() && alone->data() == plain &&
+                                 packing.stride_k == 1 && packing.stride_n == packing.k;
+    if (packing.kind == KILN_PACK_GEMM_B_PAIR_PANELS_BF16) {
+      checkGemmB();
+      if (packsOverItself) { // the bf16 pairs take the first half of the f32 storage
+        packed = std::move(*alone);
+        kernels::packGemmBPairsBf16InPlace(static_cast<float *>(packed.data()), packing.k, packing.n);
+      } else {
+        packed = Tensor(DType::BF16, {(packing.k + 1) / 2 * 2 * packing.n});
+        kernels::packGemmBPairsBf16(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
+                                    static_cast<uint16_t *>(packed.data()));
+      }
+    } else if (packing.kind == KILN_PACK_GEMM_B_PANELS) {
+      checkGemmB();
+      if (packsOverItself) {
         packed = std::move(*alone);
         kernels::packGemmBInPlace(static_cast<float *>(packed.data()), packing.k, packing.n);
       } else {

@@ -41,7 +41,14 @@ enum kiln_gemm_b_layout {
   /// op(B) as the kernel's B panels: B[(n/64)*64*K + k*64 + n%64], N a multiple of 64; ldb
   /// and trans_b are unused. Matmul weights that only one kernel reads are packed so at load
   /// (kiln_weight_packing).
-  KILN_GEMM_B_PANELS = 1
+  KILN_GEMM_B_PANELS = 1,
+  /// op(B) as the bf16 kernel's pair panels, b pointing at bf16 patterns (uint16): for each
+  /// 64-column panel q, K rounded up to even rows taken in pairs (a last odd row paired with
+  /// zeros), b16[((q*K2 + p)*64 + j%64)*2 + t] = bf16(op(B)(2p + t, j)), K2 = ceil(K/2). N a
+  /// multiple of 64, stride_b 0 (one B), precision KILN_PRECISION_BF16. Matmul weights that
+  /// only one kernel reads are stored so at load when the model asks for bf16: half the bytes,
+  /// and no call rounds them again.
+  KILN_GEMM_B_PAIR_PANELS_BF16 = 2
 };
 
 /// The precision a contraction multiplies in (kiln_gemm_args::precision,
@@ -269,7 +276,10 @@ enum kiln_weight_packing_kind {
   KILN_PACK_RECURRENT_GATES = 3,
   /// conv2d's KILN_CONV_WEIGHTS_TAP_MAJOR, from plain one-group weights w[k][n][r][s]:
   /// stride_k = r, stride_n = s (the kernel's height and width).
-  KILN_PACK_CONV_TAP_MAJOR = 4
+  KILN_PACK_CONV_TAP_MAJOR = 4,
+  /// gemm's KILN_GEMM_B_PAIR_PANELS_BF16 (a bf16 weight of ceil(k/2)*2*n elements), from
+  /// plain[i*stride_k + j*stride_n] as for KILN_PACK_GEMM_B_PANELS.
+  KILN_PACK_GEMM_B_PAIR_PANELS_BF16 = 5
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

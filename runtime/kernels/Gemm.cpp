@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/kernels/GemmBf16.h"
 #include "runtime/kernels/GemmDriver.h"
 #include "runtime/kernels/GemmMicroKernel.h" // kPanelWidth
 #include "runtime/kernels/Gemv.h"
@@ -31,9 +32,12 @@ DenseSource sourceB(const kiln_gemm_args &g, int64_t index) {
 }
 
 /// Calls fn(S_b) with product `index`'s B: dense, or prepacked panels (KILN_GEMM_B_PANELS).
+/// bf16 pair panels are read by the driver through Product::bf16Panels, never as a source.
 template <typename Fn> auto withSourceB(const kiln_gemm_args &g, int64_t index, Fn &&fn) {
   if (g.b_layout == KILN_GEMM_B_PANELS)
     return fn(detail::PanelMajorSource(g.b + index * g.stride_b, g.k));
+  if (g.b_layout == KILN_GEMM_B_PAIR_PANELS_BF16)
+    return fn(detail::DenseSource(nullptr, 0, 0));
   return fn(sourceB(g, index));
 }
 
@@ -70,7 +74,10 @@ private:
     product.batch = index;
     product.swap = swap;
     product.packedB = packedB;
-    product.bf16 = g.precision == KILN_PRECISION_BF16 && detail::bf16Pays(g.m, g.n);
+    // Stored bf16 weights need no rounding per call: bf16 pays at any M.
+    if (g.b_layout == KILN_GEMM_B_PAIR_PANELS_BF16)
+      product.bf16Panels = reinterpret_cast<const uint16_t *>(g.b);
+    product.bf16 = product.bf16Panels || (g.precision == KILN_PRECISION_BF16 && detail::bf16Pays(g.m, g.n));
     detail::computeRegion(product, row0, row1, col0, col1);
   }
 
@@ -187,8 +194,10 @@ bool foldBatchIntoRows(kiln_gemm_args &g, FoldedEpilogue &folded) {
 void gemm(const kiln_rt *rt, const kiln_gemm_args *args) {
   if (!args || args->m <= 0 || args->n <= 0 || args->batch <= 0)
     return;
-  const bool panels = args->b_layout == KILN_GEMM_B_PANELS;
-  if ((args->b_layout != KILN_GEMM_B_PLAIN && !panels) || (panels && args->n % kGemmBPanelWidth != 0))
+  const bool pairPanels = args->b_layout == KILN_GEMM_B_PAIR_PANELS_BF16;
+  const bool panels = args->b_layout == KILN_GEMM_B_PANELS || pairPanels;
+  if ((args->b_layout != KILN_GEMM_B_PLAIN && !panels) || (panels && args->n % kGemmBPanelWidth != 0) ||
+      (pairPanels && (args->precision != KILN_PRECISION_BF16 || (args->batch > 1 && args->stride_b != 0))))
     return; // the ABI has no error channel; codegen never emits these
   kiln_gemm_args g = *args;
   g.k = std::max<int64_t>(g.k, 0);
@@ -205,6 +214,29 @@ static_assert(kGemmBPanelWidth == detail::kPanelWidth, "prepacked B panels are t
 void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, float *dst) {
   // The driver's own packing of all K rows as one block: panel q at dst + q*64*K, 64 wide.
   DenseSource(src, strideK, strideN).packPanels(dst, 0, k, 0, n);
+}
+
+void packGemmBPairsBf16(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, uint16_t *dst) {
+  // Panel by panel: the driver's f32 panel of all K rows, then rounded into pairs.
+  std::vector<float> panel(static_cast<size_t>(kGemmBPanelWidth * std::max<int64_t>(k, 1)));
+  const int64_t pairRows = (k + 1) / 2 * 2;
+  for (int64_t q = 0; q < n / kGemmBPanelWidth; ++q) {
+    packGemmB(src + q * kGemmBPanelWidth * strideN, k, kGemmBPanelWidth, strideK, strideN, panel.data());
+    detail::roundPanelToBf16Pairs(panel.data(), kGemmBPanelWidth, k, kGemmBPanelWidth,
+                                  dst + q * kGemmBPanelWidth * pairRows);
+  }
+}
+
+void packGemmBPairsBf16InPlace(float *matrix, int64_t k, int64_t n) {
+  // Panel q's pairs (64 * ceil(k/2)*2 bf16) end at or before its own rows' end (64 * k floats)
+  // and so before any later panel's rows: copied out first, each panel is written over them.
+  const int64_t panelFloats = kGemmBPanelWidth * k, pairRows = (k + 1) / 2 * 2;
+  std::vector<float> rows(static_cast<size_t>(panelFloats));
+  for (int64_t q = 0; q < n / kGemmBPanelWidth; ++q) {
+    std::memcpy(rows.data(), matrix + q * panelFloats, static_cast<size_t>(panelFloats) * sizeof(float));
+    packGemmBPairsBf16(rows.data(), k, kGemmBPanelWidth, 1, k,
+                       reinterpret_cast<uint16_t *>(matrix) + q * kGemmBPanelWidth * pairRows);
+  }
 }
 
 void packGemmBInPlace(float *matrix, int64_t k, int64_t n) {

@@ -190,16 +190,20 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
   const Product &p = o.product;
   int64_t lda = 0;
   const float *aInPlace = o.a->inPlace(lda);
-  const int64_t kcMax = kBlockDepth(p.k);
+  // Stored pair panels are read from even rows on: their K blocks start at even rows.
+  const int64_t kcMax = p.bf16Panels ? roundUp(kBlockDepth(p.k), 2) : kBlockDepth(p.k);
+  const int64_t storedRows = roundUp(p.k, 2); // of a stored pair panel
   const int64_t rowWidth = roundUp(kcMax, kVector); // of a bf16 A row: whole vectors, zero past kc
   const int64_t outerBlock = row1 - row0 <= kMc ? kNc : kOuterCols;
   const int64_t outerCols = std::min(outerBlock, col1 - col0);
   const float *sharedB = o.transposed ? nullptr : p.packedB;
-  float *ownB = sharedB ? nullptr : scratch(Scratch::PackedB, kcMax * roundUp(outerCols, kPanelWidth));
+  const bool roundsB = !p.bf16Panels;
+  float *ownB = sharedB || !roundsB ? nullptr : scratch(Scratch::PackedB, kcMax * roundUp(outerCols, kPanelWidth));
   float *packedA = aInPlace ? nullptr : scratch(Scratch::PackedA, kcMax * kMaxRows);
   // Two bf16 per float of scratch.
-  Bf16 *pairsB = reinterpret_cast<Bf16 *>(
-      scratch(Scratch::Bf16B, static_cast<size_t>(roundUp(kcMax, 2) * roundUp(outerCols, kPanelWidth) / 2)));
+  Bf16 *pairsB = roundsB ? reinterpret_cast<Bf16 *>(scratch(
+                               Scratch::Bf16B, static_cast<size_t>(roundUp(kcMax, 2) * roundUp(outerCols, kPanelWidth) / 2)))
+                         : nullptr;
   Bf16 *rowsA = reinterpret_cast<Bf16 *>(scratch(Scratch::Bf16A, static_cast<size_t>(kMc * rowWidth / 2)));
   const int storeFlags = o.transposed ? kTransposedC : 0;
 
@@ -209,15 +213,17 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
       const int64_t kc = std::min(kcMax, p.k - pc), kcEven = roundUp(kc, 2);
       const bool lastK = pc + kc == p.k;
       const int flags = storeFlags | (pc > 0 || p.accumulate ? kAccumulate : 0);
-      int64_t panelStride = 0;
-      const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
-      const float *packedB = sharedB ? sharedB + sharedPanelOffset(p.n, pc, kc, jo) : ownB;
-      if (!bPanels && !sharedB)
-        o.b->packPanels(ownB, pc, kc, jo, nco);
-      for (int64_t q = 0; q * kPanelWidth < nco; ++q) {
-        const int64_t width = panelWidth(q, nco);
-        const float *panel = bPanels ? bPanels + q * panelStride : packedB + q * kPanelWidth * kc;
-        roundPanelToBf16Pairs(panel, bPanels ? kPanelWidth : width, kc, width, pairsB + q * kPanelWidth * kcEven);
+      if (roundsB) {
+        int64_t panelStride = 0;
+        const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
+        const float *packedB = sharedB ? sharedB + sharedPanelOffset(p.n, pc, kc, jo) : ownB;
+        if (!bPanels && !sharedB)
+          o.b->packPanels(ownB, pc, kc, jo, nco);
+        for (int64_t q = 0; q * kPanelWidth < nco; ++q) {
+          const int64_t width = panelWidth(q, nco);
+          const float *panel = bPanels ? bPanels + q * panelStride : packedB + q * kPanelWidth * kc;
+          roundPanelToBf16Pairs(panel, bPanels ? kPanelWidth : width, kc, width, pairsB + q * kPanelWidth * kcEven);
+        }
       }
       for (int64_t ic = row0; ic < row1; ic += kMc) {
         const int64_t mc = std::min(kMc, row1 - ic);
@@ -238,14 +244,27 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
           const int64_t nc = std::min(kNc, jo + nco - jc);
           for (int64_t ir = ic; ir < ic + mc; ir += kMaxRows) {
             const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, ic + mc - ir));
-            for (int64_t jr = jc; jr < jc + nc; jr += kPanelWidth) {
-              const int64_t cols = std::min<int64_t>(kPanelWidth, jc + nc - jr);
+            // Tiles of up to 64 columns, cut at the panels' edges: a share of the columns may
+            // start inside a stored panel (at a multiple of 16).
+            for (int64_t jr = jc, next = 0; jr < jc + nc; jr = next) {
+              const Bf16 *bTile;
+              int64_t ldb;
+              if (roundsB) {
+                const int64_t q = (jr - jo) / kPanelWidth;
+                next = std::min(jc + nc, jr + kPanelWidth);
+                bTile = pairsB + q * kPanelWidth * kcEven;
+                ldb = 2 * panelWidth(q, nco);
+              } else {
+                const int64_t q = jr / kPanelWidth;
+                next = std::min(jc + nc, (q + 1) * kPanelWidth);
+                bTile = p.bf16Panels + q * kPanelWidth * storedRows + pc * kPanelWidth + 2 * (jr % kPanelWidth);
+                ldb = 2 * kPanelWidth;
+              }
+              const int64_t cols = next - jr;
               const int vectors = static_cast<int>(ceilDiv(cols, kVector));
-              const int64_t q = (jr - jo) / kPanelWidth;
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
-              microKernelBf16(rows, vectors)(kcEven / 2, rowsA + (ir - ic) * rowWidth, rowWidth,
-                                             pairsB + q * kPanelWidth * kcEven, 2 * panelWidth(q, nco), cTile, p.ldc,
-                                             cols, flags);
+              microKernelBf16(rows, vectors)(kcEven / 2, rowsA + (ir - ic) * rowWidth, rowWidth, bTile, ldb, cTile,
+                                             p.ldc, cols, flags);
             }
             if (lastK)
               o.finishTile(ir, rows, jc, nc);

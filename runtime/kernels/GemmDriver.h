@@ -32,6 +32,9 @@ struct Product {
   const float *packedB = nullptr;
   /// Multiply in bf16 (KILN_PRECISION_BF16): both operands rounded, f32 sums (GemmBf16.h).
   bool bf16 = false;
+  /// When not null (with bf16, never with swap): all of op(B) stored as pair panels
+  /// (KILN_GEMM_B_PAIR_PANELS_BF16), which the driver reads in place; `b` is then not read.
+  const uint16_t *bf16Panels = nullptr;
 };
 
 /// Whether an M x N product asked for bf16 (KILN_PRECISION_BF16) computes in it. Each block of

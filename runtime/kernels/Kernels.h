@@ -49,6 +49,12 @@ void packGemmB(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t 
 /// the very 64 rows it is made of, so each panel is packed from a copy of its own rows: the
 /// load needs one panel of scratch instead of a second matrix. The result equals packGemmB's.
 void packGemmBInPlace(float *matrix, int64_t k, int64_t n);
+/// A K x N matrix (as packGemmB reads it) as gemm's bf16 pair panels
+/// (KILN_GEMM_B_PAIR_PANELS_BF16): ceil(k/2)*2*n bf16 patterns at dst.
+void packGemmBPairsBf16(const float *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, uint16_t *dst);
+/// packGemmBPairsBf16 of an N x K row-major matrix (strideK 1, strideN K) over its own first
+/// half, as packGemmBInPlace does for f32 panels: the same bf16 patterns.
+void packGemmBPairsBf16InPlace(float *matrix, int64_t k, int64_t n);
 
 /// The M of the Winograd F(M x M, 3x3) that conv2d computes a convolution of these shapes
 /// (pointers aside) with: 2 or 4, or 0 when it does not use Winograd. weightsStored: when its

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -82,7 +83,14 @@ void checkGemm(const GemmCase &tc, uint32_t seed = 1) {
   args.a = a.data(), args.lda = lda, args.stride_a = strideA, args.trans_a = tc.transA;
   args.b = b.data(), args.ldb = ldb, args.stride_b = strideB, args.trans_b = tc.transB;
   std::vector<float> packed;
-  if (tc.packedB) { // every product's op(B), packed; a broadcast B once
+  std::vector<uint16_t> pairPanels;
+  if (tc.packedB && tc.bf16) { // one op(B) as bf16 pair panels (KILN_GEMM_B_PAIR_PANELS_BF16)
+    pairPanels.resize(static_cast<size_t>((tc.k + 1) / 2 * 2 * tc.n));
+    kiln::runtime::kernels::packGemmBPairsBf16(b.data(), tc.k, tc.n, tc.transB ? 1 : ldb, tc.transB ? ldb : 1,
+                                               pairPanels.data());
+    args.b = reinterpret_cast<const float *>(pairPanels.data()), args.stride_b = 0;
+    args.b_layout = KILN_GEMM_B_PAIR_PANELS_BF16;
+  } else if (tc.packedB) { // every product's op(B), packed; a broadcast B once
     const int64_t products = tc.broadcastB ? 1 : tc.batch;
     packed.resize(static_cast<size_t>(products * tc.k * tc.n));
     for (int64_t bi = 0; bi < products; ++bi)
@@ -100,7 +108,8 @@ void checkGemm(const GemmCase &tc, uint32_t seed = 1) {
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::gemm(&rt, &args);
   // What the kernel multiplies: the operands themselves, or rounded to bf16.
-  if (tc.bf16 && kiln::runtime::kernels::detail::bf16Pays(tc.m, tc.n)) {
+  // Stored bf16 panels are bf16 at any size.
+  if (tc.bf16 && (kiln::runtime::kernels::detail::bf16Pays(tc.m, tc.n) || tc.packedB)) {
     for (float &x : a)
       x = kiln::runtime::kernels::detail::fromBf16(kiln::runtime::kernels::detail::toBf16(x));
     for (float &x : b)
@@ -204,6 +213,21 @@ TEST(GemmKernel, PackingInPlaceEqualsPackingIntoACopy) {
     kiln::runtime::kernels::packGemmB(matrix.data(), k, n, 1, k, copy.data());
     kiln::runtime::kernels::packGemmBInPlace(matrix.data(), k, n);
     EXPECT_EQ(matrix, copy) << "k=" << k << " n=" << n;
+  }
+}
+
+TEST(GemmKernel, Bf16PairPanelsInPlaceEqualACopy) {
+  // Over the matrix's own storage (its first half), odd K and even, one panel and several.
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 64}, {3, 128}, {37, 192}, {300, 128}}) {
+    std::vector<float> matrix(static_cast<size_t>(k * n));
+    for (float &x : matrix)
+      x = dist(rng);
+    std::vector<uint16_t> copy(static_cast<size_t>((k + 1) / 2 * 2 * n));
+    kiln::runtime::kernels::packGemmBPairsBf16(matrix.data(), k, n, 1, k, copy.data());
+    kiln::runtime::kernels::packGemmBPairsBf16InPlace(matrix.data(), k, n);
+    EXPECT_EQ(std::memcmp(matrix.data(), copy.data(), copy.size() * sizeof(uint16_t)), 0) << "k=" << k << " n=" << n;
   }
 }
 
@@ -324,6 +348,25 @@ TEST(GemmKernel, Bf16ProductsOfRoundedOperands) {
   checkGemm(bf16({300, 1, 77, 1, true, true}));
   checkGemm(bf16({15, 300, 77}));
   GemmCase narrow = bf16({3, 128, 70});
-  narrow.packedB = true;
+  narrow.packedB = false;
   checkGemm(narrow);
+}
+
+TEST(GemmKernel, Bf16PairPanelsAreReadInPlace) {
+  // op(B) stored as bf16 pair panels: bf16 whatever M (one row included), odd K (a zero pair
+  // ends each panel), several K blocks (which then start at even rows), several panels, and
+  // threads whose column shares start inside a panel (at 16 or 48 columns).
+  auto stored = [](GemmCase tc) {
+    tc.bf16 = tc.packedB = true;
+    return tc;
+  };
+  checkGemm(stored({1, 128, 77}));
+  checkGemm(stored({13, 64, 41}));
+  checkGemm(stored({128, 192, 1101}));
+  checkGemm(stored({7, 256, 33, 1, false, true}));
+  checkGemm(stored({20, 320, 50, 1, false, false, false, false, 0, 0, 0, 2}));
+  checkGemm(stored({30, 448, 64, 1, false, false, false, false, 0, 0, 0, 3}));
+  checkGemm(stored({2, 192, 600, 1, false, false, false, false, 0, 0, 0, 3}));
+  checkGemm(stored({9, 128, 30, 3, false, false, false, true}));
+  checkGemm(stored({200, 64, 90, 1, true, false, false, false, 1, 0, 2, 2}));
 }
