@@ -285,6 +285,15 @@ void Executable::Impl::packWeights() {
       packed = Tensor(spec.type);
       kernels::packConvTapMajor(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
                                 static_cast<float *>(packed.data()));
+    } else if (packing.kind == KILN_PACK_CONV_BF16_ROWS) {
+      // The weight must hold exactly k rows of n weights (k output channels of a convolution).
+      int64_t size = 0;
+      if (spec.type.dtype != DType::F32 || packing.k <= 0 || packing.n <= 0 ||
+          __builtin_mul_overflow(packing.k, packing.n, &size) || size != elements)
+        fail("{}: weight packing {} (bf16 convolution rows, {} x {}) does not fit weight '{}' ({})", what, p,
+             packing.k, packing.n, spec.name, spec.type.toString());
+      packed = Tensor(DType::BF16, {packing.k * kernels::convBf16RowWidth(packing.n)});
+      kernels::packConvBf16Rows(plain, packing.k, packing.n, static_cast<uint16_t *>(packed.data()));
     } else if (packing.kind == KILN_PACK_RECURRENT_GATES) {
       // The weight must be exactly the k directions x (gates * n) x n recurrent weights (its
       // dims are within kiln's limit, so gates * n is compared without overflow).

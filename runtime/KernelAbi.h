@@ -99,7 +99,12 @@ enum kiln_conv_weights_layout {
   /// (convolutions most of whose taps read padding, kiln::runtime::kernels::convSparseTaps)
   /// multiplies them; transformed so at load for one-group convolutions that only one kernel
   /// reads.
-  KILN_CONV_WEIGHTS_TAP_MAJOR = 3
+  KILN_CONV_WEIGHTS_TAP_MAJOR = 3,
+  /// bf16 patterns (uint16), one row per output channel: w16[o*D2 + d] = bf16(w[o][d]) for the
+  /// D = c/groups*r*s weights of output channel o, D2 = D rounded up to even (a zero last).
+  /// For the convolutions conv2d computes as GEMMs in bf16 (kiln::runtime::kernels::
+  /// convBf16Rows); stored so at load for weights only that kernel reads.
+  KILN_CONV_WEIGHTS_BF16_ROWS = 4
 };
 
 /// 2-D convolution, NCHW input x[n][c][h][w], weights w[k][c/groups][r][s], output
@@ -279,7 +284,10 @@ enum kiln_weight_packing_kind {
   KILN_PACK_CONV_TAP_MAJOR = 4,
   /// gemm's KILN_GEMM_B_PAIR_PANELS_BF16 (a bf16 weight of ceil(k/2)*2*n elements), from
   /// plain[i*stride_k + j*stride_n] as for KILN_PACK_GEMM_B_PANELS.
-  KILN_PACK_GEMM_B_PAIR_PANELS_BF16 = 5
+  KILN_PACK_GEMM_B_PAIR_PANELS_BF16 = 5,
+  /// conv2d's KILN_CONV_WEIGHTS_BF16_ROWS, from plain weights of k output channels of n
+  /// (= c/groups*r*s) weights each (the strides are unused).
+  KILN_PACK_CONV_BF16_ROWS = 6
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

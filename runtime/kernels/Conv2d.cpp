@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "runtime/kernels/Conv2dCommon.h"
+#include "runtime/kernels/GemmBf16.h"
 #include "runtime/kernels/GemmDriver.h"
 #include "runtime/kernels/GemmMicroKernel.h" // kPanelWidth
 #include "runtime/kernels/Kernels.h"
@@ -38,6 +39,9 @@ bool validConv(const kiln_conv2d_args &a) {
   // tap-major ones for those the sparse-tap path computes.
   if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) {
     if (!sparseTapConvShape(a))
+      return false;
+  } else if (a.weights_layout == KILN_CONV_WEIGHTS_BF16_ROWS) {
+    if (!convBf16Rows(a))
       return false;
   } else if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
              (a.exact || !winogradTileOfLayout(a.weights_layout) || !winogradShape(a))) {
@@ -253,12 +257,14 @@ auto withSources(const kiln_conv2d_args &a, const PaddedInput &padded, bool poin
 
 class ConvProducts final : public detail::ProductSet {
 public:
+  // Weights stored as bf16 rows are read as A where they lie: never swapped.
   ConvProducts(const kiln_conv2d_args &a, const PaddedInput &padded, bool pointwise)
       : ProductSet(a.n * a.groups, a.k / a.groups, a.oh * a.ow, a.c / a.groups * a.r * a.s,
-                   withSources(a, padded, pointwise, 0,
-                               [&](const detail::PanelSource &weights, const detail::PanelSource &pixels) {
-                                 return detail::chooseSwap(a.k / a.groups, a.oh * a.ow, weights, pixels);
-                               })),
+                   a.weights_layout != KILN_CONV_WEIGHTS_BF16_ROWS &&
+                       withSources(a, padded, pointwise, 0,
+                                   [&](const detail::PanelSource &weights, const detail::PanelSource &pixels) {
+                                     return detail::chooseSwap(a.k / a.groups, a.oh * a.ow, weights, pixels);
+                                   })),
         a_(a), padded_(padded), pointwise_(pointwise) {}
 
   void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
@@ -281,7 +287,12 @@ public:
                   product.swap = swap;
                   product.packedB = packedB;
                   product.accumulate = a_.accumulate != 0;
-                  product.bf16 = a_.precision == KILN_PRECISION_BF16 && !a_.exact && detail::bf16Pays(m, n);
+                  if (a_.weights_layout == KILN_CONV_WEIGHTS_BF16_ROWS) { // convBf16Rows
+                    product.bf16A = reinterpret_cast<const uint16_t *>(a_.weights) + group * m * convBf16RowWidth(k);
+                    product.bf16Lda = convBf16RowWidth(k);
+                  }
+                  product.bf16 = product.bf16A ||
+                                 (a_.precision == KILN_PRECISION_BF16 && !a_.exact && detail::bf16Pays(m, n));
                   detail::computeRegion(product, row0, row1, col0, col1);
                 });
   }
@@ -306,49 +317,103 @@ private:
 
 bool convCanAccumulate(const kiln_conv2d_args &args) { return detail::pointwiseConv(args); }
 
-bool convSparseTaps(const kiln_conv2d_args &a) {
-  // conv2d's choice with plain weights: the paths it tries first must all decline.
-  return detail::sparseTapConvShape(a) && !detail::pointwiseConv(a) && !detail::phasePlaneDepthwise(a) &&
-         (a.exact || detail::winogradTile(a, false) == 0);
+namespace {
+
+/// The ways conv2d computes a convolution, in the order it tries them.
+enum class ConvPath { Pointwise, SparseTaps, Winograd, PhasePlanes, Depthwise, Grouped, Direct, Im2colGemm };
+
+/// conv2d's choice for these shapes and weights layout (its one decision, which the gates
+/// codegen asks, convSparseTaps and convBf16Rows, read with plain weights). `tile` gets the
+/// Winograd tile.
+ConvPath convPath(const kiln_conv2d_args &a, int &tile) {
+  if (detail::pointwiseConv(a))
+    return ConvPath::Pointwise;
+  if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) // chosen by convSparseTaps
+    return ConvPath::SparseTaps;
+  // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.h
+  const int stored = detail::winogradTileOfLayout(a.weights_layout);
+  tile = stored ? stored : a.exact ? 0 : detail::winogradTile(a, false);
+  if (tile)
+    return ConvPath::Winograd;
+  if (detail::phasePlaneDepthwise(a))
+    return ConvPath::PhasePlanes;
+  if (detail::sparseTapConvShape(a))
+    return ConvPath::SparseTaps;
+  // One input channel per group: a GEMM with K = R*S and M <= 8 would waste its tiles.
+  if (a.c / a.groups == 1 && a.k / a.groups <= 8)
+    return ConvPath::Depthwise;
+  if (detail::groupedConvShape(a))
+    return ConvPath::Grouped;
+  if (detail::directConvShape(a))
+    return ConvPath::Direct;
+  return ConvPath::Im2colGemm;
+}
+
+ConvPath plainWeightsPath(kiln_conv2d_args a) {
+  a.weights_layout = KILN_CONV_WEIGHTS_PLAIN;
+  int tile = 0;
+  return convPath(a, tile);
+}
+
+} // namespace
+
+bool convSparseTaps(const kiln_conv2d_args &a) { return plainWeightsPath(a) == ConvPath::SparseTaps; }
+
+bool convBf16Rows(const kiln_conv2d_args &a) {
+  if (a.precision != KILN_PRECISION_BF16 || a.exact)
+    return false;
+  const ConvPath path = plainWeightsPath(a);
+  return path == ConvPath::Pointwise || path == ConvPath::Im2colGemm;
+}
+
+int64_t convBf16RowWidth(int64_t depth) { return (depth + 1) / 2 * 2; }
+
+void packConvBf16Rows(const float *weights, int64_t rows, int64_t depth, uint16_t *dst) {
+  const int64_t width = convBf16RowWidth(depth);
+  for (int64_t o = 0; o < rows; ++o) {
+    for (int64_t d = 0; d < depth; ++d)
+      dst[o * width + d] = detail::toBf16(weights[o * depth + d]);
+    if (width > depth)
+      dst[o * width + depth] = 0;
+  }
 }
 
 void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   if (!args || !detail::validConv(*args) || args->n == 0 || args->k == 0 || args->oh == 0 || args->ow == 0)
     return;
   const kiln_conv2d_args &a = *args;
-  const int64_t groupChannels = a.c / a.groups, groupOutputs = a.k / a.groups;
-  if (detail::pointwiseConv(a)) {
+  int tile = 0;
+  const ConvPath path = convPath(a, tile);
+  switch (path) {
+  case ConvPath::Pointwise:
     detail::runProducts(rt, ConvProducts(a, PaddedInput{}, true));
     return;
-  }
-  if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) { // chosen by convSparseTaps
+  case ConvPath::SparseTaps:
     detail::sparseTapConv(rt, a);
     return;
-  }
-  // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.h
-  const int stored = detail::winogradTileOfLayout(a.weights_layout);
-  if (const int tile = stored ? stored : a.exact ? 0 : detail::winogradTile(a, false)) {
+  case ConvPath::Winograd:
     detail::winogradConv(rt, a, tile);
     return;
-  }
-  if (detail::phasePlaneDepthwise(a)) {
+  case ConvPath::PhasePlanes:
     detail::depthwisePlaneConv(rt, a);
     return;
-  }
-  if (detail::sparseTapConvShape(a)) {
-    detail::sparseTapConv(rt, a);
-    return;
+  default:
+    break;
   }
   const PaddedInput padded = detail::padInput(rt, a);
-  // One input channel per group: a GEMM with K = R*S and M <= 8 would waste its tiles.
-  if (groupChannels == 1 && groupOutputs <= 8)
+  switch (path) {
+  case ConvPath::Depthwise:
     detail::depthwiseConv(rt, a, padded);
-  else if (detail::groupedConvShape(a))
+    return;
+  case ConvPath::Grouped:
     detail::groupedConv(rt, a, padded);
-  else if (detail::directConvShape(a))
+    return;
+  case ConvPath::Direct:
     detail::directConv(rt, a, padded);
-  else
+    return;
+  default:
     detail::runProducts(rt, ConvProducts(a, padded, false));
+  }
 }
 
 } // namespace kiln::runtime::kernels

@@ -46,8 +46,13 @@ constexpr int64_t kPartsPerThread = 4;
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
-/// The depth of the K blocks of a product: K cut into equal blocks of at most kMaxKc.
-int64_t kBlockDepth(int64_t k) { return ceilDiv(k, ceilDiv(k, kMaxKc)); }
+/// The depth of the K blocks of a product: K cut into equal blocks of at most kMaxKc, even when
+/// there are several, so that every block starts at an even row: bf16 operands stored in
+/// k-pairs (Product::bf16Panels, bf16A) are read from there.
+int64_t kBlockDepth(int64_t k) {
+  const int64_t depth = ceilDiv(k, ceilDiv(k, kMaxKc));
+  return depth < k ? roundUp(depth, 2) : depth;
+}
 
 /// Where a B packed whole (Product::packedB) holds the panels of the K block that starts at
 /// row pc (kc deep) from column x0 (a multiple of 64) on; runProducts writes it, blockedRegion
@@ -189,9 +194,8 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
 void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, int64_t col1) {
   const Product &p = o.product;
   int64_t lda = 0;
-  const float *aInPlace = o.a->inPlace(lda);
-  // Stored pair panels are read from even rows on: their K blocks start at even rows.
-  const int64_t kcMax = p.bf16Panels ? roundUp(kBlockDepth(p.k), 2) : kBlockDepth(p.k);
+  const float *aInPlace = p.bf16A ? nullptr : o.a->inPlace(lda);
+  const int64_t kcMax = kBlockDepth(p.k); // blocks start at even rows, as stored pairs need
   const int64_t storedRows = roundUp(p.k, 2); // of a stored pair panel
   const int64_t rowWidth = roundUp(kcMax, kVector); // of a bf16 A row: whole vectors, zero past kc
   const int64_t outerBlock = row1 - row0 <= kMc ? kNc : kOuterCols;
@@ -199,7 +203,7 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
   const float *sharedB = o.transposed ? nullptr : p.packedB;
   const bool roundsB = !p.bf16Panels;
   float *ownB = sharedB || !roundsB ? nullptr : scratch(Scratch::PackedB, kcMax * roundUp(outerCols, kPanelWidth));
-  float *packedA = aInPlace ? nullptr : scratch(Scratch::PackedA, kcMax * kMaxRows);
+  float *packedA = aInPlace || p.bf16A ? nullptr : scratch(Scratch::PackedA, kcMax * kMaxRows);
   // Two bf16 per float of scratch.
   Bf16 *pairsB = roundsB ? reinterpret_cast<Bf16 *>(scratch(
                                Scratch::Bf16B, static_cast<size_t>(roundUp(kcMax, 2) * roundUp(outerCols, kPanelWidth) / 2)))
@@ -227,7 +231,7 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
       }
       for (int64_t ic = row0; ic < row1; ic += kMc) {
         const int64_t mc = std::min(kMc, row1 - ic);
-        for (int64_t ir = ic; ir < ic + mc; ir += kMaxRows) {
+        for (int64_t ir = ic; ir < ic + mc && !p.bf16A; ir += kMaxRows) {
           const int64_t rows = std::min<int64_t>(kMaxRows, ic + mc - ir);
           Bf16 *rowsOut = rowsA + (ir - ic) * rowWidth;
           if (aInPlace) {
@@ -263,7 +267,8 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
               const int64_t cols = next - jr;
               const int vectors = static_cast<int>(ceilDiv(cols, kVector));
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
-              microKernelBf16(rows, vectors)(kcEven / 2, rowsA + (ir - ic) * rowWidth, rowWidth, bTile, ldb, cTile,
+              const Bf16 *aTile = p.bf16A ? p.bf16A + ir * p.bf16Lda + pc : rowsA + (ir - ic) * rowWidth;
+              microKernelBf16(rows, vectors)(kcEven / 2, aTile, p.bf16A ? p.bf16Lda : rowWidth, bTile, ldb, cTile,
                                              p.ldc, cols, flags);
             }
             if (lastK)

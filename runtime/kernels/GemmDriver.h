@@ -35,6 +35,10 @@ struct Product {
   /// When not null (with bf16, never with swap): all of op(B) stored as pair panels
   /// (KILN_GEMM_B_PAIR_PANELS_BF16), which the driver reads in place; `b` is then not read.
   const uint16_t *bf16Panels = nullptr;
+  /// When not null (with bf16, never with swap): all of op(A) as bf16 rows bf16Lda apart (even),
+  /// read in place (KILN_CONV_WEIGHTS_BF16_ROWS); `a` is then not read.
+  const uint16_t *bf16A = nullptr;
+  int64_t bf16Lda = 0;
 };
 
 /// Whether an M x N product asked for bf16 (KILN_PRECISION_BF16) computes in it. Each block of

@@ -72,6 +72,15 @@ bool convCanAccumulate(const kiln_conv2d_args &args);
 /// Codegen then has its weights laid out tap-major at load (KILN_CONV_WEIGHTS_TAP_MAJOR).
 bool convSparseTaps(const kiln_conv2d_args &args);
 
+/// Whether conv2d computes a convolution of these shapes and precision (bf16, not exact) as a
+/// GEMM (pointwise or im2col), whose weights codegen then has stored as bf16 rows at load
+/// (KILN_CONV_WEIGHTS_BF16_ROWS, packConvBf16Rows).
+bool convBf16Rows(const kiln_conv2d_args &args);
+/// The bf16 elements from one output channel's row to the next: depth = c/groups*r*s, even.
+int64_t convBf16RowWidth(int64_t depth);
+/// w[o][d] (rows x depth, plain) as bf16 rows convBf16RowWidth(depth) apart, zero-padded.
+void packConvBf16Rows(const float *weights, int64_t rows, int64_t depth, uint16_t *dst);
+
 /// Writes plain one-group weights w[k][c][r][s] tap-major, dst[((r*S + s)*K + k)*C + c]
 /// (KILN_CONV_WEIGHTS_TAP_MAJOR; as many floats as the weights).
 void packConvTapMajor(const float *weights, int64_t k, int64_t c, int64_t r, int64_t s, float *dst);
