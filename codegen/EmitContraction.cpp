@@ -244,9 +244,15 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
                                weightBuffer.type.numElements() == w[0] * w[1] * 9;
   const int winogradTile = e.exactConvolutions() ? 0 : runtime::kernels::convWinogradTile(shape, storableWeights);
   const bool winogradWeights = storableWeights && winogradTile != 0;
+  // In bf16, F(2x2, 3x3)'s transformed weights are stored in bf16 too, and its products are
+  // bf16's; F(4x4, 3x3) stays f32 (its transforms would amplify bf16's rounding to ~4%).
+  const bool bf16 = !e.exactConvolutions() && e.precision() == ContractionPrecision::Bf16;
+  const bool bf16Winograd = bf16 && winogradTile == 2;
   if (winogradWeights)
-    out.packedOperands.push_back(
-        {weightBuffer.index, winogradTile == 4 ? KILN_PACK_CONV_WINOGRAD_F4 : KILN_PACK_CONV_WINOGRAD_F2, w[0], w[1], 0, 0});
+    out.packedOperands.push_back({weightBuffer.index,
+                                  winogradTile == 4 ? KILN_PACK_CONV_WINOGRAD_F4
+                                                    : (bf16Winograd ? KILN_PACK_CONV_WINOGRAD_F2_BF16 : KILN_PACK_CONV_WINOGRAD_F2),
+                                  w[0], w[1], 0, 0});
   // Likewise weights of a convolution the runtime computes tap by tap (most taps reading
   // padding): laid out tap-major once at load, not gathered from w[k][c][r][s] on every call
   // (DeepLabV3's ASPP: ~0.3 ms per layer, a tenth of it).
@@ -261,7 +267,7 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   // In bf16, weights of a convolution the runtime computes as a GEMM are stored as bf16 rows
   // at load: no call rounds them again (ResNet-50's 1x1 layers on 7x7 maps spent ~a quarter of
   // their time on it).
-  if (!e.exactConvolutions() && e.precision() == ContractionPrecision::Bf16)
+  if (bf16)
     shape.precision = KILN_PRECISION_BF16;
   const bool bf16Rows = !oneD && !winogradWeights && !tapMajorWeights && ws.offset == 0 &&
                         ws.strides == plainConvStrides && e.isSoleWeightOperand(ws.buffer) && weightReadOnlyBy(conv) &&
@@ -281,7 +287,8 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.weights = (const float *){} + {};\n", e.kernelAddress(ws.buffer), ws.offset);
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
   if (winogradWeights)
-    text += fmt::format("  g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F{};\n", winogradTile);
+    text += fmt::format("  g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F{}{};\n", winogradTile,
+                        bf16Winograd ? "_BF16" : "");
   if (tapMajorWeights)
     text += "  g.weights_layout = KILN_CONV_WEIGHTS_TAP_MAJOR;\n";
   if (bf16Rows)

@@ -266,15 +266,22 @@ void Executable::Impl::packWeights() {
         kernels::packGemmB(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
                            static_cast<float *>(packed.data()));
       }
-    } else if (packing.kind == KILN_PACK_CONV_WINOGRAD_F2 || packing.kind == KILN_PACK_CONV_WINOGRAD_F4) {
+    } else if (packing.kind == KILN_PACK_CONV_WINOGRAD_F2 || packing.kind == KILN_PACK_CONV_WINOGRAD_F4 ||
+               packing.kind == KILN_PACK_CONV_WINOGRAD_F2_BF16) {
       // The weight must be exactly the k x n x 3 x 3 convolution weight the transform reads.
       const int tile = packing.kind == KILN_PACK_CONV_WINOGRAD_F4 ? 4 : 2;
+      const bool bf16 = packing.kind == KILN_PACK_CONV_WINOGRAD_F2_BF16;
       const Shape expected{packing.k, packing.n, 3, 3};
       if (spec.type.dtype != DType::F32 || packing.k <= 0 || packing.n <= 0 || spec.type.shape != expected)
         fail("{}: weight packing {} (Winograd F({}x{}, 3x3), {} x {} x 3 x 3) does not fit weight '{}' ({})", what, p,
              tile, tile, packing.k, packing.n, spec.name, spec.type.toString());
-      packed = Tensor(DType::F32, {kernels::winogradWeightFloats(packing.k, packing.n, tile)});
-      kernels::packWinogradWeights(plain, packing.k, packing.n, tile, static_cast<float *>(packed.data()));
+      if (bf16) {
+        packed = Tensor(DType::BF16, {kernels::winogradWeightsBf16Elements(packing.k, packing.n, tile)});
+        kernels::packWinogradWeightsBf16(plain, packing.k, packing.n, tile, static_cast<uint16_t *>(packed.data()));
+      } else {
+        packed = Tensor(DType::F32, {kernels::winogradWeightFloats(packing.k, packing.n, tile)});
+        kernels::packWinogradWeights(plain, packing.k, packing.n, tile, static_cast<float *>(packed.data()));
+      }
     } else if (packing.kind == KILN_PACK_CONV_TAP_MAJOR) {
       // The weight must be exactly the k x n x r x s one-group convolution weight.
       const Shape expected{packing.k, packing.n, packing.stride_k, packing.stride_n};

@@ -104,7 +104,12 @@ enum kiln_conv_weights_layout {
   /// D = c/groups*r*s weights of output channel o, D2 = D rounded up to even (a zero last).
   /// For the convolutions conv2d computes as GEMMs in bf16 (kiln::runtime::kernels::
   /// convBf16Rows); stored so at load for weights only that kernel reads.
-  KILN_CONV_WEIGHTS_BF16_ROWS = 4
+  KILN_CONV_WEIGHTS_BF16_ROWS = 4,
+  /// WINOGRAD_F2's transform as bf16 patterns (uint16), for the same convolutions in bf16
+  /// (precision KILN_PRECISION_BF16, not exact): each of the 16 points' K x C matrices as rows
+  /// of C rounded up to even (kiln::runtime::kernels::packWinogradWeightsBf16). F(4x4, 3x3)
+  /// has none: its transforms amplify bf16's rounding to ~4% of the output (F2's: ~0.2%).
+  KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16 = 5
 };
 
 /// 2-D convolution, NCHW input x[n][c][h][w], weights w[k][c/groups][r][s], output
@@ -287,7 +292,9 @@ enum kiln_weight_packing_kind {
   KILN_PACK_GEMM_B_PAIR_PANELS_BF16 = 5,
   /// conv2d's KILN_CONV_WEIGHTS_BF16_ROWS, from plain weights of k output channels of n
   /// (= c/groups*r*s) weights each (the strides are unused).
-  KILN_PACK_CONV_BF16_ROWS = 6
+  KILN_PACK_CONV_BF16_ROWS = 6,
+  /// conv2d's KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16, from plain w[k][n][3][3].
+  KILN_PACK_CONV_WINOGRAD_F2_BF16 = 7
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

@@ -46,6 +46,8 @@ bool validConv(const kiln_conv2d_args &a) {
   } else if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
              (a.exact || !winogradTileOfLayout(a.weights_layout) || !winogradShape(a))) {
     return false;
+  } else if (a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16 && a.precision != KILN_PRECISION_BF16) {
+    return false;
   }
   // Only the pointwise path (a GEMM whose first K block may add to C) accumulates into y.
   if (a.accumulate && !pointwiseConv(a))

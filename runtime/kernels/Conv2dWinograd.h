@@ -35,6 +35,8 @@ inline int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 /// planes the weight transform writes at once (1 MiB apart for 512 x 512) do not all map to
 /// the same cache sets.
 inline int64_t uPlaneOf(int64_t k, int64_t c) { return roundUp(k * c, 16) + 64; }
+/// The same in bf16 (KILN_CONV_WEIGHTS_WINOGRAD_F*_BF16): K rows of C rounded up to even.
+inline int64_t uPlaneBf16Of(int64_t k, int64_t c) { return roundUp(k * roundUp(c, 2), 32) + 64; }
 
 /// The shape of one call: tiles, blocks and buffer sizes. A block is either a range of tile
 /// rows of one image or, for small images, several whole images.
@@ -50,6 +52,7 @@ struct Plan {
   bool phased;                    // all blocks phase by phase (runPhased), not block by block
   int64_t stripWidth, stripRows;  // per channel, for the largest block
   int threads;
+  const uint16_t *u16 = nullptr;  // instead of u: U stored in bf16, planes uPlaneBf16Of apart
 
   int64_t blocks() const { return ceilDiv(a.n, imagesPerBlock) * blocksPerImage; }
   int64_t firstRow(int64_t block) const { return block * tileRows / blocksPerImage; }

@@ -170,6 +170,7 @@ int winogradTile(const kiln_conv2d_args &a, bool weightsStored) {
 int winogradTileOfLayout(int32_t weightsLayout) {
   switch (weightsLayout) {
   case KILN_CONV_WEIGHTS_WINOGRAD_F2:
+  case KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16:
     return 2;
   case KILN_CONV_WEIGHTS_WINOGRAD_F4:
     return 4;

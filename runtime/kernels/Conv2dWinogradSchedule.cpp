@@ -58,7 +58,7 @@ void multiplyBlock(const Plan &p, const Block &b, int64_t xi0, int64_t xi1, int6
   const kiln_conv2d_args &a = p.a;
   const int64_t vPlane = a.c * b.tiles, mPlane = a.k * b.tiles;
   for (int64_t xi = xi0; xi < xi1; ++xi) {
-    const DenseSource weights(p.u + xi * p.uPlane, 1, a.c);
+    const DenseSource weights(p.u ? p.u + xi * p.uPlane : nullptr, 1, a.c); // unread with u16
     const DenseSource tilesSource(v + xi * vPlane, b.tiles, 1);
     Product product;
     product.m = a.k;
@@ -68,6 +68,11 @@ void multiplyBlock(const Plan &p, const Block &b, int64_t xi0, int64_t xi1, int6
     product.b = &tilesSource;
     product.c = m + xi * mPlane;
     product.ldc = b.tiles;
+    if (p.u16) { // U stored in bf16 at load: the products are bf16's
+      product.bf16A = p.u16 + xi * uPlaneBf16Of(a.k, a.c);
+      product.bf16Lda = roundUp(a.c, 2);
+      product.bf16 = true;
+    }
     computeRegion(product, k0, k1, 0, b.tiles);
   }
 }
@@ -198,7 +203,10 @@ void winogradConv(const kiln_rt *rt, const kiln_conv2d_args &a, int tile) {
   const int threads = threadsOf(rt);
   Plan plan = makePlan(a, threads, tile);
   if (winogradTileOfLayout(a.weights_layout) == tile) { // U transformed at load
-    plan.u = a.weights;
+    if (a.weights_layout == KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16)
+      plan.u16 = reinterpret_cast<const uint16_t *>(a.weights);
+    else
+      plan.u = a.weights;
     runItems(rt, plan);
     return;
   }

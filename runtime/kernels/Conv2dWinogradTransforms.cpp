@@ -4,9 +4,11 @@
 // per-tile transforms and the block steps live in this one file so that the compiler inlines
 // the former into the latter.
 #include <algorithm>
+#include <vector>
 
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/Conv2dWinograd.h"
+#include "runtime/kernels/GemmBf16.h"
 #include "runtime/kernels/Kernels.h"
 #include "runtime/kernels/Simd.h"
 
@@ -374,6 +376,22 @@ namespace kiln::runtime::kernels {
 
 int64_t winogradWeightFloats(int64_t k, int64_t c, int tile) {
   return detail::winograd::pointsOf(tile) * detail::winograd::uPlaneOf(k, c);
+}
+
+int64_t winogradWeightsBf16Elements(int64_t k, int64_t c, int tile) {
+  return detail::winograd::pointsOf(tile) * detail::winograd::uPlaneBf16Of(k, c);
+}
+
+void packWinogradWeightsBf16(const float *weights, int64_t k, int64_t c, int tile, uint16_t *dst) {
+  using namespace detail::winograd;
+  std::vector<float> transformed(static_cast<size_t>(winogradWeightFloats(k, c, tile)));
+  packWinogradWeights(weights, k, c, tile, transformed.data());
+  const int64_t plane = uPlaneOf(k, c), plane16 = uPlaneBf16Of(k, c), width = roundUp(c, 2);
+  std::fill(dst, dst + pointsOf(tile) * plane16, uint16_t{0});
+  for (int64_t xi = 0; xi < pointsOf(tile); ++xi)
+    for (int64_t o = 0; o < k; ++o)
+      for (int64_t i = 0; i < c; ++i)
+        dst[xi * plane16 + o * width + i] = detail::toBf16(transformed[static_cast<size_t>(xi * plane + o * c + i)]);
 }
 
 void packWinogradWeights(const float *weights, int64_t k, int64_t c, int tile, float *dst) {

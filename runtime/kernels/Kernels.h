@@ -72,6 +72,12 @@ bool convCanAccumulate(const kiln_conv2d_args &args);
 /// Codegen then has its weights laid out tap-major at load (KILN_CONV_WEIGHTS_TAP_MAJOR).
 bool convSparseTaps(const kiln_conv2d_args &args);
 
+/// Elements of KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16 (tile 2) of k x c x 3 x 3 weights, and the
+/// packing: packWinogradWeights' transform, each point's K x C matrix as bf16 rows of C
+/// rounded up to even.
+int64_t winogradWeightsBf16Elements(int64_t k, int64_t c, int tile);
+void packWinogradWeightsBf16(const float *weights, int64_t k, int64_t c, int tile, uint16_t *dst);
+
 /// Whether conv2d computes a convolution of these shapes and precision (bf16, not exact) as a
 /// GEMM (pointwise or im2col), whose weights codegen then has stored as bf16 rows at load
 /// (KILN_CONV_WEIGHTS_BF16_ROWS, packConvBf16Rows).

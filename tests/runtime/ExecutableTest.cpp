@@ -437,8 +437,16 @@ TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
   model.packing.stride_n = 5;
   EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (tap-major convolution weights, 2 x 64 x 3 x 5) does not "
                                "fit weight 'w' (f32[2,64,3,3])");
-  model.packing.kind = 7;
-  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 has unknown kind 7");
+  // bf16 convolution rows: exactly k x n weights.
+  model.packing = {0, KILN_PACK_CONV_BF16_ROWS, 2, 64 * 9, 0, 0};
+  EXPECT_EQ(errorOf(loadConv), "");
+  model.packing.n = 64;
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (bf16 convolution rows, 2 x 64) does not fit weight 'w' "
+                               "(f32[2,64,3,3])");
+  model.packing = {0, KILN_PACK_CONV_WINOGRAD_F2_BF16, 2, 64, 0, 0};
+  EXPECT_EQ(errorOf(loadConv), "");
+  model.packing.kind = 99;
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 has unknown kind 99");
 }
 
 TEST(ExecutableTest, MalformedDescriptionsAreErrors) {
