@@ -4,6 +4,7 @@
 usage: bench.py [--names A,B] [--train-names A,B] [--threads 1,2] [--rounds R] [--train-rounds R]
                 [--seeds DIR] [--kiln-bin DIR] [--peers DIR] [--node-modules DIR] [--out FILE]
                 [--no-infer] [--no-train] [--no-sgemm] [--no-compile] [--no-python]
+                [--precision-names A,B] [--no-precision]
 
 For each workload and thread count the three engines run interleaved in rounds (kiln, ORT,
 PyTorch, then again), each in its own process with its own warm-up; a figure is the median of
@@ -19,6 +20,8 @@ is (the ONNX export folds BatchNorm into the convolutions). Then square SGEMM, k
 (kiln-gemm-bench) against OpenBLAS (through numpy), and kiln's compile time for ResNet-50
 (cold: empty KILN_CACHE_DIR; cached: second run). Last, what the Python package adds to a
 run: kiln.Session.run and run_into on a one-kernel graph against kiln-run's C++ run of it.
+Then kiln in bf16 (`--precision bf16`) against kiln in f32 on the same models, interleaved, with
+the error `kiln-run --compare-precision` reports (SNR, top-1 agreement).
 Only ratios from one run mean anything: the machines are shared and their speed drifts.
 """
 import argparse
@@ -34,6 +37,8 @@ import time
 
 WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b1", "resnet18_b8", "resnet50_b1", "vgg16_b1",
              "bert_mini_s128_b8", "bert_base_s128"]
+# The low-precision comparison: kiln --precision bf16 against kiln f32 (issue 28's models).
+PRECISION_WORKLOADS = ["resnet50_b1", "vgg16_b1", "bert_base_s128"]
 TRAIN_WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b8", "bert_mini_s128_b8"]
 # Trained through the nn API (kiln-train-bench resnet18 --batch N), not through their ONNX export.
 NN_TRAIN_MODEL = re.compile(r"^resnet18_b([0-9]+)$")
@@ -118,16 +123,23 @@ class Engines:
     def model(self, name):
         return os.path.join(self.args.seeds, name + ".onnx")
 
-    def kiln(self, name, threads):
+    def kiln(self, name, threads, precision="f32"):
         # About 10 timed runs; fewer for the slow workloads keeps a round short.
         reps = 5 if name in ("vgg16_b1", "resnet18_b8", "bert_base_s128") else 11
-        out, err = run([self.kiln_run, self.model(name), "--threads", str(threads), "--bench", str(reps)])
+        out, err = run([self.kiln_run, self.model(name), "--threads", str(threads), "--bench", str(reps),
+                        "--precision", precision])
         if out is None:
             return None
         if "reference evaluator instead" in err:
             self.kiln_fell_back.add(name)
         match = re.search(r"^median_ms\s+([0-9.]+)", out, re.M)
         return float(match.group(1)) if match else None
+
+    def precision_error(self, name):
+        """kiln-run --compare-precision's line for the model's first output: (SNR dB, top-1 text)."""
+        out, _ = run([self.kiln_run, self.model(name), "--compare-precision", "--threads", "2"], timeout=1800)
+        match = re.search(r"SNR ([0-9.inf]+) dB(?:, top-1 agreement ([0-9]+/[0-9]+) rows)?", out or "")
+        return (match.group(1), match.group(2) or "n/a") if match else (None, None)
 
     def kiln_train_command(self, name, threads, steps):
         """The command timing `steps` kiln training steps of `name` (after a warm-up step)."""
@@ -304,6 +316,41 @@ def measure_training(engines, names, threads_list, rounds):
     return rows
 
 
+def measure_precision(engines, names, threads_list, rounds):
+    """Rows (name, threads, f32 ms, bf16 ms, SNR, top-1), the two precisions interleaved."""
+    for name in names:
+        log(f"kiln: compiling {name} in bf16 (cached on disk for the rounds)")
+        run([engines.kiln_run, engines.model(name), "--threads", "1", "--precision", "bf16"], timeout=1800)
+    rows = []
+    for name in names:
+        snr, top1 = engines.precision_error(name)
+        for threads in threads_list:
+            f32, bf16 = [], []
+            for r in range(rounds):
+                f32.append(engines.kiln(name, threads))
+                bf16.append(engines.kiln(name, threads, "bf16"))
+                log(f"precision {name} threads {threads} round {r + 1}: f32 {f32[-1]} bf16 {bf16[-1]}")
+            rows.append((name, threads, median(f32), median(bf16), snr, top1))
+    return rows
+
+
+def precision_lines(rows):
+    lines = ["<!-- precision:begin -->", "## Low precision: kiln bf16 against kiln f32, median ms", "",
+             "`kiln-run MODEL --precision bf16` (GEMMs, GEMM-computed convolutions and F(2x2,3x3) Winograd with bf16 "
+             "operands and f32 sums, their weights stored in bf16 at load) against the f32 compile, interleaved; "
+             "error: `kiln-run MODEL --compare-precision` on the seed input (SNR of the first output against f32's, "
+             "and its rows' top-1 agreement).", "",
+             "| workload | threads | f32 | bf16 | bf16/f32 | SNR, dB | top-1 agreement |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, threads, f32, bf16, snr, top1 in rows:
+        lines.append(f"| {name} | {threads} | {fmt(f32)} | {fmt(bf16)} | {ratio(bf16, f32)} | {snr or 'n/a'} | "
+                     f"{top1 or 'n/a'} |")
+    lines.append("")
+    lines.append("Ratios below 1 mean bf16 is faster.")
+    lines.append("<!-- precision:end -->")
+    return lines
+
+
 def inference_lines(rows, engines, torch_train):
     lines = ["## Inference, median ms", "",
              "| workload | threads | kiln | ORT | PyTorch | kiln/ORT | kiln/PyTorch |"
@@ -358,6 +405,9 @@ def main():
     parser.add_argument("--no-sgemm", action="store_true")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--no-python", action="store_true", help="skip the Python binding's overhead")
+    parser.add_argument("--precision-names", default=",".join(PRECISION_WORKLOADS),
+                        help="workloads timed in bf16 against f32")
+    parser.add_argument("--no-precision", action="store_true", help="skip the bf16 comparison")
     parser.add_argument("--torch-train", action="store_true",
                         help="in the inference table, also run the peers' torch_bench.py, which times one SGD "
                              "training step too (slow)")
@@ -365,7 +415,8 @@ def main():
     names = [] if args.no_infer else [n for n in args.names.split(",") if n]
     train_names = [] if args.no_train else [n for n in args.train_names.split(",") if n]
     threads_list = [int(t) for t in args.threads.split(",") if t]
-    onnx_names = names + [n for n in train_names if not NN_TRAIN_MODEL.match(n)]
+    precision_names = [] if args.no_precision else [n for n in args.precision_names.split(",") if n]
+    onnx_names = names + [n for n in train_names if not NN_TRAIN_MODEL.match(n)] + precision_names
     for name in dict.fromkeys(onnx_names):
         if not os.path.exists(os.path.join(args.seeds, name + ".onnx")):
             sys.exit(f"bench.py: no {name}.onnx in {args.seeds} (scripts/export-seeds.sh {args.seeds} {name})")
@@ -375,6 +426,7 @@ def main():
 
     rows = measure_inference(engines, names, threads_list, args.rounds)
     train_rows = measure_training(engines, train_names, threads_list, args.train_rounds)
+    precision_rows = measure_precision(engines, precision_names, threads_list, args.rounds)
 
     sgemm = []
     if not args.no_sgemm:
@@ -422,6 +474,8 @@ def main():
         lines += inference_lines(rows, engines, args.torch_train)
     if train_rows:
         lines += ([""] if rows else []) + training_lines(train_rows)
+    if precision_rows:
+        lines += [""] + precision_lines(precision_rows)
     if sgemm:
         lines += ["", "## SGEMM, square, GFLOP/s", "",
                   "| n | threads | kiln | OpenBLAS (numpy) | kiln/OpenBLAS |", "| ---: | ---: | ---: | ---: | ---: |"]
@@ -454,9 +508,10 @@ def main():
                   f"| {fmt(cxx, 2)} | {fmt(py_run, 2)} | {extra(py_run)} | {fmt(py_into, 2)} | {extra(py_into)} |"]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     # The model zoo's section (bench/zoo/bench_zoo.py) and the data-parallel one (`make
-    # bench-ddp`, written by hand) are their own runs': keep them.
+    # bench-ddp`, written by hand) are their own runs': keep them, and the low-precision one
+    # when this run skipped it.
     old = open(args.out).read() if os.path.exists(args.out) else ""
-    for section in ("zoo", "ddp"):
+    for section in ("zoo", "ddp") + (() if precision_rows else ("precision",)):
         begin, end = f"<!-- {section}:begin -->", f"<!-- {section}:end -->"
         if begin in old and end in old:
             lines += ["", old[old.index(begin):old.index(end) + len(end)]]

@@ -1,5 +1,6 @@
 #include "tools/PrecisionComparison.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -58,8 +59,44 @@ std::string describePrecisionError(const PrecisionError &e) {
   return text;
 }
 
+namespace {
+
+/// The ops whose outputs --per-layer compares: the contractions, where bf16 multiplies.
+bool isLayer(const ir::Node &node) {
+  switch (node.op()) {
+  case ir::OpKind::MatMul:
+  case ir::OpKind::Linear:
+  case ir::OpKind::Conv:
+  case ir::OpKind::ConvTranspose:
+    return isFloat(node.output()->type().dtype);
+  default:
+    return false;
+  }
+}
+
+/// Makes every layer's output (isLayer) an output of the graph too, after its own outputs, and
+/// returns their labels in graph order: "conv %name" ("conv #3" for an unnamed value).
+std::vector<std::string> exposeLayers(ir::Graph &graph) {
+  std::vector<ir::Value *> layers;
+  std::vector<std::string> labels;
+  for (ir::Node *node : graph.nodes()) {
+    if (!isLayer(*node))
+      continue;
+    const std::string &name = node->output()->name();
+    labels.push_back(fmt::format("{} {}", node->opName(),
+                                 name.empty() ? fmt::format("#{}", labels.size()) : "%" + name));
+    layers.push_back(node->output());
+  }
+  for (size_t i = 0; i < layers.size(); ++i)
+    graph.addOutput(layers[i], fmt::format("kiln_layer_{}", i));
+  return labels;
+}
+
+} // namespace
+
 int comparePrecision(std::unique_ptr<ir::Graph> graph, const RunOptions &options, const std::vector<Tensor> &inputs,
                      const ir::ParamValues &params, const std::vector<std::string> &names) {
+  const std::vector<std::string> layers = options.perLayer ? exposeLayers(*graph) : std::vector<std::string>{};
   codegen::CompileOptions compileOptions;
   compileOptions.params = params;
   if (options.threads > 0)
@@ -71,7 +108,7 @@ int comparePrecision(std::unique_ptr<ir::Graph> graph, const RunOptions &options
   const std::vector<Tensor> want = reference.run(inputs), got = low.run(inputs);
   std::cout << fmt::format("precision {} against f32, one run on the same inputs:\n",
                            codegen::contractionPrecisionName(options.precision));
-  for (size_t i = 0; i < want.size(); ++i) {
+  for (size_t i = 0; i < names.size(); ++i) {
     if (!isFloat(want[i].dtype())) {
       const bool same = want[i].toDoubles() == got[i].toDoubles();
       std::cout << fmt::format("  {} {}: {}\n", names.at(i), want[i].type().toString(),
@@ -81,6 +118,30 @@ int comparePrecision(std::unique_ptr<ir::Graph> graph, const RunOptions &options
     std::cout << fmt::format("  {} {}: {}\n", names.at(i), want[i].type().toString(),
                              describePrecisionError(precisionError(want[i], got[i])));
   }
+  if (!options.perLayer)
+    return 0;
+  // Each layer's output as it comes out of the layer: its error is that of every layer
+  // before it, so the layer where the SNR falls most is the one that loses the most.
+  std::cout << fmt::format("per layer ({} contractions, in graph order):\n", layers.size());
+  std::vector<double> snr;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const size_t at = names.size() + l;
+    PrecisionError error = precisionError(want[at], got[at]);
+    error.rows = 0; // a layer's last axis (a feature map's width) has no classes to agree on
+    std::cout << fmt::format("  {} {} {}: {}\n", l, layers[l], want[at].type().toString(), describePrecisionError(error));
+    snr.push_back(error.snrDb);
+  }
+  if (snr.empty())
+    return 0;
+  const size_t lowest = static_cast<size_t>(std::min_element(snr.begin(), snr.end()) - snr.begin());
+  std::cout << fmt::format("lowest SNR: layer {} {} ({:.1f} dB)\n", lowest, layers[lowest], snr[lowest]);
+  size_t steepest = 0;
+  for (size_t l = 1; l < snr.size(); ++l)
+    if (steepest == 0 || snr[l - 1] - snr[l] > snr[steepest - 1] - snr[steepest])
+      steepest = l;
+  if (steepest > 0 && std::isfinite(snr[steepest - 1] - snr[steepest]))
+    std::cout << fmt::format("largest SNR drop: layer {} {} ({:.1f} dB below layer {})\n", steepest, layers[steepest],
+                             snr[steepest - 1] - snr[steepest], steepest - 1);
   return 0;
 }
 

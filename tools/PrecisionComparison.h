@@ -31,7 +31,9 @@ PrecisionError precisionError(const Tensor &reference, const Tensor &low);
 std::string describePrecisionError(const PrecisionError &error);
 
 /// Compiles `graph` in f32 and in options.precision, runs both on `inputs`, and prints one
-/// line per output. Returns the exit status (0).
+/// line per output; with options.perLayer, one more per contraction (matmul, linear, conv,
+/// conv_transpose) whose output it compares too, the layer of the lowest SNR and the one whose
+/// SNR falls most below the layer's before it. Returns the exit status (0).
 int comparePrecision(std::unique_ptr<ir::Graph> graph, const RunOptions &options, const std::vector<Tensor> &inputs,
                      const ir::ParamValues &params, const std::vector<std::string> &names);
 

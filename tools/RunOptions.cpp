@@ -59,6 +59,10 @@ options:
                           the same inputs, and print per output the largest error relative to
                           the largest |f32 value|, the mean relative error, the SNR in dB and,
                           for outputs of two dims or more, how many rows' argmax (top-1) agree
+  --per-layer             with --compare-precision, also compare every contraction's output
+                          (matmul, linear, conv, conv_transpose: one line each, in graph order)
+                          and name the layer of the lowest SNR and the one whose SNR falls most
+                          below the layer's before it (the layer that loses the most)
   --bisect-passes         run the reference evaluator on the graph after every pass of the
                           pipeline (inference unless --pipeline or --passes says otherwise), on
                           the same inputs and parameters; print one line per pass with the largest
@@ -104,6 +108,7 @@ FlagParser runFlags(RunOptions &options) {
   parser.addSwitch("--compiled", [&] { options.compiled = true; });
   parser.addSwitch("--bisect-passes", [&] { options.bisectPasses = true; });
   parser.addSwitch("--compare-precision", [&] { options.comparePrecision = true; });
+  parser.addSwitch("--per-layer", [&] { options.perLayer = true; });
   auto bind = [&](std::vector<Binding> &list) {
     return [&list](const std::string &flag, const std::string &value) { list.push_back(parseBinding(flag, value)); };
   };
@@ -204,6 +209,8 @@ void checkModel(const RunOptions &options) {
 /// --precision picks what a compiled graph's contractions multiply in; --compare-precision
 /// compiles the graph in that precision (bf16 unless given) and in f32 and compares outputs.
 void checkPrecision(RunOptions &options) {
+  if (options.perLayer && !options.comparePrecision)
+    fail("--per-layer applies with --compare-precision");
   if (!options.precisionGiven && !options.comparePrecision)
     return;
   if (options.onnxTest)

@@ -41,6 +41,7 @@ struct RunOptions {
   codegen::ContractionPrecision precision = codegen::ContractionPrecision::F32; // --precision
   bool precisionGiven = false;
   bool comparePrecision = false; // --compare-precision: precision's outputs against f32's
+  bool perLayer = false;         // --per-layer: and every contraction's output
 
   double rtolOr(double fallback) const { return rtol.value_or(fallback); }
   double atolOr(double fallback) const { return atol.value_or(fallback); }
