@@ -338,7 +338,7 @@ def precision_lines(rows):
     lines = ["<!-- precision:begin -->", "## Low precision: kiln bf16 against kiln f32, median ms", "",
              "`kiln-run MODEL --precision bf16` (GEMMs, GEMM-computed convolutions and F(2x2,3x3) Winograd with bf16 "
              "operands and f32 sums, their weights stored in bf16 at load) against the f32 compile, interleaved; "
-             "error: `kiln-run MODEL --compare-precision` on the seed input (SNR of the first output against f32's, "
+             "error: `kiln-run MODEL --compare-precision` on kiln-run's random inputs, seed 0 (SNR of the first output against f32's, "
              "and its rows' top-1 agreement).", "",
              "| workload | threads | f32 | bf16 | bf16/f32 | SNR, dB | top-1 agreement |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
