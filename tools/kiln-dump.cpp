@@ -26,6 +26,9 @@
 #include "passes/fusion/FusionAnalysis.h"
 #include "passes/memory/MemoryPlanSvg.h"
 #include "passes/memory/PlanMemory.h"
+#include "tools/GraphLoading.h"
+#include "tools/ToolCommon.h"
+#include "core/ShapeMath.h"
 
 using namespace kiln;
 using namespace kiln::ir;
@@ -41,9 +44,12 @@ constexpr const char *kUsage = R"(usage: kiln-dump FILE [--format=text|dot|json]
        kiln-dump --list-ops [-o OUT]
 
 Reads a .kir graph (FILE '-' reads standard input) or an ONNX model (FILE ending in .onnx,
-imported with kiln's ONNX importer), verifies it and prints it.
+imported with kiln's ONNX importer), verifies it and prints it. An ONNX model's symbolic dims
+(dim_params) stay symbols (f32[N,3,224,224]) unless --dim fixes them.
   --format=FORMAT  text (default): the .kir form; dot: Graphviz; json: a JSON document
   --keep-data      print every tensor value (large ones are elided by default)
+  --dim NAME=N     give symbolic dim NAME the extent N (repeatable): the graph is bound to it
+                   (static) before anything else, as kiln-run --dim binds it
   --pipeline=NAME  run the named pipeline (below) on the graph before printing it
   --passes=A,B,... run these passes, in this order (each may appear more than once); the
                    graph is verified after every pass
@@ -102,6 +108,7 @@ struct Options {
   std::string memoryPlanSvg; // --memory-plan: the SVG file to write
   bool printMemoryPlan = false;
   std::string emit; // --emit: "cpp"
+  DimBindings dims; // --dim
 
   bool runsPasses() const { return !pipeline.empty() || passList.has_value(); }
 };
@@ -126,6 +133,17 @@ Options parseArgs(int argc, char **argv) {
       std::exit(0);
     } else if (arg == "--list-ops") {
       options.listOps = true;
+    } else if (arg == "--dim" || arg.rfind("--dim=", 0) == 0) {
+      const std::string value = valueOf("--dim");
+      const size_t equals = value.find('=');
+      const std::string name = value.substr(0, equals);
+      if (equals == std::string::npos || !isValidSymbolName(name))
+        fail("--dim {}: expected NAME=N with NAME an identifier", value);
+      const uint64_t extent = tools::parseCount("--dim", value.substr(equals + 1), "an extent");
+      if (extent > static_cast<uint64_t>(kMaxElements))
+        fail("--dim {}: the extent is larger than kiln's limit of 2^48", value);
+      if (!options.dims.emplace(name, static_cast<int64_t>(extent)).second)
+        fail("--dim {}: symbol {} is given twice", value, name);
     } else if (arg == "--keep-data") {
       options.keepData = true;
     } else if (arg == "--coverage") {
@@ -328,16 +346,25 @@ std::string formatCoverage(const std::string &path, const frontend::OnnxCoverage
 
 // --- main ------------------------------------------------------------------------------------
 
-std::unique_ptr<Graph> readGraph(const std::string &path) {
-  if (isOnnxPath(path))
-    return frontend::importOnnxFile(path);
+/// The graph in `path`: bound to `dims` when given (tools/GraphLoading.h), else as it is, an
+/// ONNX model's unresolved dim_params kept as symbols.
+std::unique_ptr<Graph> readGraph(const std::string &path, const DimBindings &dims) {
+  if (!dims.empty()) {
+    std::map<std::string, Tensor> given;
+    return tools::loadGraph({path, {}, {}, dims, true}, given);
+  }
+  if (isOnnxPath(path)) {
+    frontend::OnnxImportOptions import;
+    import.keepSymbolicDims = true;
+    return frontend::importOnnxFile(path, import);
+  }
   return parseGraphFile(path);
 }
 
 std::string render(const Options &options) {
   if (options.listOps)
     return formatOpCatalogue();
-  std::unique_ptr<Graph> graph = readGraph(options.input);
+  std::unique_ptr<Graph> graph = readGraph(options.input, options.dims);
   PrintOptions print;
   print.keepLargeTensors = options.keepData;
   passes::PassManager manager;
