@@ -83,6 +83,28 @@ typedef struct kiln_gemm_args {
   int32_t precision; /* kiln_precision */
 } kiln_gemm_args;
 
+/// An int8 GEMM whose output is dequantized to f32 (ONNX's DequantizeLinear -> MatMul with
+/// int8 operands, kiln's qmatmul): for m < M, n < N
+///   acc = sum over k < K of (a[m*lda + k] - a_zero) * B[k][n]   (int32, exact)
+///   c[m*ldc + n] = (float)acc * (a_scale * b_scales[b_per_column ? n : 0])
+/// then the epilogue on every tile. A is u8, or s8 when a_signed; B is s8, prepacked at load
+/// as kiln::runtime::kernels::packQGemmB writes it (KILN_PACK_QGEMM_B). The products run on
+/// AVX-512 VNNI's vpdpbusd, four u8 x s8 products per int32 lane.
+typedef struct kiln_qgemm_args {
+  int64_t m, n, k;
+  const void *a;
+  int64_t lda;
+  int32_t a_signed, a_zero;
+  float a_scale;
+  const int8_t *b;
+  const float *b_scales;
+  int32_t b_per_column;
+  float *c;
+  int64_t ldc;
+  kiln_epilogue_fn epilogue; /* may be NULL */
+  void *epilogue_ctx;
+} kiln_qgemm_args;
+
 /// How a convolution's weights are laid out (kiln_conv2d_args::weights_layout).
 enum kiln_conv_weights_layout {
   /// w[k][c/groups][r][s]
@@ -241,6 +263,7 @@ struct kiln_rt {
   /// the other up at the join. May be NULL (then use parallel_for).
   void (*parallel_for_balanced)(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx);
   void (*recurrence)(const kiln_rt *rt, const kiln_recurrence_args *args);
+  void (*qgemm)(const kiln_rt *rt, const kiln_qgemm_args *args);
 };
 
 /// A generated kernel: `buffers[i]` is the address of its i-th buffer (operands first, then

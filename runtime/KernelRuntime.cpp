@@ -29,6 +29,7 @@ kiln_rt makeKernelRuntime(ThreadPool &pool) {
   rt.impl = &pool;
   rt.parallel_for_balanced = parallelForBalancedOnPool;
   rt.recurrence = kernels::recurrence;
+  rt.qgemm = kernels::qgemm;
   return rt;
 }
 

@@ -11,6 +11,9 @@
 //       two conv2d's gate picks, and conv2d with plain weights (the GEMM where the gate says
 //       F0): the data behind the gate's tables in Conv2dWinogradPlan.cpp
 //
+// --int8 runs qgemm instead of SGEMM on the square sizes: u8 x s8 products summed in int32
+// (AVX-512 VNNI) and dequantized to f32, B prepacked as at load; GOP/s count 2 per product.
+//
 // --precision bf16 runs the GEMMs and GEMM-computed convolutions with bf16 operands
 // (KILN_PRECISION_BF16), as models compiled with kiln-run --precision bf16 do.
 //
@@ -105,6 +108,28 @@ void benchGemm(const kiln_rt &rt, int64_t size, int reps) {
               rt.num_threads, seconds * 1e3, 2.0 * size * size * size / seconds * 1e-9);
 }
 
+void benchQGemm(const kiln_rt &rt, int64_t size, int reps) {
+  const size_t elements = static_cast<size_t>(size * size);
+  std::vector<uint8_t> a(elements);
+  std::vector<int8_t> b(elements);
+  std::mt19937 rng(3);
+  for (uint8_t &x : a)
+    x = static_cast<uint8_t>(rng() & 0xFF);
+  for (int8_t &x : b)
+    x = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<int8_t> packed(static_cast<size_t>(kiln::runtime::kernels::qgemmPackedBytes(size, size)));
+  kiln::runtime::kernels::packQGemmB(b.data(), size, size, size, 1, packed.data());
+  std::vector<float> scales(static_cast<size_t>(size), 0.01f), c(elements);
+  kiln_qgemm_args args{};
+  args.m = args.n = args.k = size;
+  args.a = a.data(), args.lda = size, args.a_zero = 128, args.a_scale = 0.02f;
+  args.b = packed.data(), args.b_scales = scales.data(), args.b_per_column = 1;
+  args.c = c.data(), args.ldc = size;
+  const double seconds = medianSeconds([&] { kiln::runtime::kernels::qgemm(&rt, &args); }, reps);
+  std::printf("qgemm %5lld  threads %d  %8.3f ms  %7.1f GOP/s\n", static_cast<long long>(size), rt.num_threads,
+              seconds * 1e3, 2.0 * size * size * size / seconds * 1e-9);
+}
+
 /// A square r x r convolution of n images, padded r/2 on every side (pointers unset).
 kiln_conv2d_args convShape(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t r, int64_t stride, int64_t groups) {
   kiln_conv2d_args args{};
@@ -168,7 +193,7 @@ void benchWinograd(const kiln_rt &rt, int64_t n, int64_t c, int64_t hw, int64_t 
 
 int usage() {
   std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--precision f32|bf16] "
-                       "[--conv | --winograd [--only TEXT]] [SIZES...]\n");
+                       "[--int8 | --conv | --winograd [--only TEXT]] [SIZES...]\n");
   return 2;
 }
 
@@ -176,7 +201,7 @@ int usage() {
 
 int main(int argc, char **argv) {
   int threads = 1, reps = 0;
-  bool conv = false, winograd = false;
+  bool conv = false, winograd = false, int8 = false;
   std::vector<int64_t> sizes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -192,6 +217,8 @@ int main(int argc, char **argv) {
       if (name != "f32" && name != "bf16")
         return usage();
       precision = name == "bf16" ? KILN_PRECISION_BF16 : KILN_PRECISION_F32;
+    } else if (arg == "--int8") {
+      int8 = true;
     } else if (arg == "--conv") {
       conv = true;
     } else if (arg == "--winograd") {
@@ -279,6 +306,6 @@ int main(int argc, char **argv) {
     return 0;
   }
   for (int64_t size : sizes)
-    benchGemm(rt, size, reps);
+    int8 ? benchQGemm(rt, size, reps) : benchGemm(rt, size, reps);
   return 0;
 }

@@ -11,6 +11,16 @@ namespace kiln::runtime::kernels {
 /// f32 GEMM with a fused epilogue, parallel over output panels on rt's pool.
 void gemm(const kiln_rt *rt, const kiln_gemm_args *args);
 
+/// int8 GEMM dequantized to f32 with a fused epilogue (kiln_qgemm_args; QGemm.cpp).
+void qgemm(const kiln_rt *rt, const kiln_qgemm_args *args);
+/// Bytes of qgemm's prepacked B for a K x N s8 matrix (KILN_PACK_QGEMM_B).
+int64_t qgemmPackedBytes(int64_t k, int64_t n);
+/// A K x N s8 matrix S(k, n) = src[k*strideK + n*strideN] as qgemm's B: for each panel of 64
+/// columns, K in quads (rounded up to a multiple of 4 with zeros), each quad 64 columns of 4
+/// bytes, dst[((q*K4 + p)*64 + n%64)*4 + t] = S(4p + t, n) (columns past N zero), then the
+/// int32 sum over k of each column (the zero point's correction), 64 per panel.
+void packQGemmB(const int8_t *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, int8_t *dst);
+
 /// f32 2-D convolution (any stride, padding, dilation, groups incl. depthwise) with a fused
 /// epilogue.
 void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args);

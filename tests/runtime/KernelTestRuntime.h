@@ -53,6 +53,7 @@ inline kiln_rt makeRuntime(int threads) {
   rt.conv2d_weight_grad = conv2dWeightGrad;
   rt.parallel_for_balanced = threadedParallelForBalanced;
   rt.recurrence = recurrence;
+  rt.qgemm = qgemm;
   return rt;
 }
 
