@@ -40,6 +40,7 @@ KernelText emitStages(const KernelPlan &plan, const Unit &unit, const std::strin
     case StageKind::ConvTranspose: emitConvTransposeStage(emitter, stage, text); break;
     case StageKind::ConvWeightGrad: emitConvWeightGradStage(emitter, stage, text); break;
     case StageKind::Recurrence: emitRecurrenceStage(emitter, stage, text); break;
+    case StageKind::QuantizedProduct: emitQuantizedProductStage(emitter, stage, text); break;
     }
   }
   return text;

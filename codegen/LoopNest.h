@@ -28,6 +28,8 @@
 //  - Direct: one whole op as a loop nest written for it (scatter*, cumsum, topk, resize; codegen/EmitDirect.h).
 //  - Recurrence: rnn/gru/lstm_sequence as one call of rt->recurrence over contiguous operands
 //    (codegen/EmitRecurrence.cpp).
+//  - QuantizedProduct: qmatmul as one call of rt->qgemm over contiguous operands
+//    (codegen/EmitQuantized.cpp).
 //
 // Loop order: the innermost loop always runs along the last dim of the stored values, so
 // stores are contiguous; loads that broadcast hoist out of the loops they do not depend on
@@ -109,7 +111,9 @@ Unit unitForCopy(const ir::Value &value, const std::string &label);
 /// The outer values that become the unit's operand buffers, in order (inlined ones skipped).
 std::vector<const ir::Value *> unitOperandValues(const ir::Node &node);
 
-enum class StageKind { Loop, Rows, Gemm, Conv, Pool, Direct, Generic, ConvTranspose, ConvWeightGrad, Recurrence };
+enum class StageKind {
+  Loop, Rows, Gemm, Conv, Pool, Direct, Generic, ConvTranspose, ConvWeightGrad, Recurrence, QuantizedProduct
+};
 
 struct KernelBuffer {
   enum class Kind { Operand, Result, Temp, Constant };
@@ -137,8 +141,8 @@ struct Stage {
   Shape domain;
   std::vector<bool> reduced;                  // Rows: per domain dim
   std::vector<const ir::Node *> reductions;   // Rows, in body order
-  const ir::Node *anchor = nullptr;           // Gemm, Conv, Pool, Direct, Generic, ConvTranspose, Recurrence
-  std::vector<StridedAccess> anchorOperands;  // Gemm, Conv, Pool, Recurrence: the anchor's operands
+  const ir::Node *anchor = nullptr;           // Gemm, Conv, Pool, Direct, Generic, ConvTranspose, Recurrence, QuantizedProduct
+  std::vector<StridedAccess> anchorOperands;  // Gemm, Conv, Pool, Recurrence, QuantizedProduct: the anchor's operands
   int tileBuffer = -1;                        // Gemm, Conv: where the library writes
   std::vector<Store> stores;
 };

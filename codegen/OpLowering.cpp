@@ -57,6 +57,7 @@ Lowering loweringOf(OpKind op) {
   case OpKind::RnnSequence:
   case OpKind::GruSequence:
   case OpKind::LstmSequence: return Lowering::Recurrence;
+  case OpKind::QMatMul: return Lowering::QuantizedProduct;
 
   case OpKind::Kernel: return Lowering::Group;
 
@@ -78,6 +79,7 @@ std::string_view loweringName(Lowering lowering) {
   case Lowering::WeightGrad: return "weight-grad";
   case Lowering::Direct: return "direct";
   case Lowering::Recurrence: return "recurrence";
+  case Lowering::QuantizedProduct: return "quantized-product";
   case Lowering::Group: return "group";
   case Lowering::Decomposed: return "decomposed";
   }

@@ -20,6 +20,7 @@ enum class Lowering {
   WeightGrad,  // conv_weight_grad: im2col + gemm, or loops
   Direct,      // a loop nest of its own per op (codegen/EmitDirect.h)
   Recurrence,  // rnn/gru/lstm_sequence: the runtime's recurrent kernel, the time loop inside
+  QuantizedProduct, // qmatmul: the runtime's int8 qgemm (codegen/EmitQuantized.cpp)
   Group,       // a fusion kernel group: its body is lowered, op by op
   Decomposed,  // a composite: never reaches codegen
 };

@@ -74,6 +74,7 @@ void emitConvStage(KernelEmitter &emitter, int stage, KernelText &out);
 void emitPoolStage(KernelEmitter &emitter, int stage, KernelText &out);
 /// A Recurrence stage: one call of rt->recurrence (codegen/EmitRecurrence.cpp).
 void emitRecurrenceStage(KernelEmitter &emitter, int stage, KernelText &out);
+void emitQuantizedProductStage(KernelEmitter &emitter, int stage, KernelText &out);
 
 /// The output coordinates of the tile element (batch, row, col) a library kernel hands to an
 /// epilogue.

@@ -301,6 +301,21 @@ void Executable::Impl::packWeights() {
              packing.k, packing.n, spec.name, spec.type.toString());
       packed = Tensor(DType::BF16, {packing.k * kernels::convBf16RowWidth(packing.n)});
       kernels::packConvBf16Rows(plain, packing.k, packing.n, static_cast<uint16_t *>(packed.data()));
+    } else if (packing.kind == KILN_PACK_QGEMM_B) {
+      // An i8 weight of exactly k x n, read as plain[i*stride_k + j*stride_n], one stride 1.
+      int64_t size = 0, lastRow = 0, lastColumn = 0, last = 0;
+      const bool fits = spec.type.dtype == DType::I8 && packing.k > 0 && packing.n > 0 && packing.stride_k >= 0 &&
+                        packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
+                        !__builtin_mul_overflow(packing.k, packing.n, &size) && size == elements &&
+                        !__builtin_mul_overflow(packing.k - 1, packing.stride_k, &lastRow) &&
+                        !__builtin_mul_overflow(packing.n - 1, packing.stride_n, &lastColumn) &&
+                        !__builtin_add_overflow(lastRow, lastColumn, &last) && last < elements;
+      if (!fits)
+        fail("{}: weight packing {} (int8 GEMM, {} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p,
+             packing.k, packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
+      packed = Tensor(DType::I8, {kernels::qgemmPackedBytes(packing.k, packing.n)});
+      kernels::packQGemmB(reinterpret_cast<const int8_t *>(plain), packing.k, packing.n, packing.stride_k,
+                          packing.stride_n, static_cast<int8_t *>(packed.data()));
     } else if (packing.kind == KILN_PACK_RECURRENT_GATES) {
       // The weight must be exactly the k directions x (gates * n) x n recurrent weights (its
       // dims are within kiln's limit, so gates * n is compared without overflow).

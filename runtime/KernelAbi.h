@@ -87,15 +87,18 @@ typedef struct kiln_gemm_args {
 /// int8 operands, kiln's qmatmul): for m < M, n < N
 ///   acc = sum over k < K of (a[m*lda + k] - a_zero) * B[k][n]   (int32, exact)
 ///   c[m*ldc + n] = (float)acc * (a_scale * b_scales[b_per_column ? n : 0])
-/// then the epilogue on every tile. A is u8, or s8 when a_signed; B is s8, prepacked at load
-/// as kiln::runtime::kernels::packQGemmB writes it (KILN_PACK_QGEMM_B). The products run on
-/// AVX-512 VNNI's vpdpbusd, four u8 x s8 products per int32 lane.
+/// then the epilogue on every tile. A is u8, or s8 when a_signed; B is s8, row-major
+/// (B[k][n] = b[k*ldb + n]) or, with b_packed, prepacked as kiln::runtime::kernels::packQGemmB
+/// writes it, which the runtime does at load for weights one kernel reads (KILN_PACK_QGEMM_B).
+/// The products run on AVX-512 VNNI's vpdpbusd, four u8 x s8 products per int32 lane.
 typedef struct kiln_qgemm_args {
   int64_t m, n, k;
   const void *a;
   int64_t lda;
   int32_t a_signed, a_zero;
   float a_scale;
+  int32_t b_packed;
+  int64_t ldb; /* row-major B only */
   const int8_t *b;
   const float *b_scales;
   int32_t b_per_column;
@@ -317,7 +320,10 @@ enum kiln_weight_packing_kind {
   /// (= c/groups*r*s) weights each (the strides are unused).
   KILN_PACK_CONV_BF16_ROWS = 6,
   /// conv2d's KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16, from plain w[k][n][3][3].
-  KILN_PACK_CONV_WINOGRAD_F2_BF16 = 7
+  KILN_PACK_CONV_WINOGRAD_F2_BF16 = 7,
+  /// qgemm's prepacked B, from an s8 weight plain[i*stride_k + j*stride_n], k x n
+  /// (kiln::runtime::kernels::qgemmPackedBytes bytes).
+  KILN_PACK_QGEMM_B = 8
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

@@ -123,7 +123,7 @@ void benchQGemm(const kiln_rt &rt, int64_t size, int reps) {
   kiln_qgemm_args args{};
   args.m = args.n = args.k = size;
   args.a = a.data(), args.lda = size, args.a_zero = 128, args.a_scale = 0.02f;
-  args.b = packed.data(), args.b_scales = scales.data(), args.b_per_column = 1;
+  args.b = packed.data(), args.b_packed = 1, args.b_scales = scales.data(), args.b_per_column = 1;
   args.c = c.data(), args.ldc = size;
   const double seconds = medianSeconds([&] { kiln::runtime::kernels::qgemm(&rt, &args); }, reps);
   std::printf("qgemm %5lld  threads %d  %8.3f ms  %7.1f GOP/s\n", static_cast<long long>(size), rt.num_threads,

@@ -15,6 +15,14 @@
 //    it, as numpy's x.astype(float32) does.
 // A pass that fuses a dequantize -> contraction -> quantize chain into integer kernels matches
 // these ops before `decompose` expands them.
+//
+// qmatmul(a, b, a_scale, a_zero, b_scale) is such a fused product: a u8 or i8 [.., M, K], b i8
+// [K, N], a_scale f32 [], a_zero a's dtype [], b_scale f32 [N] (per column) or []; for each
+// output element
+//   acc = sum over k of (a[.., m, k] - a_zero) * b[k, n]   (exact: int32 holds it for K < 2^16)
+//   y[.., m, n] = f32(acc) * (a_scale * b_scale[n])
+// two f32 roundings, as the runtime's qgemm computes it, bit for bit. (dequantize_linear ->
+// matmul rounds every product and partial sum instead: the two agree to f32 roundings.)
 #include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::ir {
@@ -54,7 +62,55 @@ std::vector<Value *> decomposeDequantizeLinear(Builder &b, const std::vector<Val
   return {binary(b, OpKind::Mul, centred, scale)};
 }
 
+/// qmatmul's output: f32 [.., M, N].
+std::vector<TensorType> inferQMatMul(const std::vector<TensorType> &in) {
+  const TensorType &a = in[0], &b = in[1], &aScale = in[2], &aZero = in[3], &bScale = in[4];
+  if (a.dtype != DType::U8 && a.dtype != DType::I8)
+    fail("a must be u8 or i8, got {}", dtypeName(a.dtype));
+  if (b.dtype != DType::I8 || b.rank() != 2)
+    fail("b must be i8 [K, N], got {}", b.toString());
+  if (a.rank() < 2 || a.shape.back() != b.shape[0])
+    fail("a {} must be [.., M, K] with K = b's {}", a.toString(), b.shape[0]);
+  if (a.shape.back() >= (int64_t{1} << 16))
+    fail("K = {} is too deep for exact int32 sums (at most 65535)", a.shape.back());
+  if (aScale.dtype != DType::F32 || aScale.rank() != 0 || aZero.dtype != a.dtype || aZero.rank() != 0)
+    fail("a_scale must be f32 [] and a_zero {} [], got {} and {}", dtypeName(a.dtype), aScale.toString(),
+         aZero.toString());
+  if (bScale.dtype != DType::F32 || !(bScale.rank() == 0 || (bScale.rank() == 1 && bScale.shape[0] == b.shape[1])))
+    fail("b_scale must be f32 [] or [{}], got {}", b.shape[1], bScale.toString());
+  Shape out = a.shape;
+  out.back() = b.shape[1];
+  return {{DType::F32, out}};
+}
+
+Tensor evaluateQMatMul(const std::vector<Tensor> &in, const TensorType &outType) {
+  const Tensor &a = in[0], &b = in[1];
+  const int64_t k = b.shape()[0], n = b.shape()[1], rows = a.numElements() / std::max<int64_t>(k, 1);
+  const float aScale = static_cast<float>(in[2].getDouble(0));
+  const int64_t aZero = in[3].getInt(0);
+  Tensor out(outType);
+  auto *y = static_cast<float *>(out.data());
+  for (int64_t m = 0; m < (k ? rows : out.numElements() / n); ++m)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum += (a.getInt(m * k + p) - aZero) * b.getInt(p * n + j);
+      const float bScale = static_cast<float>(in[4].getDouble(in[4].numElements() == 1 ? 0 : j));
+      y[m * n + j] = static_cast<float>(static_cast<int32_t>(sum)) * (aScale * bScale);
+    }
+  return out;
+}
+
 } // namespace
+
+OpDef defineQMatMul() {
+  OpDef def;
+  def.infer = [](const std::vector<TensorType> &in, const AttrMap &) { return inferQMatMul(in); };
+  def.eval = [](const std::vector<Tensor> &in, const AttrMap &, const std::vector<TensorType> &out) {
+    return std::vector<Tensor>{evaluateQMatMul(in, out[0])};
+  };
+  return def;
+}
 
 OpDef defineQuantizeLinear() {
   OpDef def;

@@ -79,6 +79,8 @@ GradientRule gradientRule(OpKind op) {
     return kMissing;
   case OpKind::ConvWeightGrad: case OpKind::MaxPoolGrad:
     return kMissing; // second order through conv and max_pool: not supported
+  case OpKind::QMatMul:
+    return kNone; // its operands are integers (and the pass making it runs for inference only)
 
   // The recurrences are differentiated through their unrolled form, which the training graph
   // expands before autodiff (createDecomposeForAutodiffPass, passes/decompose/Decompose.h).

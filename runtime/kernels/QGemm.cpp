@@ -180,9 +180,16 @@ void packQGemmB(const int8_t *src, int64_t k, int64_t n, int64_t strideK, int64_
 
 void qgemm(const kiln_rt *rt, const kiln_qgemm_args *args) {
   if (!args || args->m <= 0 || args->n <= 0 || args->k < 0 || !args->a || !args->b || !args->b_scales || !args->c ||
-      args->lda < args->k || args->ldc < args->n)
+      args->lda < args->k || args->ldc < args->n || (!args->b_packed && args->ldb < args->n))
     return; // the ABI has no error channel; codegen never emits these
-  const kiln_qgemm_args &g = *args;
+  kiln_qgemm_args g = *args;
+  if (!g.b_packed) { // packed here, into the calling thread's scratch, which the workers only read
+    auto *packed = reinterpret_cast<int8_t *>(
+        detail::scratch(detail::Scratch::SharedB, static_cast<size_t>(ceilDiv(qgemmPackedBytes(g.k, g.n), 4))));
+    packQGemmB(g.b, g.k, g.n, g.ldb, 1, packed);
+    g.b = packed;
+    g.b_packed = 1;
+  }
   const int64_t quads = quadsOf(g.k), panels = ceilDiv(g.n, kPanelWidth);
   const QTiles tiles{g, quads, panels, g.a_zero + (g.a_signed ? 128 : 0),
                      reinterpret_cast<const int32_t *>(g.b + panels * quads * 4 * kPanelWidth)};

@@ -148,6 +148,7 @@ std::vector<OpCase> explicitCases() {
       {"neg", {{DType::I8, {4}}}, {}}, // a second, integer case
       {"quantize_linear", {f23, f32({1, 3}), {DType::U8, {}}}, {}},
       {"dequantize_linear", {{DType::I8, {2, 3}}, f32({}), {DType::I8, {2, 1}}}, {}},
+      {"qmatmul", {{DType::U8, {2, 3}}, {DType::I8, {3, 4}}, f32({}), {DType::U8, {}}, f32({4})}, {}},
   };
 }
 

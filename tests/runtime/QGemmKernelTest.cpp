@@ -19,6 +19,7 @@ struct QCase {
   bool aSigned = false, perColumn = true;
   int threads = 1;
   int64_t padA = 0, padC = 0;
+  bool plainB = false;
 };
 
 struct CountingBias {
@@ -64,7 +65,9 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
   kiln_qgemm_args args{};
   args.m = tc.m, args.n = tc.n, args.k = tc.k;
   args.a = a.data(), args.lda = lda, args.a_signed = tc.aSigned, args.a_zero = zero, args.a_scale = aScale;
-  args.b = packed.data(), args.b_scales = scales.data(), args.b_per_column = tc.perColumn;
+  args.b = packed.data(), args.b_packed = 1, args.b_scales = scales.data(), args.b_per_column = tc.perColumn;
+  if (tc.plainB) // row-major: qgemm packs it
+    args.b = b.data(), args.b_packed = 0, args.ldb = tc.n;
   args.c = c.data(), args.ldc = ldc;
   args.epilogue = CountingBias::apply, args.epilogue_ctx = &epilogue;
   kiln_rt rt = makeRuntime(tc.threads);
@@ -111,6 +114,12 @@ TEST(QGemmKernel, LargeKBlocksOfRowsAndThreads) {
   checkQGemm({200, 300, 3001});
   checkQGemm({130, 520, 96, false, true, 2, 3, 5});
   checkQGemm({97, 257, 77, true, true, 3});
+}
+
+TEST(QGemmKernel, RowMajorBIsPackedPerCall) {
+  QCase plain{40, 130, 50, true, true, 2};
+  plain.plainB = true;
+  checkQGemm(plain);
 }
 
 TEST(QGemmKernel, InvalidArgumentsLeaveTheOutputAlone) {

@@ -394,4 +394,22 @@ void emitRecurrence(Gen &gen, OpKind op) {
   }
 }
 
+void emitQuantizedProduct(Gen &gen, OpKind op) {
+  // u8 or i8 rows (batched now and then) times an i8 weight, a zero point inside the
+  // activations' range, power-of-two activation scales and a per-column or one weight scale:
+  // the int32 sums are exact, and both sides scale them with the same two f32 roundings.
+  const DType dtype = gen.chance(50) ? DType::U8 : DType::I8;
+  const int64_t m = gen.dim(8, 33), k = gen.dim(20, 70), n = gen.dim(12, 40);
+  const Shape shape = gen.chance(30) ? Shape{gen.dim(2, 3), m, k} : Shape{m, k};
+  GenValue a = gen.leaf(dtype, shape, InputDomain::Kind::Signed);
+  GenValue b = gen.leaf(DType::I8, {k, n}, InputDomain::Kind::Signed);
+  GenValue scale = gen.scalarConstant(DType::F32, gen.chance(50) ? 0.25 : 0.0625);
+  GenValue zero = gen.scalarConstant(dtype, static_cast<double>(gen.between(dtype == DType::U8 ? 0 : -5, 5)));
+  GenValue columns = gen.chance(60) ? gen.leaf(DType::F32, {n}, InputDomain::Kind::Positive)
+                                    : gen.scalarConstant(DType::F32, 0.5);
+  const double bound = static_cast<double>(k) * (std::max(std::fabs(a.lo), std::fabs(a.hi)) + 128.0) * 128.0 *
+                       std::max(1.0, columns.maxAbs());
+  gen.add(gen.emit(op, {a, b, scale, zero, columns}, {}, -bound, bound, -1));
+}
+
 } // namespace kiln::fuzz
