@@ -1,0 +1,162 @@
+// quantized-matmul: matmul(dequantize_linear(a, sa, za), W) where W is an i8 weight
+// dequantized per tensor or per output column with zero points of 0 (what kiln-quantize and
+// ONNX Runtime's quantizer write for MatMul, Gemm and Linear) becomes
+//   qmatmul(a, Wq [K, N], reshape(sa, []), reshape(za, []), reshape(sw, [N] or []))
+// W is dequantize_linear(wq [K, N], sw, 0) with sw broadcasting along N, or its transpose,
+// permute(dequantize_linear(wq [N, K], sw, 0), [1, 0]) with sw [N, 1] (a Gemm with transB,
+// an nn.Linear weight). wq must be known when compiling (a constant, or a parameter's own
+// value): it is written out as an i8 [K, N] constant, which the runtime packs at load. So
+// must the weight's zero points, which must all be 0 (qmatmul's sums take out only a's).
+// a's scale and zero point must be one each (per tensor); they and sw stay runtime values.
+//
+// Numerics: qmatmul sums the integer products exactly and rounds twice, where the f32
+// matmul of the dequantized operands rounds every product and partial sum: the results agree
+// to f32 roundings (rtol ~1e-6), and qmatmul's is the exact one.
+//
+// Runs first in the inference pipeline, before constant-fold could fold a constant weight's
+// dequantize_linear into f32. Statistics: "matmuls on int8".
+#include "passes/quantize/QuantizedMatmul.h"
+
+#include <cstring>
+#include <optional>
+
+#include "core/SymbolicDim.h"
+#include "ir/Builder.h"
+
+namespace kiln::passes {
+
+using ir::Node;
+using ir::OpKind;
+using ir::Value;
+
+namespace {
+
+/// The value of `v` when the graph fixes it: a constant, a parameter's own value, or a reshape
+/// of one.
+std::optional<Tensor> knownValue(const Value *v) {
+  const Node *node = v->producer();
+  if (!node)
+    return std::nullopt;
+  if (node->op() == OpKind::Constant || node->op() == OpKind::Param) {
+    const Tensor &value = node->attrTensor("value");
+    if (!value.defined() || value.type() != v->type())
+      return std::nullopt;
+    return value;
+  }
+  if (node->op() == OpKind::Reshape) {
+    std::optional<Tensor> input = knownValue(node->input(0));
+    if (!input)
+      return std::nullopt;
+    Tensor reshaped(v->type());
+    std::memcpy(reshaped.data(), input->data(), input->type().byteSize());
+    return reshaped;
+  }
+  return std::nullopt;
+}
+
+bool allZero(const Tensor &t) {
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    if (t.getInt(i) != 0)
+      return false;
+  return true;
+}
+
+const Node *producerOf(const Value *v, OpKind op) {
+  const Node *node = v->producer();
+  return node && node->op() == op ? node : nullptr;
+}
+
+/// The weight side of the product: wq as i8 [K, N] (transposed from [N, K] when `transposed`)
+/// and the scale value to read per column (or once).
+struct Weight {
+  Tensor values; // i8 [K, N]
+  Value *scale;  // f32 [N] or [] after the reshape the rewrite adds
+};
+
+std::optional<Weight> weightOf(Value *w, int64_t k, int64_t n) {
+  bool transposed = false;
+  if (const Node *permute = producerOf(w, OpKind::Permute)) {
+    if (permute->attrInts("perm") != std::vector<int64_t>{1, 0})
+      return std::nullopt;
+    w = permute->input(0);
+    transposed = true;
+  }
+  const Node *dq = producerOf(w, OpKind::DequantizeLinear);
+  if (!dq || dq->input(0)->dtype() != DType::I8 || dq->input(1)->dtype() != DType::F32)
+    return std::nullopt;
+  std::optional<Tensor> wq = knownValue(dq->input(0)), zeros = knownValue(dq->input(2));
+  if (!wq || !zeros || !allZero(*zeros))
+    return std::nullopt;
+  // One scale, or one per output column: along the weight's last axis ([N] or [1, N]), or its
+  // first when transposed ([N, 1]).
+  const Shape &scale = dq->input(1)->shape();
+  const int64_t count = dq->input(1)->type().numElements();
+  const bool perColumn = count == n && n > 1 &&
+                         (transposed ? scale == Shape{n, 1} : (scale == Shape{n} || scale == Shape{1, n}));
+  if (count != 1 && !perColumn)
+    return std::nullopt;
+  Weight weight{Tensor(DType::I8, {k, n}), dq->input(1)};
+  const auto *from = static_cast<const int8_t *>(wq->data());
+  auto *to = static_cast<int8_t *>(weight.values.data());
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      to[i * n + j] = transposed ? from[j * k + i] : from[i * n + j];
+  return weight;
+}
+
+bool rewrite(ir::Graph &graph, Node *matmul) {
+  Value *left = matmul->input(0), *right = matmul->input(1);
+  if (matmul->output()->dtype() != DType::F32 || left->rank() < 2 || right->rank() != 2 ||
+      !isStaticShape(left->shape()) || !isStaticShape(right->shape()))
+    return false;
+  const Node *dq = producerOf(left, OpKind::DequantizeLinear);
+  if (!dq || dq->input(1)->dtype() != DType::F32 || dq->input(1)->type().numElements() != 1 ||
+      dq->input(2)->type().numElements() != 1)
+    return false;
+  Value *a = dq->input(0);
+  if (a->dtype() != DType::U8 && a->dtype() != DType::I8)
+    return false;
+  const int64_t k = right->shape()[0], n = right->shape()[1];
+  if (k >= (int64_t{1} << 16))
+    return false;
+  std::optional<Weight> weight = weightOf(right, k, n);
+  if (!weight)
+    return false;
+  ir::Builder b(graph);
+  b.setInsertionPoint(matmul);
+  auto reshaped = [&](Value *v, Shape shape) {
+    return v->shape() == shape ? v : b.create(OpKind::Reshape, {v}, {{"shape", std::move(shape)}});
+  };
+  Value *scale = weight->scale->type().numElements() == 1 ? reshaped(weight->scale, {}) : reshaped(weight->scale, {n});
+  Value *result = b.create(OpKind::QMatMul, {a, b.constant(weight->values), reshaped(dq->input(1), {}),
+                                             reshaped(dq->input(2), {}), scale});
+  std::string name = matmul->output()->name();
+  matmul->output()->replaceAllUsesWith(result);
+  graph.eraseNode(matmul);
+  result->setName(std::move(name));
+  return true;
+}
+
+class QuantizedMatmulPass final : public Pass {
+public:
+  std::string_view name() const override { return "quantized-matmul"; }
+  bool run(ir::Graph &graph, PassContext &context) override {
+    std::vector<Node *> matmuls;
+    for (Node *node : graph.nodes())
+      if (node->op() == OpKind::MatMul)
+        matmuls.push_back(node);
+    bool changed = false;
+    for (Node *matmul : matmuls)
+      if (rewrite(graph, matmul)) {
+        context.stats.add("matmuls on int8");
+        changed = true;
+      }
+    return changed;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createQuantizedMatmulPass() { return std::make_unique<QuantizedMatmulPass>(); }
+
+} // namespace kiln::passes
