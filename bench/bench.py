@@ -38,7 +38,7 @@ import time
 WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b1", "resnet18_b8", "resnet50_b1", "vgg16_b1",
              "bert_mini_s128_b8", "bert_base_s128"]
 # The low-precision comparison: kiln --precision bf16 against kiln f32 (issue 28's models).
-PRECISION_WORKLOADS = ["resnet50_b1", "vgg16_b1", "bert_base_s128"]
+PRECISION_WORKLOADS = ["mlp_b1024", "resnet50_b1", "vgg16_b1", "bert_base_s128"]
 TRAIN_WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b8", "bert_mini_s128_b8"]
 # Trained through the nn API (kiln-train-bench resnet18 --batch N), not through their ONNX export.
 NN_TRAIN_MODEL = re.compile(r"^resnet18_b([0-9]+)$")
@@ -123,10 +123,10 @@ class Engines:
     def model(self, name):
         return os.path.join(self.args.seeds, name + ".onnx")
 
-    def kiln(self, name, threads, precision="f32"):
+    def kiln(self, name, threads, precision="f32", path=None):
         # About 10 timed runs; fewer for the slow workloads keeps a round short.
         reps = 5 if name in ("vgg16_b1", "resnet18_b8", "bert_base_s128") else 11
-        out, err = run([self.kiln_run, self.model(name), "--threads", str(threads), "--bench", str(reps),
+        out, err = run([self.kiln_run, path or self.model(name), "--threads", str(threads), "--bench", str(reps),
                         "--precision", precision])
         if out is None:
             return None
@@ -134,6 +134,34 @@ class Engines:
             self.kiln_fell_back.add(name)
         match = re.search(r"^median_ms\s+([0-9.]+)", out, re.M)
         return float(match.group(1)) if match else None
+
+    def quantize(self, name, folder):
+        """The seed quantized by kiln-quantize (static QDQ, min-max, calibrated on the seed's input
+        file), or None."""
+        import onnx  # Debian's python3-onnx, which the seeds' export needs too
+        inputs = [i.name for i in onnx.load(self.model(name), load_external_data=False).graph.input]
+        sample = os.path.join(self.args.seeds, name + ".input.npy")
+        path = os.path.join(folder, name + ".int8.onnx")
+        if len(inputs) != 1 or not os.path.exists(sample):
+            return None
+        out, _ = run([os.path.join(self.args.kiln_bin, "kiln-quantize"), self.model(name), "--calibrate",
+                      f"{inputs[0]}={sample}", "-o", path], timeout=1800)
+        return path if out is not None else None
+
+    def int8_snr(self, name, path, folder):
+        """SNR in dB of the quantized model's first output against the f32 model's, both compiled
+        by kiln on the seed's input file."""
+        import numpy as np
+        sample = os.path.join(self.args.seeds, name + ".input.npy")
+        outputs = []
+        for model, tag in ((self.model(name), "f32"), (path, "int8")):
+            target = os.path.join(folder, f"{name}.{tag}.out.npy")
+            done, _ = run([self.kiln_run, model, "--input", f"x={sample}", "--output", f"y={target}"])
+            if done is None or not os.path.exists(target):
+                return None
+            outputs.append(np.load(target).astype(np.float64))
+        noise = ((outputs[1] - outputs[0]) ** 2).sum()
+        return f"{10 * np.log10((outputs[0] ** 2).sum() / noise):.1f}" if noise > 0 else "inf"
 
     def precision_error(self, name):
         """kiln-run --compare-precision's line for the model's first output: (SNR dB, top-1 text)."""
@@ -162,10 +190,11 @@ class Engines:
         lines = [line.strip() for line in (err or "").splitlines() if line.strip()]
         return None, lines[-1] if lines else "no median_ms in its output"
 
-    def ort(self, name, threads):
+    def ort(self, name, threads, path=None):
         env = peer_env(threads)
         env["NODE_PATH"] = self.args.node_modules
-        out, _ = run(["node", os.path.join(self.args.peers, "ort_bench.js"), str(threads), self.model(name)], env=env)
+        out, _ = run(["node", os.path.join(self.args.peers, "ort_bench.js"), str(threads), path or self.model(name)],
+                     env=env)
         match = re.search(r"ort_ms\s+([0-9.]+)", out or "")
         return float(match.group(1)) if match else None
 
@@ -316,37 +345,52 @@ def measure_training(engines, names, threads_list, rounds):
     return rows
 
 
-def measure_precision(engines, names, threads_list, rounds):
-    """Rows (name, threads, f32 ms, bf16 ms, SNR, top-1), the two precisions interleaved."""
+def measure_precision(engines, names, threads_list, rounds, folder):
+    """Rows (name, threads, {engine: ms}, bf16 SNR, bf16 top-1, int8 SNR), the engines interleaved:
+    kiln f32, kiln bf16, and the seed quantized by kiln-quantize in kiln and in ORT."""
+    quantized = {}
     for name in names:
-        log(f"kiln: compiling {name} in bf16 (cached on disk for the rounds)")
+        log(f"kiln: compiling {name} in bf16 and quantizing it (cached on disk for the rounds)")
         run([engines.kiln_run, engines.model(name), "--threads", "1", "--precision", "bf16"], timeout=1800)
+        quantized[name] = engines.quantize(name, folder)
     rows = []
     for name in names:
         snr, top1 = engines.precision_error(name)
+        int8 = quantized[name]
+        int8_snr = engines.int8_snr(name, int8, folder) if int8 else None
         for threads in threads_list:
-            f32, bf16 = [], []
+            samples = {"f32": [], "bf16": [], "int8": [], "ort_int8": []}
             for r in range(rounds):
-                f32.append(engines.kiln(name, threads))
-                bf16.append(engines.kiln(name, threads, "bf16"))
-                log(f"precision {name} threads {threads} round {r + 1}: f32 {f32[-1]} bf16 {bf16[-1]}")
-            rows.append((name, threads, median(f32), median(bf16), snr, top1))
+                samples["f32"].append(engines.kiln(name, threads))
+                samples["bf16"].append(engines.kiln(name, threads, "bf16"))
+                if int8:
+                    samples["int8"].append(engines.kiln(name, threads, path=int8))
+                    samples["ort_int8"].append(engines.ort(name, threads, path=int8))
+                log(f"precision {name} threads {threads} round {r + 1}: " +
+                    " ".join(f"{k} {v[-1] if v else None}" for k, v in samples.items()))
+            rows.append((name, threads, {k: median(v) if v else None for k, v in samples.items()}, snr, top1,
+                         int8_snr))
     return rows
 
 
 def precision_lines(rows):
-    lines = ["<!-- precision:begin -->", "## Low precision: kiln bf16 against kiln f32, median ms", "",
-             "`kiln-run MODEL --precision bf16` (GEMMs, GEMM-computed convolutions and F(2x2,3x3) Winograd with bf16 "
-             "operands and f32 sums, their weights stored in bf16 at load) against the f32 compile, interleaved; "
-             "error: `kiln-run MODEL --compare-precision` on kiln-run's random inputs, seed 0 (SNR of the first output against f32's, "
-             "and its rows' top-1 agreement).", "",
-             "| workload | threads | f32 | bf16 | bf16/f32 | SNR, dB | top-1 agreement |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for name, threads, f32, bf16, snr, top1 in rows:
-        lines.append(f"| {name} | {threads} | {fmt(f32)} | {fmt(bf16)} | {ratio(bf16, f32)} | {snr or 'n/a'} | "
-                     f"{top1 or 'n/a'} |")
+    lines = ["<!-- precision:begin -->", "## Low precision: kiln bf16 and int8 against kiln f32, median ms", "",
+             "bf16: `kiln-run MODEL --precision bf16` (GEMMs, GEMM-computed convolutions and F(2x2,3x3) Winograd with "
+             "bf16 operands and f32 sums, their weights stored in bf16 at load); its error from `kiln-run MODEL "
+             "--compare-precision` on kiln-run's random inputs, seed 0 (SNR of the first output against f32's, and its "
+             "rows' top-1 agreement). int8: the seed quantized by `kiln-quantize` (static QDQ, min-max, calibrated on "
+             "the seed's input file), run by kiln (its int8 matmuls on the VNNI qgemm; convolutions still dequantize "
+             "to f32) and by ORT (`ort_bench.js`) on the same file; its SNR is its output against the f32 model's, on "
+             "that input.", "",
+             "| workload | threads | f32 | bf16 | bf16/f32 | bf16 SNR, dB | bf16 top-1 | int8 | int8/f32 | ORT int8 | "
+             "kiln/ORT int8 | int8 SNR, dB |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, threads, m, snr, top1, int8_snr in rows:
+        lines.append(f"| {name} | {threads} | {fmt(m['f32'])} | {fmt(m['bf16'])} | {ratio(m['bf16'], m['f32'])} | "
+                     f"{snr or 'n/a'} | {top1 or 'n/a'} | {fmt(m['int8'])} | {ratio(m['int8'], m['f32'])} | "
+                     f"{fmt(m['ort_int8'])} | {ratio(m['int8'], m['ort_int8'])} | {int8_snr or 'n/a'} |")
     lines.append("")
-    lines.append("Ratios below 1 mean bf16 is faster.")
+    lines.append("Ratios below 1 mean the first is faster.")
     lines.append("<!-- precision:end -->")
     return lines
 
@@ -426,7 +470,8 @@ def main():
 
     rows = measure_inference(engines, names, threads_list, args.rounds)
     train_rows = measure_training(engines, train_names, threads_list, args.train_rounds)
-    precision_rows = measure_precision(engines, precision_names, threads_list, args.rounds)
+    with tempfile.TemporaryDirectory(prefix="kiln-bench-int8.") as folder:
+        precision_rows = measure_precision(engines, precision_names, threads_list, args.rounds, folder)
 
     sgemm = []
     if not args.no_sgemm:
