@@ -225,22 +225,24 @@ void Executable::Impl::packWeights() {
     const auto *plain = reinterpret_cast<const float *>(weightData[static_cast<size_t>(packing.weight)]);
     const int64_t elements = spec.type.numElements();
     Tensor packed;
-    auto checkGemmB = [&] {
-      // Every element read, plain[i*stride_k + j*stride_n] for i < k, j < n, must lie inside
-      // the weight, and the packed matrix must fill it exactly; one of the strides is 1 (packGemmB).
-      // The products are checked: the fields come from the file, and one that wrapped would pass.
+    // A k x n matrix read as plain[i*stride_k + j*stride_n]: every element read must lie inside
+    // the weight, and the matrix must fill it exactly; one of the strides is 1 (the packers'
+    // reads). The products are checked: the fields come from the file, and one that wrapped
+    // would pass. `label` names the packing in the error ("" for gemm's f32 panels).
+    auto checkMatrix = [&](DType dtype, int64_t columnMultiple, const char *label) {
       int64_t size = 0, lastRow = 0, lastColumn = 0, last = 0;
-      const bool shapeOk = spec.type.dtype == DType::F32 && packing.k > 0 && packing.n > 0 &&
-                           packing.n % kernels::kGemmBPanelWidth == 0 && packing.stride_k >= 0 &&
+      const bool shapeOk = spec.type.dtype == dtype && packing.k > 0 && packing.n > 0 &&
+                           packing.n % columnMultiple == 0 && packing.stride_k >= 0 &&
                            packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
                            !__builtin_mul_overflow(packing.k, packing.n, &size) && size == elements &&
                            !__builtin_mul_overflow(packing.k - 1, packing.stride_k, &lastRow) &&
                            !__builtin_mul_overflow(packing.n - 1, packing.stride_n, &lastColumn) &&
                            !__builtin_add_overflow(lastRow, lastColumn, &last) && last < elements;
       if (!shapeOk)
-        fail("{}: weight packing {} ({} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, packing.k,
-             packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
+        fail("{}: weight packing {} ({}{} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, label,
+             packing.k, packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
     };
+    auto checkGemmB = [&] { checkMatrix(DType::F32, kernels::kGemmBPanelWidth, ""); };
     // A weight the executable alone holds, stored N x K, is packed over itself (each panel
     // is the rows it is made of): no second copy of it is alive even for a moment.
     Tensor *alone = weightTensors.empty() ? nullptr : &weightTensors[static_cast<size_t>(packing.weight)];
@@ -302,17 +304,7 @@ void Executable::Impl::packWeights() {
       packed = Tensor(DType::BF16, {packing.k * kernels::convBf16RowWidth(packing.n)});
       kernels::packConvBf16Rows(plain, packing.k, packing.n, static_cast<uint16_t *>(packed.data()));
     } else if (packing.kind == KILN_PACK_QGEMM_B) {
-      // An i8 weight of exactly k x n, read as plain[i*stride_k + j*stride_n], one stride 1.
-      int64_t size = 0, lastRow = 0, lastColumn = 0, last = 0;
-      const bool fits = spec.type.dtype == DType::I8 && packing.k > 0 && packing.n > 0 && packing.stride_k >= 0 &&
-                        packing.stride_n >= 0 && (packing.stride_k == 1 || packing.stride_n == 1) &&
-                        !__builtin_mul_overflow(packing.k, packing.n, &size) && size == elements &&
-                        !__builtin_mul_overflow(packing.k - 1, packing.stride_k, &lastRow) &&
-                        !__builtin_mul_overflow(packing.n - 1, packing.stride_n, &lastColumn) &&
-                        !__builtin_add_overflow(lastRow, lastColumn, &last) && last < elements;
-      if (!fits)
-        fail("{}: weight packing {} (int8 GEMM, {} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p,
-             packing.k, packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
+      checkMatrix(DType::I8, 1, "int8 GEMM, ");
       packed = Tensor(DType::I8, {kernels::qgemmPackedBytes(packing.k, packing.n)});
       kernels::packQGemmB(reinterpret_cast<const int8_t *>(plain), packing.k, packing.n, packing.stride_k,
                           packing.stride_n, static_cast<int8_t *>(packed.data()));

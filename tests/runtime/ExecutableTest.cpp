@@ -445,6 +445,10 @@ TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
                                "(f32[2,64,3,3])");
   model.packing = {0, KILN_PACK_CONV_WINOGRAD_F2_BF16, 2, 64, 0, 0};
   EXPECT_EQ(errorOf(loadConv), "");
+  // The int8 GEMM's B: an i8 weight only.
+  model.packing = {0, KILN_PACK_QGEMM_B, 2, 64 * 9, 64 * 9, 1};
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (int8 GEMM, 2 x 576, strides 576, 1) does not fit weight 'w' "
+                               "(f32[2,64,3,3])");
   model.packing.kind = 99;
   EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 has unknown kind 99");
 }
