@@ -1,8 +1,11 @@
 // Quantized product stages: qmatmul (ir/ops/Quantize.cpp) as one call of the runtime's int8
 // GEMM (rt->qgemm, runtime/kernels/QGemm.cpp) over contiguous operands (the planner copies any
-// other view first). Its scale and zero point operands are read from their buffers at run
+// other view first), with the kernel group's elementwise tail (bias, activation, the next
+// layer's quantize_linear) as the epilogue on each tile while it is in cache (as gemm's:
+// emitEpilogue, codegen/EmitContraction.cpp). Its scale and zero point operands are read from their buffers at run
 // time; an i8 weight that only this kernel reads, straight from the weight, is packed into
 // qgemm's quads once at load (KILN_PACK_QGEMM_B), any other B on every call.
+#include "codegen/IndexExpr.h"
 #include "codegen/StageEmitters.h"
 #include "core/Error.h"
 #include "runtime/KernelAbi.h"
@@ -19,12 +22,15 @@ void emitQuantizedProductStage(KernelEmitter &e, int stageIndex, KernelText &out
     return fmt::format("(const char *){} + {}", e.kernelAddress(access.buffer),
                        access.offset * static_cast<int64_t>(dtypeSize(node.input(i)->dtype())));
   };
-  std::string result;
-  for (const Store &store : stage.stores)
-    if (store.value == node.output())
-      result = fmt::format("(float *){}", e.kernelAddress(store.buffer));
-  if (result.empty())
-    fail("codegen: internal error: the result of {} has no buffer", node.opName());
+  // Rows are every [.., M] index of the output, flattened: its tail's coordinates unflatten them.
+  Shape rowShape(node.output()->shape().begin(), node.output()->shape().end() - 1);
+  std::string epilogue = emitEpilogue(e, stageIndex, out, 1, m, n,
+                                      [&](IndexArena &arena, const Index &, const Index &row, const Index &col) {
+                                        std::vector<Index> coords = unflattenIndex(arena, row, rowShape);
+                                        coords.push_back(col);
+                                        return coords;
+                                      });
+  const std::string result = fmt::format("(float *){}", e.kernelAddress(stage.tileBuffer));
   const StridedAccess &weights = stage.anchorOperands.at(1);
   const bool packed = weights.offset == 0 && e.isSoleWeightOperand(weights.buffer) &&
                       node.input(1)->isGraphInput() && node.input(1)->uses().size() == 1;
@@ -42,6 +48,7 @@ void emitQuantizedProductStage(KernelEmitter &e, int stageIndex, KernelText &out
   text += fmt::format("  g.b_scales = (const float *)({}); g.b_per_column = {};\n", address(4),
                       node.input(4)->rank() == 1 ? 1 : 0);
   text += fmt::format("  g.c = {}; g.ldc = {};\n", result, n);
+  text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", epilogue);
   text += "  rt->qgemm(rt, &g);\n}";
   out.body.push_back(text);
 }

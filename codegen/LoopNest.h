@@ -28,8 +28,8 @@
 //  - Direct: one whole op as a loop nest written for it (scatter*, cumsum, topk, resize; codegen/EmitDirect.h).
 //  - Recurrence: rnn/gru/lstm_sequence as one call of rt->recurrence over contiguous operands
 //    (codegen/EmitRecurrence.cpp).
-//  - QuantizedProduct: qmatmul as one call of rt->qgemm over contiguous operands
-//    (codegen/EmitQuantized.cpp).
+//  - QuantizedProduct: qmatmul as one call of rt->qgemm over contiguous operands, its
+//    group's elementwise tail as the epilogue (codegen/EmitQuantized.cpp).
 //
 // Loop order: the innermost loop always runs along the last dim of the stored values, so
 // stores are contiguous; loads that broadcast hoist out of the loops they do not depend on

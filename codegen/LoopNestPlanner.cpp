@@ -28,7 +28,6 @@ bool isContraction(OpKind op) { return loweringOf(op) == Lowering::Contraction; 
 bool isPool(OpKind op) { return loweringOf(op) == Lowering::Pool; }
 bool isDirectOp(OpKind op) { return loweringOf(op) == Lowering::Direct; }
 bool isRecurrence(OpKind op) { return loweringOf(op) == Lowering::Recurrence; }
-bool isQuantizedProduct(OpKind op) { return loweringOf(op) == Lowering::QuantizedProduct; }
 
 // f16 and bf16 are stored as 16-bit patterns and computed in float by the inline and row
 // emitters (codegen/ScalarOps.h); library and direct stages take no 16-bit floats.
@@ -69,8 +68,7 @@ public:
       contractions += isContraction(node->op());
       reductions += isReduction(node->op());
       pools += isPool(node->op());
-      perOp = perOp || isDirectOp(node->op()) || isRecurrence(node->op()) ||
-              isQuantizedProduct(node->op()); // these stages exist only per op
+      perOp = perOp || isDirectOp(node->op()) || isRecurrence(node->op()); // these stages exist only per op
       perOp = perOp || loweringOf(node->op()) == Lowering::WeightGrad; // as do weight-gradient stages
     }
     if (ops.size() == 1 && pools == 1) {
@@ -246,6 +244,7 @@ private:
     Stage stage;
     stage.kind = generic ? StageKind::Generic
                  : gemm    ? StageKind::Gemm
+                 : anchor.op() == OpKind::QMatMul ? StageKind::QuantizedProduct
                  : anchor.op() == OpKind::ConvTranspose ? StageKind::ConvTranspose
                  : anchor.op() == OpKind::ConvWeightGrad ? StageKind::ConvWeightGrad
                  : isPool(anchor.op()) ? StageKind::Pool
@@ -292,9 +291,9 @@ private:
         addAnchorStage(*node, stores);
         continue;
       }
-      if (isRecurrence(node->op()) || isQuantizedProduct(node->op())) {
+      if (isRecurrence(node->op())) {
         Stage stage;
-        stage.kind = isRecurrence(node->op()) ? StageKind::Recurrence : StageKind::QuantizedProduct;
+        stage.kind = StageKind::Recurrence;
         stage.domain = node->output()->shape();
         stage.anchor = node;
         for (const ir::Value *operand : node->inputs()) // the kernel reads them contiguous
@@ -368,7 +367,7 @@ void checkSupported(const ir::Node &node, const std::string &label) {
     return;
   if (isRecurrence(op) && dtype == DType::F32)
     return;
-  if (isQuantizedProduct(op)) // its operand types are checked by its inference rule
+  if (op == OpKind::QMatMul) // its operand types are checked by its inference rule
     return;
   if (op == OpKind::ConvWeightGrad && isFloat(dtype)) // f32 as im2col + gemm, others as loops
     return;

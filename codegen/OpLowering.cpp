@@ -41,7 +41,8 @@ Lowering loweringOf(OpKind op) {
   case OpKind::MatMul:
   case OpKind::Conv:
   case OpKind::ConvTranspose:
-  case OpKind::Einsum: return Lowering::Contraction;
+  case OpKind::Einsum:
+  case OpKind::QMatMul: return Lowering::Contraction;
   case OpKind::MaxPool:
   case OpKind::AvgPool: return Lowering::Pool;
   case OpKind::ConvWeightGrad: return Lowering::WeightGrad;
@@ -57,7 +58,6 @@ Lowering loweringOf(OpKind op) {
   case OpKind::RnnSequence:
   case OpKind::GruSequence:
   case OpKind::LstmSequence: return Lowering::Recurrence;
-  case OpKind::QMatMul: return Lowering::QuantizedProduct;
 
   case OpKind::Kernel: return Lowering::Group;
 
@@ -79,7 +79,6 @@ std::string_view loweringName(Lowering lowering) {
   case Lowering::WeightGrad: return "weight-grad";
   case Lowering::Direct: return "direct";
   case Lowering::Recurrence: return "recurrence";
-  case Lowering::QuantizedProduct: return "quantized-product";
   case Lowering::Group: return "group";
   case Lowering::Decomposed: return "decomposed";
   }

@@ -15,12 +15,11 @@ enum class Lowering {
   Scalar,      // an elementwise op: one C++ expression per element (codegen/ScalarOps.h)
   Index,       // movement, indexing, iota and random_uniform: computed inline by index arithmetic
   Reduction,   // a row (or column) reduction stage
-  Contraction, // matmul, conv, conv_transpose, einsum: a library-backed or generic stage
+  Contraction, // matmul, conv, conv_transpose, einsum, qmatmul: a library-backed or generic stage
   Pool,        // max_pool, avg_pool
   WeightGrad,  // conv_weight_grad: im2col + gemm, or loops
   Direct,      // a loop nest of its own per op (codegen/EmitDirect.h)
   Recurrence,  // rnn/gru/lstm_sequence: the runtime's recurrent kernel, the time loop inside
-  QuantizedProduct, // qmatmul: the runtime's int8 qgemm (codegen/EmitQuantized.cpp)
   Group,       // a fusion kernel group: its body is lowered, op by op
   Decomposed,  // a composite: never reaches codegen
 };
