@@ -2,7 +2,6 @@
 #include "tools/RunOptions.h"
 
 #include "core/Error.h"
-#include "core/ShapeMath.h"
 #include "runtime/Executable.h"
 
 namespace kiln::tools {
@@ -115,15 +114,7 @@ FlagParser runFlags(RunOptions &options) {
   parser.addOption("--input", bind(options.inputs));
   parser.addOption("--param", bind(options.params));
   parser.addOption("--dim", [&](const std::string &flag, const std::string &value) {
-    Binding binding = parseBinding(flag, value);
-    if (!isValidSymbolName(binding.name))
-      fail("{} {}: '{}' cannot name a symbolic dim (an identifier is needed)", flag, value, binding.name);
-    uint64_t count = parseCount(flag, binding.path, "an extent");
-    if (count > static_cast<uint64_t>(kMaxElements))
-      fail("{} {}: the extent is larger than kiln's limit of 2^48", flag, value);
-    auto extent = static_cast<int64_t>(count);
-    if (!options.dims.emplace(binding.name, extent).second)
-      fail("{} {}: symbol {} is given twice", flag, value, binding.name);
+    addDimBinding(flag, value, options.dims);
   });
   parser.addOption("--output", bind(options.outputs));
   parser.addOption("--check", bind(options.checks));
@@ -158,11 +149,7 @@ FlagParser runFlags(RunOptions &options) {
     options.profile = nonEmpty(flag, value);
   });
   parser.addOption("--precision", [&](const std::string &flag, const std::string &value) {
-    try {
-      options.precision = codegen::parseContractionPrecision(value);
-    } catch (const Error &e) {
-      fail("{}: {}", flag, e.what());
-    }
+    options.precision = parsePrecision(flag, value);
     options.precisionGiven = true;
   });
   parser.addOption("--list-passing", [&](const std::string &, const std::string &value) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/Error.h"
+#include "core/ShapeMath.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "runtime/Npy.h"
 
@@ -71,6 +72,26 @@ double parseTolerance(const std::string &flag, const std::string &value) {
   if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0)
     fail("{} expects a non-negative number, got '{}'", flag, value);
   return v;
+}
+
+void addDimBinding(const std::string &flag, const std::string &value, DimBindings &dims) {
+  const size_t equals = value.find('=');
+  const std::string name = value.substr(0, equals);
+  if (equals == std::string::npos || !isValidSymbolName(name))
+    fail("{} {}: expected NAME=N with NAME an identifier", flag, value);
+  const uint64_t extent = parseCount(flag, value.substr(equals + 1), "an extent");
+  if (extent > static_cast<uint64_t>(kMaxElements))
+    fail("{} {}: the extent is larger than kiln's limit of 2^48", flag, value);
+  if (!dims.emplace(name, static_cast<int64_t>(extent)).second)
+    fail("{} {}: symbol {} is given twice", flag, value, name);
+}
+
+codegen::ContractionPrecision parsePrecision(const std::string &flag, const std::string &value) {
+  try {
+    return codegen::parseContractionPrecision(value);
+  } catch (const Error &e) {
+    fail("{}: {}", flag, e.what());
+  }
 }
 
 uint64_t parseCount(const std::string &flag, const std::string &value, const char *what) {

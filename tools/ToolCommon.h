@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "codegen/Precision.h"
+#include "core/SymbolicDim.h"
 #include "core/Tensor.h"
 
 namespace kiln::tools {
@@ -46,6 +48,11 @@ uint64_t parseCount(const std::string &flag, const std::string &value, const cha
 int parseBoundedCount(const std::string &flag, const std::string &value, int low, int high);
 /// `value`, which must not be empty.
 const std::string &nonEmpty(const std::string &flag, const std::string &value);
+/// `value` ("NAME=N", --dim) added to `dims`: NAME an identifier, N an extent within kiln's
+/// limit, NAME not given before (kiln-run and kiln-dump).
+void addDimBinding(const std::string &flag, const std::string &value, DimBindings &dims);
+/// `value` of --precision ("f32" or "bf16"); the error names the flag.
+codegen::ContractionPrecision parsePrecision(const std::string &flag, const std::string &value);
 /// "NAME=D0,D1,..." (dims >= 0; "NAME=" is a scalar).
 std::pair<std::string, Shape> parseShapeBinding(const std::string &flag, const std::string &value);
 

@@ -120,11 +120,7 @@ CompileCommand parseArgs(int argc, char **argv) {
     command.seed = parseCount(flag, value, "a non-negative integer");
   });
   parser.addOption("--precision", [&](const std::string &flag, const std::string &value) {
-    try {
-      command.precision = codegen::parseContractionPrecision(value);
-    } catch (const Error &e) {
-      fail("{}: {}", flag, e.what());
-    }
+    command.precision = parsePrecision(flag, value);
   });
   command.paths = parser.parse(argc, argv);
   if (command.help)

@@ -28,7 +28,6 @@
 #include "passes/memory/PlanMemory.h"
 #include "tools/GraphLoading.h"
 #include "tools/ToolCommon.h"
-#include "core/ShapeMath.h"
 
 using namespace kiln;
 using namespace kiln::ir;
@@ -134,16 +133,7 @@ Options parseArgs(int argc, char **argv) {
     } else if (arg == "--list-ops") {
       options.listOps = true;
     } else if (arg == "--dim" || arg.rfind("--dim=", 0) == 0) {
-      const std::string value = valueOf("--dim");
-      const size_t equals = value.find('=');
-      const std::string name = value.substr(0, equals);
-      if (equals == std::string::npos || !isValidSymbolName(name))
-        fail("--dim {}: expected NAME=N with NAME an identifier", value);
-      const uint64_t extent = tools::parseCount("--dim", value.substr(equals + 1), "an extent");
-      if (extent > static_cast<uint64_t>(kMaxElements))
-        fail("--dim {}: the extent is larger than kiln's limit of 2^48", value);
-      if (!options.dims.emplace(name, static_cast<int64_t>(extent)).second)
-        fail("--dim {}: symbol {} is given twice", value, name);
+      tools::addDimBinding("--dim", valueOf("--dim"), options.dims);
     } else if (arg == "--keep-data") {
       options.keepData = true;
     } else if (arg == "--coverage") {
