@@ -135,28 +135,38 @@ class Engines:
         match = re.search(r"^median_ms\s+([0-9.]+)", out, re.M)
         return float(match.group(1)) if match else None
 
+    def graph_names(self, name):
+        """The seed's input names and output names."""
+        import onnx  # Debian's python3-onnx, which the seeds' export needs too
+        graph = onnx.load(self.model(name), load_external_data=False).graph
+        return [i.name for i in graph.input], [o.name for o in graph.output]
+
+    def sample_binding(self, name):
+        """"INPUT=FILE" binding the seed's one input to its input file, or None."""
+        inputs, _ = self.graph_names(name)
+        sample = os.path.join(self.args.seeds, name + ".input.npy")
+        return f"{inputs[0]}={sample}" if len(inputs) == 1 and os.path.exists(sample) else None
+
     def quantize(self, name, folder):
         """The seed quantized by kiln-quantize (static QDQ, min-max, calibrated on the seed's input
         file), or None."""
-        import onnx  # Debian's python3-onnx, which the seeds' export needs too
-        inputs = [i.name for i in onnx.load(self.model(name), load_external_data=False).graph.input]
-        sample = os.path.join(self.args.seeds, name + ".input.npy")
+        binding = self.sample_binding(name)
         path = os.path.join(folder, name + ".int8.onnx")
-        if len(inputs) != 1 or not os.path.exists(sample):
+        if binding is None:
             return None
-        out, _ = run([os.path.join(self.args.kiln_bin, "kiln-quantize"), self.model(name), "--calibrate",
-                      f"{inputs[0]}={sample}", "-o", path], timeout=1800)
+        out, _ = run([os.path.join(self.args.kiln_bin, "kiln-quantize"), self.model(name), "--calibrate", binding,
+                      "-o", path], timeout=1800)
         return path if out is not None else None
 
     def int8_snr(self, name, path, folder):
         """SNR in dB of the quantized model's first output against the f32 model's, both compiled
         by kiln on the seed's input file."""
         import numpy as np
-        sample = os.path.join(self.args.seeds, name + ".input.npy")
+        binding, first = self.sample_binding(name), self.graph_names(name)[1][0]
         outputs = []
         for model, tag in ((self.model(name), "f32"), (path, "int8")):
             target = os.path.join(folder, f"{name}.{tag}.out.npy")
-            done, _ = run([self.kiln_run, model, "--input", f"x={sample}", "--output", f"y={target}"])
+            done, _ = run([self.kiln_run, model, "--input", binding, "--output", f"{first}={target}"])
             if done is None or not os.path.exists(target):
                 return None
             outputs.append(np.load(target).astype(np.float64))

@@ -15,7 +15,7 @@ namespace kiln::codegen {
 void emitQuantizedProductStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   const ir::Node &node = *stage.anchor;
-  const Shape &a = node.input(0)->shape(), &b = node.input(1)->shape();
+  const Shape &b = node.input(1)->shape();
   const int64_t k = b[0], n = b[1], m = node.output()->type().numElements() / n;
   auto address = [&](size_t i) {
     const StridedAccess &access = stage.anchorOperands.at(i);
@@ -38,7 +38,6 @@ void emitQuantizedProductStage(KernelEmitter &e, int stageIndex, KernelText &out
     out.packedOperands.push_back(
         {e.plan().buffers.at(static_cast<size_t>(weights.buffer)).index, KILN_PACK_QGEMM_B, k, n, n, 1});
   const bool aSigned = node.input(0)->dtype() == DType::I8;
-  (void)a;
   std::string text = "{\n  kiln_qgemm_args g;\n  memset(&g, 0, sizeof g);\n";
   text += fmt::format("  g.m = {}; g.n = {}; g.k = {};\n", m, n, k);
   text += fmt::format("  g.a = {}; g.lda = {}; g.a_signed = {};\n", address(0), k, aSigned ? 1 : 0);

@@ -11,7 +11,6 @@
 // padding is zero too, so nothing past K reaches a sum).
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "runtime/kernels/GemmDriver.h" // parallelForIfWorth, threadsOf
 #include "runtime/kernels/GemmMicroKernel.h" // storeTile, kMaxRows, kPanelWidth, makeTable
@@ -164,18 +163,20 @@ int64_t qgemmPackedBytes(int64_t k, int64_t n) {
 }
 
 void packQGemmB(const int8_t *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, int8_t *dst) {
+  // Column by column, its sum kept as it goes: qgemm packs a B that is not a weight on every
+  // call, so this allocates nothing.
   const int64_t quads = quadsOf(k), panels = ceilDiv(n, kPanelWidth);
-  std::vector<int32_t> sums(static_cast<size_t>(panels * kPanelWidth), 0);
-  for (int64_t q = 0; q < panels; ++q)
-    for (int64_t p = 0; p < quads; ++p)
-      for (int64_t j = 0; j < kPanelWidth; ++j)
-        for (int64_t t = 0; t < 4; ++t) {
-          const int64_t row = 4 * p + t, column = q * kPanelWidth + j;
-          const int8_t value = row < k && column < n ? src[row * strideK + column * strideN] : int8_t{0};
-          dst[((q * quads + p) * kPanelWidth + j) * 4 + t] = value;
-          sums[static_cast<size_t>(column)] += value;
-        }
-  std::memcpy(dst + panels * quads * 4 * kPanelWidth, sums.data(), sums.size() * sizeof(int32_t));
+  int8_t *sums = dst + panels * quads * 4 * kPanelWidth;
+  for (int64_t column = 0; column < panels * kPanelWidth; ++column) {
+    const int64_t q = column / kPanelWidth, j = column % kPanelWidth;
+    int32_t sum = 0;
+    for (int64_t row = 0; row < 4 * quads; ++row) {
+      const int8_t value = row < k && column < n ? src[row * strideK + column * strideN] : int8_t{0};
+      dst[((q * quads + row / 4) * kPanelWidth + j) * 4 + row % 4] = value;
+      sum += value;
+    }
+    std::memcpy(sums + column * static_cast<int64_t>(sizeof sum), &sum, sizeof sum);
+  }
 }
 
 void qgemm(const kiln_rt *rt, const kiln_qgemm_args *args) {
