@@ -1,27 +1,44 @@
-// Quantized product stages: qmatmul (ir/ops/Quantize.cpp) as one call of the runtime's int8
-// GEMM (rt->qgemm, runtime/kernels/QGemm.cpp) over contiguous operands (the planner copies any
-// other view first), with the kernel group's elementwise tail (bias, activation, the next
-// layer's quantize_linear) as the epilogue on each tile while it is in cache (as gemm's:
-// emitEpilogue, codegen/EmitContraction.cpp). Its scale and zero point operands are read from their buffers at run
-// time; an i8 weight that only this kernel reads, straight from the weight, is packed into
-// qgemm's quads once at load (KILN_PACK_QGEMM_B), any other B on every call.
+// Quantized product stages: qmatmul and qconv (ir/ops/Quantize.cpp) as one call of the
+// runtime's int8 GEMM (rt->qgemm, runtime/kernels/QGemm.cpp) or convolution (rt->qconv2d,
+// runtime/kernels/QConv2d.cpp) over contiguous operands (the planner copies any other view
+// first), with the kernel group's elementwise tail (bias, activation, the next layer's
+// quantize_linear) as the epilogue on each tile while it is in cache (as gemm's and conv's:
+// emitEpilogue, codegen/EmitContraction.cpp). Scale and zero point operands are read from
+// their buffers at run time; an i8 weight that only this kernel reads, straight from the
+// weight, is packed once at load (KILN_PACK_QGEMM_B, KILN_PACK_QCONV_WEIGHTS), any other on
+// every call.
 #include "codegen/IndexExpr.h"
 #include "codegen/StageEmitters.h"
 #include "core/Error.h"
+#include "ir/ops/Window.h" // perSpatialDim, spatialPads
 #include "runtime/KernelAbi.h"
 
 namespace kiln::codegen {
 
-void emitQuantizedProductStage(KernelEmitter &e, int stageIndex, KernelText &out) {
+namespace {
+
+/// The address of the anchor's operand `i` in the generated code.
+std::string operandAddress(KernelEmitter &e, const Stage &stage, size_t i) {
+  const StridedAccess &access = stage.anchorOperands.at(i);
+  return fmt::format("(const char *){} + {}", e.kernelAddress(access.buffer),
+                     access.offset * static_cast<int64_t>(dtypeSize(stage.anchor->input(i)->dtype())));
+}
+
+/// Whether the anchor's weight (operand 1) is read by this kernel alone, whole, straight from
+/// the weight: then the runtime packs it at load.
+bool weightPackable(KernelEmitter &e, const Stage &stage) {
+  const StridedAccess &weights = stage.anchorOperands.at(1);
+  const ir::Value &value = *stage.anchor->input(1);
+  return weights.offset == 0 && e.isSoleWeightOperand(weights.buffer) && value.isGraphInput() &&
+         value.uses().size() == 1;
+}
+
+void emitQMatMul(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   const ir::Node &node = *stage.anchor;
   const Shape &b = node.input(1)->shape();
   const int64_t k = b[0], n = b[1], m = node.output()->type().numElements() / n;
-  auto address = [&](size_t i) {
-    const StridedAccess &access = stage.anchorOperands.at(i);
-    return fmt::format("(const char *){} + {}", e.kernelAddress(access.buffer),
-                       access.offset * static_cast<int64_t>(dtypeSize(node.input(i)->dtype())));
-  };
+  auto address = [&](size_t i) { return operandAddress(e, stage, i); };
   // Rows are every [.., M] index of the output, flattened: its tail's coordinates unflatten them.
   Shape rowShape(node.output()->shape().begin(), node.output()->shape().end() - 1);
   std::string epilogue = emitEpilogue(e, stageIndex, out, 1, m, n,
@@ -31,12 +48,10 @@ void emitQuantizedProductStage(KernelEmitter &e, int stageIndex, KernelText &out
                                         return coords;
                                       });
   const std::string result = fmt::format("(float *){}", e.kernelAddress(stage.tileBuffer));
-  const StridedAccess &weights = stage.anchorOperands.at(1);
-  const bool packed = weights.offset == 0 && e.isSoleWeightOperand(weights.buffer) &&
-                      node.input(1)->isGraphInput() && node.input(1)->uses().size() == 1;
+  const bool packed = weightPackable(e, stage);
   if (packed)
     out.packedOperands.push_back(
-        {e.plan().buffers.at(static_cast<size_t>(weights.buffer)).index, KILN_PACK_QGEMM_B, k, n, n, 1});
+        {e.plan().buffers.at(static_cast<size_t>(stage.anchorOperands[1].buffer)).index, KILN_PACK_QGEMM_B, k, n, n, 1});
   const bool aSigned = node.input(0)->dtype() == DType::I8;
   std::string text = "{\n  kiln_qgemm_args g;\n  memset(&g, 0, sizeof g);\n";
   text += fmt::format("  g.m = {}; g.n = {}; g.k = {};\n", m, n, k);
@@ -50,6 +65,55 @@ void emitQuantizedProductStage(KernelEmitter &e, int stageIndex, KernelText &out
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", epilogue);
   text += "  rt->qgemm(rt, &g);\n}";
   out.body.push_back(text);
+}
+
+void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  const ir::Node &node = *stage.anchor;
+  const Shape &x = node.input(0)->shape(), &w = node.input(1)->shape(), &y = node.output()->shape();
+  if (numElements(y) == 0)
+    return;
+  auto address = [&](size_t i) { return operandAddress(e, stage, i); };
+  const std::vector<int64_t> strides = ir::ops::perSpatialDim(node.attrs(), "strides", 2, 1, 1);
+  const std::vector<int64_t> dilations = ir::ops::perSpatialDim(node.attrs(), "dilations", 2, 1, 1);
+  const std::vector<int64_t> pads = ir::ops::spatialPads(node.attrs(), 2);
+  const int64_t ow = y[3];
+  // The epilogue sees image `batch` as output channels x pixels, as conv's does.
+  std::string epilogue = emitEpilogue(e, stageIndex, out, y[0], y[1], y[2] * ow,
+                                      [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
+                                        return std::vector<Index>{bt, row, arena.div(col, ow), arena.mod(col, ow)};
+                                      });
+  const bool packed = weightPackable(e, stage);
+  if (packed)
+    out.packedOperands.push_back({e.plan().buffers.at(static_cast<size_t>(stage.anchorOperands[1].buffer)).index,
+                                  KILN_PACK_QCONV_WEIGHTS, w[0], w[1] * w[2] * w[3], 0, 0});
+  const bool xSigned = node.input(0)->dtype() == DType::I8;
+  std::string text = "{\n  kiln_qconv2d_args g;\n  memset(&g, 0, sizeof g);\n";
+  text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", x[0], x[1], x[2], x[3]);
+  text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", w[0], w[2], w[3], y[2], ow);
+  text += fmt::format("  g.stride_h = {}; g.stride_w = {}; g.pad_top = {}; g.pad_left = {};\n", strides[0], strides[1],
+                      pads[0], pads[1]);
+  text += fmt::format("  g.dilation_h = {}; g.dilation_w = {}; g.groups = {};\n", dilations[0], dilations[1],
+                      node.attrInt("groups"));
+  text += fmt::format("  g.x = {}; g.x_signed = {};\n", address(0), xSigned ? 1 : 0);
+  text += fmt::format("  g.x_scale = *(const float *)({});\n", address(2));
+  text += fmt::format("  g.x_zero = (int32_t)*(const {} *)({});\n", xSigned ? "int8_t" : "uint8_t", address(3));
+  text += fmt::format("  g.weights = (const int8_t *)({}); g.weights_packed = {};\n", address(1), packed ? 1 : 0);
+  text += fmt::format("  g.w_scales = (const float *)({}); g.w_per_channel = {};\n", address(4),
+                      node.input(4)->rank() == 1 ? 1 : 0);
+  text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
+  text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", epilogue);
+  text += "  rt->qconv2d(rt, &g);\n}";
+  out.body.push_back(text);
+}
+
+} // namespace
+
+void emitQuantizedProductStage(KernelEmitter &e, int stageIndex, KernelText &out) {
+  if (e.plan().stages.at(static_cast<size_t>(stageIndex)).anchor->op() == ir::OpKind::QConv)
+    emitQConv(e, stageIndex, out);
+  else
+    emitQMatMul(e, stageIndex, out);
 }
 
 } // namespace kiln::codegen

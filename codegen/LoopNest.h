@@ -28,7 +28,7 @@
 //  - Direct: one whole op as a loop nest written for it (scatter*, cumsum, topk, resize; codegen/EmitDirect.h).
 //  - Recurrence: rnn/gru/lstm_sequence as one call of rt->recurrence over contiguous operands
 //    (codegen/EmitRecurrence.cpp).
-//  - QuantizedProduct: qmatmul as one call of rt->qgemm over contiguous operands, its
+//  - QuantizedProduct: qmatmul (qconv) as one call of rt->qgemm (rt->qconv2d) over contiguous operands, its
 //    group's elementwise tail as the epilogue (codegen/EmitQuantized.cpp).
 //
 // Loop order: the innermost loop always runs along the last dim of the stored values, so

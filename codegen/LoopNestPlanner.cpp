@@ -244,7 +244,7 @@ private:
     Stage stage;
     stage.kind = generic ? StageKind::Generic
                  : gemm    ? StageKind::Gemm
-                 : anchor.op() == OpKind::QMatMul ? StageKind::QuantizedProduct
+                 : anchor.op() == OpKind::QMatMul || anchor.op() == OpKind::QConv ? StageKind::QuantizedProduct
                  : anchor.op() == OpKind::ConvTranspose ? StageKind::ConvTranspose
                  : anchor.op() == OpKind::ConvWeightGrad ? StageKind::ConvWeightGrad
                  : isPool(anchor.op()) ? StageKind::Pool
@@ -367,7 +367,7 @@ void checkSupported(const ir::Node &node, const std::string &label) {
     return;
   if (isRecurrence(op) && dtype == DType::F32)
     return;
-  if (op == OpKind::QMatMul) // its operand types are checked by its inference rule
+  if (op == OpKind::QMatMul || op == OpKind::QConv) // its operand types are checked by its inference rule
     return;
   if (op == OpKind::ConvWeightGrad && isFloat(dtype)) // f32 as im2col + gemm, others as loops
     return;

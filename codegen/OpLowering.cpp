@@ -42,7 +42,8 @@ Lowering loweringOf(OpKind op) {
   case OpKind::Conv:
   case OpKind::ConvTranspose:
   case OpKind::Einsum:
-  case OpKind::QMatMul: return Lowering::Contraction;
+  case OpKind::QMatMul:
+  case OpKind::QConv: return Lowering::Contraction;
   case OpKind::MaxPool:
   case OpKind::AvgPool: return Lowering::Pool;
   case OpKind::ConvWeightGrad: return Lowering::WeightGrad;

@@ -15,7 +15,7 @@ enum class Lowering {
   Scalar,      // an elementwise op: one C++ expression per element (codegen/ScalarOps.h)
   Index,       // movement, indexing, iota and random_uniform: computed inline by index arithmetic
   Reduction,   // a row (or column) reduction stage
-  Contraction, // matmul, conv, conv_transpose, einsum, qmatmul: a library-backed or generic stage
+  Contraction, // matmul, conv, conv_transpose, einsum, qmatmul, qconv: a library-backed or generic stage
   Pool,        // max_pool, avg_pool
   WeightGrad,  // conv_weight_grad: im2col + gemm, or loops
   Direct,      // a loop nest of its own per op (codegen/EmitDirect.h)

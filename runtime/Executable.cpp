@@ -242,6 +242,14 @@ void Executable::Impl::packWeights() {
         fail("{}: weight packing {} ({}{} x {}, strides {}, {}) does not fit weight '{}' ({})", what, p, label,
              packing.k, packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
     };
+    // The weight must hold exactly k rows of n weights (k output channels of a convolution).
+    auto checkRows = [&](DType dtype, const char *label) {
+      int64_t size = 0;
+      if (spec.type.dtype != dtype || packing.k <= 0 || packing.n <= 0 ||
+          __builtin_mul_overflow(packing.k, packing.n, &size) || size != elements)
+        fail("{}: weight packing {} ({}, {} x {}) does not fit weight '{}' ({})", what, p, label, packing.k,
+             packing.n, spec.name, spec.type.toString());
+    };
     auto checkGemmB = [&] { checkMatrix(DType::F32, kernels::kGemmBPanelWidth, ""); };
     // A weight the executable alone holds, stored N x K, is packed over itself (each panel
     // is the rows it is made of): no second copy of it is alive even for a moment.
@@ -295,12 +303,7 @@ void Executable::Impl::packWeights() {
       kernels::packConvTapMajor(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
                                 static_cast<float *>(packed.data()));
     } else if (packing.kind == KILN_PACK_CONV_BF16_ROWS) {
-      // The weight must hold exactly k rows of n weights (k output channels of a convolution).
-      int64_t size = 0;
-      if (spec.type.dtype != DType::F32 || packing.k <= 0 || packing.n <= 0 ||
-          __builtin_mul_overflow(packing.k, packing.n, &size) || size != elements)
-        fail("{}: weight packing {} (bf16 convolution rows, {} x {}) does not fit weight '{}' ({})", what, p,
-             packing.k, packing.n, spec.name, spec.type.toString());
+      checkRows(DType::F32, "bf16 convolution rows");
       packed = Tensor(DType::BF16, {packing.k * kernels::convBf16RowWidth(packing.n)});
       kernels::packConvBf16Rows(plain, packing.k, packing.n, static_cast<uint16_t *>(packed.data()));
     } else if (packing.kind == KILN_PACK_QGEMM_B) {
@@ -308,6 +311,11 @@ void Executable::Impl::packWeights() {
       packed = Tensor(DType::I8, {kernels::qgemmPackedBytes(packing.k, packing.n)});
       kernels::packQGemmB(reinterpret_cast<const int8_t *>(plain), packing.k, packing.n, packing.stride_k,
                           packing.stride_n, static_cast<int8_t *>(packed.data()));
+    } else if (packing.kind == KILN_PACK_QCONV_WEIGHTS) {
+      checkRows(DType::I8, "int8 convolution rows");
+      packed = Tensor(DType::I8, {kernels::qconvPackedBytes(packing.k, packing.n)});
+      kernels::packQConvWeights(reinterpret_cast<const int8_t *>(plain), packing.k, packing.n,
+                                static_cast<int8_t *>(packed.data()));
     } else if (packing.kind == KILN_PACK_RECURRENT_GATES) {
       // The weight must be exactly the k directions x (gates * n) x n recurrent weights (its
       // dims are within kiln's limit, so gates * n is compared without overflow).

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 9
+#define KILN_ABI_VERSION 10
 
 typedef struct kiln_rt kiln_rt;
 
@@ -107,6 +107,32 @@ typedef struct kiln_qgemm_args {
   kiln_epilogue_fn epilogue; /* may be NULL */
   void *epilogue_ctx;
 } kiln_qgemm_args;
+
+/// An int8 2-D convolution whose output is dequantized to f32 (ONNX's DequantizeLinear ->
+/// Conv with int8 operands, kiln's qconv): geometry as kiln_conv2d_args's (NCHW x
+/// [n][c][h][w], weights [k][c/groups][r][s], output y [n][k][oh][ow]); for every output
+///   acc = sum over taps of (x - x_zero) * w   (int32, exact; taps reading padding add 0)
+///   y = (float)acc * (x_scale * w_scales[w_per_channel ? k : 0])
+/// then the epilogue on every tile, which sees image `batch` as a K x (OH*OW) matrix, as
+/// conv2d's does. x is u8, or s8 when x_signed; weights are s8, plain or, with
+/// weights_packed, as kiln::runtime::kernels::packQConvWeights writes them, which the runtime
+/// does at load for weights one kernel reads (KILN_PACK_QCONV_WEIGHTS). vpdpbusd products.
+typedef struct kiln_qconv2d_args {
+  int64_t n, c, h, w;
+  int64_t k, r, s;
+  int64_t oh, ow;
+  int64_t stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w, groups;
+  const void *x;
+  int32_t x_signed, x_zero;
+  float x_scale;
+  const int8_t *weights;
+  int32_t weights_packed;
+  int32_t w_per_channel;
+  const float *w_scales;
+  float *y;
+  kiln_epilogue_fn epilogue; /* may be NULL */
+  void *epilogue_ctx;
+} kiln_qconv2d_args;
 
 /// How a convolution's weights are laid out (kiln_conv2d_args::weights_layout).
 enum kiln_conv_weights_layout {
@@ -267,6 +293,7 @@ struct kiln_rt {
   void (*parallel_for_balanced)(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx);
   void (*recurrence)(const kiln_rt *rt, const kiln_recurrence_args *args);
   void (*qgemm)(const kiln_rt *rt, const kiln_qgemm_args *args);
+  void (*qconv2d)(const kiln_rt *rt, const kiln_qconv2d_args *args);
 };
 
 /// A generated kernel: `buffers[i]` is the address of its i-th buffer (operands first, then
@@ -323,7 +350,10 @@ enum kiln_weight_packing_kind {
   KILN_PACK_CONV_WINOGRAD_F2_BF16 = 7,
   /// qgemm's prepacked B, from an s8 weight plain[i*stride_k + j*stride_n], k x n
   /// (kiln::runtime::kernels::qgemmPackedBytes bytes).
-  KILN_PACK_QGEMM_B = 8
+  KILN_PACK_QGEMM_B = 8,
+  /// qconv2d's packed weights, from s8 plain[o*n + d] for k = output channels rows of n =
+  /// c/groups*r*s taps (kiln::runtime::kernels::qconvPackedBytes bytes).
+  KILN_PACK_QCONV_WEIGHTS = 9
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

@@ -30,6 +30,7 @@ kiln_rt makeKernelRuntime(ThreadPool &pool) {
   rt.parallel_for_balanced = parallelForBalancedOnPool;
   rt.recurrence = kernels::recurrence;
   rt.qgemm = kernels::qgemm;
+  rt.qconv2d = kernels::qconv2d;
   return rt;
 }
 

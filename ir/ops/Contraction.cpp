@@ -14,6 +14,7 @@
 // of signed overflow.
 #include <algorithm>
 
+#include "ir/ops/Convolve.h"
 #include "ir/ops/MatrixProduct.h"
 #include "ir/ops/Window.h"
 
@@ -345,25 +346,8 @@ void foldColumns(const ConvGeometry &g, const double *columns, int64_t row0, int
 
 std::vector<Tensor> evalConv(const std::vector<Tensor> &in, const AttrMap &attrs,
                              const std::vector<TensorType> &outTypes) {
-  ConvGeometry g = convGeometry(in[0].type(), in[1].type(), attrs);
-  std::vector<double> x = in[0].toDoubles(), w = in[1].toDoubles();
-  const int64_t depth = g.inPerGroup() * g.kernelSize(), outRows = g.out[0] * g.out[1];
-  const int64_t band = std::min(outRows, bandRows(depth, g.out[2]));
-  std::vector<double> y(static_cast<size_t>(g.batch * g.outChannels * g.outPlane()), 0.0);
-  std::vector<double> unfolded(static_cast<size_t>(depth * band * g.out[2]));
-  for (int64_t n = 0; n < g.batch; ++n)
-    for (int64_t group = 0; group < g.groups; ++group) {
-      const double *xGroup = x.data() + (n * g.inChannels + group * g.inPerGroup()) * g.inPlane();
-      const DoubleMatrix weights{w.data() + group * g.outPerGroup() * depth, g.outPerGroup(), depth, depth};
-      double *yGroup = y.data() + (n * g.outChannels + group * g.outPerGroup()) * g.outPlane();
-      for (int64_t row0 = 0; row0 < outRows; row0 += band) {
-        const int64_t row1 = std::min(outRows, row0 + band), width = (row1 - row0) * g.out[2];
-        unfoldInput(g, xGroup, row0, row1, unfolded.data());
-        multiplyMatrices(weights, false, {unfolded.data(), depth, width, width}, yGroup + row0 * g.out[2],
-                         g.outPlane());
-      }
-    }
-  return {Tensor::fromDoubles(outTypes[0].dtype, outTypes[0].shape, y)};
+  return {Tensor::fromDoubles(outTypes[0].dtype, outTypes[0].shape,
+                              convolve(in[0].type(), in[0].toDoubles(), in[1].type(), in[1].toDoubles(), attrs))};
 }
 
 std::vector<Tensor> evalConvTranspose(const std::vector<Tensor> &in, const AttrMap &attrs,
@@ -391,6 +375,33 @@ std::vector<Tensor> evalConvTranspose(const std::vector<Tensor> &in, const AttrM
 }
 
 } // namespace
+
+Shape convOutputShape(const TensorType &x, const TensorType &w, const AttrMap &attrs) {
+  return convGeometry(x, w, attrs).outShape;
+}
+
+std::vector<double> convolve(const TensorType &xType, const std::vector<double> &x, const TensorType &wType,
+                             const std::vector<double> &w, const AttrMap &attrs) {
+  ConvGeometry g = convGeometry(xType, wType, attrs);
+  const int64_t depth = g.inPerGroup() * g.kernelSize(), outRows = g.out[0] * g.out[1];
+  const int64_t band = std::min(outRows, bandRows(depth, g.out[2]));
+  std::vector<double> y(static_cast<size_t>(g.batch * g.outChannels * g.outPlane()), 0.0);
+  std::vector<double> unfolded(static_cast<size_t>(depth * band * g.out[2]));
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t group = 0; group < g.groups; ++group) {
+      const double *xGroup = x.data() + (n * g.inChannels + group * g.inPerGroup()) * g.inPlane();
+      const DoubleMatrix weights{w.data() + group * g.outPerGroup() * depth, g.outPerGroup(), depth, depth};
+      double *yGroup = y.data() + (n * g.outChannels + group * g.outPerGroup()) * g.outPlane();
+      for (int64_t row0 = 0; row0 < outRows; row0 += band) {
+        const int64_t row1 = std::min(outRows, row0 + band), width = (row1 - row0) * g.out[2];
+        unfoldInput(g, xGroup, row0, row1, unfolded.data());
+        multiplyMatrices(weights, false, {unfolded.data(), depth, width, width}, yGroup + row0 * g.out[2],
+                         g.outPlane());
+      }
+    }
+  return y;
+}
+
 
 OpDef defineMatMul() {
   OpDef def;

@@ -23,6 +23,13 @@
 //   y[.., m, n] = f32(acc) * (a_scale * b_scale[n])
 // two f32 roundings, as the runtime's qgemm computes it, bit for bit. (dequantize_linear ->
 // matmul rounds every product and partial sum instead: the two agree to f32 roundings.)
+//
+// qconv(x, w, x_scale, x_zero, w_scale) is the same for conv (attributes as conv's): x u8 or
+// i8 [N, C, H, W], w i8 [K, C/groups, R, S], w_scale f32 [K] (per output channel) or []:
+//   acc = sum over the taps of (x - x_zero) * w   (a tap reading padding adds 0)
+//   y[n, k, oh, ow] = f32(acc) * (x_scale * w_scale[k])
+// as the runtime's qconv2d computes it.
+#include "ir/ops/Convolve.h"
 #include "ir/ops/DecomposeHelpers.h"
 
 namespace kiln::ir {
@@ -62,22 +69,36 @@ std::vector<Value *> decomposeDequantizeLinear(Builder &b, const std::vector<Val
   return {binary(b, OpKind::Mul, centred, scale)};
 }
 
+/// The scale and zero point of the activations and the weights' scales, as qmatmul and qconv
+/// take them: `x` u8 or i8, its scale f32 [] and zero point its dtype [], and the weights' f32
+/// [] or [`channels`].
+void requireQuantization(const TensorType &x, const TensorType &xScale, const TensorType &xZero,
+                         const TensorType &wScale, int64_t channels) {
+  if (x.dtype != DType::U8 && x.dtype != DType::I8)
+    fail("the activations must be u8 or i8, got {}", dtypeName(x.dtype));
+  if (xScale.dtype != DType::F32 || xScale.rank() != 0 || xZero.dtype != x.dtype || xZero.rank() != 0)
+    fail("the activations' scale must be f32 [] and zero point {} [], got {} and {}", dtypeName(x.dtype),
+         xScale.toString(), xZero.toString());
+  if (wScale.dtype != DType::F32 || !(wScale.rank() == 0 || (wScale.rank() == 1 && wScale.shape[0] == channels)))
+    fail("the weights' scale must be f32 [] or [{}], got {}", channels, wScale.toString());
+}
+
+/// f32(acc) * (scale * weightScale), qmatmul's and qconv's two roundings.
+float dequantizeSum(int64_t acc, float scale, const Tensor &weightScales, int64_t channel) {
+  const float weightScale = static_cast<float>(weightScales.getDouble(weightScales.numElements() == 1 ? 0 : channel));
+  return static_cast<float>(static_cast<int32_t>(acc)) * (scale * weightScale);
+}
+
 /// qmatmul's output: f32 [.., M, N].
 std::vector<TensorType> inferQMatMul(const std::vector<TensorType> &in) {
-  const TensorType &a = in[0], &b = in[1], &aScale = in[2], &aZero = in[3], &bScale = in[4];
-  if (a.dtype != DType::U8 && a.dtype != DType::I8)
-    fail("a must be u8 or i8, got {}", dtypeName(a.dtype));
+  const TensorType &a = in[0], &b = in[1];
+  requireQuantization(a, in[2], in[3], in[4], b.rank() == 2 ? b.shape[1] : 0);
   if (b.dtype != DType::I8 || b.rank() != 2)
     fail("b must be i8 [K, N], got {}", b.toString());
   if (a.rank() < 2 || a.shape.back() != b.shape[0])
     fail("a {} must be [.., M, K] with K = b's {}", a.toString(), b.shape[0]);
   if (a.shape.back() >= (int64_t{1} << 16))
     fail("K = {} is too deep for exact int32 sums (at most 65535)", a.shape.back());
-  if (aScale.dtype != DType::F32 || aScale.rank() != 0 || aZero.dtype != a.dtype || aZero.rank() != 0)
-    fail("a_scale must be f32 [] and a_zero {} [], got {} and {}", dtypeName(a.dtype), aScale.toString(),
-         aZero.toString());
-  if (bScale.dtype != DType::F32 || !(bScale.rank() == 0 || (bScale.rank() == 1 && bScale.shape[0] == b.shape[1])))
-    fail("b_scale must be f32 [] or [{}], got {}", b.shape[1], bScale.toString());
   Shape out = a.shape;
   out.back() = b.shape[1];
   return {{DType::F32, out}};
@@ -95,9 +116,35 @@ Tensor evaluateQMatMul(const std::vector<Tensor> &in, const TensorType &outType)
       int64_t sum = 0;
       for (int64_t p = 0; p < k; ++p)
         sum += (a.getInt(m * k + p) - aZero) * b.getInt(p * n + j);
-      const float bScale = static_cast<float>(in[4].getDouble(in[4].numElements() == 1 ? 0 : j));
-      y[m * n + j] = static_cast<float>(static_cast<int32_t>(sum)) * (aScale * bScale);
+      y[m * n + j] = dequantizeSum(sum, aScale, in[4], j);
     }
+  return out;
+}
+
+/// qconv's output: conv's shape, f32. Two-dimensional only, as the runtime's qconv2d.
+std::vector<TensorType> inferQConv(const std::vector<TensorType> &in, const AttrMap &attrs) {
+  const TensorType &x = in[0], &w = in[1];
+  requireQuantization(x, in[2], in[3], in[4], w.rank() == 4 ? w.shape[0] : 0);
+  if (x.rank() != 4 || w.dtype != DType::I8 || w.rank() != 4)
+    fail("x must be [N, C, H, W] and w i8 [K, C/groups, R, S], got {} and {}", x.toString(), w.toString());
+  if (w.shape[1] * w.shape[2] * w.shape[3] >= (int64_t{1} << 16))
+    fail("{} taps per output are too many for exact int32 sums (at most 65535)", w.shape[1] * w.shape[2] * w.shape[3]);
+  return {{DType::F32, convOutputShape(x, w, attrs)}};
+}
+
+Tensor evaluateQConv(const std::vector<Tensor> &in, const AttrMap &attrs, const TensorType &outType) {
+  // The centred integers convolve exactly in double (|sums| < 2^31).
+  std::vector<double> x = in[0].toDoubles();
+  const double zero = static_cast<double>(in[3].getInt(0));
+  for (double &v : x)
+    v -= zero;
+  const std::vector<double> sums = convolve(in[0].type(), x, in[1].type(), in[1].toDoubles(), attrs);
+  const float scale = static_cast<float>(in[2].getDouble(0));
+  const int64_t channels = outType.shape[1], plane = outType.shape[2] * outType.shape[3];
+  Tensor out(outType);
+  auto *y = static_cast<float *>(out.data());
+  for (size_t i = 0; i < sums.size(); ++i)
+    y[i] = dequantizeSum(static_cast<int64_t>(sums[i]), scale, in[4], static_cast<int64_t>(i) / plane % channels);
   return out;
 }
 
@@ -108,6 +155,17 @@ OpDef defineQMatMul() {
   def.infer = [](const std::vector<TensorType> &in, const AttrMap &) { return inferQMatMul(in); };
   def.eval = [](const std::vector<Tensor> &in, const AttrMap &, const std::vector<TensorType> &out) {
     return std::vector<Tensor>{evaluateQMatMul(in, out[0])};
+  };
+  return def;
+}
+
+OpDef defineQConv() {
+  OpDef def;
+  def.attrs = {intsAttr("strides", std::vector<int64_t>{}), intsAttr("pads", std::vector<int64_t>{}),
+               intsAttr("dilations", std::vector<int64_t>{}), intAttr("groups", 1)};
+  def.infer = inferQConv;
+  def.eval = [](const std::vector<Tensor> &in, const AttrMap &attrs, const std::vector<TensorType> &out) {
+    return std::vector<Tensor>{evaluateQConv(in, attrs, out[0])};
   };
   return def;
 }

@@ -80,6 +80,7 @@ GradientRule gradientRule(OpKind op) {
   case OpKind::ConvWeightGrad: case OpKind::MaxPoolGrad:
     return kMissing; // second order through conv and max_pool: not supported
   case OpKind::QMatMul:
+  case OpKind::QConv:
     return kNone; // its operands are integers (and the pass making it runs for inference only)
 
   // The recurrences are differentiated through their unrolled form, which the training graph

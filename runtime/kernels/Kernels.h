@@ -21,6 +21,16 @@ int64_t qgemmPackedBytes(int64_t k, int64_t n);
 /// int32 sum over k of each column (the zero point's correction), 64 per panel.
 void packQGemmB(const int8_t *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, int8_t *dst);
 
+/// int8 2-D convolution dequantized to f32 with a fused epilogue (kiln_qconv2d_args; QConv2d.cpp).
+void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args);
+/// Bytes of qconv2d's packed weights for k output channels of `taps` = c/groups*r*s s8 weights
+/// each (KILN_PACK_QCONV_WEIGHTS).
+int64_t qconvPackedBytes(int64_t k, int64_t taps);
+/// s8 weights src[o*taps + d] as qconv2d's packed weights: each output channel's row rounded
+/// up to a multiple of 4 bytes with zeros, dst[o*T4 + d], then the int32 sum of each row
+/// (the zero point's correction), k of them.
+void packQConvWeights(const int8_t *src, int64_t k, int64_t taps, int8_t *dst);
+
 /// f32 2-D convolution (any stride, padding, dilation, groups incl. depthwise) with a fused
 /// epilogue.
 void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args);

@@ -1,20 +1,17 @@
 // kiln::runtime::kernels::qgemm: int8 x int8 products summed exactly in int32, dequantized to
 // f32 in registers (kiln_qgemm_args), then the epilogue.
 //
-// The tile is the f32 GEMM's shape, 6 rows x 64 columns: per quad of k, 4 vectors of B (16
-// columns x 4 bytes each) and 6 broadcast words of A (4 bytes of a row) feed 24 vpdpbusd,
-// each four u8 x s8 products per int32 lane: four times the products of an f32 FMA step for
-// the same instructions. vpdpbusd takes A unsigned and B signed: an s8 A is moved to u8 by
-// adding 128 to it and its zero point, which leaves every (a - zero) as it was. The zero point
-// is taken out after the sums: sum (a - z) b = sum a b - z * sum b, the column sums packed
-// with B at load. A's rows are copied per block of rows into whole quads (zeros past K: B's
-// padding is zero too, so nothing past K reaches a sum).
+// The tile is QTile.h's with u8 rows of A broadcast and s8 panels of B: an s8 A is moved to
+// u8 by adding 128 to it and its zero point, which leaves every (a - zero) as it was. The zero
+// point is taken out after the sums with B's column sums, packed with B at load. A's rows are
+// copied per block of rows into whole quads (zeros past K: B's padding is zero too, so nothing
+// past K reaches a sum).
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/kernels/GemmDriver.h" // parallelForIfWorth, threadsOf
-#include "runtime/kernels/GemmMicroKernel.h" // storeTile, kMaxRows, kPanelWidth, makeTable
-#include "runtime/kernels/GemmPack.h"        // scratch
+#include "runtime/kernels/GemmDriver.h" // parallelForIfWorth
+#include "runtime/kernels/GemmPack.h"   // scratch
+#include "runtime/kernels/QTile.h"      // qTile, kMaxRows, kPanelWidth, makeTable
 #include "runtime/kernels/Kernels.h"
 
 namespace kiln::runtime::kernels {
@@ -39,82 +36,7 @@ struct QTiles {
   const int32_t *columnSums;
 };
 
-using QTileFn = void (*)(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, const int32_t *columnSums,
-                         const float *scales, int32_t zero, float *c, int64_t ldc, int64_t cols);
-
-template <int R, int NV>
-void qTile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, const int32_t *columnSums, const float *scales,
-           int32_t zero, float *c, int64_t ldc, int64_t cols) {
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
-  // The sums in the builtin's own type: through _mm512_dpbusd_epi32, whose __m512i is a vector of
-  // 8 int64 converted to and from 16 int32 at every call, g++ 12 kept all 24 accumulators on
-  // the stack, a load and a store around every vpdpbusd (~170 GOP/s on 1024^3 instead of ~330).
-  __v16si acc[R][NV];
-#pragma GCC unroll 8
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j)
-      acc[i][j] = (__v16si)_mm512_setzero_si512();
-  const uint8_t *rows[R];
-#pragma GCC unroll 8
-  for (int i = 0; i < R; ++i)
-    rows[i] = a + i * lda;
-  for (int64_t p = 0; p < quads; ++p) {
-    __v16si bv[NV];
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j)
-      bv[j] = (__v16si)_mm512_loadu_si512(b + j * 4 * kVector);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      int32_t word = 0;
-      std::memcpy(&word, rows[i], sizeof word);
-      const __v16si av = (__v16si)_mm512_set1_epi32(word);
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j)
-        acc[i][j] = __builtin_ia32_vpdpbusd_v16si(acc[i][j], av, bv[j]);
-      rows[i] += 4;
-    }
-    b += 4 * kPanelWidth;
-  }
-  __m512 out[R][NV];
-  const __m512i zeros = _mm512_set1_epi32(zero);
-#pragma GCC unroll 4
-  for (int j = 0; j < NV; ++j) {
-    const __m512i correction = _mm512_mullo_epi32(zeros, _mm512_loadu_si512(columnSums + j * kVector));
-    const __m512 scale = _mm512_loadu_ps(scales + j * kVector);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-      out[i][j] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32((__m512i)acc[i][j], correction)), scale);
-  }
-  detail::storeTile(out, c, ldc, cols, 0);
-#else
-  constexpr int W = NV * kVector;
-  int32_t acc[R][W] = {};
-  for (int64_t p = 0; p < quads; ++p)
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < W; ++j)
-        for (int t = 0; t < 4; ++t)
-          acc[i][j] += int32_t{a[i * lda + 4 * p + t]} * int32_t{b[p * 4 * kPanelWidth + j * 4 + t]};
-  float values[R][W];
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < W; ++j)
-      values[i][j] = static_cast<float>(acc[i][j] - zero * columnSums[j]) * scales[j];
-#ifdef __AVX512F__ // AVX-512 without VNNI: the store takes vectors
-  __m512 out[R][NV];
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < NV; ++j)
-      out[i][j] = _mm512_loadu_ps(values[i] + j * kVector);
-  detail::storeTile(out, c, ldc, cols, 0);
-#else
-  detail::storeTile(values, c, ldc, cols, 0);
-#endif
-#endif
-}
-
-template <int R, int NV> struct QTileOf {
-  static constexpr QTileFn fn = &qTile<R, NV>;
-};
-const auto kQTiles = detail::makeTable<QTileFn, QTileOf>(detail::RowCounts{}, detail::VectorCounts{});
+const auto kQTiles = detail::makeTable<detail::QTileFn, detail::QGemmTileOf>(detail::RowCounts{}, detail::VectorCounts{});
 
 /// Work item: a block of kBlockRows rows by a run of kBlockPanels panels.
 void qgemmItems(void *ctx, int64_t begin, int64_t end) {
@@ -146,8 +68,8 @@ void qgemmItems(void *ctx, int64_t begin, int64_t end) {
         const int r = static_cast<int>(std::min<int64_t>(kMaxRows, rowCount - i));
         const int vectors = static_cast<int>(ceilDiv(cols, kVector));
         float *c = g.c + (row0 + i) * g.ldc + col0;
-        kQTiles.fns[r - 1][vectors - 1](t.quads, rows + i * rowBytes, rowBytes, panel, sums, scales, t.zero, c, g.ldc,
-                                        cols);
+        kQTiles.fns[r - 1][vectors - 1](t.quads, rows + i * rowBytes, rowBytes, reinterpret_cast<const uint8_t *>(panel),
+                                        sums, scales, t.zero, c, g.ldc, cols);
         if (g.epilogue)
           g.epilogue(g.epilogue_ctx, c, g.ldc, 0, row0 + i, col0, r, cols);
       }

@@ -149,6 +149,8 @@ std::vector<OpCase> explicitCases() {
       {"quantize_linear", {f23, f32({1, 3}), {DType::U8, {}}}, {}},
       {"dequantize_linear", {{DType::I8, {2, 3}}, f32({}), {DType::I8, {2, 1}}}, {}},
       {"qmatmul", {{DType::U8, {2, 3}}, {DType::I8, {3, 4}}, f32({}), {DType::U8, {}}, f32({4})}, {}},
+      {"qconv", {{DType::I8, {1, 4, 5, 5}}, {DType::I8, {6, 2, 3, 3}}, f32({}), {DType::I8, {}}, f32({6})},
+       {{"strides", Ints{2, 1}}, {"pads", Ints{1, 0, 1, 0}}, {"groups", int64_t{2}}}},
   };
 }
 

@@ -54,6 +54,7 @@ inline kiln_rt makeRuntime(int threads) {
   rt.parallel_for_balanced = threadedParallelForBalanced;
   rt.recurrence = recurrence;
   rt.qgemm = qgemm;
+  rt.qconv2d = qconv2d;
   return rt;
 }
 

@@ -1,0 +1,234 @@
+// kiln::runtime::kernels::qconv2d: an int8 2-D convolution as a product of the weights (rows:
+// output channels, s8) and the unfolded input (columns: output pixels, u8), summed exactly in
+// int32 on QTile.h's tile with the weights' words broadcast, dequantized to f32 in registers,
+// then the epilogue (kiln_qconv2d_args).
+//
+// Per image and group, three steps, each split over the pool:
+//  1. Unfold: one line of OH*OW bytes per tap d = (c, r, s) of the group, the input value each
+//     output pixel reads through it, x's zero point where it reads padding (so padding adds
+//     nothing to (x - zero) * w). A 1x1, stride-1, unpadded convolution reads x's channel rows
+//     as its lines, without a copy.
+//  2. Interleave: the lines into panels of 64 pixels, the taps in quads (4 bytes of a pixel
+//     per lane, as vpdpbusd multiplies them), s8 moved to u8 by flipping the sign bit (x_zero
+//     moves with it, leaving every x - zero as it was).
+//  3. Products: blocks of output channels by runs of panels, each tile over all the quads, the
+//     zero point taken out with the weights' row sums (packed with them at load), the scales
+//     applied per output channel.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/kernels/GemmDriver.h" // parallelForIfWorth
+#include "runtime/kernels/GemmPack.h"   // scratch
+#include "runtime/kernels/Kernels.h"
+#include "runtime/kernels/QTile.h" // qTile, kMaxRows, kPanelWidth, makeTable
+
+namespace kiln::runtime::kernels {
+
+namespace {
+
+using detail::kMaxRows;
+using detail::kPanelWidth;
+
+constexpr int64_t kBlockRows = 16 * kMaxRows; // output channels a work item runs over
+constexpr int64_t kBlockPanels = 4;           // panels of pixels a work item runs over
+constexpr int64_t kQuadBytes = 4 * kPanelWidth; // one quad of taps for a panel's 64 pixels
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t quadsOf(int64_t taps) { return ceilDiv(taps, 4); }
+
+const auto kQTiles = detail::makeTable<detail::QTileFn, detail::QConvTileOf>(detail::RowCounts{},
+                                                                            detail::VectorCounts{});
+
+/// One call's shapes, and the image and group its steps are on.
+struct QConvCall {
+  const kiln_qconv2d_args &g;
+  int64_t taps, quads, pixels, panels, perGroup; // per group: D, ceil(D/4), OH*OW, panels, K/groups
+  const int8_t *rows;                            // packed weights: K rows of 4*quads bytes
+  const int32_t *rowSums;                        // then one sum per row
+  uint8_t xZeroByte;                             // x's zero point as x stores it
+  uint8_t flip;                                  // 0x80 for s8 x
+  const uint8_t *lines = nullptr;                // step 1's lines (or x's rows), lineStride apart
+  int64_t lineStride = 0;
+  uint8_t *unfolded = nullptr; // where step 1 writes
+  uint8_t *packed = nullptr;   // where step 2 writes: panels x quads x 256 bytes
+  int64_t image = 0, group = 0;
+};
+
+const uint8_t *groupInput(const QConvCall &t) {
+  const kiln_qconv2d_args &g = t.g;
+  const int64_t channels = g.c / g.groups;
+  return static_cast<const uint8_t *>(g.x) + (t.image * g.c + t.group * channels) * g.h * g.w;
+}
+
+/// Step 1 for taps [begin, end).
+void unfoldTaps(void *ctx, int64_t begin, int64_t end) {
+  QConvCall &t = *static_cast<QConvCall *>(ctx);
+  const kiln_qconv2d_args &g = t.g;
+  const uint8_t *x = groupInput(t);
+  for (int64_t d = begin; d < end; ++d) {
+    const int64_t c = d / (g.r * g.s), ky = d / g.s % g.r, kx = d % g.s;
+    const uint8_t *plane = x + c * g.h * g.w;
+    uint8_t *line = t.unfolded + d * t.lineStride;
+    const int64_t x0 = kx * g.dilation_w - g.pad_left;
+    // The output columns whose input column lies inside x: [first, last).
+    const int64_t first = x0 >= 0 ? 0 : std::min(g.ow, ceilDiv(-x0, g.stride_w));
+    const int64_t last = std::max(first, std::min(g.ow, x0 >= g.w ? 0 : ceilDiv(g.w - x0, g.stride_w)));
+    for (int64_t oy = 0; oy < g.oh; ++oy, line += g.ow) {
+      const int64_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
+      if (iy < 0 || iy >= g.h) {
+        std::memset(line, t.xZeroByte, static_cast<size_t>(g.ow));
+        continue;
+      }
+      const uint8_t *from = plane + iy * g.w + x0;
+      std::memset(line, t.xZeroByte, static_cast<size_t>(first));
+      if (g.stride_w == 1)
+        std::memcpy(line + first, from + first, static_cast<size_t>(last - first));
+      else
+        for (int64_t ox = first; ox < last; ++ox)
+          line[ox] = from[ox * g.stride_w];
+      std::memset(line + last, t.xZeroByte, static_cast<size_t>(g.ow - last));
+    }
+  }
+}
+
+/// 16 pixels of 4 lines as 16 x 4 bytes, pixel by pixel.
+void interleave16(const uint8_t *const lines[4], int64_t at, uint8_t flip, uint8_t *out) {
+#ifdef __SSE2__
+  const __m128i flips = _mm_set1_epi8(static_cast<char>(flip));
+  __m128i v[4];
+  for (int t = 0; t < 4; ++t)
+    v[t] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(lines[t] + at)), flips);
+  const __m128i abLow = _mm_unpacklo_epi8(v[0], v[1]), abHigh = _mm_unpackhi_epi8(v[0], v[1]);
+  const __m128i cdLow = _mm_unpacklo_epi8(v[2], v[3]), cdHigh = _mm_unpackhi_epi8(v[2], v[3]);
+  auto *to = reinterpret_cast<__m128i *>(out);
+  _mm_storeu_si128(to + 0, _mm_unpacklo_epi16(abLow, cdLow));
+  _mm_storeu_si128(to + 1, _mm_unpackhi_epi16(abLow, cdLow));
+  _mm_storeu_si128(to + 2, _mm_unpacklo_epi16(abHigh, cdHigh));
+  _mm_storeu_si128(to + 3, _mm_unpackhi_epi16(abHigh, cdHigh));
+#else
+  for (int p = 0; p < 16; ++p)
+    for (int t = 0; t < 4; ++t)
+      out[4 * p + t] = lines[t][at + p] ^ flip;
+#endif
+}
+
+/// Step 2 for panels [begin, end).
+void interleavePanels(void *ctx, int64_t begin, int64_t end) {
+  QConvCall &t = *static_cast<QConvCall *>(ctx);
+  alignas(64) uint8_t edge[4][kPanelWidth]; // a last panel's lines, padded to 64 pixels
+  static const uint8_t kZeros[kPanelWidth] = {};
+  for (int64_t q = begin; q < end; ++q) {
+    const int64_t p0 = q * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
+    uint8_t *out = t.packed + q * t.quads * kQuadBytes;
+    for (int64_t quad = 0; quad < t.quads; ++quad, out += kQuadBytes) {
+      const uint8_t *lines[4];
+      for (int i = 0; i < 4; ++i) {
+        const int64_t d = 4 * quad + i;
+        if (d >= t.taps) { // its weights are 0
+          lines[i] = kZeros;
+        } else if (cols == kPanelWidth) { // read in place
+          lines[i] = t.lines + d * t.lineStride + p0;
+        } else {
+          std::memcpy(edge[i], t.lines + d * t.lineStride + p0, static_cast<size_t>(cols));
+          std::memset(edge[i] + cols, 0, static_cast<size_t>(kPanelWidth - cols));
+          lines[i] = edge[i];
+        }
+      }
+      for (int64_t at = 0; at < kPanelWidth; at += 16)
+        interleave16(lines, at, t.flip, out + 4 * at);
+    }
+  }
+}
+
+/// Step 3: work item = a block of kBlockRows output channels by a run of kBlockPanels panels.
+void productItems(void *ctx, int64_t begin, int64_t end) {
+  const QConvCall &t = *static_cast<const QConvCall *>(ctx);
+  const kiln_qconv2d_args &g = t.g;
+  const int64_t rowBytes = 4 * t.quads, panelRuns = ceilDiv(t.panels, kBlockPanels);
+  const int32_t zero = int32_t{static_cast<uint8_t>(t.xZeroByte ^ t.flip)};
+  float scales[kMaxRows];
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t row0 = item / panelRuns * kBlockRows, rowCount = std::min(kBlockRows, t.perGroup - row0);
+    const int64_t firstPanel = item % panelRuns * kBlockPanels;
+    for (int64_t q = firstPanel; q < std::min(t.panels, firstPanel + kBlockPanels); ++q) {
+      const int64_t p0 = q * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
+      const int vectors = static_cast<int>(ceilDiv(cols, detail::kVector));
+      const uint8_t *panel = t.packed + q * t.quads * kQuadBytes;
+      for (int64_t i = 0; i < rowCount; i += kMaxRows) {
+        const int r = static_cast<int>(std::min<int64_t>(kMaxRows, rowCount - i));
+        const int64_t channel = t.group * t.perGroup + row0 + i; // of all K
+        for (int j = 0; j < r; ++j)
+          scales[j] = g.x_scale * g.w_scales[g.w_per_channel ? channel + j : 0];
+        float *c = g.y + ((t.image * g.k + channel) * t.pixels + p0);
+        kQTiles.fns[r - 1][vectors - 1](t.quads, reinterpret_cast<const uint8_t *>(t.rows + channel * rowBytes),
+                                        rowBytes, panel, t.rowSums + channel, scales, zero, c, t.pixels, cols);
+        if (g.epilogue)
+          g.epilogue(g.epilogue_ctx, c, t.pixels, t.image, channel, p0, r, cols);
+      }
+    }
+  }
+}
+
+} // namespace
+
+int64_t qconvPackedBytes(int64_t k, int64_t taps) {
+  return k * (4 * quadsOf(taps) + static_cast<int64_t>(sizeof(int32_t)));
+}
+
+void packQConvWeights(const int8_t *src, int64_t k, int64_t taps, int8_t *dst) {
+  const int64_t rowBytes = 4 * quadsOf(taps);
+  int8_t *sums = dst + k * rowBytes;
+  for (int64_t o = 0; o < k; ++o) {
+    int32_t sum = 0;
+    for (int64_t d = 0; d < rowBytes; ++d) {
+      const int8_t value = d < taps ? src[o * taps + d] : int8_t{0};
+      dst[o * rowBytes + d] = value;
+      sum += value;
+    }
+    std::memcpy(sums + o * static_cast<int64_t>(sizeof sum), &sum, sizeof sum);
+  }
+}
+
+void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
+  if (!args || args->n <= 0 || args->c <= 0 || args->k <= 0 || args->groups <= 0 || args->c % args->groups != 0 ||
+      args->k % args->groups != 0 || args->r <= 0 || args->s <= 0 || args->oh <= 0 || args->ow <= 0 ||
+      args->stride_h <= 0 || args->stride_w <= 0 || args->dilation_h <= 0 || args->dilation_w <= 0 || !args->x ||
+      !args->weights || !args->w_scales || !args->y)
+    return; // the ABI has no error channel; codegen never emits these
+  const kiln_qconv2d_args &g = *args;
+  const int64_t taps = g.c / g.groups * g.r * g.s, pixels = g.oh * g.ow;
+  const int8_t *weights = g.weights;
+  if (!g.weights_packed) { // packed here, into the calling thread's scratch, which the workers only read
+    auto *packed = reinterpret_cast<int8_t *>(
+        detail::scratch(detail::Scratch::PackedB, static_cast<size_t>(ceilDiv(qconvPackedBytes(g.k, taps), 4))));
+    packQConvWeights(g.weights, g.k, taps, packed);
+    weights = packed;
+  }
+  const int64_t quads = quadsOf(taps), panels = ceilDiv(pixels, kPanelWidth);
+  const uint8_t zeroByte = static_cast<uint8_t>(g.x_zero);
+  QConvCall t{g,          taps,     quads, pixels, panels, g.k / g.groups, weights,
+              reinterpret_cast<const int32_t *>(weights + g.k * 4 * quads), zeroByte,
+              static_cast<uint8_t>(g.x_signed ? 0x80 : 0)};
+  const bool direct = g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+                      g.pad_left == 0 && g.oh == g.h && g.ow == g.w;
+  if (!direct)
+    t.unfolded = reinterpret_cast<uint8_t *>(
+        detail::scratch(detail::Scratch::Conv, static_cast<size_t>(ceilDiv(taps * pixels, 4))));
+  t.packed = reinterpret_cast<uint8_t *>(
+      detail::scratch(detail::Scratch::SharedB, static_cast<size_t>(panels * quads * kQuadBytes / 4)));
+  t.lineStride = direct ? g.h * g.w : pixels;
+  const int64_t items = ceilDiv(t.perGroup, kBlockRows) * ceilDiv(panels, kBlockPanels);
+  for (t.image = 0; t.image < g.n; ++t.image)
+    for (t.group = 0; t.group < g.groups; ++t.group) {
+      if (direct) {
+        t.lines = groupInput(t);
+      } else {
+        detail::parallelForIfWorth(rt, taps, taps * pixels, int64_t{1} << 18, unfoldTaps, &t);
+        t.lines = t.unfolded;
+      }
+      detail::parallelForIfWorth(rt, panels, panels * quads * kQuadBytes, int64_t{1} << 18, interleavePanels, &t);
+      detail::parallelForIfWorth(rt, items, t.perGroup * pixels * taps, int64_t{1} << 20, productItems, &t);
+    }
+}
+
+} // namespace kiln::runtime::kernels

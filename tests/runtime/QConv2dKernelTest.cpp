@@ -1,0 +1,156 @@
+// kiln::runtime::kernels::qconv2d against int64 sums over the taps written here (padding adds
+// nothing): the int32 sums are exact and the dequantization the same two float operations, so
+// every output must be equal, bit for bit. The epilogue counts its calls per output (exactly
+// one each) and adds a per-channel bias.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/Kernels.h"
+#include "tests/runtime/KernelTestRuntime.h"
+
+namespace {
+
+using kiln::runtime::kernels::test::makeRuntime;
+
+struct QConvCase {
+  int64_t n, c, h, w, k, r, s;
+  int64_t stride = 1, pad = 0, dilation = 1, groups = 1;
+  bool xSigned = false, perChannel = true, packed = true;
+  int threads = 1;
+  int64_t padBottom = -1; // -1: as pad
+};
+
+struct CountingBias {
+  std::vector<int> *calls;
+  int64_t k, pixels;
+  static float bias(int64_t channel) { return 0.25f * static_cast<float>(channel % 5) - 0.5f; }
+  static void apply(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0, int64_t rows,
+                    int64_t cols) {
+    auto &self = *static_cast<CountingBias *>(ctx);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        tile[i * ld + j] += bias(row0 + i);
+        ++(*self.calls)[static_cast<size_t>((batch * self.k + row0 + i) * self.pixels + col0 + j)];
+      }
+  }
+};
+
+void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
+  SCOPED_TRACE(testing::Message() << "n=" << tc.n << " c=" << tc.c << " " << tc.h << "x" << tc.w << " k=" << tc.k
+                                  << " kernel " << tc.r << "x" << tc.s << " stride=" << tc.stride << " pad=" << tc.pad
+                                  << " dilation=" << tc.dilation << " groups=" << tc.groups
+                                  << " signed=" << tc.xSigned << " threads=" << tc.threads);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255), weight(-127, 127);
+  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
+  const int64_t padBottom = tc.padBottom < 0 ? tc.pad : tc.padBottom;
+  const int64_t oh = (tc.h + tc.pad + padBottom - (tc.r - 1) * tc.dilation - 1) / tc.stride + 1;
+  const int64_t ow = (tc.w + 2 * tc.pad - (tc.s - 1) * tc.dilation - 1) / tc.stride + 1;
+  const int64_t perGroup = tc.c / tc.groups, taps = perGroup * tc.r * tc.s, pixels = oh * ow;
+  std::vector<uint8_t> x(static_cast<size_t>(tc.n * tc.c * tc.h * tc.w));
+  for (uint8_t &v : x)
+    v = static_cast<uint8_t>(byte(rng));
+  std::vector<int8_t> w(static_cast<size_t>(tc.k * taps));
+  for (int8_t &v : w)
+    v = static_cast<int8_t>(weight(rng));
+  std::vector<float> scales(static_cast<size_t>(tc.perChannel ? tc.k : 1));
+  for (float &v : scales)
+    v = scale(rng);
+  const int32_t zero = tc.xSigned ? byte(rng) - 128 : byte(rng);
+  const float xScale = scale(rng);
+  std::vector<int8_t> packed(static_cast<size_t>(kiln::runtime::kernels::qconvPackedBytes(tc.k, taps)));
+  kiln::runtime::kernels::packQConvWeights(w.data(), tc.k, taps, packed.data());
+  std::vector<float> y(static_cast<size_t>(tc.n * tc.k * pixels), 777.0f);
+  std::vector<int> calls(y.size(), 0);
+  CountingBias epilogue{&calls, tc.k, pixels};
+
+  kiln_qconv2d_args args{};
+  args.n = tc.n, args.c = tc.c, args.h = tc.h, args.w = tc.w, args.k = tc.k, args.r = tc.r, args.s = tc.s;
+  args.oh = oh, args.ow = ow, args.stride_h = args.stride_w = tc.stride, args.pad_top = args.pad_left = tc.pad;
+  args.dilation_h = args.dilation_w = tc.dilation, args.groups = tc.groups;
+  args.x = x.data(), args.x_signed = tc.xSigned, args.x_zero = zero, args.x_scale = xScale;
+  args.weights = tc.packed ? packed.data() : w.data(), args.weights_packed = tc.packed;
+  args.w_scales = scales.data(), args.w_per_channel = tc.perChannel;
+  args.y = y.data(), args.epilogue = CountingBias::apply, args.epilogue_ctx = &epilogue;
+  kiln_rt rt = makeRuntime(tc.threads);
+  kiln::runtime::kernels::qconv2d(&rt, &args);
+
+  int64_t failures = 0;
+  for (int64_t image = 0; image < tc.n; ++image)
+    for (int64_t o = 0; o < tc.k; ++o) {
+      const int64_t group = o / (tc.k / tc.groups);
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          int64_t sum = 0;
+          for (int64_t c = 0; c < perGroup; ++c)
+            for (int64_t ky = 0; ky < tc.r; ++ky)
+              for (int64_t kx = 0; kx < tc.s; ++kx) {
+                const int64_t iy = oy * tc.stride + ky * tc.dilation - tc.pad;
+                const int64_t ix = ox * tc.stride + kx * tc.dilation - tc.pad;
+                if (iy < 0 || iy >= tc.h || ix < 0 || ix >= tc.w)
+                  continue;
+                const uint8_t raw = x[static_cast<size_t>(((image * tc.c + group * perGroup + c) * tc.h + iy) * tc.w + ix)];
+                const int64_t value = tc.xSigned ? int64_t{static_cast<int8_t>(raw)} : int64_t{raw};
+                sum += (value - zero) * w[static_cast<size_t>(o * taps + (c * tc.r + ky) * tc.s + kx)];
+              }
+          const float want = static_cast<float>(static_cast<int32_t>(sum)) *
+                                 (xScale * scales[static_cast<size_t>(tc.perChannel ? o : 0)]) +
+                             CountingBias::bias(o);
+          const size_t at = static_cast<size_t>((image * tc.k + o) * pixels + oy * ow + ox);
+          if (std::memcmp(&y[at], &want, sizeof want) != 0 && failures++ < 5)
+            ADD_FAILURE() << "y[" << image << "][" << o << "][" << oy << "][" << ox << "] = " << y[at] << ", expected "
+                          << want;
+          if (calls[at] != 1 && failures++ < 5)
+            ADD_FAILURE() << "epilogue ran " << calls[at] << " times on output " << at;
+        }
+    }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(QConv2dKernel, PointwiseReadsChannelRowsInPlace) {
+  checkQConv({1, 64, 8, 8, 24, 1, 1});      // one whole panel
+  checkQConv({2, 13, 9, 11, 7, 1, 1});     // taps not a multiple of 4, a partial panel, two images
+  checkQConv({1, 40, 14, 14, 100, 1, 1, 2}); // strided: unfolded
+}
+
+TEST(QConv2dKernel, PaddedStridedDilatedKernels) {
+  checkQConv({1, 16, 15, 15, 32, 3, 3, 1, 1});
+  checkQConv({1, 3, 29, 29, 16, 7, 7, 2, 3}); // a stem: 147 taps
+  checkQConv({2, 8, 12, 10, 9, 3, 3, 1, 2, 2});
+  checkQConv({1, 6, 9, 9, 5, 5, 5, 3, 4}); // most taps read padding
+  QConvCase asymmetric{1, 4, 10, 10, 6, 3, 3, 2, 1};
+  asymmetric.padBottom = 0; // a trailing pad smaller than the leading one
+  checkQConv(asymmetric);
+}
+
+TEST(QConv2dKernel, SignedInputOneScaleGroupsAndThreads) {
+  QConvCase signedOne{1, 12, 10, 10, 18, 3, 3, 1, 1};
+  signedOne.xSigned = true, signedOne.perChannel = false;
+  checkQConv(signedOne);
+  QConvCase grouped{2, 12, 9, 9, 18, 3, 3, 1, 1, 1, 3};
+  grouped.threads = 2;
+  checkQConv(grouped);
+  QConvCase wide{1, 64, 28, 28, 200, 3, 3, 1, 1};
+  wide.threads = 2, wide.xSigned = true;
+  checkQConv(wide);
+}
+
+TEST(QConv2dKernel, PlainWeightsArePackedPerCall) {
+  QConvCase plain{1, 10, 7, 7, 13, 3, 3, 1, 1};
+  plain.packed = false;
+  checkQConv(plain);
+}
+
+TEST(QConv2dKernel, InvalidArgumentsLeaveTheOutputAlone) {
+  std::vector<float> y(4, 5.0f);
+  kiln_qconv2d_args args{};
+  args.n = 1, args.c = 3, args.k = 2, args.groups = 2, args.y = y.data(); // groups do not divide c
+  kiln_rt rt = makeRuntime(1);
+  kiln::runtime::kernels::qconv2d(&rt, &args);
+  EXPECT_EQ(y, std::vector<float>(4, 5.0f));
+}
+
+} // namespace
