@@ -38,9 +38,11 @@ PipelineInfo inferencePipeline() {
   return {"inference",
           "simplifies, decomposes into primitives, fuses kernels and plans memory for inference",
           {
-              // int8 matmuls of a quantized model, while their weights' dequantize_linear is
-              // still there to match (constant-fold would turn a constant weight's into f32).
+              // int8 matmuls and convolutions of a quantized model, while their weights'
+              // dequantize_linear is still there to match (constant-fold would turn a constant
+              // weight's into f32).
               "quantized-matmul",
+              "quantized-conv",
               // Shape arithmetic and constant subgraphs become data first, so that every later
               // pattern sees constants rather than computations.
               "constant-fold",

@@ -17,11 +17,10 @@
 // dequantize_linear into f32. Statistics: "matmuls on int8".
 #include "passes/quantize/QuantizedMatmul.h"
 
-#include <cstring>
 #include <optional>
 
 #include "core/SymbolicDim.h"
-#include "ir/Builder.h"
+#include "passes/quantize/QuantizedOperands.h"
 
 namespace kiln::passes {
 
@@ -31,43 +30,10 @@ using ir::Value;
 
 namespace {
 
-/// The value of `v` when the graph fixes it: a constant, a parameter's own value, or a reshape
-/// of one.
-std::optional<Tensor> knownValue(const Value *v) {
-  const Node *node = v->producer();
-  if (!node)
-    return std::nullopt;
-  if (node->op() == OpKind::Constant || node->op() == OpKind::Param) {
-    const Tensor &value = node->attrTensor("value");
-    if (!value.defined() || value.type() != v->type())
-      return std::nullopt;
-    return value;
-  }
-  if (node->op() == OpKind::Reshape) {
-    std::optional<Tensor> input = knownValue(node->input(0));
-    if (!input)
-      return std::nullopt;
-    Tensor reshaped(v->type());
-    std::memcpy(reshaped.data(), input->data(), input->type().byteSize());
-    return reshaped;
-  }
-  return std::nullopt;
-}
+using namespace quantize;
 
-bool allZero(const Tensor &t) {
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    if (t.getInt(i) != 0)
-      return false;
-  return true;
-}
-
-const Node *producerOf(const Value *v, OpKind op) {
-  const Node *node = v->producer();
-  return node && node->op() == op ? node : nullptr;
-}
-
-/// The weight side of the product: wq as i8 [K, N] (transposed from [N, K] when `transposed`)
-/// and the scale value to read per column (or once).
+/// The weight side of the product: wq as i8 [K, N] (transposed from [N, K] when read through
+/// a permute) and the scale value to read per column (or once).
 struct Weight {
   Tensor values; // i8 [K, N]
   Value *scale;  // f32 [N] or [] after the reshape the rewrite adds
@@ -81,22 +47,19 @@ std::optional<Weight> weightOf(Value *w, int64_t k, int64_t n) {
     w = permute->input(0);
     transposed = true;
   }
-  const Node *dq = producerOf(w, OpKind::DequantizeLinear);
-  if (!dq || dq->input(0)->dtype() != DType::I8 || dq->input(1)->dtype() != DType::F32)
-    return std::nullopt;
-  std::optional<Tensor> wq = knownValue(dq->input(0)), zeros = knownValue(dq->input(2));
-  if (!wq || !zeros || !allZero(*zeros))
+  std::optional<Int8Weight> wq = int8Weight(w);
+  if (!wq)
     return std::nullopt;
   // One scale, or one per output column: along the weight's last axis ([N] or [1, N]), or its
   // first when transposed ([N, 1]).
-  const Shape &scale = dq->input(1)->shape();
-  const int64_t count = dq->input(1)->type().numElements();
+  const Shape &scale = wq->scale->shape();
+  const int64_t count = wq->scale->type().numElements();
   const bool perColumn = count == n && n > 1 &&
                          (transposed ? scale == Shape{n, 1} : (scale == Shape{n} || scale == Shape{1, n}));
   if (count != 1 && !perColumn)
     return std::nullopt;
-  Weight weight{Tensor(DType::I8, {k, n}), dq->input(1)};
-  const auto *from = static_cast<const int8_t *>(wq->data());
+  Weight weight{Tensor(DType::I8, {k, n}), wq->scale};
+  const auto *from = static_cast<const int8_t *>(wq->values.data());
   auto *to = static_cast<int8_t *>(weight.values.data());
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = 0; j < n; ++j)
@@ -109,13 +72,10 @@ bool rewrite(ir::Graph &graph, Node *matmul) {
   if (matmul->output()->dtype() != DType::F32 || left->rank() < 2 || right->rank() != 2 ||
       !isStaticShape(left->shape()) || !isStaticShape(right->shape()))
     return false;
-  const Node *dq = producerOf(left, OpKind::DequantizeLinear);
-  if (!dq || dq->input(1)->dtype() != DType::F32 || dq->input(1)->type().numElements() != 1 ||
-      dq->input(2)->type().numElements() != 1)
+  const Node *dq = dequantizedActivations(left);
+  if (!dq)
     return false;
   Value *a = dq->input(0);
-  if (a->dtype() != DType::U8 && a->dtype() != DType::I8)
-    return false;
   const int64_t k = right->shape()[0], n = right->shape()[1];
   if (k >= (int64_t{1} << 16))
     return false;
@@ -124,12 +84,9 @@ bool rewrite(ir::Graph &graph, Node *matmul) {
     return false;
   ir::Builder b(graph);
   b.setInsertionPoint(matmul);
-  auto reshaped = [&](Value *v, Shape shape) {
-    return v->shape() == shape ? v : b.create(OpKind::Reshape, {v}, {{"shape", std::move(shape)}});
-  };
-  Value *scale = weight->scale->type().numElements() == 1 ? reshaped(weight->scale, {}) : reshaped(weight->scale, {n});
-  Value *result = b.create(OpKind::QMatMul, {a, b.constant(weight->values), reshaped(dq->input(1), {}),
-                                             reshaped(dq->input(2), {}), scale});
+  Value *scale = reshapedTo(b, weight->scale, weight->scale->type().numElements() == 1 ? Shape{} : Shape{n});
+  Value *result = b.create(OpKind::QMatMul, {a, b.constant(weight->values), reshapedTo(b, dq->input(1), {}),
+                                             reshapedTo(b, dq->input(2), {}), scale});
   std::string name = matmul->output()->name();
   matmul->output()->replaceAllUsesWith(result);
   graph.eraseNode(matmul);
