@@ -50,6 +50,7 @@ struct QConvCall {
   const uint8_t *lines = nullptr;                // step 1's lines (or x's rows), lineStride apart
   int64_t lineStride = 0;
   uint8_t *unfolded = nullptr; // where step 1 writes
+  bool shiftedLines = false;   // step 1 shifts whole planes (shiftedLine)
   uint8_t *packed = nullptr;   // where step 2 writes: panels x quads x 256 bytes
   int64_t image = 0, group = 0;
 };
@@ -58,6 +59,82 @@ const uint8_t *groupInput(const QConvCall &t) {
   const kiln_qconv2d_args &g = t.g;
   const int64_t channels = g.c / g.groups;
   return static_cast<const uint8_t *>(g.x) + (t.image * g.c + t.group * channels) * g.h * g.w;
+}
+
+#if defined(__AVX512BW__) && defined(__AVX512VBMI__)
+/// Bits [begin, end) of a 64-bit lane mask, clipped to [0, 64).
+__mmask64 laneRange(int64_t begin, int64_t end) {
+  begin = std::max<int64_t>(begin, 0), end = std::min<int64_t>(end, 64);
+  if (end <= begin)
+    return 0;
+  const uint64_t upTo = end == 64 ? ~uint64_t{0} : (uint64_t{1} << end) - 1;
+  return upTo & ~((uint64_t{1} << begin) - 1);
+}
+#endif
+
+/// One output row of a tap's line: line[ox] = row[x0 + ox*stride] where that lies in [0, w),
+/// `zero` elsewhere, for ox in [0, ow); [first, last) are the ox that read inside the row.
+void unfoldRow(const uint8_t *row, int64_t x0, int64_t stride, int64_t w, int64_t ow, int64_t first, int64_t last,
+               uint8_t zero, uint8_t *line) {
+#if defined(__AVX512BW__) && defined(__AVX512VBMI__)
+  // 64 outputs at a time: stride 1 as one load masked to the row, stride 2 as two loads whose
+  // even bytes vpermt2b gathers; a masked lane never touches memory, so the padding needs no
+  // branch. Other strides take the loop below.
+  if (stride <= 2) {
+    const __m512i zeros = _mm512_set1_epi8(static_cast<char>(zero));
+    static const __m512i kEven = [] {
+      alignas(64) uint8_t index[64];
+      for (int i = 0; i < 64; ++i)
+        index[i] = static_cast<uint8_t>(2 * i);
+      return _mm512_load_si512(index);
+    }();
+    for (int64_t ox0 = 0; ox0 < ow; ox0 += 64) {
+      const int64_t base = x0 + ox0 * stride; // the input column of lane 0
+      __m512i v;
+      if (stride == 1) {
+        v = _mm512_maskz_loadu_epi8(laneRange(-base, w - base), row + base);
+      } else {
+        const __m512i low = _mm512_maskz_loadu_epi8(laneRange(-base, w - base), row + base);
+        const __m512i high = _mm512_maskz_loadu_epi8(laneRange(-base - 64, w - base - 64), row + base + 64);
+        v = _mm512_permutex2var_epi8(low, kEven, high);
+      }
+      v = _mm512_mask_mov_epi8(zeros, laneRange(first - ox0, last - ox0), v);
+      _mm512_mask_storeu_epi8(line + ox0, laneRange(0, ow - ox0), v);
+    }
+    return;
+  }
+#endif
+  std::memset(line, zero, static_cast<size_t>(first));
+  for (int64_t ox = first; ox < last; ++ox)
+    line[ox] = row[x0 + ox * stride];
+  std::memset(line + last, zero, static_cast<size_t>(ow - last));
+}
+
+/// A tap's line where the output rows are as wide as the input's and the strides are 1: the
+/// plane itself shifted by the tap's offset, copied in one piece, then the columns and rows it
+/// reads from padding set to the zero point (ResNet's 3x3 layers: ~4x faster than row by row
+/// on 7x7 and 14x14 maps).
+void shiftedLine(const QConvCall &t, const uint8_t *plane, int64_t y0, int64_t x0, int64_t first, int64_t last,
+                 uint8_t *line) {
+  const kiln_qconv2d_args &g = t.g;
+  const int64_t pixels = t.pixels, shift = y0 * g.w + x0;
+  // The outputs whose shifted source lies inside the plane, [from, to): the rest is padding.
+  const int64_t from = std::clamp<int64_t>(-shift, 0, pixels), to = std::clamp<int64_t>(g.h * g.w - shift, from, pixels);
+  std::memset(line, t.xZeroByte, static_cast<size_t>(from));
+  std::memcpy(line + from, plane + from + shift, static_cast<size_t>(to - from));
+  std::memset(line + to, t.xZeroByte, static_cast<size_t>(pixels - to));
+  // Rows reading above or below the plane, and columns reading left or right of it.
+  const int64_t rowFirst = std::clamp<int64_t>(-y0, 0, g.oh), rowLast = std::clamp<int64_t>(g.h - y0, rowFirst, g.oh);
+  std::memset(line, t.xZeroByte, static_cast<size_t>(rowFirst * g.ow));
+  std::memset(line + rowLast * g.ow, t.xZeroByte, static_cast<size_t>((g.oh - rowLast) * g.ow));
+  if (first > 0 || last < g.ow)
+    for (int64_t oy = rowFirst; oy < rowLast; ++oy) {
+      uint8_t *row = line + oy * g.ow;
+      for (int64_t ox = 0; ox < first; ++ox)
+        row[ox] = t.xZeroByte;
+      for (int64_t ox = last; ox < g.ow; ++ox)
+        row[ox] = t.xZeroByte;
+    }
 }
 
 /// Step 1 for taps [begin, end).
@@ -73,20 +150,16 @@ void unfoldTaps(void *ctx, int64_t begin, int64_t end) {
     // The output columns whose input column lies inside x: [first, last).
     const int64_t first = x0 >= 0 ? 0 : std::min(g.ow, ceilDiv(-x0, g.stride_w));
     const int64_t last = std::max(first, std::min(g.ow, x0 >= g.w ? 0 : ceilDiv(g.w - x0, g.stride_w)));
+    if (t.shiftedLines) {
+      shiftedLine(t, plane, ky * g.dilation_h - g.pad_top, x0, first, last, line);
+      continue;
+    }
     for (int64_t oy = 0; oy < g.oh; ++oy, line += g.ow) {
       const int64_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
-      if (iy < 0 || iy >= g.h) {
-        std::memset(line, t.xZeroByte, static_cast<size_t>(g.ow));
-        continue;
-      }
-      const uint8_t *from = plane + iy * g.w + x0;
-      std::memset(line, t.xZeroByte, static_cast<size_t>(first));
-      if (g.stride_w == 1)
-        std::memcpy(line + first, from + first, static_cast<size_t>(last - first));
+      if (iy < 0 || iy >= g.h)
+        unfoldRow(plane, x0, g.stride_w, g.w, g.ow, 0, 0, t.xZeroByte, line); // all padding
       else
-        for (int64_t ox = first; ox < last; ++ox)
-          line[ox] = from[ox * g.stride_w];
-      std::memset(line + last, t.xZeroByte, static_cast<size_t>(g.ow - last));
+        unfoldRow(plane + iy * g.w, x0, g.stride_w, g.w, g.ow, first, last, t.xZeroByte, line);
     }
   }
 }
@@ -217,6 +290,7 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
   t.packed = reinterpret_cast<uint8_t *>(
       detail::scratch(detail::Scratch::SharedB, static_cast<size_t>(panels * quads * kQuadBytes / 4)));
   t.lineStride = direct ? g.h * g.w : pixels;
+  t.shiftedLines = g.stride_h == 1 && g.stride_w == 1 && g.ow == g.w;
   const int64_t items = ceilDiv(t.perGroup, kBlockRows) * ceilDiv(panels, kBlockPanels);
   for (t.image = 0; t.image < g.n; ++t.image)
     for (t.group = 0; t.group < g.groups; ++t.group) {

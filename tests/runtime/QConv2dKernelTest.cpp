@@ -124,6 +124,9 @@ TEST(QConv2dKernel, PaddedStridedDilatedKernels) {
   QConvCase asymmetric{1, 4, 10, 10, 6, 3, 3, 2, 1};
   asymmetric.padBottom = 0; // a trailing pad smaller than the leading one
   checkQConv(asymmetric);
+  QConvCase shorter{1, 4, 8, 8, 5, 3, 3, 1, 1}; // rows as wide as the input's, one fewer of them
+  shorter.padBottom = 0;
+  checkQConv(shorter);
 }
 
 TEST(QConv2dKernel, SignedInputOneScaleGroupsAndThreads) {
