@@ -17,6 +17,8 @@
 // dequantize_linear into f32. Statistics: "matmuls on int8".
 #include "passes/quantize/QuantizedMatmul.h"
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "core/SymbolicDim.h"
@@ -61,9 +63,21 @@ std::optional<Weight> weightOf(Value *w, int64_t k, int64_t n) {
   Weight weight{Tensor(DType::I8, {k, n}), wq->scale};
   const auto *from = static_cast<const int8_t *>(wq->values.data());
   auto *to = static_cast<int8_t *>(weight.values.data());
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      to[i * n + j] = transposed ? from[j * k + i] : from[i * n + j];
+  if (!transposed) {
+    std::memcpy(to, from, static_cast<size_t>(k * n));
+    return weight;
+  }
+  // In 64 x 64 blocks, each written row by row, so that neither side strides through memory:
+  // element by element, or a block's columns written down rows 4 KiB apart (one L1 set), VGG16's
+  // 4096 x 25088 classifier took ~0.5 s.
+  constexpr int64_t kBlock = 64;
+  for (int64_t i0 = 0; i0 < k; i0 += kBlock)
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t i1 = std::min(k, i0 + kBlock), j1 = std::min(n, j0 + kBlock);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j)
+          to[i * n + j] = from[j * k + i];
+    }
   return weight;
 }
 

@@ -85,19 +85,20 @@ int64_t qgemmPackedBytes(int64_t k, int64_t n) {
 }
 
 void packQGemmB(const int8_t *src, int64_t k, int64_t n, int64_t strideK, int64_t strideN, int8_t *dst) {
-  // Column by column, its sum kept as it goes: qgemm packs a B that is not a weight on every
-  // call, so this allocates nothing.
+  // Row by row (a row-major B, strideN 1, is read in order: column by column, VGG16's 25088 x
+  // 4096 classifier took ~0.4 s to pack), the column sums accumulated into dst's sum slots as
+  // it goes: qgemm packs a B that is not a weight on every call, so this allocates nothing.
   const int64_t quads = quadsOf(k), panels = ceilDiv(n, kPanelWidth);
-  int8_t *sums = dst + panels * quads * 4 * kPanelWidth;
-  for (int64_t column = 0; column < panels * kPanelWidth; ++column) {
-    const int64_t q = column / kPanelWidth, j = column % kPanelWidth;
-    int32_t sum = 0;
-    for (int64_t row = 0; row < 4 * quads; ++row) {
-      const int8_t value = row < k && column < n ? src[row * strideK + column * strideN] : int8_t{0};
-      dst[((q * quads + row / 4) * kPanelWidth + j) * 4 + row % 4] = value;
-      sum += value;
+  auto *sums = reinterpret_cast<int32_t *>(dst + panels * quads * 4 * kPanelWidth); // 4-aligned: see qgemmPackedBytes
+  std::memset(dst, 0, static_cast<size_t>(qgemmPackedBytes(k, n)));
+  for (int64_t row = 0; row < k; ++row) {
+    const int8_t *from = src + row * strideK;
+    int8_t *quad = dst + (row / 4) * 4 * kPanelWidth + row % 4;
+    for (int64_t column = 0; column < n; ++column) {
+      const int8_t value = from[column * strideN];
+      quad[(column / kPanelWidth) * quads * 4 * kPanelWidth + (column % kPanelWidth) * 4] = value;
+      sums[column] += value;
     }
-    std::memcpy(sums + column * static_cast<int64_t>(sizeof sum), &sum, sizeof sum);
   }
 }
 
