@@ -3,7 +3,8 @@
 // int32 on QTile.h's tile with the weights' words broadcast, dequantized to f32 in registers,
 // then the epilogue (kiln_qconv2d_args).
 //
-// Per image and group, three steps, each split over the pool:
+// Per image, group and chunk of pixels (sized to stay in L2), three steps, each split over the
+// pool:
 //  1. Unfold: one line of OH*OW bytes per tap d = (c, r, s) of the group, the input value each
 //     output pixel reads through it, x's zero point where it reads padding (so padding adds
 //     nothing to (x - zero) * w). A 1x1, stride-1, unpadded convolution reads x's channel rows
@@ -32,6 +33,7 @@ using detail::kPanelWidth;
 constexpr int64_t kBlockRows = 16 * kMaxRows; // output channels a work item runs over
 constexpr int64_t kBlockPanels = 4;           // panels of pixels a work item runs over
 constexpr int64_t kQuadBytes = 4 * kPanelWidth; // one quad of taps for a panel's 64 pixels
+constexpr int64_t kChunkBytes = 768 << 10;      // packed panels per chunk of pixels (see qconv2d)
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t quadsOf(int64_t taps) { return ceilDiv(taps, 4); }
@@ -51,8 +53,11 @@ struct QConvCall {
   int64_t lineStride = 0;
   uint8_t *unfolded = nullptr; // where step 1 writes
   bool shiftedLines = false;   // step 1 shifts whole planes (shiftedLine)
-  uint8_t *packed = nullptr;   // where step 2 writes: panels x quads x 256 bytes
+  uint8_t *packed = nullptr;   // where step 2 writes: the chunk's panels x quads x 256 bytes
   int64_t image = 0, group = 0;
+  // The chunk of pixels the steps are on: panels [firstPanel, firstPanel + chunkPanels), whose
+  // output rows [row0, row1) step 1 unfolds; lines[d * lineStride + i] is pixel lineOrigin + i.
+  int64_t firstPanel = 0, chunkPanels = 0, row0 = 0, row1 = 0, lineOrigin = 0;
 };
 
 const uint8_t *groupInput(const QConvCall &t) {
@@ -117,19 +122,21 @@ void unfoldRow(const uint8_t *row, int64_t x0, int64_t stride, int64_t w, int64_
 void shiftedLine(const QConvCall &t, const uint8_t *plane, int64_t y0, int64_t x0, int64_t first, int64_t last,
                  uint8_t *line) {
   const kiln_qconv2d_args &g = t.g;
-  const int64_t pixels = t.pixels, shift = y0 * g.w + x0;
-  // The outputs whose shifted source lies inside the plane, [from, to): the rest is padding.
-  const int64_t from = std::clamp<int64_t>(-shift, 0, pixels), to = std::clamp<int64_t>(g.h * g.w - shift, from, pixels);
+  const int64_t base = t.row0 * g.ow + y0 * g.w + x0; // line[i] = plane[base + i]
+  const int64_t count = (t.row1 - t.row0) * g.ow;
+  // The outputs whose source lies inside the plane, [from, to): the rest is padding.
+  const int64_t from = std::clamp<int64_t>(-base, 0, count), to = std::clamp<int64_t>(g.h * g.w - base, from, count);
   std::memset(line, t.xZeroByte, static_cast<size_t>(from));
-  std::memcpy(line + from, plane + from + shift, static_cast<size_t>(to - from));
-  std::memset(line + to, t.xZeroByte, static_cast<size_t>(pixels - to));
+  std::memcpy(line + from, plane + base + from, static_cast<size_t>(to - from));
+  std::memset(line + to, t.xZeroByte, static_cast<size_t>(count - to));
   // Rows reading above or below the plane, and columns reading left or right of it.
-  const int64_t rowFirst = std::clamp<int64_t>(-y0, 0, g.oh), rowLast = std::clamp<int64_t>(g.h - y0, rowFirst, g.oh);
-  std::memset(line, t.xZeroByte, static_cast<size_t>(rowFirst * g.ow));
-  std::memset(line + rowLast * g.ow, t.xZeroByte, static_cast<size_t>((g.oh - rowLast) * g.ow));
+  const int64_t rowFirst = std::clamp<int64_t>(-y0, t.row0, t.row1);
+  const int64_t rowLast = std::clamp<int64_t>(g.h - y0, rowFirst, t.row1);
+  std::memset(line, t.xZeroByte, static_cast<size_t>((rowFirst - t.row0) * g.ow));
+  std::memset(line + (rowLast - t.row0) * g.ow, t.xZeroByte, static_cast<size_t>((t.row1 - rowLast) * g.ow));
   if (first > 0 || last < g.ow)
     for (int64_t oy = rowFirst; oy < rowLast; ++oy) {
-      uint8_t *row = line + oy * g.ow;
+      uint8_t *row = line + (oy - t.row0) * g.ow;
       for (int64_t ox = 0; ox < first; ++ox)
         row[ox] = t.xZeroByte;
       for (int64_t ox = last; ox < g.ow; ++ox)
@@ -154,7 +161,7 @@ void unfoldTaps(void *ctx, int64_t begin, int64_t end) {
       shiftedLine(t, plane, ky * g.dilation_h - g.pad_top, x0, first, last, line);
       continue;
     }
-    for (int64_t oy = 0; oy < g.oh; ++oy, line += g.ow) {
+    for (int64_t oy = t.row0; oy < t.row1; ++oy, line += g.ow) {
       const int64_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
       if (iy < 0 || iy >= g.h)
         unfoldRow(plane, x0, g.stride_w, g.w, g.ow, 0, 0, t.xZeroByte, line); // all padding
@@ -185,14 +192,15 @@ void interleave16(const uint8_t *const lines[4], int64_t at, uint8_t flip, uint8
 #endif
 }
 
-/// Step 2 for panels [begin, end).
+/// Step 2 for the chunk's panels [begin, end).
 void interleavePanels(void *ctx, int64_t begin, int64_t end) {
   QConvCall &t = *static_cast<QConvCall *>(ctx);
   alignas(64) uint8_t edge[4][kPanelWidth]; // a last panel's lines, padded to 64 pixels
   static const uint8_t kZeros[kPanelWidth] = {};
   for (int64_t q = begin; q < end; ++q) {
-    const int64_t p0 = q * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
+    const int64_t p0 = (t.firstPanel + q) * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
     uint8_t *out = t.packed + q * t.quads * kQuadBytes;
+    const uint8_t *chunkLines = t.lines + (p0 - t.lineOrigin);
     for (int64_t quad = 0; quad < t.quads; ++quad, out += kQuadBytes) {
       const uint8_t *lines[4];
       for (int i = 0; i < 4; ++i) {
@@ -200,9 +208,9 @@ void interleavePanels(void *ctx, int64_t begin, int64_t end) {
         if (d >= t.taps) { // its weights are 0
           lines[i] = kZeros;
         } else if (cols == kPanelWidth) { // read in place
-          lines[i] = t.lines + d * t.lineStride + p0;
+          lines[i] = chunkLines + d * t.lineStride;
         } else {
-          std::memcpy(edge[i], t.lines + d * t.lineStride + p0, static_cast<size_t>(cols));
+          std::memcpy(edge[i], chunkLines + d * t.lineStride, static_cast<size_t>(cols));
           std::memset(edge[i] + cols, 0, static_cast<size_t>(kPanelWidth - cols));
           lines[i] = edge[i];
         }
@@ -213,18 +221,19 @@ void interleavePanels(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/// Step 3: work item = a block of kBlockRows output channels by a run of kBlockPanels panels.
+/// Step 3: work item = a block of kBlockRows output channels by a run of kBlockPanels panels of
+/// the chunk.
 void productItems(void *ctx, int64_t begin, int64_t end) {
   const QConvCall &t = *static_cast<const QConvCall *>(ctx);
   const kiln_qconv2d_args &g = t.g;
-  const int64_t rowBytes = 4 * t.quads, panelRuns = ceilDiv(t.panels, kBlockPanels);
+  const int64_t rowBytes = 4 * t.quads, panelRuns = ceilDiv(t.chunkPanels, kBlockPanels);
   const int32_t zero = int32_t{static_cast<uint8_t>(t.xZeroByte ^ t.flip)};
   float scales[kMaxRows];
   for (int64_t item = begin; item < end; ++item) {
     const int64_t row0 = item / panelRuns * kBlockRows, rowCount = std::min(kBlockRows, t.perGroup - row0);
     const int64_t firstPanel = item % panelRuns * kBlockPanels;
-    for (int64_t q = firstPanel; q < std::min(t.panels, firstPanel + kBlockPanels); ++q) {
-      const int64_t p0 = q * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
+    for (int64_t q = firstPanel; q < std::min(t.chunkPanels, firstPanel + kBlockPanels); ++q) {
+      const int64_t p0 = (t.firstPanel + q) * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
       const int vectors = static_cast<int>(ceilDiv(cols, detail::kVector));
       const uint8_t *panel = t.packed + q * t.quads * kQuadBytes;
       for (int64_t i = 0; i < rowCount; i += kMaxRows) {
@@ -284,25 +293,35 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
               static_cast<uint8_t>(g.x_signed ? 0x80 : 0)};
   const bool direct = g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && g.oh == g.h && g.ow == g.w;
+  // Chunks of panels whose packed quads take about kChunkBytes (the unfolded lines as much
+  // again), so that each step reads what the one before wrote from L2, not from memory (VGG16's
+  // 224 x 224 layers unfold 29 MB whole).
+  const int64_t chunkPanels = std::clamp<int64_t>(kChunkBytes / (quads * kQuadBytes), 1, panels);
+  const int64_t chunkRows = std::min(g.oh, ceilDiv(chunkPanels * kPanelWidth, g.ow) + 1);
   if (!direct)
     t.unfolded = reinterpret_cast<uint8_t *>(
-        detail::scratch(detail::Scratch::Conv, static_cast<size_t>(ceilDiv(taps * pixels, 4))));
+        detail::scratch(detail::Scratch::Conv, static_cast<size_t>(ceilDiv(taps * chunkRows * g.ow, 4))));
   t.packed = reinterpret_cast<uint8_t *>(
-      detail::scratch(detail::Scratch::SharedB, static_cast<size_t>(panels * quads * kQuadBytes / 4)));
-  t.lineStride = direct ? g.h * g.w : pixels;
+      detail::scratch(detail::Scratch::SharedB, static_cast<size_t>(chunkPanels * quads * kQuadBytes / 4)));
+  t.lineStride = direct ? g.h * g.w : chunkRows * g.ow;
   t.shiftedLines = g.stride_h == 1 && g.stride_w == 1 && g.ow == g.w;
-  const int64_t items = ceilDiv(t.perGroup, kBlockRows) * ceilDiv(panels, kBlockPanels);
   for (t.image = 0; t.image < g.n; ++t.image)
-    for (t.group = 0; t.group < g.groups; ++t.group) {
-      if (direct) {
-        t.lines = groupInput(t);
-      } else {
-        detail::parallelForIfWorth(rt, taps, taps * pixels, int64_t{1} << 18, unfoldTaps, &t);
-        t.lines = t.unfolded;
+    for (t.group = 0; t.group < g.groups; ++t.group)
+      for (t.firstPanel = 0; t.firstPanel < panels; t.firstPanel += chunkPanels) {
+        t.chunkPanels = std::min(chunkPanels, panels - t.firstPanel);
+        const int64_t p0 = t.firstPanel * kPanelWidth, p1 = std::min(pixels, p0 + t.chunkPanels * kPanelWidth);
+        if (direct) {
+          t.lines = groupInput(t), t.lineOrigin = 0;
+        } else {
+          t.row0 = p0 / g.ow, t.row1 = ceilDiv(p1, g.ow);
+          t.lines = t.unfolded, t.lineOrigin = t.row0 * g.ow;
+          detail::parallelForIfWorth(rt, taps, taps * (p1 - p0), int64_t{1} << 18, unfoldTaps, &t);
+        }
+        detail::parallelForIfWorth(rt, t.chunkPanels, t.chunkPanels * quads * kQuadBytes, int64_t{1} << 18,
+                                   interleavePanels, &t);
+        const int64_t items = ceilDiv(t.perGroup, kBlockRows) * ceilDiv(t.chunkPanels, kBlockPanels);
+        detail::parallelForIfWorth(rt, items, t.perGroup * (p1 - p0) * taps, int64_t{1} << 20, productItems, &t);
       }
-      detail::parallelForIfWorth(rt, panels, panels * quads * kQuadBytes, int64_t{1} << 18, interleavePanels, &t);
-      detail::parallelForIfWorth(rt, items, t.perGroup * pixels * taps, int64_t{1} << 20, productItems, &t);
-    }
 }
 
 } // namespace kiln::runtime::kernels

@@ -141,6 +141,14 @@ TEST(QConv2dKernel, SignedInputOneScaleGroupsAndThreads) {
   checkQConv(wide);
 }
 
+TEST(QConv2dKernel, ChunksOfPixelsSplitRows) {
+  // Deep enough that a chunk holds one panel of 64 pixels, 5.3 rows of 12: unfolded (strided,
+  // then shifted) and read in place.
+  checkQConv({1, 512, 24, 24, 8, 3, 3, 2, 1});
+  checkQConv({1, 512, 12, 12, 7, 3, 3, 1, 1});
+  checkQConv({2, 4000, 16, 16, 4, 1, 1});
+}
+
 TEST(QConv2dKernel, PlainWeightsArePackedPerCall) {
   QConvCase plain{1, 10, 7, 7, 13, 3, 3, 1, 1};
   plain.packed = false;
