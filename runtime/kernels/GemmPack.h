@@ -99,9 +99,11 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 // (Conv2dDepthwise.cpp); Recurrence: a recurrence's state for all threads, and its weights
 // when they come unpacked (Recurrence.cpp); SparseTaps: a sparse-tap convolution's tap-major
 // weights, gathered pixels and product (Conv2dSparseTaps.cpp); Bf16A, Bf16B: a block of A and
-// of B rounded to bf16 (GemmBf16.h). WinogradItem is last.
+// of B rounded to bf16 (GemmBf16.h); QConvFloats: the centred input and weights of an int8
+// convolution computed in f32 (QConv2d.cpp). WinogradItem is last.
 enum class Scratch {
-  PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, Bf16A, Bf16B, WinogradItem
+  PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, Bf16A, Bf16B, QConvFloats,
+  WinogradItem
 };
 float *scratch(Scratch slot, size_t floats);
 

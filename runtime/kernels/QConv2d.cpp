@@ -15,6 +15,11 @@
 //  3. Products: blocks of output channels by runs of panels, each tile over all the quads, the
 //     zero point taken out with the weights' row sums (packed with them at load), the scales
 //     applied per output channel.
+// Groups of fewer than kMinGroupRows output channels (depthwise layers have one) would leave
+// those tiles nearly empty (MobileNetV2's depthwise layers ran at 1-12 GOP/s so). They go to
+// conv2d's direct depthwise and grouped kernels instead, in f32 on the centred integers
+// x - zero and w: every product and partial sum is an integer below 2^24 in magnitude (taps *
+// 255 * 128 < 2^24), so f32 holds each exactly and the sums equal the int32 ones, bit for bit.
 #include <algorithm>
 #include <cstring>
 
@@ -33,6 +38,7 @@ using detail::kPanelWidth;
 constexpr int64_t kBlockRows = 16 * kMaxRows; // output channels a work item runs over
 constexpr int64_t kBlockPanels = 4;           // panels of pixels a work item runs over
 constexpr int64_t kQuadBytes = 4 * kPanelWidth; // one quad of taps for a panel's 64 pixels
+constexpr int64_t kMinGroupRows = 8;            // fewer output channels per group: through f32
 constexpr int64_t kChunkBytes = 768 << 10;      // packed panels per chunk of pixels (see qconv2d)
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -251,6 +257,58 @@ void productItems(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/// conv2d's epilogue for a convolution of centred integers: each output channel's scale, then
+/// qconv2d's own epilogue.
+void scaleThenEpilogue(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0, int64_t rows,
+                       int64_t cols) {
+  const kiln_qconv2d_args &g = *static_cast<const kiln_qconv2d_args *>(ctx);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float scale = g.x_scale * g.w_scales[g.w_per_channel ? row0 + i : 0];
+    float *row = tile + i * ld;
+    for (int64_t j = 0; j < cols; ++j)
+      row[j] = row[j] * scale;
+  }
+  if (g.epilogue)
+    g.epilogue(g.epilogue_ctx, tile, ld, batch, row0, col0, rows, cols);
+}
+
+/// Centring the input for the f32 route: x - zero as floats, channel planes [begin, end).
+struct CentredInput {
+  const kiln_qconv2d_args &g;
+  float *out;
+};
+
+void centreChannels(void *ctx, int64_t begin, int64_t end) {
+  const CentredInput &c = *static_cast<const CentredInput *>(ctx);
+  const int64_t plane = c.g.h * c.g.w;
+  const auto *x = static_cast<const uint8_t *>(c.g.x);
+  for (int64_t i = begin * plane; i < end * plane; ++i)
+    c.out[i] = static_cast<float>(c.g.x_signed ? int32_t{static_cast<int8_t>(x[i])} : int32_t{x[i]}) -
+               static_cast<float>(c.g.x_zero);
+}
+
+/// The convolution through conv2d in f32 on exact integers (see the top of the file); weights
+/// are the packed rows, rowBytes apart.
+void qconvThroughFloats(const kiln_rt *rt, const kiln_qconv2d_args &g, int64_t taps, const int8_t *rows,
+                        int64_t rowBytes) {
+  const int64_t inputs = g.n * g.c * g.h * g.w;
+  float *floats = detail::scratch(detail::Scratch::QConvFloats, static_cast<size_t>(inputs + g.k * taps));
+  CentredInput centred{g, floats};
+  detail::parallelForIfWorth(rt, g.n * g.c, inputs, int64_t{1} << 18, centreChannels, &centred);
+  float *weights = floats + inputs;
+  for (int64_t o = 0; o < g.k; ++o)
+    for (int64_t d = 0; d < taps; ++d)
+      weights[o * taps + d] = static_cast<float>(rows[o * rowBytes + d]);
+  kiln_conv2d_args a{};
+  a.n = g.n, a.c = g.c, a.h = g.h, a.w = g.w, a.k = g.k, a.r = g.r, a.s = g.s, a.oh = g.oh, a.ow = g.ow;
+  a.stride_h = g.stride_h, a.stride_w = g.stride_w, a.pad_top = g.pad_top, a.pad_left = g.pad_left;
+  a.dilation_h = g.dilation_h, a.dilation_w = g.dilation_w, a.groups = g.groups;
+  a.x = floats, a.weights = weights, a.y = g.y;
+  a.epilogue = scaleThenEpilogue, a.epilogue_ctx = const_cast<kiln_qconv2d_args *>(&g);
+  a.exact = 1; // plain sums of products: no transform may round them
+  conv2d(rt, &a);
+}
+
 } // namespace
 
 int64_t qconvPackedBytes(int64_t k, int64_t taps) {
@@ -287,6 +345,10 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     weights = packed;
   }
   const int64_t quads = quadsOf(taps), panels = ceilDiv(pixels, kPanelWidth);
+  if (g.k / g.groups < kMinGroupRows && taps * 255 * 128 < (int64_t{1} << 24)) {
+    qconvThroughFloats(rt, g, taps, weights, 4 * quads);
+    return;
+  }
   const uint8_t zeroByte = static_cast<uint8_t>(g.x_zero);
   QConvCall t{g,          taps,     quads, pixels, panels, g.k / g.groups, weights,
               reinterpret_cast<const int32_t *>(weights + g.k * 4 * quads), zeroByte,

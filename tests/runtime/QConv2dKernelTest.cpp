@@ -149,6 +149,19 @@ TEST(QConv2dKernel, ChunksOfPixelsSplitRows) {
   checkQConv({2, 4000, 16, 16, 4, 1, 1});
 }
 
+TEST(QConv2dKernel, FewRowsPerGroupGoThroughExactFloats) {
+  // Depthwise (one output channel per group) and 6 per group: conv2d's own kernels in f32 on the
+  // centred integers; 2 per group but 5400 taps, past f32's exact range: products.
+  QConvCase depthwise{2, 16, 11, 11, 16, 3, 3, 2, 1, 1, 16};
+  depthwise.xSigned = true;
+  checkQConv(depthwise);
+  checkQConv({1, 24, 10, 10, 24, 5, 5, 1, 4, 2, 24});
+  checkQConv({1, 1200, 6, 6, 4, 3, 3, 1, 1, 1, 2});
+  QConvCase grouped{1, 16, 9, 9, 32, 3, 3, 1, 1, 1, 2}; // 16 per group: products
+  grouped.perChannel = false;
+  checkQConv(grouped);
+}
+
 TEST(QConv2dKernel, PlainWeightsArePackedPerCall) {
   QConvCase plain{1, 10, 7, 7, 13, 3, 3, 1, 1};
   plain.packed = false;
