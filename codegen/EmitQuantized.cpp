@@ -33,6 +33,15 @@ bool weightPackable(KernelEmitter &e, const Stage &stage) {
          value.uses().size() == 1;
 }
 
+/// Whether the product's f32 tiles feed only the epilogue (a temporary of a one-stage kernel,
+/// such as a product whose epilogue quantizes it): then the runtime keeps each tile in a
+/// small buffer instead of writing the whole f32 product to memory (MobileNetV2's expand layers
+/// wrote 4.8 MB each so and read none of it back).
+bool tileOnlyFeedsEpilogue(KernelEmitter &e, const Stage &stage) {
+  return e.plan().stages.size() == 1 &&
+         e.plan().buffers.at(static_cast<size_t>(stage.tileBuffer)).kind == KernelBuffer::Kind::Temp;
+}
+
 void emitQMatMul(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   const ir::Node &node = *stage.anchor;
@@ -63,6 +72,8 @@ void emitQMatMul(KernelEmitter &e, int stageIndex, KernelText &out) {
                       node.input(4)->rank() == 1 ? 1 : 0);
   text += fmt::format("  g.c = {}; g.ldc = {};\n", result, n);
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", epilogue);
+  if (tileOnlyFeedsEpilogue(e, stage))
+    text += "  g.tile_in_scratch = 1;\n";
   text += "  rt->qgemm(rt, &g);\n}";
   out.body.push_back(text);
 }
@@ -103,6 +114,8 @@ void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
                       node.input(4)->rank() == 1 ? 1 : 0);
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", epilogue);
+  if (tileOnlyFeedsEpilogue(e, stage))
+    text += "  g.tile_in_scratch = 1;\n";
   text += "  rt->qconv2d(rt, &g);\n}";
   out.body.push_back(text);
 }

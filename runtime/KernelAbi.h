@@ -106,6 +106,9 @@ typedef struct kiln_qgemm_args {
   int64_t ldc;
   kiln_epilogue_fn epilogue; /* may be NULL */
   void *epilogue_ctx;
+  /* Nonzero (with an epilogue): C is only the epilogue's input; each tile goes to a small
+     buffer of the calling thread (ld 64) instead of c, which is not written. */
+  int32_t tile_in_scratch;
 } kiln_qgemm_args;
 
 /// An int8 2-D convolution whose output is dequantized to f32 (ONNX's DequantizeLinear ->
@@ -132,6 +135,9 @@ typedef struct kiln_qconv2d_args {
   float *y;
   kiln_epilogue_fn epilogue; /* may be NULL */
   void *epilogue_ctx;
+  /* Nonzero (with an epilogue): y is only the epilogue's input; each tile goes to a small
+     buffer of the calling thread where qconv2d can (its product tiles), to y otherwise. */
+  int32_t tile_in_scratch;
 } kiln_qconv2d_args;
 
 /// How a convolution's weights are laid out (kiln_conv2d_args::weights_layout).

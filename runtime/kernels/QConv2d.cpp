@@ -235,6 +235,7 @@ void productItems(void *ctx, int64_t begin, int64_t end) {
   const int64_t rowBytes = 4 * t.quads, panelRuns = ceilDiv(t.chunkPanels, kBlockPanels);
   const int32_t zero = int32_t{static_cast<uint8_t>(t.xZeroByte ^ t.flip)};
   float scales[kMaxRows];
+  alignas(64) float tile[kMaxRows * kPanelWidth]; // for tile_in_scratch
   for (int64_t item = begin; item < end; ++item) {
     const int64_t row0 = item / panelRuns * kBlockRows, rowCount = std::min(kBlockRows, t.perGroup - row0);
     const int64_t firstPanel = item % panelRuns * kBlockPanels;
@@ -247,11 +248,13 @@ void productItems(void *ctx, int64_t begin, int64_t end) {
         const int64_t channel = t.group * t.perGroup + row0 + i; // of all K
         for (int j = 0; j < r; ++j)
           scales[j] = g.x_scale * g.w_scales[g.w_per_channel ? channel + j : 0];
-        float *c = g.y + ((t.image * g.k + channel) * t.pixels + p0);
+        const bool scratchTile = g.tile_in_scratch && g.epilogue;
+        float *c = scratchTile ? tile : g.y + ((t.image * g.k + channel) * t.pixels + p0);
+        const int64_t ldc = scratchTile ? kPanelWidth : t.pixels;
         kQTiles.fns[r - 1][vectors - 1](t.quads, reinterpret_cast<const uint8_t *>(t.rows + channel * rowBytes),
-                                        rowBytes, panel, t.rowSums + channel, scales, zero, c, t.pixels, cols);
+                                        rowBytes, panel, t.rowSums + channel, scales, zero, c, ldc, cols);
         if (g.epilogue)
-          g.epilogue(g.epilogue_ctx, c, t.pixels, t.image, channel, p0, r, cols);
+          g.epilogue(g.epilogue_ctx, c, ldc, t.image, channel, p0, r, cols);
       }
     }
   }

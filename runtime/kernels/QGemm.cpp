@@ -46,6 +46,7 @@ void qgemmItems(void *ctx, int64_t begin, int64_t end) {
   auto *rows = reinterpret_cast<uint8_t *>(
       detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(ceilDiv(kBlockRows * rowBytes, 4))));
   alignas(64) float scales[kPanelWidth];
+  alignas(64) float tile[kMaxRows * kPanelWidth]; // for tile_in_scratch
   for (int64_t item = begin; item < end; ++item) {
     const int64_t row0 = item / panelRuns * kBlockRows, rowCount = std::min(kBlockRows, g.m - row0);
     const int64_t firstPanel = item % panelRuns * kBlockPanels;
@@ -67,11 +68,13 @@ void qgemmItems(void *ctx, int64_t begin, int64_t end) {
       for (int64_t i = 0; i < rowCount; i += kMaxRows) {
         const int r = static_cast<int>(std::min<int64_t>(kMaxRows, rowCount - i));
         const int vectors = static_cast<int>(ceilDiv(cols, kVector));
-        float *c = g.c + (row0 + i) * g.ldc + col0;
+        const bool scratchTile = g.tile_in_scratch && g.epilogue;
+        float *c = scratchTile ? tile : g.c + (row0 + i) * g.ldc + col0;
+        const int64_t ldc = scratchTile ? kPanelWidth : g.ldc;
         kQTiles.fns[r - 1][vectors - 1](t.quads, rows + i * rowBytes, rowBytes, reinterpret_cast<const uint8_t *>(panel),
-                                        sums, scales, t.zero, c, g.ldc, cols);
+                                        sums, scales, t.zero, c, ldc, cols);
         if (g.epilogue)
-          g.epilogue(g.epilogue_ctx, c, g.ldc, 0, row0 + i, col0, r, cols);
+          g.epilogue(g.epilogue_ctx, c, ldc, 0, row0 + i, col0, r, cols);
       }
     }
   }

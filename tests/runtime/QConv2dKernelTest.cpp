@@ -21,11 +21,13 @@ struct QConvCase {
   bool xSigned = false, perChannel = true, packed = true;
   int threads = 1;
   int64_t padBottom = -1; // -1: as pad
+  bool tileInScratch = false;
 };
 
 struct CountingBias {
   std::vector<int> *calls;
   int64_t k, pixels;
+  std::vector<float> *seen; // what the epilogue saw at each output, after its bias
   static float bias(int64_t channel) { return 0.25f * static_cast<float>(channel % 5) - 0.5f; }
   static void apply(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0, int64_t rows,
                     int64_t cols) {
@@ -33,7 +35,9 @@ struct CountingBias {
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) {
         tile[i * ld + j] += bias(row0 + i);
-        ++(*self.calls)[static_cast<size_t>((batch * self.k + row0 + i) * self.pixels + col0 + j)];
+        const size_t at = static_cast<size_t>((batch * self.k + row0 + i) * self.pixels + col0 + j);
+        ++(*self.calls)[at];
+        (*self.seen)[at] = tile[i * ld + j];
       }
   }
 };
@@ -65,7 +69,8 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
   kiln::runtime::kernels::packQConvWeights(w.data(), tc.k, taps, packed.data());
   std::vector<float> y(static_cast<size_t>(tc.n * tc.k * pixels), 777.0f);
   std::vector<int> calls(y.size(), 0);
-  CountingBias epilogue{&calls, tc.k, pixels};
+  std::vector<float> seen(y.size(), 0.0f);
+  CountingBias epilogue{&calls, tc.k, pixels, &seen};
 
   kiln_qconv2d_args args{};
   args.n = tc.n, args.c = tc.c, args.h = tc.h, args.w = tc.w, args.k = tc.k, args.r = tc.r, args.s = tc.s;
@@ -75,6 +80,7 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
   args.weights = tc.packed ? packed.data() : w.data(), args.weights_packed = tc.packed;
   args.w_scales = scales.data(), args.w_per_channel = tc.perChannel;
   args.y = y.data(), args.epilogue = CountingBias::apply, args.epilogue_ctx = &epilogue;
+  args.tile_in_scratch = tc.tileInScratch;
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::qconv2d(&rt, &args);
 
@@ -100,9 +106,14 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
                                  (xScale * scales[static_cast<size_t>(tc.perChannel ? o : 0)]) +
                              CountingBias::bias(o);
           const size_t at = static_cast<size_t>((image * tc.k + o) * pixels + oy * ow + ox);
-          if (std::memcmp(&y[at], &want, sizeof want) != 0 && failures++ < 5)
-            ADD_FAILURE() << "y[" << image << "][" << o << "][" << oy << "][" << ox << "] = " << y[at] << ", expected "
-                          << want;
+          if (std::memcmp(&seen[at], &want, sizeof want) != 0 && failures++ < 5)
+            ADD_FAILURE() << "y[" << image << "][" << o << "][" << oy << "][" << ox << "] = " << seen[at]
+                          << ", expected " << want;
+          // Products kept in the thread's tile never reach y; the f32 route always writes it.
+          const bool throughFloats = tc.k / tc.groups < 8 && taps * 255 * 128 < (1 << 24);
+          const float inY = tc.tileInScratch && !throughFloats ? 777.0f : want;
+          if (std::memcmp(&y[at], &inY, sizeof inY) != 0 && failures++ < 5)
+            ADD_FAILURE() << "y holds " << y[at] << " at " << at << ", expected " << inY;
           if (calls[at] != 1 && failures++ < 5)
             ADD_FAILURE() << "epilogue ran " << calls[at] << " times on output " << at;
         }
@@ -160,6 +171,18 @@ TEST(QConv2dKernel, FewRowsPerGroupGoThroughExactFloats) {
   QConvCase grouped{1, 16, 9, 9, 32, 3, 3, 1, 1, 1, 2}; // 16 per group: products
   grouped.perChannel = false;
   checkQConv(grouped);
+}
+
+TEST(QConv2dKernel, TilesInScratchLeaveYAlone) {
+  QConvCase pointwise{1, 20, 9, 9, 14, 1, 1};
+  pointwise.tileInScratch = true;
+  checkQConv(pointwise);
+  QConvCase padded{2, 8, 10, 10, 12, 3, 3, 2, 1};
+  padded.tileInScratch = true, padded.threads = 2;
+  checkQConv(padded);
+  QConvCase depthwise{1, 8, 7, 7, 8, 3, 3, 1, 1, 1, 8};
+  depthwise.tileInScratch = true;
+  checkQConv(depthwise);
 }
 
 TEST(QConv2dKernel, PlainWeightsArePackedPerCall) {

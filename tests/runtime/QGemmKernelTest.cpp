@@ -20,11 +20,13 @@ struct QCase {
   int threads = 1;
   int64_t padA = 0, padC = 0;
   bool plainB = false;
+  bool tileInScratch = false;
 };
 
 struct CountingBias {
   std::vector<int> *calls;
   int64_t n;
+  std::vector<float> *seen; // what the epilogue saw at each element, after its bias
   static float bias(int64_t col) { return 0.5f * static_cast<float>(col % 7) - 1.0f; }
   static void apply(void *ctx, float *tile, int64_t ld, int64_t, int64_t row0, int64_t col0, int64_t rows,
                     int64_t cols) {
@@ -33,6 +35,7 @@ struct CountingBias {
       for (int64_t j = 0; j < cols; ++j) {
         tile[i * ld + j] += bias(col0 + j);
         ++(*self.calls)[(row0 + i) * self.n + col0 + j];
+        (*self.seen)[(row0 + i) * self.n + col0 + j] = tile[i * ld + j];
       }
   }
 };
@@ -60,7 +63,8 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
   const float sentinel = 777.0f;
   std::vector<float> c(static_cast<size_t>(tc.m * ldc), sentinel);
   std::vector<int> calls(static_cast<size_t>(tc.m * tc.n), 0);
-  CountingBias epilogue{&calls, tc.n};
+  std::vector<float> seen(static_cast<size_t>(tc.m * tc.n), 0.0f);
+  CountingBias epilogue{&calls, tc.n, &seen};
 
   kiln_qgemm_args args{};
   args.m = tc.m, args.n = tc.n, args.k = tc.k;
@@ -70,6 +74,7 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
     args.b = b.data(), args.b_packed = 0, args.ldb = tc.n;
   args.c = c.data(), args.ldc = ldc;
   args.epilogue = CountingBias::apply, args.epilogue_ctx = &epilogue;
+  args.tile_in_scratch = tc.tileInScratch;
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::qgemm(&rt, &args);
 
@@ -83,7 +88,10 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
       }
       const float want =
           static_cast<float>(static_cast<int32_t>(sum)) * (aScale * scales[tc.perColumn ? j : 0]) + CountingBias::bias(j);
-      const float got = c[i * ldc + j];
+      const float got = seen[i * tc.n + j];
+      const float inC = tc.tileInScratch ? sentinel : want; // a tile kept in scratch never reaches C
+      if (std::memcmp(&c[i * ldc + j], &inC, sizeof inC) != 0 && failures++ < 5)
+        ADD_FAILURE() << "C[" << i << "][" << j << "] holds " << c[i * ldc + j] << ", expected " << inC;
       if (std::memcmp(&got, &want, sizeof got) != 0 && failures++ < 5)
         ADD_FAILURE() << "C[" << i << "][" << j << "] = " << got << ", expected " << want;
       if (calls[i * tc.n + j] != 1 && failures++ < 5)
@@ -120,6 +128,12 @@ TEST(QGemmKernel, RowMajorBIsPackedPerCall) {
   QCase plain{40, 130, 50, true, true, 2};
   plain.plainB = true;
   checkQGemm(plain);
+}
+
+TEST(QGemmKernel, TilesInScratchLeaveCAlone) {
+  QCase scratch{19, 130, 40, false, true, 2};
+  scratch.tileInScratch = true;
+  checkQGemm(scratch);
 }
 
 TEST(QGemmKernel, InvalidArgumentsLeaveTheOutputAlone) {
