@@ -399,6 +399,33 @@ void emitQuantizedProduct(Gen &gen, OpKind op) {
   // activations' range, power-of-two activation scales and a per-column or one weight scale:
   // the int32 sums are exact, and both sides scale them with the same two f32 roundings.
   const DType dtype = gen.chance(50) ? DType::U8 : DType::I8;
+  if (op == OpKind::QConv) {
+    // A 2-D window of any strides, dilations and pads; one group, a few, or depthwise (which
+    // qconv2d runs through exact f32 sums).
+    Window w = randomWindow(gen, 2, true);
+    const int r = gen.pick(100);
+    int64_t groups = r < 60 ? 1 : r < 80 ? 2 : 0, perGroupIn = gen.dim(3, 12), perGroupOut = gen.dim(3, 20);
+    if (groups == 0) // depthwise
+      groups = gen.between(2, 8), perGroupIn = 1, perGroupOut = 1;
+    ir::AttrMap attrs;
+    maybeSet(gen, attrs, "strides", w.strides, 1);
+    maybeSet(gen, attrs, "dilations", w.dilations, 1);
+    maybeSet(gen, attrs, "pads", w.pads, 0);
+    if (groups != 1 || gen.chance(30))
+      attrs["groups"] = groups;
+    GenValue x = gen.leaf(dtype, {gen.between(1, 2), groups * perGroupIn, w.in[0], w.in[1]},
+                          InputDomain::Kind::Signed);
+    GenValue weight = gen.leaf(DType::I8, {groups * perGroupOut, perGroupIn, w.kernel[0], w.kernel[1]},
+                               InputDomain::Kind::Signed);
+    GenValue scale = gen.scalarConstant(DType::F32, gen.chance(50) ? 0.25 : 0.0625);
+    GenValue zero = gen.scalarConstant(dtype, static_cast<double>(gen.between(dtype == DType::U8 ? 0 : -5, 5)));
+    GenValue channels = gen.chance(60) ? gen.leaf(DType::F32, {groups * perGroupOut}, InputDomain::Kind::Positive)
+                                       : gen.scalarConstant(DType::F32, 0.5);
+    const double bound = static_cast<double>(perGroupIn * w.kernel[0] * w.kernel[1]) *
+                         (std::max(std::fabs(x.lo), std::fabs(x.hi)) + 128.0) * 128.0 * std::max(1.0, channels.maxAbs());
+    gen.add(gen.emit(op, {x, weight, scale, zero, channels}, attrs, -bound, bound, -1));
+    return;
+  }
   const int64_t m = gen.dim(8, 33), k = gen.dim(20, 70), n = gen.dim(12, 40);
   const Shape shape = gen.chance(30) ? Shape{gen.dim(2, 3), m, k} : Shape{m, k};
   GenValue a = gen.leaf(dtype, shape, InputDomain::Kind::Signed);

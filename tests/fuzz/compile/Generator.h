@@ -186,7 +186,7 @@ void emitPool(Gen &gen, OpKind op); // max_pool, avg_pool, max_pool_grad
 void emitEinsum(Gen &gen, OpKind op);
 void emitResize(Gen &gen, OpKind op);
 void emitRecurrence(Gen &gen, OpKind op); // rnn_sequence, gru_sequence, lstm_sequence
-void emitQuantizedProduct(Gen &gen, OpKind op); // qmatmul
+void emitQuantizedProduct(Gen &gen, OpKind op); // qmatmul, qconv
 
 // GenerateComposite.cpp
 void emitNormalization(Gen &gen, OpKind op); // batch_norm, layer_norm, instance_norm, lrn, softmax...

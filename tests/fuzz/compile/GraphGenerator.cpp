@@ -50,7 +50,7 @@ const std::vector<OpEntry> &opTable() {
     add(emitEinsum, {K::Einsum});
     add(emitResize, {K::Resize});
     add(emitRecurrence, {K::RnnSequence, K::GruSequence, K::LstmSequence});
-    add(emitQuantizedProduct, {K::QMatMul});
+    add(emitQuantizedProduct, {K::QMatMul, K::QConv});
     add(emitNormalization, {K::Softmax, K::LogSoftmax, K::LayerNorm, K::BatchNorm, K::InstanceNorm, K::Lrn});
     add(emitActivation, {K::Gelu, K::Silu, K::Elu, K::Selu, K::LeakyRelu, K::PRelu, K::HardSigmoid, K::HardSwish,
                          K::Softplus, K::Softsign, K::Celu, K::ThresholdedRelu, K::Mish, K::Shrink, K::Hardmax});
