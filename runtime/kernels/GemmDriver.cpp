@@ -341,8 +341,10 @@ uint64_t nextCallNumber() {
 }
 
 void parallelForIfWorth(const kiln_rt *rt, int64_t items, int64_t work, int64_t minWork, kiln_range_fn fn,
-                        void *ctx) {
-  if (threadsOf(rt) > 1 && items > 1 && work >= minWork)
+                        void *ctx, bool balanced) {
+  if (threadsOf(rt) > 1 && items > 1 && work >= minWork && balanced)
+    parallelForBalanced(rt, items, 1, fn, ctx);
+  else if (threadsOf(rt) > 1 && items > 1 && work >= minWork)
     rt->parallel_for(rt, items, 1, fn, ctx);
   else
     fn(ctx, 0, items);

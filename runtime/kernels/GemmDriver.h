@@ -103,11 +103,12 @@ int threadsOf(const kiln_rt *rt);
 /// thread runs.
 uint64_t nextCallNumber();
 
-/// fn(ctx, 0, items) split over rt's threads (parallel_for, grain 1) when there are two items
-/// or more and `work` (in whatever unit the caller counts) reaches `minWork`; on the calling
-/// thread otherwise, where waking the pool would cost more than it saves.
+/// fn(ctx, 0, items) split over rt's threads (parallel_for, grain 1; with `balanced`,
+/// parallelForBalanced, for items of unequal cost) when there are two items or more and `work`
+/// (in whatever unit the caller counts) reaches `minWork`; on the calling thread otherwise,
+/// where waking the pool would cost more than it saves.
 void parallelForIfWorth(const kiln_rt *rt, int64_t items, int64_t work, int64_t minWork, kiln_range_fn fn,
-                        void *ctx);
+                        void *ctx, bool balanced = false);
 
 /// rt's parallel_for_balanced, or its parallel_for when it has none.
 void parallelForBalanced(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx);

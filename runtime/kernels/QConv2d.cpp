@@ -35,8 +35,7 @@ namespace {
 using detail::kMaxRows;
 using detail::kPanelWidth;
 
-constexpr int64_t kBlockRows = 16 * kMaxRows; // output channels a work item runs over
-constexpr int64_t kBlockPanels = 4;           // panels of pixels a work item runs over
+constexpr int64_t kBlockRows = 16 * kMaxRows; // output channels a work item runs over, at most
 constexpr int64_t kQuadBytes = 4 * kPanelWidth; // one quad of taps for a panel's 64 pixels
 constexpr int64_t kMinGroupRows = 8;            // fewer output channels per group: through f32
 constexpr int64_t kChunkBytes = 768 << 10;      // packed panels per chunk of pixels (see qconv2d)
@@ -64,6 +63,7 @@ struct QConvCall {
   // The chunk of pixels the steps are on: panels [firstPanel, firstPanel + chunkPanels), whose
   // output rows [row0, row1) step 1 unfolds; lines[d * lineStride + i] is pixel lineOrigin + i.
   int64_t firstPanel = 0, chunkPanels = 0, row0 = 0, row1 = 0, lineOrigin = 0;
+  int64_t blockRows = 0, rowBlocks = 0; // step 3's blocks of output channels, as equal as tiles allow
 };
 
 const uint8_t *groupInput(const QConvCall &t) {
@@ -227,35 +227,35 @@ void interleavePanels(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/// Step 3: work item = a block of kBlockRows output channels by a run of kBlockPanels panels of
-/// the chunk.
+/// Step 3: work item = one panel of the chunk by one block of output channels, panel-major, so
+/// that the items a thread runs in a row share their panel. The blocks are of equal size (to a
+/// tile), and the pool hands items out as threads come free: with ResNet-style 96 + 32 channel
+/// blocks split statically, VGG16's 128-channel layers ran 1.25x faster on two threads, not 2x.
 void productItems(void *ctx, int64_t begin, int64_t end) {
   const QConvCall &t = *static_cast<const QConvCall *>(ctx);
   const kiln_qconv2d_args &g = t.g;
-  const int64_t rowBytes = 4 * t.quads, panelRuns = ceilDiv(t.chunkPanels, kBlockPanels);
+  const int64_t rowBytes = 4 * t.quads;
   const int32_t zero = int32_t{static_cast<uint8_t>(t.xZeroByte ^ t.flip)};
   float scales[kMaxRows];
   alignas(64) float tile[kMaxRows * kPanelWidth]; // for tile_in_scratch
   for (int64_t item = begin; item < end; ++item) {
-    const int64_t row0 = item / panelRuns * kBlockRows, rowCount = std::min(kBlockRows, t.perGroup - row0);
-    const int64_t firstPanel = item % panelRuns * kBlockPanels;
-    for (int64_t q = firstPanel; q < std::min(t.chunkPanels, firstPanel + kBlockPanels); ++q) {
-      const int64_t p0 = (t.firstPanel + q) * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
-      const int vectors = static_cast<int>(ceilDiv(cols, detail::kVector));
-      const uint8_t *panel = t.packed + q * t.quads * kQuadBytes;
-      for (int64_t i = 0; i < rowCount; i += kMaxRows) {
-        const int r = static_cast<int>(std::min<int64_t>(kMaxRows, rowCount - i));
-        const int64_t channel = t.group * t.perGroup + row0 + i; // of all K
-        for (int j = 0; j < r; ++j)
-          scales[j] = g.x_scale * g.w_scales[g.w_per_channel ? channel + j : 0];
-        const bool scratchTile = g.tile_in_scratch && g.epilogue;
-        float *c = scratchTile ? tile : g.y + ((t.image * g.k + channel) * t.pixels + p0);
-        const int64_t ldc = scratchTile ? kPanelWidth : t.pixels;
-        kQTiles.fns[r - 1][vectors - 1](t.quads, reinterpret_cast<const uint8_t *>(t.rows + channel * rowBytes),
-                                        rowBytes, panel, t.rowSums + channel, scales, zero, c, ldc, cols);
-        if (g.epilogue)
-          g.epilogue(g.epilogue_ctx, c, ldc, t.image, channel, p0, r, cols);
-      }
+    const int64_t q = item / t.rowBlocks, row0 = item % t.rowBlocks * t.blockRows;
+    const int64_t rowCount = std::min(t.blockRows, t.perGroup - row0);
+    const int64_t p0 = (t.firstPanel + q) * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
+    const int vectors = static_cast<int>(ceilDiv(cols, detail::kVector));
+    const uint8_t *panel = t.packed + q * t.quads * kQuadBytes;
+    for (int64_t i = 0; i < rowCount; i += kMaxRows) {
+      const int r = static_cast<int>(std::min<int64_t>(kMaxRows, rowCount - i));
+      const int64_t channel = t.group * t.perGroup + row0 + i; // of all K
+      for (int j = 0; j < r; ++j)
+        scales[j] = g.x_scale * g.w_scales[g.w_per_channel ? channel + j : 0];
+      const bool scratchTile = g.tile_in_scratch && g.epilogue;
+      float *c = scratchTile ? tile : g.y + ((t.image * g.k + channel) * t.pixels + p0);
+      const int64_t ldc = scratchTile ? kPanelWidth : t.pixels;
+      kQTiles.fns[r - 1][vectors - 1](t.quads, reinterpret_cast<const uint8_t *>(t.rows + channel * rowBytes),
+                                      rowBytes, panel, t.rowSums + channel, scales, zero, c, ldc, cols);
+      if (g.epilogue)
+        g.epilogue(g.epilogue_ctx, c, ldc, t.image, channel, p0, r, cols);
     }
   }
 }
@@ -370,6 +370,8 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
       detail::scratch(detail::Scratch::SharedB, static_cast<size_t>(chunkPanels * quads * kQuadBytes / 4)));
   t.lineStride = direct ? g.h * g.w : chunkRows * g.ow;
   t.shiftedLines = g.stride_h == 1 && g.stride_w == 1 && g.ow == g.w;
+  t.rowBlocks = ceilDiv(t.perGroup, kBlockRows);
+  t.blockRows = ceilDiv(ceilDiv(t.perGroup, t.rowBlocks), kMaxRows) * kMaxRows;
   for (t.image = 0; t.image < g.n; ++t.image)
     for (t.group = 0; t.group < g.groups; ++t.group)
       for (t.firstPanel = 0; t.firstPanel < panels; t.firstPanel += chunkPanels) {
@@ -384,8 +386,8 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
         }
         detail::parallelForIfWorth(rt, t.chunkPanels, t.chunkPanels * quads * kQuadBytes, int64_t{1} << 18,
                                    interleavePanels, &t);
-        const int64_t items = ceilDiv(t.perGroup, kBlockRows) * ceilDiv(t.chunkPanels, kBlockPanels);
-        detail::parallelForIfWorth(rt, items, t.perGroup * (p1 - p0) * taps, int64_t{1} << 20, productItems, &t);
+        detail::parallelForIfWorth(rt, t.chunkPanels * t.rowBlocks, t.perGroup * (p1 - p0) * taps, int64_t{1} << 20,
+                                   productItems, &t, true);
       }
 }
 

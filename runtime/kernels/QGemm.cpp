@@ -34,11 +34,14 @@ struct QTiles {
   int64_t quads, panels;
   int32_t zero; // A's zero point, moved to u8 with A
   const int32_t *columnSums;
+  int64_t blockRows; // rows per work item, as equal as tiles allow (at most kBlockRows)
 };
 
 const auto kQTiles = detail::makeTable<detail::QTileFn, detail::QGemmTileOf>(detail::RowCounts{}, detail::VectorCounts{});
 
-/// Work item: a block of kBlockRows rows by a run of kBlockPanels panels.
+/// Work item: a block of blockRows rows by a run of kBlockPanels panels. The blocks are of
+/// equal size (to a tile), and the pool hands items out as threads come free: BERT's 128 rows
+/// as 96 + 32 split statically left one thread with three times the other's work.
 void qgemmItems(void *ctx, int64_t begin, int64_t end) {
   const QTiles &t = *static_cast<const QTiles *>(ctx);
   const kiln_qgemm_args &g = t.g;
@@ -48,7 +51,7 @@ void qgemmItems(void *ctx, int64_t begin, int64_t end) {
   alignas(64) float scales[kPanelWidth];
   alignas(64) float tile[kMaxRows * kPanelWidth]; // for tile_in_scratch
   for (int64_t item = begin; item < end; ++item) {
-    const int64_t row0 = item / panelRuns * kBlockRows, rowCount = std::min(kBlockRows, g.m - row0);
+    const int64_t row0 = item / panelRuns * t.blockRows, rowCount = std::min(t.blockRows, g.m - row0);
     const int64_t firstPanel = item % panelRuns * kBlockPanels;
     // The block's rows, whole quads, moved to u8 when A is signed.
     const uint8_t flip = g.a_signed ? 0x80 : 0;
@@ -118,11 +121,13 @@ void qgemm(const kiln_rt *rt, const kiln_qgemm_args *args) {
     g.b_packed = 1;
   }
   const int64_t quads = quadsOf(g.k), panels = ceilDiv(g.n, kPanelWidth);
-  const QTiles tiles{g, quads, panels, g.a_zero + (g.a_signed ? 128 : 0),
-                     reinterpret_cast<const int32_t *>(g.b + panels * quads * 4 * kPanelWidth)};
-  const int64_t items = ceilDiv(g.m, kBlockRows) * ceilDiv(panels, kBlockPanels);
-  detail::parallelForIfWorth(rt, items, g.m * g.n * std::max<int64_t>(g.k, 1), int64_t{1} << 20, qgemmItems,
-                             const_cast<QTiles *>(&tiles));
+  const int64_t rowBlocks = ceilDiv(g.m, kBlockRows);
+  QTiles tiles{g, quads, panels, g.a_zero + (g.a_signed ? 128 : 0),
+               reinterpret_cast<const int32_t *>(g.b + panels * quads * 4 * kPanelWidth),
+               ceilDiv(ceilDiv(g.m, rowBlocks), kMaxRows) * kMaxRows};
+  const int64_t items = rowBlocks * ceilDiv(panels, kBlockPanels);
+  detail::parallelForIfWorth(rt, items, g.m * g.n * std::max<int64_t>(g.k, 1), int64_t{1} << 20, qgemmItems, &tiles,
+                             true);
 }
 
 } // namespace kiln::runtime::kernels
