@@ -45,17 +45,8 @@ bool rewrite(ir::Graph &graph, Node *conv) {
   const bool perChannel = scales == channels && channels > 1 && wq->scale->shape() == Shape{channels, 1, 1, 1};
   if (scales != 1 && !perChannel)
     return false;
-  ir::Builder b(graph);
-  b.setInsertionPoint(conv);
-  Value *scale = reshapedTo(b, wq->scale, perChannel ? Shape{channels} : Shape{});
-  Value *result = b.create(OpKind::QConv,
-                           {dq->input(0), b.constant(wq->values), reshapedTo(b, dq->input(1), {}),
-                            reshapedTo(b, dq->input(2), {}), scale},
-                           conv->attrs());
-  std::string name = conv->output()->name();
-  conv->output()->replaceAllUsesWith(result);
-  graph.eraseNode(conv);
-  result->setName(std::move(name));
+  replaceWithIntegerProduct(graph, conv, OpKind::QConv, *dq, wq->values, wq->scale,
+                            perChannel ? Shape{channels} : Shape{});
   return true;
 }
 
@@ -63,17 +54,7 @@ class QuantizedConvPass final : public Pass {
 public:
   std::string_view name() const override { return "quantized-conv"; }
   bool run(ir::Graph &graph, PassContext &context) override {
-    std::vector<Node *> convs;
-    for (Node *node : graph.nodes())
-      if (node->op() == OpKind::Conv)
-        convs.push_back(node);
-    bool changed = false;
-    for (Node *conv : convs)
-      if (rewrite(graph, conv)) {
-        context.stats.add("convolutions on int8");
-        changed = true;
-      }
-    return changed;
+    return rewriteEach(graph, context, OpKind::Conv, "convolutions on int8", rewrite);
   }
 };
 

@@ -89,22 +89,14 @@ bool rewrite(ir::Graph &graph, Node *matmul) {
   const Node *dq = dequantizedActivations(left);
   if (!dq)
     return false;
-  Value *a = dq->input(0);
   const int64_t k = right->shape()[0], n = right->shape()[1];
   if (k >= (int64_t{1} << 16))
     return false;
   std::optional<Weight> weight = weightOf(right, k, n);
   if (!weight)
     return false;
-  ir::Builder b(graph);
-  b.setInsertionPoint(matmul);
-  Value *scale = reshapedTo(b, weight->scale, weight->scale->type().numElements() == 1 ? Shape{} : Shape{n});
-  Value *result = b.create(OpKind::QMatMul, {a, b.constant(weight->values), reshapedTo(b, dq->input(1), {}),
-                                             reshapedTo(b, dq->input(2), {}), scale});
-  std::string name = matmul->output()->name();
-  matmul->output()->replaceAllUsesWith(result);
-  graph.eraseNode(matmul);
-  result->setName(std::move(name));
+  replaceWithIntegerProduct(graph, matmul, OpKind::QMatMul, *dq, weight->values, weight->scale,
+                            weight->scale->type().numElements() == 1 ? Shape{} : Shape{n});
   return true;
 }
 
@@ -112,17 +104,7 @@ class QuantizedMatmulPass final : public Pass {
 public:
   std::string_view name() const override { return "quantized-matmul"; }
   bool run(ir::Graph &graph, PassContext &context) override {
-    std::vector<Node *> matmuls;
-    for (Node *node : graph.nodes())
-      if (node->op() == OpKind::MatMul)
-        matmuls.push_back(node);
-    bool changed = false;
-    for (Node *matmul : matmuls)
-      if (rewrite(graph, matmul)) {
-        context.stats.add("matmuls on int8");
-        changed = true;
-      }
-    return changed;
+    return rewriteEach(graph, context, OpKind::MatMul, "matmuls on int8", rewrite);
   }
 };
 

@@ -57,8 +57,41 @@ std::optional<Int8Weight> int8Weight(const Value *v) {
   return Int8Weight{std::move(*values), dq->input(1)};
 }
 
+namespace {
+
 Value *reshapedTo(ir::Builder &b, Value *v, Shape shape) {
   return v->shape() == shape ? v : b.create(OpKind::Reshape, {v}, {{"shape", std::move(shape)}});
+}
+
+} // namespace
+
+void replaceWithIntegerProduct(ir::Graph &graph, Node *product, OpKind op, const Node &activations,
+                               const Tensor &weights, Value *weightScale, Shape scaleShape) {
+  ir::Builder b(graph);
+  b.setInsertionPoint(product);
+  Value *result = b.create(op,
+                           {activations.input(0), b.constant(weights), reshapedTo(b, activations.input(1), {}),
+                            reshapedTo(b, activations.input(2), {}), reshapedTo(b, weightScale, std::move(scaleShape))},
+                           product->attrs());
+  std::string name = product->output()->name();
+  product->output()->replaceAllUsesWith(result);
+  graph.eraseNode(product);
+  result->setName(std::move(name));
+}
+
+bool rewriteEach(ir::Graph &graph, PassContext &context, OpKind op, const char *statistic,
+                 bool (*rewrite)(ir::Graph &, Node *)) {
+  std::vector<Node *> products;
+  for (Node *node : graph.nodes())
+    if (node->op() == op)
+      products.push_back(node);
+  bool changed = false;
+  for (Node *product : products)
+    if (rewrite(graph, product)) {
+      context.stats.add(statistic);
+      changed = true;
+    }
+  return changed;
 }
 
 } // namespace kiln::passes::quantize

@@ -1,11 +1,13 @@
 #pragma once
-// What the quantize passes (quantized-matmul, quantized-conv) recognise in a QDQ graph: values
-// the graph fixes, the dequantized activations of a product, and its int8 weights.
+// What the quantize passes (quantized-matmul, quantized-conv) share: what they recognise in a
+// QDQ graph (values the graph fixes, the dequantized activations of a product, its int8
+// weights), the rewrite into an integer product, and the walk over the products.
 #include <optional>
 
 #include "core/Tensor.h"
 #include "ir/Builder.h"
 #include "ir/Graph.h"
+#include "passes/Pass.h"
 
 namespace kiln::passes::quantize {
 
@@ -30,7 +32,16 @@ struct Int8Weight {
 /// `v` as such a weight, when it is one (`dequantize_linear` of a known i8 tensor).
 std::optional<Int8Weight> int8Weight(const ir::Value *v);
 
-/// `v` reshaped to `shape` at b's insertion point (itself when it has that shape already).
-ir::Value *reshapedTo(ir::Builder &b, ir::Value *v, Shape shape);
+/// Replaces `product` with `op`(activations, weights as an i8 constant, the activations'
+/// scale and zero point as scalars, weightScale reshaped to `scaleShape`) with product's
+/// attributes, where `activations` is the dequantize_linear product read; the result takes
+/// product's name.
+void replaceWithIntegerProduct(ir::Graph &graph, ir::Node *product, ir::OpKind op, const ir::Node &activations,
+                               const Tensor &weights, ir::Value *weightScale, Shape scaleShape);
+
+/// Calls `rewrite` on every `op` node of the graph (those there when it starts), counting each
+/// one it rewrote under `statistic`; whether it rewrote any.
+bool rewriteEach(ir::Graph &graph, PassContext &context, ir::OpKind op, const char *statistic,
+                 bool (*rewrite)(ir::Graph &, ir::Node *));
 
 } // namespace kiln::passes::quantize

@@ -71,6 +71,18 @@ void maybeSet(Gen &gen, ir::AttrMap &attrs, const std::string &name, const std::
     attrs[name] = values;
 }
 
+/// A window's attributes as a conv takes them: each per-dim one set or left out (maybeSet), and
+/// groups when there are several (now and then when there is one).
+ir::AttrMap windowAttrs(Gen &gen, const Window &w, int64_t groups) {
+  ir::AttrMap attrs;
+  maybeSet(gen, attrs, "strides", w.strides, 1);
+  maybeSet(gen, attrs, "dilations", w.dilations, 1);
+  maybeSet(gen, attrs, "pads", w.pads, 0);
+  if (groups != 1 || gen.chance(30))
+    attrs["groups"] = groups;
+  return attrs;
+}
+
 int64_t spatialRank(Gen &gen) {
   int r = gen.pick(100);
   return r < 25 ? 1 : r < 85 ? 2 : 3;
@@ -142,12 +154,7 @@ void emitConv(Gen &gen, OpKind op) {
   }
   int64_t channels = groups * perGroupIn, outChannels = groups * perGroupOut;
   Shape kernelShape(w.kernel.begin(), w.kernel.end());
-  ir::AttrMap attrs;
-  maybeSet(gen, attrs, "strides", w.strides, 1);
-  maybeSet(gen, attrs, "dilations", w.dilations, 1);
-  maybeSet(gen, attrs, "pads", w.pads, 0);
-  if (groups != 1 || gen.chance(30))
-    attrs["groups"] = groups;
+  ir::AttrMap attrs = windowAttrs(gen, w, groups);
   Shape xShape{batch, channels};
   xShape.insert(xShape.end(), w.in.begin(), w.in.end());
   if (op == OpKind::ConvTranspose) {
@@ -407,12 +414,7 @@ void emitQuantizedProduct(Gen &gen, OpKind op) {
     int64_t groups = r < 60 ? 1 : r < 80 ? 2 : 0, perGroupIn = gen.dim(3, 12), perGroupOut = gen.dim(3, 20);
     if (groups == 0) // depthwise
       groups = gen.between(2, 8), perGroupIn = 1, perGroupOut = 1;
-    ir::AttrMap attrs;
-    maybeSet(gen, attrs, "strides", w.strides, 1);
-    maybeSet(gen, attrs, "dilations", w.dilations, 1);
-    maybeSet(gen, attrs, "pads", w.pads, 0);
-    if (groups != 1 || gen.chance(30))
-      attrs["groups"] = groups;
+    ir::AttrMap attrs = windowAttrs(gen, w, groups);
     GenValue x = gen.leaf(dtype, {gen.between(1, 2), groups * perGroupIn, w.in[0], w.in[1]},
                           InputDomain::Kind::Signed);
     GenValue weight = gen.leaf(DType::I8, {groups * perGroupOut, perGroupIn, w.kernel[0], w.kernel[1]},
