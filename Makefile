@@ -159,17 +159,21 @@ clean:
 # `make bench`: kiln beside ONNX Runtime and PyTorch eager at 1 and 2 threads on the seed
 # workloads, then SGEMM against OpenBLAS, ResNet-50's compile time, and one training step
 # against PyTorch eager (mlp, lenet5, nn ResNet-18 b8 with BatchNorm, bert_mini; kiln-train-bench
-# and kiln-run --train); writes bench/results.md (about 15 minutes: 5 inference rounds, 3 training). `make bench BENCH_NAMES=mlp_b1024,lenet5_b64` for a quick one.
+# and kiln-run --train), bf16 and int8 against f32 (bench.py), then int8 accuracy on held-out inputs
+# (bench/quantized_accuracy.py); writes bench/results.md (about 30 minutes: 5 inference rounds, 3
+# training). `make bench BENCH_NAMES=mlp_b1024,lenet5_b64` for a quick one.
 BENCH_NAMES ?= mlp_b1024,lenet5_b64,resnet18_b1,resnet18_b8,resnet50_b1,vgg16_b1,bert_mini_s128_b8,bert_base_s128
 BENCH_ROUNDS ?= 5
 .PHONY: bench
 bench: deps $(BUILD)/build.ninja
-	cmake --build $(BUILD) -j $(JOBS) --target kiln-run kiln-gemm-bench kiln-train-bench
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-run kiln-gemm-bench kiln-train-bench kiln-quantize _kiln
 	bash scripts/install-peers.sh
 	# an absolute folder: export-seeds.sh runs the exporter from the peers folder
 	bash scripts/export-seeds.sh $(abspath $(BUILD)/seeds) $(BENCH_NAMES)
 	/usr/bin/python3 bench/bench.py --names $(BENCH_NAMES) --rounds $(BENCH_ROUNDS) \
-	  --seeds $(BUILD)/seeds --kiln-bin $(BUILD) --out bench/results.md
+	  --seeds $(BUILD)/seeds --zoo $(abspath $(BUILD)/zoo) --kiln-bin $(BUILD) --out bench/results.md
+	/usr/bin/python3 bench/quantized_accuracy.py --seeds $(BUILD)/seeds --zoo $(abspath $(BUILD)/zoo) \
+	  --kiln-bin $(abspath $(BUILD)) --out bench/results.md
 
 # `make bench-ddp`: samples/s of ResNet-18 training at a global batch of 32 (kiln-ddp-bench),
 # 2 ranks x 1 thread under mpirun against 1 process x 2 threads, with the allreduce's time in

@@ -2,7 +2,7 @@
 """kiln side by side with ONNX Runtime and PyTorch eager, in one run; writes bench/results.md.
 
 usage: bench.py [--names A,B] [--train-names A,B] [--threads 1,2] [--rounds R] [--train-rounds R]
-                [--seeds DIR] [--kiln-bin DIR] [--peers DIR] [--node-modules DIR] [--out FILE]
+                [--seeds DIR] [--zoo DIR] [--kiln-bin DIR] [--peers DIR] [--node-modules DIR] [--out FILE]
                 [--no-infer] [--no-train] [--no-sgemm] [--no-compile] [--no-python]
                 [--precision-names A,B] [--no-precision]
 
@@ -20,8 +20,9 @@ is (the ONNX export folds BatchNorm into the convolutions). Then square SGEMM, k
 (kiln-gemm-bench) against OpenBLAS (through numpy), and kiln's compile time for ResNet-50
 (cold: empty KILN_CACHE_DIR; cached: second run). Last, what the Python package adds to a
 run: kiln.Session.run and run_into on a one-kernel graph against kiln-run's C++ run of it.
-Then kiln in bf16 (`--precision bf16`) against kiln in f32 on the same models, interleaved, with
-the error `kiln-run --compare-precision` reports (SNR, top-1 agreement).
+Then kiln in bf16 (`--precision bf16`) and in int8 (the model quantized by kiln-quantize, and ORT
+on the same file) against kiln in f32, interleaved, with the error `kiln-run --compare-precision`
+reports (SNR, top-1 agreement); int8's accuracy over many inputs is bench/quantized_accuracy.py's.
 Only ratios from one run mean anything: the machines are shared and their speed drifts.
 """
 import argparse
@@ -38,7 +39,8 @@ import time
 WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b1", "resnet18_b8", "resnet50_b1", "vgg16_b1",
              "bert_mini_s128_b8", "bert_base_s128"]
 # The low-precision comparison: kiln --precision bf16 against kiln f32 (issue 28's models).
-PRECISION_WORKLOADS = ["mlp_b1024", "resnet50_b1", "vgg16_b1", "bert_base_s128"]
+# From the seeds, and MobileNetV2 from the zoo (bench/zoo; exported when missing).
+PRECISION_WORKLOADS = ["mlp_b1024", "resnet50_b1", "vgg16_b1", "bert_base_s128", "mobilenet_v2_b1"]
 TRAIN_WORKLOADS = ["mlp_b1024", "lenet5_b64", "resnet18_b8", "bert_mini_s128_b8"]
 # Trained through the nn API (kiln-train-bench resnet18 --batch N), not through their ONNX export.
 NN_TRAIN_MODEL = re.compile(r"^resnet18_b([0-9]+)$")
@@ -121,7 +123,10 @@ class Engines:
         self.kiln_fell_back = set()  # workloads kiln ran on the reference evaluator
 
     def model(self, name):
-        return os.path.join(self.args.seeds, name + ".onnx")
+        """The seed's ONNX file, or the zoo model's when the seeds have none of that name."""
+        seed = os.path.join(self.args.seeds, name + ".onnx")
+        zoo = os.path.join(self.args.zoo, name + ".onnx")
+        return zoo if not os.path.exists(seed) and os.path.exists(zoo) else seed
 
     def kiln(self, name, threads, precision="f32", path=None):
         # About 10 timed runs; fewer for the slow workloads keeps a round short.
@@ -145,6 +150,8 @@ class Engines:
         """"INPUT=FILE" binding the seed's one input to its input file, or None."""
         inputs, _ = self.graph_names(name)
         sample = os.path.join(self.args.seeds, name + ".input.npy")
+        if not os.path.exists(sample):  # a zoo model's saved input (bench/zoo/export.py)
+            sample = os.path.join(self.args.zoo, name + ".in0.npy")
         return f"{inputs[0]}={sample}" if len(inputs) == 1 and os.path.exists(sample) else None
 
     def quantize(self, name, folder):
@@ -389,8 +396,9 @@ def precision_lines(rows):
              "bf16 operands and f32 sums, their weights stored in bf16 at load); its error from `kiln-run MODEL "
              "--compare-precision` on kiln-run's random inputs, seed 0 (SNR of the first output against f32's, and its "
              "rows' top-1 agreement). int8: the seed quantized by `kiln-quantize` (static QDQ, min-max, calibrated on "
-             "the seed's input file), run by kiln (its int8 matmuls on the VNNI qgemm; convolutions still dequantize "
-             "to f32) and by ORT (`ort_bench.js`) on the same file; its SNR is its output against the f32 model's, on "
+             "the seed's input file; MobileNetV2: the zoo's), run by kiln (int8 matmuls and convolutions on VNNI, "
+             "qgemm and qconv2d, with their bias, activation and requantisation fused; depthwise layers as exact "
+             "integer sums in f32) and by ORT (`ort_bench.js`) on the same file; its SNR is its output against the f32 model's, on "
              "that input.", "",
              "| workload | threads | f32 | bf16 | bf16/f32 | bf16 SNR, dB | bf16 top-1 | int8 | int8/f32 | ORT int8 | "
              "kiln/ORT int8 | int8 SNR, dB |",
@@ -459,6 +467,8 @@ def main():
     parser.add_argument("--no-sgemm", action="store_true")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--no-python", action="store_true", help="skip the Python binding's overhead")
+    parser.add_argument("--zoo", default=os.path.join(repo, "build", "zoo"),
+                        help="the model zoo's folder (bench/zoo/export.py), for precision workloads that are no seed")
     parser.add_argument("--precision-names", default=",".join(PRECISION_WORKLOADS),
                         help="workloads timed in bf16 against f32")
     parser.add_argument("--no-precision", action="store_true", help="skip the bf16 comparison")
@@ -471,6 +481,14 @@ def main():
     threads_list = [int(t) for t in args.threads.split(",") if t]
     precision_names = [] if args.no_precision else [n for n in args.precision_names.split(",") if n]
     onnx_names = names + [n for n in train_names if not NN_TRAIN_MODEL.match(n)] + precision_names
+    for name in precision_names:  # a zoo model: exported when missing
+        if not os.path.exists(os.path.join(args.seeds, name + ".onnx")):
+            if not os.path.exists(os.path.join(args.zoo, name + ".onnx")):
+                log(f"exporting {name} to {args.zoo}")
+                run([SYSTEM_PYTHON, os.path.join(repo, "bench", "zoo", "export.py"), args.zoo, name],
+                    cwd=os.path.join(repo, "bench", "zoo"), timeout=1800)
+            if os.path.exists(os.path.join(args.zoo, name + ".onnx")):
+                onnx_names.remove(name)
     for name in dict.fromkeys(onnx_names):
         if not os.path.exists(os.path.join(args.seeds, name + ".onnx")):
             sys.exit(f"bench.py: no {name}.onnx in {args.seeds} (scripts/export-seeds.sh {args.seeds} {name})")

@@ -3,37 +3,15 @@
 // usage: node ort_outputs.js MODEL.onnx INPUTS.npy OUT.npy   (NODE_PATH must reach onnxruntime-node)
 // INPUTS.npy is float32 [N, ...the model's one input shape without its leading 1]; OUT.npy gets
 // the first output of each run, stacked the same way, float32.
-const fs = require('fs');
 const ort = require('onnxruntime-node');
-
-function readNpy(path) {
-  const buf = fs.readFileSync(path);
-  const major = buf[6];
-  const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
-  const start = (major === 1 ? 10 : 12) + headerLen;
-  const header = buf.slice(major === 1 ? 10 : 12, start).toString('latin1');
-  if (!/'descr':\s*'<f4'/.test(header) || /'fortran_order':\s*True/.test(header))
-    throw new Error(`${path}: float32 C-order arrays only`);
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map(s => s.trim()).filter(s => s).map(Number);
-  const data = new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + buf.length));
-  return { shape, data };
-}
-
-function writeNpy(path, shape, data) {
-  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
-  const pad = 64 - ((10 + header.length + 1) % 64);
-  header += ' '.repeat(pad % 64) + '\n';
-  const head = Buffer.alloc(10);
-  head.write('\x93NUMPY', 0, 'latin1');
-  head[6] = 1, head[7] = 0;
-  head.writeUInt16LE(header.length, 8);
-  fs.writeFileSync(path, Buffer.concat([head, Buffer.from(header, 'latin1'), Buffer.from(data.buffer)]));
-}
+const npy = require('./npy.js');
 
 (async () => {
   const [file, inputsPath, outPath] = process.argv.slice(2);
   const session = await ort.InferenceSession.create(file, { intraOpNumThreads: 2, interOpNumThreads: 1 });
-  const inputs = readNpy(inputsPath);
+  const raw = npy.readNpy(inputsPath);
+  if (raw.descr !== '<f4') throw new Error(`${inputsPath}: float32 arrays only`);
+  const inputs = { shape: raw.shape, data: new Float32Array(raw.data) };
   const rows = inputs.shape[0], rowShape = [1, ...inputs.shape.slice(1)];
   const rowSize = inputs.data.length / rows;
   const outputs = [];
@@ -47,5 +25,5 @@ function writeNpy(path, shape, data) {
   }
   const stacked = new Float32Array(outputs.reduce((n, o) => n + o.length, 0));
   outputs.reduce((at, o) => (stacked.set(o, at), at + o.length), 0);
-  writeNpy(outPath, [rows, ...outShape], stacked);
+  npy.writeNpyFloat32(outPath, [rows, ...outShape], stacked);
 })().catch(e => { console.error(`ort_outputs.js: ${e.message}`); process.exit(1); });

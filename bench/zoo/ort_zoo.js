@@ -4,21 +4,15 @@
 // usage: node ort_zoo.js THREADS REPS MODEL.onnx   (NODE_PATH must reach onnxruntime-node)
 const fs = require('fs');
 const ort = require('onnxruntime-node');
+const npy = require('../npy.js');
 
-// A .npy file (format 1.0-3.0, little-endian, C order) as an ort.Tensor.
+// A .npy file as an ort.Tensor.
 function readNpy(path) {
-  const buf = fs.readFileSync(path);
-  const major = buf[6];
-  const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
-  const start = (major === 1 ? 10 : 12) + headerLen;
-  const header = buf.slice(major === 1 ? 10 : 12, start).toString('latin1');
-  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map(s => s.trim()).filter(s => s).map(Number);
-  const data = buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + buf.length);
+  const { descr, shape, data } = npy.readNpy(path);
   const kinds = { '<f4': ['float32', Float32Array], '<i8': ['int64', BigInt64Array], '<i4': ['int32', Int32Array] };
   if (!kinds[descr]) throw new Error(`${path}: dtype ${descr} not handled`);
   const [type, Arr] = kinds[descr];
-  return new ort.Tensor(type, new Arr(data.slice(0)), shape);
+  return new ort.Tensor(type, new Arr(data), shape);
 }
 
 (async () => {
