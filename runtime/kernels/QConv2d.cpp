@@ -15,17 +15,19 @@
 //  3. Products: blocks of output channels by runs of panels, each tile over all the quads, the
 //     zero point taken out with the weights' row sums (packed with them at load), the scales
 //     applied per output channel.
-// Groups of fewer than kMinGroupRows output channels (depthwise layers have one) would leave
-// those tiles nearly empty (MobileNetV2's depthwise layers ran at 1-12 GOP/s so). They go to
-// conv2d's direct depthwise and grouped kernels instead, in f32 on the centred integers
-// x - zero and w: every product and partial sum is an integer below 2^24 in magnitude (taps *
-// 255 * 128 < 2^24), so f32 holds each exactly and the sums equal the int32 ones, bit for bit.
+// Groups of fewer than kMinGroupRows output channels would leave those tiles nearly empty
+// (MobileNetV2's depthwise layers ran at 1-12 GOP/s so). Depthwise layers have a direct kernel
+// of their own (QConv2dDepthwise.cpp); other thin groups go to conv2d's grouped kernels, in f32
+// on the centred integers x - zero and w. Both sum in f32 exactly: every product and partial sum
+// is an integer below 2^24 in magnitude (taps * 255 * 128 < 2^24), so the sums equal the int32
+// ones, bit for bit.
 #include <algorithm>
 #include <cstring>
 
 #include "runtime/kernels/GemmDriver.h" // parallelForIfWorth
 #include "runtime/kernels/GemmPack.h"   // scratch
 #include "runtime/kernels/Kernels.h"
+#include "runtime/kernels/QConv2dDepthwise.h"
 #include "runtime/kernels/QTile.h" // qTile, kMaxRows, kPanelWidth, makeTable
 
 namespace kiln::runtime::kernels {
@@ -348,6 +350,10 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     weights = packed;
   }
   const int64_t quads = quadsOf(taps), panels = ceilDiv(pixels, kPanelWidth);
+  if (detail::qconvDepthwiseShape(g)) {
+    detail::qconvDepthwise(rt, g, weights, 4 * quads);
+    return;
+  }
   if (g.k / g.groups < kMinGroupRows && taps * 255 * 128 < (int64_t{1} << 24)) {
     qconvThroughFloats(rt, g, taps, weights, 4 * quads);
     return;

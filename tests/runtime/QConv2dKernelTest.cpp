@@ -109,9 +109,11 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
           if (std::memcmp(&seen[at], &want, sizeof want) != 0 && failures++ < 5)
             ADD_FAILURE() << "y[" << image << "][" << o << "][" << oy << "][" << ox << "] = " << seen[at]
                           << ", expected " << want;
-          // Products kept in the thread's tile never reach y; the f32 route always writes it.
-          const bool throughFloats = tc.k / tc.groups < 8 && taps * 255 * 128 < (1 << 24);
-          const float inY = tc.tileInScratch && !throughFloats ? 777.0f : want;
+          // Tiles kept in the thread's buffer never reach y; conv2d (thin groups that are not
+          // depthwise) always writes it.
+          const bool depthwise = tc.groups == tc.c && tc.k == tc.c && tc.stride == 1 && tc.r * tc.s <= 513;
+          const bool throughConv2d = !depthwise && tc.k / tc.groups < 8 && taps * 255 * 128 < (1 << 24);
+          const float inY = tc.tileInScratch && !throughConv2d ? 777.0f : want;
           if (std::memcmp(&y[at], &inY, sizeof inY) != 0 && failures++ < 5)
             ADD_FAILURE() << "y holds " << y[at] << " at " << at << ", expected " << inY;
           if (calls[at] != 1 && failures++ < 5)
@@ -161,12 +163,20 @@ TEST(QConv2dKernel, ChunksOfPixelsSplitRows) {
 }
 
 TEST(QConv2dKernel, FewRowsPerGroupGoThroughExactFloats) {
-  // Depthwise (one output channel per group) and 6 per group: conv2d's own kernels in f32 on the
-  // centred integers; 2 per group but 5400 taps, past f32's exact range: products.
+  // Depthwise (one output channel per group): the direct kernel at stride 1 (dilated, padded,
+  // a trailing pad cut short), conv2d's in f32 at strides 2 and 3, products for a 23 x 23
+  // kernel (529 taps: past f32's exact range); 6 per group: conv2d's grouped kernels in f32 on
+  // the centred integers; 2 per group but 5400 taps: products.
   QConvCase depthwise{2, 16, 11, 11, 16, 3, 3, 2, 1, 1, 16};
   depthwise.xSigned = true;
   checkQConv(depthwise);
   checkQConv({1, 24, 10, 10, 24, 5, 5, 1, 4, 2, 24});
+  checkQConv({1, 5, 17, 19, 5, 7, 7, 3, 3, 1, 5});
+  QConvCase asymmetric{1, 6, 12, 12, 6, 3, 3, 1, 1, 1, 6};
+  asymmetric.padBottom = 0;
+  checkQConv(asymmetric);
+  checkQConv({1, 3, 25, 25, 3, 23, 23, 1, 11, 1, 3});
+  checkQConv({1, 12, 9, 9, 18, 3, 3, 1, 1, 1, 6});
   checkQConv({1, 1200, 6, 6, 4, 3, 3, 1, 1, 1, 2});
   QConvCase grouped{1, 16, 9, 9, 32, 3, 3, 1, 1, 1, 2}; // 16 per group: products
   grouped.perChannel = false;
@@ -183,6 +193,9 @@ TEST(QConv2dKernel, TilesInScratchLeaveYAlone) {
   QConvCase depthwise{1, 8, 7, 7, 8, 3, 3, 1, 1, 1, 8};
   depthwise.tileInScratch = true;
   checkQConv(depthwise);
+  QConvCase grouped{1, 8, 7, 7, 12, 3, 3, 1, 1, 1, 4}; // 3 per group: through conv2d, which writes y
+  grouped.tileInScratch = true;
+  checkQConv(grouped);
 }
 
 TEST(QConv2dKernel, PlainWeightsArePackedPerCall) {
