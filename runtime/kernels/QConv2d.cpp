@@ -39,6 +39,7 @@ using detail::kPanelWidth;
 
 constexpr int64_t kBlockRows = 16 * kMaxRows; // output channels a work item runs over, at most
 constexpr int64_t kQuadBytes = 4 * kPanelWidth; // one quad of taps for a panel's 64 pixels
+constexpr int64_t kItemQuads = 128;            // quads a step-2 work item interleaves (32 KB)
 constexpr int64_t kMinGroupRows = 8;            // fewer output channels per group: through f32
 constexpr int64_t kChunkBytes = 768 << 10;      // packed panels per chunk of pixels (see qconv2d)
 
@@ -200,16 +201,20 @@ void interleave16(const uint8_t *const lines[4], int64_t at, uint8_t flip, uint8
 #endif
 }
 
-/// Step 2 for the chunk's panels [begin, end).
+/// Step 2, work item = kItemQuads quads of one of the chunk's panels: a 7 x 7 layer has a
+/// single panel, which ResNet-50's 512-channel layers interleaved on one thread while the
+/// other waited.
 void interleavePanels(void *ctx, int64_t begin, int64_t end) {
   QConvCall &t = *static_cast<QConvCall *>(ctx);
   alignas(64) uint8_t edge[4][kPanelWidth]; // a last panel's lines, padded to 64 pixels
   static const uint8_t kZeros[kPanelWidth] = {};
-  for (int64_t q = begin; q < end; ++q) {
+  const int64_t slices = ceilDiv(t.quads, kItemQuads);
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t q = item / slices, firstQuad = item % slices * kItemQuads;
     const int64_t p0 = (t.firstPanel + q) * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
-    uint8_t *out = t.packed + q * t.quads * kQuadBytes;
+    uint8_t *out = t.packed + (q * t.quads + firstQuad) * kQuadBytes;
     const uint8_t *chunkLines = t.lines + (p0 - t.lineOrigin);
-    for (int64_t quad = 0; quad < t.quads; ++quad, out += kQuadBytes) {
+    for (int64_t quad = firstQuad; quad < std::min(t.quads, firstQuad + kItemQuads); ++quad, out += kQuadBytes) {
       const uint8_t *lines[4];
       for (int i = 0; i < 4; ++i) {
         const int64_t d = 4 * quad + i;
@@ -390,8 +395,8 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
           t.lines = t.unfolded, t.lineOrigin = t.row0 * g.ow;
           detail::parallelForIfWorth(rt, taps, taps * (p1 - p0), int64_t{1} << 18, unfoldTaps, &t);
         }
-        detail::parallelForIfWorth(rt, t.chunkPanels, t.chunkPanels * quads * kQuadBytes, int64_t{1} << 18,
-                                   interleavePanels, &t);
+        detail::parallelForIfWorth(rt, t.chunkPanels * ceilDiv(quads, kItemQuads), t.chunkPanels * quads * kQuadBytes,
+                                   int64_t{1} << 18, interleavePanels, &t);
         detail::parallelForIfWorth(rt, t.chunkPanels * t.rowBlocks, t.perGroup * (p1 - p0) * taps, int64_t{1} << 20,
                                    productItems, &t, true);
       }
