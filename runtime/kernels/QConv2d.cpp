@@ -11,10 +11,10 @@
 //     as its lines, without a copy.
 //  2. Interleave: the lines into panels of 64 pixels, the taps in quads (4 bytes of a pixel
 //     per lane, as vpdpbusd multiplies them), s8 moved to u8 by flipping the sign bit (x_zero
-//     moves with it, leaving every x - zero as it was).
-//  3. Products: blocks of output channels by runs of panels, each tile over all the quads, the
-//     zero point taken out with the weights' row sums (packed with them at load), the scales
-//     applied per output channel.
+//     moves with it, leaving every x - zero as it was); work items of kItemQuads quads.
+//  3. Products: one panel by one block of output channels per work item, each tile over all
+//     the quads, the zero point taken out with the weights' row sums (packed with them at
+//     load), the scales applied per output channel.
 // Groups of fewer than kMinGroupRows output channels would leave those tiles nearly empty
 // (MobileNetV2's depthwise layers ran at 1-12 GOP/s so). Depthwise layers have a direct kernel
 // of their own (QConv2dDepthwise.cpp); other thin groups go to conv2d's grouped kernels, in f32
