@@ -104,6 +104,8 @@ int runGraphCommand(const RunOptions &options) {
   }
   if (options.comparePrecision)
     return comparePrecision(std::move(graph), options, inputs, params, names);
+  if (!options.quantizedModel.empty())
+    return compareQuantized(std::move(graph), options, inputs, params, names);
 
   std::optional<runtime::Executable> executable;
   auto compileStart = std::chrono::steady_clock::now();

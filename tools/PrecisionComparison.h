@@ -1,6 +1,7 @@
 #pragma once
 // kiln-run --compare-precision: a graph compiled in a lower precision (bf16 contractions)
-// against the same graph in f32, on the same inputs, output by output.
+// against the same graph in f32, on the same inputs, output by output; --compare-quantized: a
+// second model, the graph's quantized form (a QDQ model on int8 kernels), against the graph.
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,13 @@ std::string describePrecisionError(const PrecisionError &error);
 /// conv_transpose) whose output it compares too, the layer of the lowest SNR and the one whose
 /// SNR falls most below the layer's before it. Returns the exit status (0).
 int comparePrecision(std::unique_ptr<ir::Graph> graph, const RunOptions &options, const std::vector<Tensor> &inputs,
+                     const ir::ParamValues &params, const std::vector<std::string> &names);
+
+/// Loads options.quantizedModel (whose inputs must be the graph's, by name and type, and whose
+/// outputs correspond to the graph's in order), compiles both, runs both on `inputs` and prints
+/// the same lines as comparePrecision; with options.perLayer, for the graph's contractions
+/// whose value the quantized model names too. Returns the exit status (0).
+int compareQuantized(std::unique_ptr<ir::Graph> graph, const RunOptions &options, const std::vector<Tensor> &inputs,
                      const ir::ParamValues &params, const std::vector<std::string> &names);
 
 } // namespace kiln::tools

@@ -58,10 +58,15 @@ options:
                           the same inputs, and print per output the largest error relative to
                           the largest |f32 value|, the mean relative error, the SNR in dB and,
                           for outputs of two dims or more, how many rows' argmax (top-1) agree
-  --per-layer             with --compare-precision, also compare every contraction's output
-                          (matmul, linear, conv, conv_transpose: one line each, in graph order)
-                          and name the layer of the lowest SNR and the one whose SNR falls most
-                          below the layer's before it (the layer that loses the most)
+  --compare-quantized FILE
+                          compile the graph and FILE, its quantized form (kiln-quantize's QDQ
+                          model, say: int8 kernels), run both on the same inputs and print the
+                          same errors of FILE's outputs against the graph's
+  --per-layer             with --compare-precision or --compare-quantized, also compare every
+                          contraction's output (matmul, linear, conv, conv_transpose, one line
+                          each, in graph order; for --compare-quantized, those whose value FILE
+                          names too) and name the layer of the lowest SNR and the one whose SNR
+                          falls most below the layer's before it (the layer that loses the most)
   --bisect-passes         run the reference evaluator on the graph after every pass of the
                           pipeline (inference unless --pipeline or --passes says otherwise), on
                           the same inputs and parameters; print one line per pass with the largest
@@ -108,6 +113,9 @@ FlagParser runFlags(RunOptions &options) {
   parser.addSwitch("--bisect-passes", [&] { options.bisectPasses = true; });
   parser.addSwitch("--compare-precision", [&] { options.comparePrecision = true; });
   parser.addSwitch("--per-layer", [&] { options.perLayer = true; });
+  parser.addOption("--compare-quantized", [&](const std::string &flag, const std::string &value) {
+    options.quantizedModel = nonEmpty(flag, value);
+  });
   auto bind = [&](std::vector<Binding> &list) {
     return [&list](const std::string &flag, const std::string &value) { list.push_back(parseBinding(flag, value)); };
   };
@@ -191,13 +199,23 @@ void checkModel(const RunOptions &options) {
   refuse(!options.passList.empty(), "--passes");
   refuse(options.precisionGiven, "--precision");
   refuse(options.comparePrecision, "--compare-precision");
+  refuse(!options.quantizedModel.empty(), "--compare-quantized");
 }
 
 /// --precision picks what a compiled graph's contractions multiply in; --compare-precision
 /// compiles the graph in that precision (bf16 unless given) and in f32 and compares outputs.
 void checkPrecision(RunOptions &options) {
-  if (options.perLayer && !options.comparePrecision)
-    fail("--per-layer applies with --compare-precision");
+  const bool quantized = !options.quantizedModel.empty();
+  if (options.perLayer && !options.comparePrecision && !quantized)
+    fail("--per-layer applies with --compare-precision or --compare-quantized");
+  if (quantized) {
+    if (options.comparePrecision || options.precisionGiven)
+      fail("--compare-quantized compares two models in f32; --precision and --compare-precision do not apply");
+    if (options.onnxTest || options.reference || options.bisectPasses)
+      fail("--compare-quantized compiles both models; --onnx-test, --reference and --bisect-passes do not apply");
+    if (options.bench > 0 || !options.profile.empty() || !options.outputs.empty() || !options.checks.empty())
+      fail("--compare-quantized prints the errors of one run; --bench, --profile, --output and --check do not apply");
+  }
   if (!options.precisionGiven && !options.comparePrecision)
     return;
   if (options.onnxTest)

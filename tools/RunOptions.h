@@ -42,6 +42,7 @@ struct RunOptions {
   bool precisionGiven = false;
   bool comparePrecision = false; // --compare-precision: precision's outputs against f32's
   bool perLayer = false;         // --per-layer: and every contraction's output
+  std::string quantizedModel;    // --compare-quantized FILE: FILE's outputs against the graph's (f32)
 
   double rtolOr(double fallback) const { return rtol.value_or(fallback); }
   double atolOr(double fallback) const { return atol.value_or(fallback); }
