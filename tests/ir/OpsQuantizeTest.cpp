@@ -2,7 +2,8 @@
 // decompositions: hand-computed edge cases of the ONNX formulas (halves to even, saturation,
 // negative zero points, per-axis scales, NaN and infinities, an f32 quotient that rounds onto a
 // half, i32 operands) and a randomised comparison with a plain loop written here; plus the
-// expansion, the text form and the errors.
+// expansion, the text form and the errors; and the integer products' (qmatmul, qconv) type
+// rules and qconv's reference against a loop.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -152,6 +153,70 @@ TEST(OpsQuantize, Errors) {
   EXPECT_ERROR(inferOne(OpKind::DequantizeLinear, {{DType::U8, {2}}, f32Scale, {DType::I8, {}}}),
                "the zero point must have x's dtype");
   EXPECT_ERROR(inferOne(OpKind::DequantizeLinear, {f32({2}), f32Scale, {DType::F32, {}}}), "x must be u8, i8 or i32");
+}
+
+} // namespace
+
+namespace {
+
+// qmatmul's and qconv's type rules: what each operand must be, and K or the taps within exact
+// int32 sums.
+TEST(OpsQuantize, IntegerProductErrors) {
+  const TensorType f32Scale{DType::F32, {}}, u8Zero{DType::U8, {}};
+  EXPECT_ERROR(inferOne(OpKind::QMatMul, {f32({2, 3}), {DType::I8, {3, 4}}, f32Scale, u8Zero, f32Scale}),
+               "the activations must be u8 or i8");
+  EXPECT_ERROR(inferOne(OpKind::QMatMul, {{DType::U8, {2, 3}}, {DType::I8, {3, 4}}, f32Scale, u8Zero, f32({3})}),
+               "the weights' scale must be f32 [] or [4]");
+  EXPECT_ERROR(inferOne(OpKind::QMatMul, {{DType::U8, {2, 3}}, {DType::U8, {3, 4}}, f32Scale, u8Zero, f32Scale}),
+               "b must be i8 [K, N]");
+  const TensorType x{DType::U8, {1, 4, 6, 6}}, w{DType::I8, {5, 4, 3, 3}};
+  EXPECT_EQ(inferOne(OpKind::QConv, {x, w, f32Scale, u8Zero, f32({5})}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
+            (TensorType{DType::F32, {1, 5, 6, 6}}));
+  EXPECT_ERROR(inferOne(OpKind::QConv, {{DType::U8, {4, 6, 6}}, w, f32Scale, u8Zero, f32Scale}),
+               "x must be [N, C, H, W]");
+  EXPECT_ERROR(inferOne(OpKind::QConv, {x, {DType::F32, {5, 4, 3, 3}}, f32Scale, u8Zero, f32Scale}),
+               "w i8 [K, C/groups, R, S]");
+  EXPECT_ERROR(inferOne(OpKind::QConv, {x, w, f32Scale, {DType::I8, {}}, f32Scale}),
+               "the activations' scale must be f32 [] and zero point u8 []");
+  EXPECT_ERROR(inferOne(OpKind::QConv, {{DType::U8, {1, 8192, 3, 3}}, {DType::I8, {2, 8192, 3, 3}}, f32Scale, u8Zero,
+                                        f32Scale}),
+               "taps per output are too many for exact int32 sums");
+  EXPECT_ERROR(inferOne(OpKind::QConv, {x, w, f32Scale, u8Zero, f32Scale}, {{"groups", int64_t{3}}}),
+               "groups 3 must divide");
+}
+
+// qconv's reference: the centred integers' exact sums, scaled twice, against a loop written
+// here (padding adds nothing: it reads x's zero point).
+TEST(OpsQuantize, QConvSumsTheCentredIntegersExactly) {
+  std::mt19937 rng(7);
+  Tensor x(DType::I8, {1, 2, 5, 4}), w(DType::I8, {3, 2, 2, 3});
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    x.setDouble(i, static_cast<double>(static_cast<int>(rng() % 256) - 128));
+  for (int64_t i = 0; i < w.numElements(); ++i)
+    w.setDouble(i, static_cast<double>(static_cast<int>(rng() % 255) - 127));
+  Tensor scales(DType::F32, {3});
+  for (int64_t i = 0; i < 3; ++i)
+    scales.setDouble(i, 0.01 * static_cast<double>(i + 1));
+  const int64_t zero = -5;
+  const float xScale = 0.125f;
+  const Tensor y = runOp(OpKind::QConv, {x, w, Tensor::scalar(DType::F32, xScale), Tensor::scalar(DType::I8, zero), scales},
+                         {{"pads", std::vector<int64_t>{1, 0, 0, 2}}, {"strides", std::vector<int64_t>{2, 1}}});
+  ASSERT_EQ(y.shape(), (Shape{1, 3, 3, 4})); // (5 + 1 - 2) / 2 + 1 rows, (4 + 2 - 3) + 1 columns
+  for (int64_t o = 0; o < 3; ++o)
+    for (int64_t oy = 0; oy < 3; ++oy)
+      for (int64_t ox = 0; ox < 4; ++ox) {
+        int64_t sum = 0;
+        for (int64_t c = 0; c < 2; ++c)
+          for (int64_t ky = 0; ky < 2; ++ky)
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t iy = oy * 2 + ky - 1, ix = ox + kx;
+              if (iy < 0 || iy >= 5 || ix >= 4)
+                continue;
+              sum += (x.getInt((c * 5 + iy) * 4 + ix) - zero) * w.getInt(((o * 2 + c) * 2 + ky) * 3 + kx);
+            }
+        const float want = static_cast<float>(sum) * (xScale * static_cast<float>(scales.getDouble(o)));
+        EXPECT_EQ(static_cast<float>(y.getDouble((o * 3 + oy) * 4 + ox)), want) << o << " " << oy << " " << ox;
+      }
 }
 
 } // namespace
