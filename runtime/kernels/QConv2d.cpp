@@ -35,16 +35,15 @@ namespace kiln::runtime::kernels {
 namespace {
 
 using detail::kMaxRows;
+using detail::quadsOf;
 using detail::kPanelWidth;
 
-constexpr int64_t kBlockRows = 16 * kMaxRows; // output channels a work item runs over, at most
 constexpr int64_t kQuadBytes = 4 * kPanelWidth; // one quad of taps for a panel's 64 pixels
 constexpr int64_t kItemQuads = 128;            // quads a step-2 work item interleaves (32 KB)
 constexpr int64_t kMinGroupRows = 8;            // fewer output channels per group: through f32
 constexpr int64_t kChunkBytes = 768 << 10;      // packed panels per chunk of pixels (see qconv2d)
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t quadsOf(int64_t taps) { return ceilDiv(taps, 4); }
 
 const auto kQTiles = detail::makeTable<detail::QTileFn, detail::QConvTileOf>(detail::RowCounts{},
                                                                             detail::VectorCounts{});
@@ -52,7 +51,7 @@ const auto kQTiles = detail::makeTable<detail::QTileFn, detail::QConvTileOf>(det
 /// One call's shapes, and the image and group its steps are on.
 struct QConvCall {
   const kiln_qconv2d_args &g;
-  int64_t taps, quads, pixels, panels, perGroup; // per group: D, ceil(D/4), OH*OW, panels, K/groups
+  int64_t taps, quads, pixels, perGroup;         // per group: D, ceil(D/4), OH*OW, K/groups
   const int8_t *rows;                            // packed weights: K rows of 4*quads bytes
   const int32_t *rowSums;                        // then one sum per row
   uint8_t xZeroByte;                             // x's zero point as x stores it
@@ -66,7 +65,7 @@ struct QConvCall {
   // The chunk of pixels the steps are on: panels [firstPanel, firstPanel + chunkPanels), whose
   // output rows [row0, row1) step 1 unfolds; lines[d * lineStride + i] is pixel lineOrigin + i.
   int64_t firstPanel = 0, chunkPanels = 0, row0 = 0, row1 = 0, lineOrigin = 0;
-  int64_t blockRows = 0, rowBlocks = 0; // step 3's blocks of output channels, as equal as tiles allow
+  int64_t blockRows = 0, rowBlocks = 0; // step 3's blocks of output channels (equalRowBlocks)
 };
 
 const uint8_t *groupInput(const QConvCall &t) {
@@ -234,10 +233,10 @@ void interleavePanels(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/// Step 3: work item = one panel of the chunk by one block of output channels, panel-major, so
-/// that the items a thread runs in a row share their panel. The blocks are of equal size (to a
-/// tile), and the pool hands items out as threads come free: with ResNet-style 96 + 32 channel
-/// blocks split statically, VGG16's 128-channel layers ran 1.25x faster on two threads, not 2x.
+/// Step 3: work item = one panel of the chunk by one block of output channels
+/// (detail::equalRowBlocks), panel-major, so that the items a thread runs in a row share their
+/// panel; the pool hands them out as threads come free (VGG16's 128-channel layers, split
+/// statically as 96 + 32, ran 1.25x faster on two threads, not 2x).
 void productItems(void *ctx, int64_t begin, int64_t end) {
   const QConvCall &t = *static_cast<const QConvCall *>(ctx);
   const kiln_qconv2d_args &g = t.g;
@@ -364,7 +363,7 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     return;
   }
   const uint8_t zeroByte = static_cast<uint8_t>(g.x_zero);
-  QConvCall t{g,          taps,     quads, pixels, panels, g.k / g.groups, weights,
+  QConvCall t{g,          taps,     quads, pixels, g.k / g.groups, weights,
               reinterpret_cast<const int32_t *>(weights + g.k * 4 * quads), zeroByte,
               static_cast<uint8_t>(g.x_signed ? 0x80 : 0)};
   const bool direct = g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
@@ -381,8 +380,8 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
       detail::scratch(detail::Scratch::SharedB, static_cast<size_t>(chunkPanels * quads * kQuadBytes / 4)));
   t.lineStride = direct ? g.h * g.w : chunkRows * g.ow;
   t.shiftedLines = g.stride_h == 1 && g.stride_w == 1 && g.ow == g.w;
-  t.rowBlocks = ceilDiv(t.perGroup, kBlockRows);
-  t.blockRows = ceilDiv(ceilDiv(t.perGroup, t.rowBlocks), kMaxRows) * kMaxRows;
+  const detail::RowBlocks blocks = detail::equalRowBlocks(t.perGroup);
+  t.rowBlocks = blocks.count, t.blockRows = blocks.rows;
   for (t.image = 0; t.image < g.n; ++t.image)
     for (t.group = 0; t.group < g.groups; ++t.group)
       for (t.firstPanel = 0; t.firstPanel < panels; t.firstPanel += chunkPanels) {

@@ -19,14 +19,13 @@ namespace kiln::runtime::kernels {
 namespace {
 
 using detail::kMaxRows;
+using detail::quadsOf;
 using detail::kPanelWidth;
 using detail::kVector;
 
-constexpr int64_t kBlockRows = 16 * kMaxRows; // rows of A copied at a time (96 x K bytes: in L2)
 constexpr int64_t kBlockPanels = 4;           // panels of B a work item runs over each block
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t quadsOf(int64_t k) { return ceilDiv(k, 4); }
 
 /// What the tiles of one call share.
 struct QTiles {
@@ -34,7 +33,7 @@ struct QTiles {
   int64_t quads, panels;
   int32_t zero; // A's zero point, moved to u8 with A
   const int32_t *columnSums;
-  int64_t blockRows; // rows per work item, as equal as tiles allow (at most kBlockRows)
+  int64_t blockRows; // rows per work item (equalRowBlocks; a block of A, at most 96 x K bytes, stays in L2)
 };
 
 const auto kQTiles = detail::makeTable<detail::QTileFn, detail::QGemmTileOf>(detail::RowCounts{}, detail::VectorCounts{});
@@ -52,15 +51,14 @@ void copyRowToQuads(const uint8_t *row, int64_t k, uint8_t flip, uint8_t *to, in
   std::fill(to + k, to + width, uint8_t{0});
 }
 
-/// Work item: a block of blockRows rows by a run of kBlockPanels panels. The blocks are of
-/// equal size (to a tile), and the pool hands items out as threads come free: BERT's 128 rows
-/// as 96 + 32 split statically left one thread with three times the other's work.
+/// Work item: a block of blockRows rows (detail::equalRowBlocks) by a run of kBlockPanels
+/// panels, handed out by the pool as threads come free.
 void qgemmItems(void *ctx, int64_t begin, int64_t end) {
   const QTiles &t = *static_cast<const QTiles *>(ctx);
   const kiln_qgemm_args &g = t.g;
   const int64_t rowBytes = 4 * t.quads, panelRuns = ceilDiv(t.panels, kBlockPanels);
   auto *rows = reinterpret_cast<uint8_t *>(
-      detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(ceilDiv(kBlockRows * rowBytes, 4))));
+      detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(ceilDiv(t.blockRows * rowBytes, 4))));
   alignas(64) float scales[kPanelWidth];
   alignas(64) float tile[kMaxRows * kPanelWidth]; // for tile_in_scratch
   for (int64_t item = begin; item < end; ++item) {
@@ -137,11 +135,10 @@ void qgemm(const kiln_rt *rt, const kiln_qgemm_args *args) {
     g.b_packed = 1;
   }
   const int64_t quads = quadsOf(g.k), panels = ceilDiv(g.n, kPanelWidth);
-  const int64_t rowBlocks = ceilDiv(g.m, kBlockRows);
+  const detail::RowBlocks blocks = detail::equalRowBlocks(g.m);
   QTiles tiles{g, quads, panels, g.a_zero + (g.a_signed ? 128 : 0),
-               reinterpret_cast<const int32_t *>(g.b + panels * quads * 4 * kPanelWidth),
-               ceilDiv(ceilDiv(g.m, rowBlocks), kMaxRows) * kMaxRows};
-  const int64_t items = rowBlocks * ceilDiv(panels, kBlockPanels);
+               reinterpret_cast<const int32_t *>(g.b + panels * quads * 4 * kPanelWidth), blocks.rows};
+  const int64_t items = blocks.count * ceilDiv(panels, kBlockPanels);
   detail::parallelForIfWorth(rt, items, g.m * g.n * std::max<int64_t>(g.k, 1), int64_t{1} << 20, qgemmItems, &tiles,
                              true);
 }

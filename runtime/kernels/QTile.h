@@ -20,6 +20,21 @@
 
 namespace kiln::runtime::kernels::detail {
 
+/// The quads (4 bytes: one int32 lane of vpdpbusd) that k int8 values fill, the last padded.
+inline int64_t quadsOf(int64_t k) { return (k + 3) / 4; }
+
+/// Rows per work item of an int8 product over m rows: at most kQBlockRows, in as few blocks as
+/// that allows, the blocks as equal as whole tiles make them (96 + 32 rows split statically
+/// left one thread with three times the other's work).
+constexpr int64_t kQBlockRows = 16 * kMaxRows;
+struct RowBlocks {
+  int64_t count, rows;
+};
+inline RowBlocks equalRowBlocks(int64_t m) {
+  const int64_t count = (m + kQBlockRows - 1) / kQBlockRows;
+  return {count, ((m + count - 1) / count + kMaxRows - 1) / kMaxRows * kMaxRows};
+}
+
 using QTileFn = void (*)(int64_t quads, const uint8_t *rows, int64_t rowBytes, const uint8_t *panel,
                          const int32_t *sums, const float *scales, int32_t zero, float *c, int64_t ldc, int64_t cols);
 
