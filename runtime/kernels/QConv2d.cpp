@@ -19,7 +19,7 @@
 // (MobileNetV2's depthwise layers ran at 1-12 GOP/s so). Depthwise layers have a direct kernel
 // of their own (QConv2dDepthwise.cpp); other thin groups go to conv2d's grouped kernels, in f32
 // on the centred integers x - zero and w. Both sum in f32 exactly: every product and partial sum
-// is an integer below 2^24 in magnitude (taps * 255 * 128 < 2^24), so the sums equal the int32
+// is an integer below 2^24 in magnitude (detail::sumsExactInF32), so the sums equal the int32
 // ones, bit for bit.
 #include <algorithm>
 #include <cstring>
@@ -290,10 +290,8 @@ struct CentredInput {
 void centreChannels(void *ctx, int64_t begin, int64_t end) {
   const CentredInput &c = *static_cast<const CentredInput *>(ctx);
   const int64_t plane = c.g.h * c.g.w;
-  const auto *x = static_cast<const uint8_t *>(c.g.x);
-  for (int64_t i = begin * plane; i < end * plane; ++i)
-    c.out[i] = static_cast<float>(c.g.x_signed ? int32_t{static_cast<int8_t>(x[i])} : int32_t{x[i]}) -
-               static_cast<float>(c.g.x_zero);
+  detail::centreBytes(static_cast<const uint8_t *>(c.g.x) + begin * plane, (end - begin) * plane, c.g.x_signed,
+                      c.g.x_zero, c.out + begin * plane);
 }
 
 /// The convolution through conv2d in f32 on exact integers (see the top of the file); weights
@@ -358,7 +356,7 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     detail::qconvDepthwise(rt, g, weights, 4 * quads);
     return;
   }
-  if (g.k / g.groups < kMinGroupRows && taps * 255 * 128 < (int64_t{1} << 24)) {
+  if (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(taps)) {
     qconvThroughFloats(rt, g, taps, weights, 4 * quads);
     return;
   }

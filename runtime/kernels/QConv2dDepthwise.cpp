@@ -2,8 +2,7 @@
 // stride: per image and channel, the u8 plane is centred (x - zero, as floats) into a padded
 // plane of the calling thread, and each output row is summed over the taps with 16-lane FMAs
 // (every tap reads consecutive columns), then scaled and handed to the epilogue. The centred values and the s8 weights are integers and every partial sum stays
-// below 2^24 in magnitude (taps * 255 * 128, with at most kMaxDepthwiseTaps taps), so f32
-// holds each exactly: the sums are the int32 ones, bit for bit. The input is read once, as
+// below 2^24 in magnitude (sumsExactInF32), so f32 holds each exactly: the sums are the int32 ones, bit for bit. The input is read once, as
 // bytes; the plane lives in L1/L2 (MobileNetV2's 112 x 112 planes: 51 KB). Against conv2d in
 // f32 on the centred tensor (qconv2d's route for other thin groups), MobileNetV2's stride-1
 // depthwise layers took 0.52 and 0.42 ms instead of 0.64 and 0.56; its stride-2 ones were
@@ -36,22 +35,8 @@ void centredPlane(const DepthwiseCall &t, int64_t image, int64_t channel, float 
   const kiln_qconv2d_args &g = t.g;
   std::fill(plane, plane + t.paddedH * t.planeW, 0.0f);
   const auto *x = static_cast<const uint8_t *>(g.x) + (image * g.c + channel) * g.h * g.w;
-  const float zero = static_cast<float>(g.x_zero);
-  for (int64_t iy = 0; iy < g.h; ++iy) {
-    float *to = plane + (iy + g.pad_top) * t.planeW + g.pad_left;
-    const uint8_t *from = x + iy * g.w;
-    for (int64_t ix = 0; ix < g.w; ix += 16) { // 16 at a time
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-      const __mmask16 mask = firstLanes(std::min<int64_t>(16, g.w - ix));
-      const __m128i bytes = _mm_maskz_loadu_epi8(mask, from + ix);
-      const __m512i values = g.x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-      _mm512_mask_storeu_ps(to + ix, mask, _mm512_sub_ps(_mm512_cvtepi32_ps(values), _mm512_set1_ps(zero)));
-#else
-      for (int64_t i = ix; i < std::min<int64_t>(g.w, ix + 16); ++i)
-        to[i] = static_cast<float>(g.x_signed ? int32_t{static_cast<int8_t>(from[i])} : int32_t{from[i]}) - zero;
-#endif
-    }
-  }
+  for (int64_t iy = 0; iy < g.h; ++iy)
+    centreBytes(x + iy * g.w, g.w, g.x_signed, g.x_zero, plane + (iy + g.pad_top) * t.planeW + g.pad_left);
 }
 
 #ifdef __AVX512F__
@@ -128,8 +113,24 @@ void depthwiseItems(void *ctx, int64_t begin, int64_t end) {
 
 } // namespace
 
+void centreBytes(const uint8_t *x, int64_t n, bool isSigned, int32_t zero, float *out) {
+  for (int64_t at = 0; at < n; at += 16) { // 16 at a time
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    const __mmask16 mask = firstLanes(std::min<int64_t>(16, n - at));
+    const __m128i bytes = _mm_maskz_loadu_epi8(mask, x + at);
+    const __m512i values = isSigned ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+    _mm512_mask_storeu_ps(out + at, mask,
+                          _mm512_sub_ps(_mm512_cvtepi32_ps(values), _mm512_set1_ps(static_cast<float>(zero))));
+#else
+    for (int64_t i = at; i < std::min<int64_t>(n, at + 16); ++i)
+      out[i] = static_cast<float>(isSigned ? int32_t{static_cast<int8_t>(x[i])} : int32_t{x[i]}) -
+               static_cast<float>(zero);
+#endif
+  }
+}
+
 bool qconvDepthwiseShape(const kiln_qconv2d_args &g) {
-  return g.groups == g.c && g.k == g.c && g.stride_w == 1 && g.r * g.s <= kMaxDepthwiseTaps;
+  return g.groups == g.c && g.k == g.c && g.stride_w == 1 && sumsExactInF32(g.r * g.s);
 }
 
 void qconvDepthwise(const kiln_rt *rt, const kiln_qconv2d_args &g, const int8_t *weights, int64_t rowBytes) {

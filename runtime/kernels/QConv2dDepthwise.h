@@ -1,5 +1,6 @@
 #pragma once
-// qconv2d's direct kernel for depthwise layers (QConv2dDepthwise.cpp). Internal to
+// qconv2d's routes in f32 on exact integers (QConv2dDepthwise.cpp): the bound that keeps them
+// exact, the centring both use, and the direct kernel for depthwise layers. Internal to
 // runtime/kernels/.
 #include <cstdint>
 
@@ -7,12 +8,15 @@
 
 namespace kiln::runtime::kernels::detail {
 
-/// The most taps whose centred products (|x - zero| <= 255, |w| <= 128) still sum exactly in
-/// f32: 513 * 255 * 128 < 2^24.
-constexpr int64_t kMaxDepthwiseTaps = 513;
+/// Whether `taps` centred products (|x - zero| <= 255, |w| <= 128) sum exactly in f32: every
+/// partial sum an integer below 2^24 in magnitude.
+inline bool sumsExactInF32(int64_t taps) { return taps * 255 * 128 < (int64_t{1} << 24); }
+
+/// x[i] - zero as floats for i < n (x u8, or s8 when `isSigned`).
+void centreBytes(const uint8_t *x, int64_t n, bool isSigned, int32_t zero, float *out);
 
 /// Whether `g` is a depthwise layer qconvDepthwise takes: one input and one output channel per
-/// group, unit column stride, at most kMaxDepthwiseTaps taps.
+/// group, unit column stride, taps that sum exactly in f32.
 bool qconvDepthwiseShape(const kiln_qconv2d_args &g);
 
 /// The depthwise qconv2d `g` with its weights as rows of rowBytes bytes (packed or plain).
