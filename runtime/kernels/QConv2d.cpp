@@ -125,8 +125,8 @@ void unfoldRow(const uint8_t *row, int64_t x0, int64_t stride, int64_t w, int64_
 
 /// A tap's line where the output rows are as wide as the input's and the strides are 1: the
 /// plane itself shifted by the tap's offset, copied in one piece, then the columns and rows it
-/// reads from padding set to the zero point (ResNet's 3x3 layers: ~4x faster than row by row
-/// on 7x7 and 14x14 maps).
+/// reads from padding set to the zero point (with the masked row copies alone, ResNet-50 int8
+/// took 33.7 ms at one thread; with this, 32.1).
 void shiftedLine(const QConvCall &t, const uint8_t *plane, int64_t y0, int64_t x0, int64_t first, int64_t last,
                  uint8_t *line) {
   const kiln_qconv2d_args &g = t.g;
