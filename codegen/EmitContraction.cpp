@@ -194,6 +194,17 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   out.body.push_back(text);
 }
 
+std::string emitChannelPlaneEpilogue(KernelEmitter &e, int stageIndex, KernelText &out, const Shape &y) {
+  const Shape spatial(y.begin() + 2, y.end());
+  return emitEpilogue(e, stageIndex, out, y[0], y[1], numElements(spatial),
+                      [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
+                        std::vector<Index> coords{bt, row};
+                        for (const Index &c : unflattenIndex(arena, col, spatial))
+                          coords.push_back(c);
+                        return coords;
+                      });
+}
+
 void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   const ir::Node &conv = *stage.anchor;
@@ -204,7 +215,6 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   std::vector<int64_t> dilations = ir::ops::perSpatialDim(conv.attrs(), "dilations", spatial, 1, 1);
   std::vector<int64_t> pads = ir::ops::spatialPads(conv.attrs(), spatial);
   int64_t groups = conv.attrInt("groups");
-  int64_t outPlane = oneD ? y[2] : y[2] * y[3];
   if (numElements(y) == 0)
     return;
   if (w[1] == 0) { // no input channels: every output is an empty sum
@@ -212,18 +222,7 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     return;
   }
   int64_t ow = y.back();
-  std::string epilogue =
-      emitEpilogue(e, stageIndex, out, y[0], y[1], outPlane,
-                   [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
-                     std::vector<Index> coords{bt, row};
-                     if (oneD) {
-                       coords.push_back(col);
-                     } else {
-                       coords.push_back(arena.div(col, ow));
-                       coords.push_back(arena.mod(col, ow));
-                     }
-                     return coords;
-                   });
+  std::string epilogue = emitChannelPlaneEpilogue(e, stageIndex, out, y);
   const StridedAccess &xs = stage.anchorOperands[0], &ws = stage.anchorOperands[1];
   // The arguments as the generated call sets them (pointers aside), also what the runtime's
   // Winograd gate reads.

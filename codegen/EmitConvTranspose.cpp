@@ -132,14 +132,7 @@ void emitConvTransposeStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   WindowGeometry g = windowGeometry(node);
   int64_t groups = g.groups, inPerGroup = g.inChannels / groups, outPerGroup = g.outChannels / groups;
   int64_t taps = g.kernelSize(), inPlane = g.inPlane(), outPlane = g.outPlane();
-  Shape outSpatial(yShape.begin() + 2, yShape.end());
-  std::string epilogue = emitEpilogue(e, stageIndex, out, g.batch, g.outChannels, outPlane,
-                                      [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
-                                        std::vector<Index> coords{bt, row};
-                                        for (const Index &c : unflattenIndex(arena, col, outSpatial))
-                                          coords.push_back(c);
-                                        return coords;
-                                      });
+  std::string epilogue = emitChannelPlaneEpilogue(e, stageIndex, out, yShape);
   std::string x = floatPointer(e, stage.anchorOperands[0]), w = floatPointer(e, stage.anchorOperands[1]);
   std::string y = fmt::format("(float *){}", e.kernelAddress(stage.tileBuffer));
   bool direct = taps == 1 && groups == 1;

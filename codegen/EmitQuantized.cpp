@@ -89,11 +89,7 @@ void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
   const std::vector<int64_t> dilations = ir::ops::perSpatialDim(node.attrs(), "dilations", 2, 1, 1);
   const std::vector<int64_t> pads = ir::ops::spatialPads(node.attrs(), 2);
   const int64_t ow = y[3];
-  // The epilogue sees image `batch` as output channels x pixels, as conv's does.
-  std::string epilogue = emitEpilogue(e, stageIndex, out, y[0], y[1], y[2] * ow,
-                                      [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
-                                        return std::vector<Index>{bt, row, arena.div(col, ow), arena.mod(col, ow)};
-                                      });
+  std::string epilogue = emitChannelPlaneEpilogue(e, stageIndex, out, y);
   const bool packed = weightPackable(e, stage);
   if (packed)
     out.packedOperands.push_back({e.plan().buffers.at(static_cast<size_t>(stage.anchorOperands[1].buffer)).index,

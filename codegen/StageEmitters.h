@@ -86,4 +86,8 @@ using CoordsOf = std::function<std::vector<Index>(IndexArena &, const Index &bat
 std::string emitEpilogue(KernelEmitter &emitter, int stage, KernelText &out, int64_t batches, int64_t rows,
                          int64_t cols, const CoordsOf &coordsOf);
 
+/// emitEpilogue for a stage whose output y is [N, C, spatial...] and whose library kernel hands
+/// image n over as a C x (spatial extents' product) matrix (conv2d, qconv2d, conv_transpose).
+std::string emitChannelPlaneEpilogue(KernelEmitter &emitter, int stage, KernelText &out, const Shape &y);
+
 } // namespace kiln::codegen
