@@ -35,6 +35,9 @@ PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
 /// thread's scratch (Conv2dDepthwise.cpp); the epilogue sees each finished plane.
 bool phasePlaneDepthwise(const kiln_conv2d_args &args);
 void depthwisePlaneConv(const kiln_rt *rt, const kiln_conv2d_args &args);
+/// Its stride-1 layers whose output rows are as wide as the input's, straight from x.
+bool flatPlaneDepthwise(const kiln_conv2d_args &args);
+void depthwiseFlatConv(const kiln_rt *rt, const kiln_conv2d_args &args);
 
 /// Direct convolution for one input channel per group (depthwise, channel multiplier <= 8),
 /// parallel over output planes (or, for multipliers of 5-8, over input planes, whose output

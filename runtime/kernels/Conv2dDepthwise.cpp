@@ -1,17 +1,22 @@
 // Direct convolution for one input channel per group (depthwise, Conv2dCommon.h).
 //
 // Plain depthwise (one output channel per input channel: MobileNet, EfficientNet, ConvMixer)
-// runs plane by plane as a one-dimensional convolution. Each thread writes its plane, padded,
-// into its own scratch, split by stride phase: phase (a, b) holds the padded rows a, a + S, ...
-// and columns b, b + S, ... (S the stride), Wq columns wide. Output (oh, ow) and tap (r, s)
-// then read phase ((r*dh) % S, (s*dw) % S) at row oh + (r*dh) / S, column ow + (s*dw) / S, so
-// with outputs numbered q = oh*Wq + ow every tap is one fixed offset and every load of 16
-// consecutive outputs is one unaligned vector load, whatever the stride, dilation, padding or
-// plane width. The Wq - OW columns past each output row are computed and dropped when the
-// rows are copied out. Against the row kernel below (masked 16-wide vectors per output row,
-// the padded input written out for the whole batch first, stride 2 by a permute per tap) a
-// 7x7 plane takes 4 vectors instead of 7, stride 2 loads like stride 1, and the padding
-// never leaves the cache (it is written by masked loads as each plane is copied in).
+// runs plane by plane as a one-dimensional convolution, in one of two ways:
+//  - Stride 1 with output rows as wide as the input's ("same" padding along the width, the
+//    common case): outputs are numbered q = oh*W + ow, every tap (r, s) is one fixed offset
+//    from q into x itself, and 16 consecutive outputs are one masked load per tap, the lanes
+//    whose tap reads padding masked off (flat planes, below).
+//  - Otherwise each thread writes its plane, padded, into its own scratch, split by stride
+//    phase: phase (a, b) holds the padded rows a, a + S, ... and columns b, b + S, ... (S the
+//    stride), Wq columns wide. Output (oh, ow) and tap (r, s) then read phase ((r*dh) % S,
+//    (s*dw) % S) at row oh + (r*dh) / S, column ow + (s*dw) / S, so with outputs numbered
+//    q = oh*Wq + ow every tap is again one fixed offset and every load of 16 consecutive
+//    outputs one unaligned vector load, whatever the stride, dilation, padding or plane
+//    width. The Wq - OW columns past each output row are computed and dropped when the rows
+//    are copied out. Against the row kernel below (masked 16-wide vectors per output row,
+//    the padded input written out for the whole batch first, stride 2 by a permute per tap)
+//    a 7x7 plane takes 4 vectors instead of 7, stride 2 loads like stride 1, and the padding
+//    never leaves the cache (it is written by masked loads as each plane is copied in).
 //
 // Channel multipliers of 2-8 keep the row kernel: each output
 // plane is a weighted sum of R*S shifted views of one padded input plane; 16 outputs along a
@@ -24,6 +29,8 @@
 // other, and a 3x3 256-channel 28x28 layer took 0.44 ms instead of 0.21 (kiln-gemm-bench
 // --conv --only depthwise, one Zen 4 core).
 #include <algorithm>
+#include <array>
+#include <map>
 #include <vector>
 
 #include "runtime/kernels/Conv2dChannelRows.h"
@@ -309,13 +316,155 @@ void depthwisePhasePlanes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+// ---- plain depthwise at stride 1 with output rows as wide as the input's: straight from x ----
+
+/// Output q = oh*W + ow of a plane whose output rows are W wide like its input's reads, for
+/// tap (r, s), input element q + (r*dh - pad_top)*W + s*dw - pad_left: one fixed offset per
+/// tap, so 16 consecutive outputs are one load per tap from x itself. The lanes whose tap
+/// falls in the padding (its row or column outside the plane; at a row's ends that address
+/// holds the neighbouring row's element) are masked off the load, and masked-off lanes never
+/// touch memory. No padded copy is written and no computed rows are copied out: the phase
+/// copy above spent half of a 3x3 144-channel 56x56 layer filling and copying. Measured
+/// (kiln-gemm-bench --conv --only depthwise, one Zen 4 core, phases -> straight): 3x3 144
+/// 56x56 0.28 -> 0.21 ms, 256 28x28 0.15 -> 0.09-0.10, 960 7x7 0.092 -> 0.032, 32 112x112
+/// 0.23 -> 0.19-0.23, 5x5 672 14x14 0.25 -> 0.17.
+struct FlatJob {
+  const kiln_conv2d_args &a;
+  int64_t vectors;               // ceil(OH*OW / 16)
+  const int64_t *tapOffsets;     // per tap (r, s)
+  const uint16_t *masks;         // [vector][tap]: the lanes whose tap reads inside the plane
+};
+
+#ifdef __AVX512F__
+/// V vectors of 16 outputs from vector v0 of one plane, written to `out` (masked past OH*OW).
+template <int V>
+inline void flatVectors(const FlatJob &job, const float *x, const float *weights, float *out, int64_t v0) {
+  const int64_t taps = job.a.r * job.a.s, outputs = job.a.oh * job.a.ow;
+  __m512 acc[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v)
+    acc[v] = _mm512_setzero_ps();
+  const uint16_t *masks = job.masks + v0 * taps;
+  for (int64_t t = 0; t < taps; ++t) {
+    const __m512 w = _mm512_set1_ps(weights[t]);
+    const float *from = x + job.tapOffsets[t] + 16 * v0;
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(masks[v * taps + t], from + 16 * v), acc[v]);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    const int64_t q = 16 * (v0 + v);
+    if (q + 16 <= outputs)
+      _mm512_storeu_ps(out + q, acc[v]);
+    else
+      _mm512_mask_storeu_ps(out + q, firstLanes(outputs - q), acc[v]);
+  }
+}
+
+/// Work items [begin, end) of (image, channel) planes.
+void depthwiseFlatPlanes(void *ctx, int64_t begin, int64_t end) {
+  const FlatJob &job = *static_cast<const FlatJob *>(ctx);
+  const kiln_conv2d_args &a = job.a;
+  const int64_t taps = a.r * a.s, outPlane = a.oh * a.ow;
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const int64_t image = plane / a.k, channel = plane % a.k;
+    const float *x = a.x + plane * a.h * a.w, *weights = a.weights + channel * taps;
+    float *out = a.y + plane * outPlane;
+    int64_t v = 0;
+    for (; v + 8 <= job.vectors; v += 8)
+      flatVectors<8>(job, x, weights, out, v);
+    for (; v + 4 <= job.vectors; v += 4)
+      flatVectors<4>(job, x, weights, out, v);
+    for (; v < job.vectors; ++v)
+      flatVectors<1>(job, x, weights, out, v);
+    if (a.epilogue)
+      a.epilogue(a.epilogue_ctx, out, outPlane, image, channel, 0, 1, outPlane);
+  }
+}
+#endif
+
+
+/// A flat layer's tap offsets and load masks: they depend on the plane's shape only, so
+/// each is built once per thread and shape and kept (a model's layers repeat every run).
+/// Building one costs about as much as a few channels' products: for 8 channels of 112x112
+/// it had been most of the call.
+struct FlatTables {
+  std::vector<int64_t> offsets; // per tap (r, s)
+  std::vector<uint16_t> masks;  // [vector][tap]
+};
+
+const FlatTables &flatTables(const kiln_conv2d_args &a) {
+  using Key = std::array<int64_t, 9>;
+  const Key key{a.h, a.w, a.oh, a.r, a.s, a.pad_top, a.pad_left, a.dilation_h, a.dilation_w};
+  // The calling thread's tables, read by every worker of its call. A handful of shapes per
+  // model; a bound keeps a process that compiles many models from growing without end.
+  thread_local std::map<Key, FlatTables> cache;
+  if (auto found = cache.find(key); found != cache.end())
+    return found->second;
+  if (cache.size() >= 256)
+    cache.clear();
+  FlatTables &t = cache[key];
+  const int64_t taps = a.r * a.s, outputs = a.oh * a.ow, vectors = (outputs + 15) / 16;
+  t.offsets.resize(static_cast<size_t>(taps));
+  for (int64_t r = 0; r < a.r; ++r)
+    for (int64_t s = 0; s < a.s; ++s)
+      t.offsets[static_cast<size_t>(r * a.s + s)] = (r * a.dilation_h - a.pad_top) * a.w + s * a.dilation_w - a.pad_left;
+  t.masks.resize(static_cast<size_t>(vectors * taps));
+  std::vector<uint32_t> rowBits(static_cast<size_t>(a.r)), columnBits(static_cast<size_t>(a.s));
+  int64_t oh = 0, ow = 0; // of the lane at hand, walked without divisions
+  for (int64_t v = 0; v < vectors; ++v) {
+    std::fill(rowBits.begin(), rowBits.end(), 0u);
+    std::fill(columnBits.begin(), columnBits.end(), 0u);
+    for (int64_t lane = 0; lane < 16 && 16 * v + lane < outputs; ++lane) {
+      for (int64_t r = 0; r < a.r; ++r) {
+        const int64_t ih = oh + r * a.dilation_h - a.pad_top;
+        rowBits[static_cast<size_t>(r)] |= (ih >= 0 && ih < a.h ? 1u : 0u) << lane;
+      }
+      for (int64_t s = 0; s < a.s; ++s) {
+        const int64_t iw = ow + s * a.dilation_w - a.pad_left;
+        columnBits[static_cast<size_t>(s)] |= (iw >= 0 && iw < a.w ? 1u : 0u) << lane;
+      }
+      if (++ow == a.ow)
+        ow = 0, ++oh;
+    }
+    for (int64_t r = 0; r < a.r; ++r)
+      for (int64_t s = 0; s < a.s; ++s)
+        t.masks[static_cast<size_t>(v * taps + r * a.s + s)] =
+            static_cast<uint16_t>(rowBits[static_cast<size_t>(r)] & columnBits[static_cast<size_t>(s)]);
+  }
+  return t;
+}
 } // namespace
+
+bool flatPlaneDepthwise(const kiln_conv2d_args &a) {
+#ifdef __AVX512F__
+  return a.groups == a.c && a.k == a.c && a.stride_h == 1 && a.stride_w == 1 && a.ow == a.w;
+#else
+  (void)a;
+  return false;
+#endif
+}
+
+void depthwiseFlatConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
+#ifdef __AVX512F__
+  const int64_t taps = a.r * a.s, outputs = a.oh * a.ow, vectors = (outputs + 15) / 16;
+  const FlatTables &tables = flatTables(a);
+  FlatJob job{a, vectors, tables.offsets.data(), tables.masks.data()};
+  const int64_t items = a.n * a.k;
+  parallelForIfWorth(rt, items, items * vectors * 16 * taps, int64_t{1} << 16, depthwiseFlatPlanes, &job);
+#else
+  (void)rt, (void)a;
+#endif
+}
 
 bool phasePlaneDepthwise(const kiln_conv2d_args &a) {
   return a.groups == a.c && a.k == a.c && a.stride_h == a.stride_w && a.stride_h <= 4;
 }
 
 void depthwisePlaneConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
+  if (flatPlaneDepthwise(a))
+    return depthwiseFlatConv(rt, a);
   const int64_t S = a.stride_h, taps = a.r * a.s;
   PhasePlanes p;
   p.stride = S;

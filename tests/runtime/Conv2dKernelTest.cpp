@@ -307,6 +307,25 @@ TEST(Conv2dKernel, PlainDepthwiseByStridePhases) {
   checkConv(unequal);
 }
 
+// Stride-1 depthwise layers whose output rows are as wide as their input's load every tap
+// straight from x, the padding masked off each load (Conv2dDepthwise.cpp, flat planes): pads
+// split unevenly between the sides (2 left, 0 right), output heights unlike the input's,
+// dilations reaching past the plane, one-column and one-row planes, planes ending inside a
+// vector, many planes over 2 threads, and one shape twice (its masks come from the cache).
+TEST(Conv2dKernel, DepthwiseStraightFromTheInput) {
+  checkConv({1, 3, 9, 17, 3, 3, 3, 1, 1, 2, 1, 0, 1, 3});     // pads left 2, right 0
+  checkConv({1, 3, 9, 17, 3, 3, 3, 1, 0, 1, 2, 1, 1, 3});     // no top pad, 2 at the bottom
+  checkConv({1, 2, 11, 13, 2, 3, 3, 1, 3, 3, 3, 3, 3, 2});    // dilation 3
+  checkConv({1, 2, 5, 6, 2, 7, 7, 1, 3, 3, 3, 3, 1, 2});      // kernel larger than the plane
+  checkConv({1, 4, 10, 1, 4, 3, 1, 1, 1, 0, 1, 0, 1, 4});     // one column
+  checkConv({1, 4, 1, 40, 4, 1, 5, 1, 0, 2, 0, 2, 1, 4});     // one row
+  checkConv({2, 6, 14, 14, 6, 5, 5, 1, 2, 2, 2, 2, 1, 6});    // 196 outputs: a 4-lane last vector
+  ConvCase threaded{2, 40, 23, 23, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40};
+  threaded.threads = 2;
+  checkConv(threaded);
+  checkConv(threaded, 2);
+}
+
 // 5-8 output channels per input channel run together, each input vector loaded once for all
 // of them: one input channel (LeNet-5's first layer, at batch 2 on 2 threads) and depthwise
 // multipliers of 5, 7 and 8; odd output heights (a single last row), rows wider than a vector,
