@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 10
+#define KILN_ABI_VERSION 11
 
 typedef struct kiln_rt kiln_rt;
 
@@ -64,6 +64,30 @@ enum kiln_precision {
   KILN_PRECISION_BF16 = 1
 };
 
+/// The activation of kiln_post_ops, as the reference evaluator computes it.
+enum kiln_activation {
+  KILN_ACTIVATION_NONE = 0,
+  /// x > 0 ? x : 0, NaN kept (kiln's relu)
+  KILN_ACTIVATION_RELU = 1,
+  /// min(max(x, lo), hi), NaN kept (kiln's clip; ReLU6 is [0, 6])
+  KILN_ACTIVATION_CLIP = 2
+};
+
+/// What gemm and conv2d apply to every output before the epilogue sees it:
+///   y = activation(y + bias[channel])
+/// where y already holds the addend of an accumulating convolution, and channel is a
+/// convolution's output channel, a GEMM's output column (the bias of a linear layer). Bias and
+/// activation are each optional (all zero: nothing). The kernels apply them in registers as
+/// they store a tile where they can (the blocked GEMM behind GEMMs and pointwise and im2col
+/// convolutions), on the finished tile otherwise: codegen hands over an epilogue that is only
+/// these, and then passes no epilogue at all. (A separate pass of a generated epilogue over
+/// each tile cost ~10% of MobileNetV2, whose pointwise layers are short in K.)
+typedef struct kiln_post_ops {
+  const float *bias; /* may be NULL */
+  int32_t activation; /* kiln_activation */
+  float lo, hi;       /* KILN_ACTIVATION_CLIP's bounds */
+} kiln_post_ops;
+
 /// C[b] = op(A[b]) * op(B[b]) for b in [0, batch), f32, then the epilogue on every tile.
 /// op(A) is M x K: A[m*lda + k], or A[k*lda + m] when trans_a. op(B) is K x N, laid out as
 /// b_layout says. C[m*ldc + n]. A stride of 0 broadcasts one matrix over the batch.
@@ -81,6 +105,7 @@ typedef struct kiln_gemm_args {
   void *epilogue_ctx;
   int32_t b_layout; /* kiln_gemm_b_layout */
   int32_t precision; /* kiln_precision */
+  kiln_post_ops post; /* bias per column of C */
 } kiln_gemm_args;
 
 /// An int8 GEMM whose output is dequantized to f32 (ONNX's DequantizeLinear -> MatMul with
@@ -192,6 +217,7 @@ typedef struct kiln_conv2d_args {
      gradients percent off (ResNet-18 at 4x3x64x64: layer4's up to 6%). */
   int32_t exact;
   int32_t precision; /* kiln_precision; with exact, f32 */
+  kiln_post_ops post; /* bias per output channel */
 } kiln_conv2d_args;
 
 /// 2-D max or average pooling over NCHW f32 (pads count as -inf for max; for average they

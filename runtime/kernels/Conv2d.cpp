@@ -289,6 +289,7 @@ public:
                   product.swap = swap;
                   product.packedB = packedB;
                   product.accumulate = a_.accumulate != 0;
+                  product.post = detail::hasPostOps(a_.post) ? &a_.post : nullptr;
                   if (a_.weights_layout == KILN_CONV_WEIGHTS_BF16_ROWS) { // convBf16Rows
                     product.bf16A = reinterpret_cast<const uint16_t *>(a_.weights) + group * m * convBf16RowWidth(k);
                     product.bf16Lda = convBf16RowWidth(k);
@@ -383,9 +384,13 @@ void packConvBf16Rows(const float *weights, int64_t rows, int64_t depth, uint16_
 void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   if (!args || !detail::validConv(*args) || args->n == 0 || args->k == 0 || args->oh == 0 || args->ow == 0)
     return;
-  const kiln_conv2d_args &a = *args;
+  kiln_conv2d_args a = *args;
   int tile = 0;
   const ConvPath path = convPath(a, tile);
+  // The GEMM paths apply post ops as they store each tile; the others through the epilogue.
+  detail::PostOpsEpilogue post;
+  if (path != ConvPath::Pointwise && path != ConvPath::Im2colGemm)
+    detail::wrapPostOps(a.post, true, a.epilogue, a.epilogue_ctx, post);
   switch (path) {
   case ConvPath::Pointwise:
     detail::runProducts(rt, ConvProducts(a, PaddedInput{}, true));

@@ -12,6 +12,7 @@
 #include "runtime/kernels/GemmMicroKernel.h" // kPanelWidth
 #include "runtime/kernels/Gemv.h"
 #include "runtime/kernels/Kernels.h"
+#include "runtime/kernels/PostOps.h"
 
 namespace kiln::runtime::kernels {
 
@@ -74,6 +75,8 @@ private:
     product.batch = index;
     product.swap = swap;
     product.packedB = packedB;
+    product.post = detail::hasPostOps(g.post) ? &g.post : nullptr;
+    product.postPerRow = false;
     // Stored bf16 weights need no rounding per call: bf16 pays at any M.
     if (g.b_layout == KILN_GEMM_B_PAIR_PANELS_BF16)
       product.bf16Panels = reinterpret_cast<const uint16_t *>(g.b);
@@ -203,9 +206,11 @@ void gemm(const kiln_rt *rt, const kiln_gemm_args *args) {
   g.k = std::max<int64_t>(g.k, 0);
   FoldedEpilogue folded{};
   foldBatchIntoRows(g, folded);
-  if (!panels && (g.m == 1 || g.n == 1))
+  if (!panels && (g.m == 1 || g.n == 1)) {
+    detail::PostOpsEpilogue post;
+    detail::wrapPostOps(g.post, false, g.epilogue, g.epilogue_ctx, post);
     detail::runProducts(rt, VectorProducts(g));
-  else
+  } else
     detail::runProducts(rt, DenseProducts(g));
 }
 

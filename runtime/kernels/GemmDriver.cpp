@@ -67,8 +67,16 @@ struct Oriented {
   const PanelSource *a, *b;
   bool transposed;
 
-  void finishTile(int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
+  /// Hands the finished tile to the epilogue, applying the post ops first unless the
+  /// micro-kernels did as they stored it (`postApplied`).
+  void finishTile(int64_t i0, int64_t rows, int64_t j0, int64_t cols, bool postApplied = false) const {
     const Product &p = product;
+    if (p.post && !postApplied) {
+      if (!transposed)
+        applyPostOps(*p.post, p.postPerRow, p.c + i0 * p.ldc + j0, p.ldc, p.rowOffset + i0, j0, rows, cols);
+      else
+        applyPostOps(*p.post, p.postPerRow, p.c + j0 * p.ldc + i0, p.ldc, p.rowOffset + j0, i0, cols, rows);
+    }
     if (!p.epilogue)
       return;
     if (!transposed)
@@ -77,6 +85,18 @@ struct Oriented {
     else
       p.epilogue(p.epilogueCtx, p.c + j0 * p.ldc + i0, p.ldc, p.batch, p.rowOffset + j0, i0,
                  cols, rows);
+  }
+
+  /// The post ops of the tile at C rows [i0, ...) and columns [j0, ...), for its micro-kernel
+  /// to apply as it stores (only on C's own orientation).
+  TilePostOps tilePostOps(int64_t i0, int64_t j0) const {
+    const kiln_post_ops &post = *product.post;
+    TilePostOps tile;
+    if (post.bias)
+      (product.postPerRow ? tile.rowBias : tile.columnBias) =
+          post.bias + (product.postPerRow ? product.rowOffset + i0 : j0);
+    tile.activation = post.activation, tile.lo = post.lo, tile.hi = post.hi;
+    return tile;
   }
 };
 
@@ -133,6 +153,9 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
       const int64_t kc = std::min(kcMax, p.k - pc);
       const bool lastK = pc + kc == p.k;
       const int flags = storeFlags | (pc > 0 || p.accumulate ? kAccumulate : 0);
+      // Post ops go into the stores of the last K block, in registers; a C^T tile's rows are
+      // C's columns, so those tiles get them in finishTile instead.
+      const bool postInStore = lastK && p.post && !o.transposed;
       // Panels the source already holds (prepacked weights) are read where they lie.
       int64_t panelStride = 0;
       const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
@@ -167,19 +190,24 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
               const int64_t ldb = bPanels ? kPanelWidth : vectors * kVector;
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
               const int64_t trailing = !bPanels && jr + cols == jo + nco ? trailingColumns(nco) : 0;
+              const TilePostOps post = postInStore ? o.tilePostOps(ir, jr) : TilePostOps{};
+              const TilePostOps *tilePost = postInStore ? &post : nullptr;
               if (trailing > 0) {
                 if (vectors > 1)
                   microKernel(rows, vectors - 1, false)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols - trailing,
-                                                        flags);
+                                                        flags, tilePost);
                 columnDotKernel(rows, static_cast<int>(trailing), kc, aTile, lda, lastColumns,
                                 cTile + cols - trailing, p.ldc, flags);
+                if (postInStore)
+                  applyPostOps(*p.post, p.postPerRow, cTile + cols - trailing, p.ldc, p.rowOffset + ir,
+                               jr + cols - trailing, rows, trailing);
                 continue;
               }
               microKernel(rows, vectors, !aInPlace)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols,
-                                                    flags);
+                                                    flags, tilePost);
             }
             if (lastK)
-              o.finishTile(ir, rows, jc, nc);
+              o.finishTile(ir, rows, jc, nc, postInStore);
           }
         }
       }

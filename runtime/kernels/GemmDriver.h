@@ -39,6 +39,11 @@ struct Product {
   /// read in place (KILN_CONV_WEIGHTS_BF16_ROWS); `a` is then not read.
   const uint16_t *bf16A = nullptr;
   int64_t bf16Lda = 0;
+  /// When not null: post ops applied to C before the epilogue sees it (PostOps.h), the bias
+  /// indexed by C's row plus rowOffset when postPerRow (a convolution's output channel), by
+  /// C's column otherwise (a linear layer's).
+  const kiln_post_ops *post = nullptr;
+  bool postPerRow = true;
 };
 
 /// Whether an M x N product asked for bf16 (KILN_PRECISION_BF16) computes in it. Each block of

@@ -22,7 +22,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "runtime/kernels/Simd.h" // <immintrin.h>, firstLanes, transpose16x16
+#include "runtime/kernels/PostOps.h" // TilePostOps, activate
+#include "runtime/kernels/Simd.h"    // <immintrin.h>, firstLanes, transpose16x16
 
 namespace kiln::runtime::kernels::detail {
 
@@ -59,9 +60,10 @@ enum MicroKernelFlags : int {
 
 /// kc >= 1 steps. B's row k starts at b + k*ldb: the packed panel's width, which is wider than
 /// 16*NV when the driver leaves a panel's last vector to columnDotKernel. `cols` (1..16*NV) is
-/// how many of the tile's columns exist in C.
+/// how many of the tile's columns exist in C. `post` (may be null; never with kTransposedC):
+/// post ops applied to the tile's final values as they are stored.
 using MicroKernelFn = void (*)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                               int64_t ldc, int64_t cols, int flags);
+                               int64_t ldc, int64_t cols, int flags, const TilePostOps *post);
 
 /// The kernel for an R x (16*NV) tile; packedA selects a[k*R + i] over a[i*lda + k].
 MicroKernelFn microKernel(int rows, int vectors, bool packedA);
@@ -106,11 +108,12 @@ inline void storeTileTransposed(const __m512 (&acc)[R][NV], float *c, int64_t ld
 }
 
 template <int R, int NV>
-inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t cols, int flags);
+inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t cols, int flags,
+                      const TilePostOps *post = nullptr);
 
 template <int R, int NV, bool PackedA>
 void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                     int64_t ldc, int64_t cols, int flags) {
+                     int64_t ldc, int64_t cols, int flags, const TilePostOps *post) {
   // Touch the C tile now so that its lines arrive during the k loop, not at the store.
   if (!(flags & kTransposedC)) {
 #pragma GCC unroll 8
@@ -147,13 +150,23 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
     b += ldb;
   }
 
-  storeTile(acc, c, ldc, cols, flags);
+  storeTile(acc, c, ldc, cols, flags, post);
+}
+
+/// Tile element vector (i, j) with post ops applied (PostOps.h).
+inline __m512 withPostOps(__m512 v, const TilePostOps &post, int i, int j, __mmask16 lanes) {
+  if (post.rowBias)
+    v = _mm512_add_ps(v, _mm512_set1_ps(post.rowBias[i]));
+  else if (post.columnBias)
+    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, post.columnBias + j * kVector));
+  return activate(v, post.activation, post.lo, post.hi);
 }
 
 /// The store of every micro-kernel (f32 and bf16 ones): the R x (16*NV) tile acc[i][j] into C
-/// as `flags` say, only its first `cols` columns.
+/// as `flags` say, only its first `cols` columns, with `post` applied when not null.
 template <int R, int NV>
-inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t cols, int flags) {
+inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t cols, int flags,
+                      const TilePostOps *post) {
   const bool accumulate = flags & kAccumulate;
   if (!(flags & kTransposedC)) {
     const int64_t lastCols = cols - (NV - 1) * kVector; // 1..16
@@ -166,12 +179,16 @@ inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t
         __m512 v = acc[i][j];
         if (accumulate)
           v = _mm512_add_ps(v, _mm512_loadu_ps(row + j * kVector));
+        if (post)
+          v = withPostOps(v, *post, i, j, static_cast<__mmask16>(0xFFFF));
         _mm512_storeu_ps(row + j * kVector, v);
       }
       float *last = row + (NV - 1) * kVector;
       __m512 v = acc[i][NV - 1];
       if (accumulate)
         v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lastMask, last));
+      if (post)
+        v = withPostOps(v, *post, i, NV - 1, lastMask);
       _mm512_mask_storeu_ps(last, lastMask, v);
     }
     return;
@@ -184,19 +201,24 @@ inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t
 
 /// The store of every portable micro-kernel: acc[i][j] (j < cols) into C as `flags` say.
 template <int R, int W>
-inline void storeTile(const float (&acc)[R][W], float *c, int64_t ldc, int64_t cols, int flags) {
+inline void storeTile(const float (&acc)[R][W], float *c, int64_t ldc, int64_t cols, int flags,
+                      const TilePostOps *post = nullptr) {
   const bool accumulate = flags & kAccumulate;
   const bool transposed = flags & kTransposedC;
   for (int i = 0; i < R; ++i)
     for (int64_t j = 0; j < cols; ++j) {
       float &out = transposed ? c[j * ldc + i] : c[i * ldc + j];
       out = accumulate ? out + acc[i][j] : acc[i][j];
+      if (post) {
+        const float *bias = post->rowBias ? post->rowBias + i : post->columnBias ? post->columnBias + j : nullptr;
+        out = activate(bias ? out + *bias : out, post->activation, post->lo, post->hi);
+      }
     }
 }
 
 template <int R, int NV, bool PackedA>
 void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                     int64_t ldc, int64_t cols, int flags) {
+                     int64_t ldc, int64_t cols, int flags, const TilePostOps *post) {
   constexpr int W = NV * kVector;
   float acc[R][W] = {};
   for (int64_t k = 0; k < kc; ++k) {
@@ -207,7 +229,7 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
     }
     b += ldb;
   }
-  storeTile(acc, c, ldc, cols, flags);
+  storeTile(acc, c, ldc, cols, flags, post);
 }
 
 #endif

@@ -1,0 +1,51 @@
+// Post ops applied to finished tiles (PostOps.h).
+#include "runtime/kernels/PostOps.h"
+
+namespace kiln::runtime::kernels::detail {
+
+void applyPostOps(const kiln_post_ops &post, bool perRow, float *tile, int64_t ld, int64_t row0, int64_t col0,
+                  int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float *row = tile + i * ld;
+    const float rowBias = post.bias && perRow ? post.bias[row0 + i] : 0.0f;
+    const float *columnBias = post.bias && !perRow ? post.bias + col0 : nullptr;
+    int64_t j = 0;
+#ifdef __AVX512F__
+    for (; j < cols; j += 16) {
+      const __mmask16 lanes = firstLanes(cols - j);
+      __m512 v = _mm512_maskz_loadu_ps(lanes, row + j);
+      if (columnBias)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, columnBias + j));
+      else if (post.bias)
+        v = _mm512_add_ps(v, _mm512_set1_ps(rowBias));
+      _mm512_mask_storeu_ps(row + j, lanes, activate(v, post.activation, post.lo, post.hi));
+    }
+#endif
+    for (; j < cols; ++j) {
+      float v = row[j];
+      if (post.bias)
+        v += columnBias ? columnBias[j] : rowBias;
+      row[j] = activate(v, post.activation, post.lo, post.hi);
+    }
+  }
+}
+
+void PostOpsEpilogue::call(void *vself, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0,
+                           int64_t rows, int64_t cols) {
+  const PostOpsEpilogue &self = *static_cast<const PostOpsEpilogue *>(vself);
+  applyPostOps(self.post, self.perRow, tile, ld, row0, col0, rows, cols);
+  if (self.next)
+    self.next(self.nextCtx, tile, ld, batch, row0, col0, rows, cols);
+}
+
+void wrapPostOps(kiln_post_ops &post, bool perRow, kiln_epilogue_fn &epilogue, void *&epilogueCtx,
+                 PostOpsEpilogue &wrapper) {
+  if (!hasPostOps(post))
+    return;
+  wrapper = PostOpsEpilogue{post, perRow, epilogue, epilogueCtx};
+  epilogue = PostOpsEpilogue::call;
+  epilogueCtx = &wrapper;
+  post = kiln_post_ops{};
+}
+
+} // namespace kiln::runtime::kernels::detail

@@ -1,0 +1,220 @@
+// Post ops (kiln_post_ops): gemm and conv2d apply y = activation(y + bias) before their
+// epilogue, in registers on the blocked GEMM's paths and through PostOpsEpilogue on every
+// other. Each case runs the kernel twice on the same operands, once plain and once with post
+// ops and a recording epilogue: the second output must be exactly the first with the post ops
+// applied by the scalar reference (PostOps.h's activate), the same sums bit for bit, and the
+// epilogue must have seen every element once, already post-processed. The shapes reach every
+// conv2d path and every GEMM tile kind: pointwise (in place, with trailing 7x7 columns, with
+// accumulate), im2col, Winograd, depthwise flat and phase planes, channel multipliers,
+// grouped, direct, sparse taps, M = 1 and N = 1 products, C^T products, K blocks, batches
+// folded into rows, bf16, K = 0.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/Kernels.h"
+#include "runtime/kernels/PostOps.h"
+#include "tests/runtime/KernelTestRuntime.h"
+
+namespace {
+
+using kiln::runtime::kernels::detail::activate;
+using kiln::runtime::kernels::test::makeRuntime;
+
+/// Records the value of every element it sees (and how many times it saw it).
+struct Recorder {
+  std::vector<float> seen;
+  std::vector<int> calls;
+  int64_t rows = 0, cols = 0; // of one batch's matrix
+  static void apply(void *ctx, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0, int64_t rows,
+                    int64_t cols) {
+    auto &self = *static_cast<Recorder *>(ctx);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const size_t at = static_cast<size_t>((batch * self.rows + row0 + i) * self.cols + col0 + j);
+        self.seen[at] = tile[i * ld + j];
+        ++self.calls[at];
+      }
+  }
+};
+
+std::vector<float> randomValues(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float &v : values)
+    v = dist(rng);
+  return values;
+}
+
+bool sameFloat(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b); }
+
+/// The post ops of each case: a bias alone, ReLU alone, bias + ReLU, bias + clip [-0.25, 0.5].
+std::vector<kiln_post_ops> postOpsVariants(const std::vector<float> &bias) {
+  std::vector<kiln_post_ops> variants(4);
+  variants[0].bias = bias.data();
+  variants[1].activation = KILN_ACTIVATION_RELU;
+  variants[2].bias = bias.data(), variants[2].activation = KILN_ACTIVATION_RELU;
+  variants[3].bias = bias.data(), variants[3].activation = KILN_ACTIVATION_CLIP;
+  variants[3].lo = -0.25f, variants[3].hi = 0.5f;
+  return variants;
+}
+
+/// `withPost` against `plain` with post applied: bias per row (channel, every `plane`
+/// elements of each of `channels`) or per column (every element's index mod `channels`).
+void expectPostApplied(const std::vector<float> &plain, const std::vector<float> &withPost, const Recorder &seen,
+                       const kiln_post_ops &post, bool perRow, int64_t channels, int64_t plane) {
+  int mismatches = 0;
+  for (size_t i = 0; i < plain.size() && mismatches < 5; ++i) {
+    const int64_t channel = perRow ? static_cast<int64_t>(i) / plane % channels : static_cast<int64_t>(i) % channels;
+    float expected = plain[i];
+    if (post.bias)
+      expected += post.bias[channel];
+    expected = activate(expected, post.activation, post.lo, post.hi);
+    if (!sameFloat(withPost[i], expected) || !sameFloat(seen.seen[i], expected) || seen.calls[i] != 1) {
+      ADD_FAILURE() << "element " << i << ": " << withPost[i] << " (epilogue saw " << seen.seen[i] << ", "
+                    << seen.calls[i] << " calls), expected " << expected << " from " << plain[i];
+      ++mismatches;
+    }
+  }
+}
+
+struct ConvShape {
+  int64_t n, c, hw, k, r, stride, pad, groups;
+  int threads = 1;
+  int32_t layout = KILN_CONV_WEIGHTS_PLAIN;
+  bool accumulate = false;
+  int64_t dilation = 1;
+};
+
+void checkConvPostOps(const ConvShape &s) {
+  SCOPED_TRACE(testing::Message() << "conv n=" << s.n << " c=" << s.c << " " << s.hw << "x" << s.hw << " k=" << s.k
+                                  << " " << s.r << "x" << s.r << "/" << s.stride << " groups " << s.groups
+                                  << " threads " << s.threads << (s.accumulate ? " accumulate" : ""));
+  const int64_t out = (s.hw + 2 * s.pad - s.dilation * (s.r - 1) - 1) / s.stride + 1, plane = out * out;
+  std::vector<float> x = randomValues(static_cast<size_t>(s.n * s.c * s.hw * s.hw), 1);
+  x[x.size() / 2] = std::numeric_limits<float>::quiet_NaN(); // NaN outputs pass through relu and clip
+  std::vector<float> w = randomValues(static_cast<size_t>(s.k * s.c / s.groups * s.r * s.r), 2);
+  std::vector<float> bias = randomValues(static_cast<size_t>(s.k), 3);
+  std::vector<float> weights = w;
+  if (s.layout == KILN_CONV_WEIGHTS_WINOGRAD_F4) {
+    weights.resize(static_cast<size_t>(kiln::runtime::kernels::winogradWeightFloats(s.k, s.c, 4)));
+    kiln::runtime::kernels::packWinogradWeights(w.data(), s.k, s.c, 4, weights.data());
+  } else if (s.layout == KILN_CONV_WEIGHTS_TAP_MAJOR) {
+    kiln::runtime::kernels::packConvTapMajor(w.data(), s.k, s.c, s.r, s.r, weights.data());
+  }
+  const std::vector<float> addend = randomValues(static_cast<size_t>(s.n * s.k * plane), 4);
+  kiln_rt rt = makeRuntime(s.threads);
+  auto run = [&](const kiln_post_ops *post, Recorder *recorder) {
+    std::vector<float> y = s.accumulate ? addend : std::vector<float>(addend.size(), 0.0f);
+    kiln_conv2d_args a{};
+    a.n = s.n, a.c = s.c, a.h = s.hw, a.w = s.hw, a.k = s.k, a.r = s.r, a.s = s.r, a.oh = out, a.ow = out;
+    a.stride_h = a.stride_w = s.stride, a.pad_top = a.pad_left = s.pad, a.dilation_h = a.dilation_w = s.dilation;
+    a.groups = s.groups, a.x = x.data(), a.weights = weights.data(), a.y = y.data(), a.weights_layout = s.layout;
+    a.accumulate = s.accumulate;
+    if (post)
+      a.post = *post, a.epilogue = Recorder::apply, a.epilogue_ctx = recorder;
+    kiln::runtime::kernels::conv2d(&rt, &a);
+    return y;
+  };
+  const std::vector<float> plain = run(nullptr, nullptr);
+  for (const kiln_post_ops &post : postOpsVariants(bias)) {
+    SCOPED_TRACE(testing::Message() << "activation " << post.activation << (post.bias ? " with bias" : ""));
+    Recorder recorder{std::vector<float>(plain.size(), 0.0f), std::vector<int>(plain.size(), 0), s.k, plane};
+    expectPostApplied(plain, run(&post, &recorder), recorder, post, true, s.k, plane);
+  }
+}
+
+TEST(PostOps, EveryConvolutionPath) {
+  checkConvPostOps({1, 16, 14, 96, 1, 1, 0, 1});            // pointwise, in place
+  checkConvPostOps({1, 64, 7, 96, 1, 1, 0, 1});             // pointwise 7x7: a 1-column trailing vector
+  checkConvPostOps({2, 32, 9, 40, 1, 1, 0, 1, 2});          // pointwise, 2 images on 2 threads
+  ConvShape residual{1, 24, 12, 48, 1, 1, 0, 1};
+  residual.accumulate = true;
+  checkConvPostOps(residual);                               // pointwise onto a residual
+  checkConvPostOps({1, 600, 7, 20, 1, 1, 0, 1});            // pointwise, two K blocks, C^T tiles
+  checkConvPostOps({1, 3, 23, 20, 3, 2, 1, 1});             // im2col (stem-like)
+  checkConvPostOps({1, 32, 16, 32, 3, 1, 1, 1});            // Winograd as gated
+  checkConvPostOps({1, 16, 12, 16, 3, 1, 1, 1, 1, KILN_CONV_WEIGHTS_WINOGRAD_F4}); // stored F4
+  checkConvPostOps({1, 24, 21, 24, 3, 1, 1, 24});           // depthwise, straight from x
+  checkConvPostOps({1, 24, 21, 24, 3, 2, 1, 24});           // depthwise, stride phases
+  checkConvPostOps({1, 4, 13, 24, 3, 1, 1, 4});             // channel multiplier 6
+  checkConvPostOps({1, 64, 10, 64, 3, 1, 1, 8});            // grouped
+  checkConvPostOps({1, 8, 30, 16, 5, 3, 2, 1});             // direct or im2col, as gated
+  checkConvPostOps({1, 16, 8, 16, 3, 1, 6, 1, 1, KILN_CONV_WEIGHTS_TAP_MAJOR, false, 6}); // sparse taps
+}
+
+struct GemmShape {
+  int64_t m, n, k, batch = 1;
+  bool transA = false, transB = false, bf16 = false;
+  int64_t strideB = -1; // -1: one B per product
+};
+
+void checkGemmPostOps(const GemmShape &s) {
+  SCOPED_TRACE(testing::Message() << "gemm " << s.m << "x" << s.n << "x" << s.k << " batch " << s.batch
+                                  << (s.transA ? " A^T" : "") << (s.transB ? " B^T" : "") << (s.bf16 ? " bf16" : ""));
+  const int64_t strideB = s.strideB < 0 ? s.k * s.n : s.strideB;
+  std::vector<float> a = randomValues(static_cast<size_t>(std::max<int64_t>(1, s.batch * s.m * s.k)), 5);
+  std::vector<float> b = randomValues(static_cast<size_t>(std::max<int64_t>(1, (s.batch - 1) * strideB + s.k * s.n)), 6);
+  std::vector<float> bias = randomValues(static_cast<size_t>(s.n), 7);
+  kiln_rt rt = makeRuntime(1);
+  auto run = [&](const kiln_post_ops *post, Recorder *recorder) {
+    std::vector<float> c(static_cast<size_t>(s.batch * s.m * s.n), 0.0f);
+    kiln_gemm_args g{};
+    g.m = s.m, g.n = s.n, g.k = s.k, g.batch = s.batch;
+    g.a = a.data(), g.lda = s.transA ? s.m : s.k, g.stride_a = s.m * s.k, g.trans_a = s.transA;
+    g.b = b.data(), g.ldb = s.transB ? s.k : s.n, g.stride_b = strideB, g.trans_b = s.transB;
+    g.c = c.data(), g.ldc = s.n, g.stride_c = s.m * s.n;
+    g.precision = s.bf16 ? KILN_PRECISION_BF16 : KILN_PRECISION_F32;
+    if (post)
+      g.post = *post, g.epilogue = Recorder::apply, g.epilogue_ctx = recorder;
+    kiln::runtime::kernels::gemm(&rt, &g);
+    return c;
+  };
+  const std::vector<float> plain = run(nullptr, nullptr);
+  for (const kiln_post_ops &post : postOpsVariants(bias)) {
+    SCOPED_TRACE(testing::Message() << "activation " << post.activation << (post.bias ? " with bias" : ""));
+    Recorder recorder{std::vector<float>(plain.size(), 0.0f), std::vector<int>(plain.size(), 0), s.m, s.n};
+    expectPostApplied(plain, run(&post, &recorder), recorder, post, false, s.n, 1);
+  }
+}
+
+TEST(PostOps, EveryGemmTile) {
+  checkGemmPostOps({13, 70, 20});                   // edge tiles of rows and columns
+  checkGemmPostOps({64, 49, 96});                   // a narrow N: C^T tiles, or trailing columns
+  checkGemmPostOps({30, 8, 300, 1, true, true});    // transposed operands
+  checkGemmPostOps({7, 128, 1100});                 // three K blocks
+  checkGemmPostOps({1, 300, 64});                   // M = 1: matrix-vector
+  checkGemmPostOps({50, 1, 64});                    // N = 1
+  checkGemmPostOps({4, 96, 32, 3, false, false, false, 0}); // one B: batches folded into rows
+  checkGemmPostOps({5, 40, 24, 2});                 // separate products
+  checkGemmPostOps({32, 64, 48, 1, false, false, true}); // bf16
+  checkGemmPostOps({6, 20, 0});                     // K = 0: bias and activation on zeros
+}
+
+TEST(PostOps, ActivationsAsTheEvaluator) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(sameFloat(activate(-0.0f, KILN_ACTIVATION_RELU, 0, 0), 0.0f));
+  EXPECT_TRUE(std::isnan(activate(nan, KILN_ACTIVATION_RELU, 0, 0)));
+  EXPECT_EQ(activate(-2.0f, KILN_ACTIVATION_RELU, 0, 0), 0.0f);
+  EXPECT_EQ(activate(7.0f, KILN_ACTIVATION_CLIP, 0, 6), 6.0f);
+  EXPECT_TRUE(sameFloat(activate(-0.0f, KILN_ACTIVATION_CLIP, 0, 6), -0.0f)); // kiln_fclip keeps -0
+  EXPECT_TRUE(std::isnan(activate(nan, KILN_ACTIVATION_CLIP, 0, 6)));
+#ifdef __AVX512F__
+  const __m512 v = _mm512_setr_ps(-0.0f, nan, -2.0f, 7.0f, 3.0f, 0.0f, -1e30f, 1e30f, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (int32_t activation : {KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP}) {
+    alignas(64) float in[16], outVector[16];
+    _mm512_store_ps(in, v);
+    _mm512_store_ps(outVector, activate(v, activation, 0.0f, 6.0f));
+    for (int i = 0; i < 16; ++i)
+      EXPECT_TRUE(sameFloat(outVector[i], activate(in[i], activation, 0.0f, 6.0f)))
+          << "lane " << i << " activation " << activation;
+  }
+#endif
+}
+
+} // namespace
