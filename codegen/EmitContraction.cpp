@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "codegen/ContractionPostOps.h"
 #include "codegen/ScalarOps.h"
 #include "codegen/StageEmitters.h"
 #include "core/Error.h"
@@ -146,7 +147,10 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   const int64_t gemmRows = rowsOfOneGemm ? batches * m : m, gemmBatches = rowsOfOneGemm ? 1 : batches;
   Shape rowShape = batchShape; // a folded row's coordinates: its batch's, then its own row
   rowShape.push_back(m);
-  std::string epilogue = emitEpilogue(e, stageIndex, out, gemmBatches, gemmRows, n,
+  // A bias per column (a linear layer's) and an activation go to the GEMM as post ops.
+  const std::optional<ContractionPostOps> post =
+      aVector || bVector ? std::nullopt : matchPostOps(e, stageIndex, outShape.size() - 1);
+  std::string epilogue = post ? "NULL" : emitEpilogue(e, stageIndex, out, gemmBatches, gemmRows, n,
                                       [&](IndexArena &arena, const Index &bt, const Index &row, const Index &col) {
                                         std::vector<Index> coords;
                                         if (rowsOfOneGemm) {
@@ -165,6 +169,8 @@ void emitGemmStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.lda = {}; g.trans_a = {}; g.ldb = {}; g.trans_b = {}; g.ldc = {};\n", lda, transA ? 1 : 0,
                       ldb, transB ? 1 : 0, n);
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n", epilogue);
+  if (post)
+    text += postOpsArguments(e, *post);
   if (packB)
     text += bf16 ? "  g.b_layout = KILN_GEMM_B_PAIR_PANELS_BF16;\n" : "  g.b_layout = KILN_GEMM_B_PANELS;\n";
   if (bf16)
@@ -222,7 +228,9 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     return;
   }
   int64_t ow = y.back();
-  std::string epilogue = emitChannelPlaneEpilogue(e, stageIndex, out, y);
+  // A bias per output channel and an activation go to conv2d as post ops.
+  const std::optional<ContractionPostOps> post = matchPostOps(e, stageIndex, 1);
+  std::string epilogue = post ? "NULL" : emitChannelPlaneEpilogue(e, stageIndex, out, y);
   const StridedAccess &xs = stage.anchorOperands[0], &ws = stage.anchorOperands[1];
   // The arguments as the generated call sets them (pointers aside), also what the runtime's
   // Winograd gate reads.
@@ -304,6 +312,8 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
       fail("codegen: internal error: a convolution planned to accumulate into its residual cannot");
     text += "  g.accumulate = 1;\n";
   }
+  if (post)
+    text += postOpsArguments(e, *post);
   text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n  rt->conv2d(rt, &g);\n}}",
                       epilogue);
   out.body.push_back(text);
