@@ -48,6 +48,16 @@ std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stage
     if (node->op() == OpKind::Clip)
       post.lo = node->attrFloat("min"), post.hi = node->attrFloat("max");
     value = node->input(0);
+  } else if (node->op() == OpKind::Mul) { // SiLU: x * sigmoid(x), either way round
+    for (int i = 0; i < 2 && post.activation == KILN_ACTIVATION_NONE; ++i) {
+      const ir::Node *gate = node->input(1 - i)->producer();
+      if (gate && gate->op() == OpKind::Sigmoid && gate->input(0) == node->input(i)) {
+        post.activation = KILN_ACTIVATION_SILU;
+        value = node->input(i);
+      }
+    }
+    if (post.activation == KILN_ACTIVATION_NONE)
+      return std::nullopt;
   }
   // A convolution that accumulated into its residual r computes the body's `X + r` node as X
   // with the tile (conv + r) for the convolution's value (passes/fusion/AccumulatedOperand.h).
@@ -77,6 +87,8 @@ std::string postOpsArguments(const KernelEmitter &e, const ContractionPostOps &p
     text += fmt::format("  g.post.bias = (const float *){} + {};\n", e.kernelAddress(post.bias->buffer), post.bias->offset);
   if (post.activation == KILN_ACTIVATION_RELU)
     text += "  g.post.activation = KILN_ACTIVATION_RELU;\n";
+  if (post.activation == KILN_ACTIVATION_SILU)
+    text += "  g.post.activation = KILN_ACTIVATION_SILU;\n";
   if (post.activation == KILN_ACTIVATION_CLIP)
     text += fmt::format("  g.post.activation = KILN_ACTIVATION_CLIP; g.post.lo = {}; g.post.hi = {};\n",
                         literal(DType::F32, post.lo), literal(DType::F32, post.hi));

@@ -70,13 +70,16 @@ enum kiln_activation {
   /// x > 0 ? x : 0, NaN kept (kiln's relu)
   KILN_ACTIVATION_RELU = 1,
   /// min(max(x, lo), hi), NaN kept (kiln's clip; ReLU6 is [0, 6])
-  KILN_ACTIVATION_CLIP = 2
+  KILN_ACTIVATION_CLIP = 2,
+  /// x * sigmoid(x) (SiLU, swish: EfficientNet's), with generated code's exp (within 2 ulp)
+  KILN_ACTIVATION_SILU = 3
 };
 
 /// What gemm and conv2d apply to every output before the epilogue sees it:
 ///   y = activation(y + bias[channel])
 /// where y already holds the addend of an accumulating convolution, and channel is a
-/// convolution's output channel, a GEMM's output column (the bias of a linear layer). Bias and
+/// convolution's output channel, a GEMM's output column (the bias of a linear layer); ReLU,
+/// ReLU6 and other clips, and SiLU. Bias and
 /// activation are each optional (all zero: nothing). The kernels apply them in registers as
 /// they store a tile where they can (the blocked GEMM behind GEMMs and pointwise and im2col
 /// convolutions), on the finished tile otherwise: codegen hands over an epilogue that is only

@@ -3,6 +3,24 @@
 
 namespace kiln::runtime::kernels::detail {
 
+float activate(float v, int32_t activation, float lo, float hi) {
+  if (v != v || activation == KILN_ACTIVATION_NONE)
+    return v;
+  if (activation == KILN_ACTIVATION_RELU)
+    return v > 0.0f ? v : 0.0f;
+  if (activation == KILN_ACTIVATION_SILU) {
+#ifdef __AVX512F__
+    float e;
+    _mm512_mask_storeu_ps(&e, 1, expVector(_mm512_set1_ps(-v)));
+#else
+    const float e = std::exp(-v);
+#endif
+    return v * (1.0f / (1.0f + e));
+  }
+  const float atLeastLo = v < lo ? lo : v; // std::max(v, lo), then std::min(., hi)
+  return hi < atLeastLo ? hi : atLeastLo;
+}
+
 void applyPostOps(const kiln_post_ops &post, bool perRow, float *tile, int64_t ld, int64_t row0, int64_t col0,
                   int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {

@@ -4,7 +4,9 @@
 // registers as its micro-kernels store a tile (TilePostOps); every other kernel path gets
 // them as PostOpsEpilogue, an epilogue that applies them to each finished tile before the
 // caller's. Internal to runtime/kernels/.
+#include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "runtime/KernelAbi.h"
 #include "runtime/kernels/Simd.h" // <immintrin.h>
@@ -24,16 +26,34 @@ struct TilePostOps {
   float lo = 0.0f, hi = 0.0f;
 };
 
-/// The activation as the reference evaluator computes it, bit for bit: relu keeps NaN and
-/// turns -0 into +0; clip is kiln_fclip, min(max(x, lo), hi) with NaN kept.
-inline float activate(float v, int32_t activation, float lo, float hi) {
-  if (v != v || activation == KILN_ACTIVATION_NONE)
-    return v;
-  if (activation == KILN_ACTIVATION_RELU)
-    return v > 0.0f ? v : 0.0f;
-  const float atLeastLo = v < lo ? lo : v; // std::max(v, lo), then std::min(., hi)
-  return hi < atLeastLo ? hi : atLeastLo;
+#ifdef __AVX512F__
+/// exp(x) in 16 lanes by the algorithm of generated code's kiln_expf (codegen/ScalarOps.cpp):
+/// 2^n exp(r), n = round(x log2 e), r = x - n ln2 with ln2 split so that n*ln2_hi is exact,
+/// exp(r) by its Taylor series to r^7; within 2 ulp, and inf, -inf and NaN mapped as std::exp
+/// maps them. 2^n is applied by vscalefps, exact down to the denormals.
+inline __m512 expVector(__m512 x) {
+  const __m512 clamped = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.8f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(clamped, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), clamped);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  __m512 result = _mm512_scalef_ps(p, n);
+  result = _mm512_mask_mov_ps(result, _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.72284f), _CMP_GT_OQ),
+                              _mm512_set1_ps(__builtin_inff()));
+  result = _mm512_mask_mov_ps(result, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-103.97208f), _CMP_LT_OQ),
+                              _mm512_setzero_ps());
+  return _mm512_mask_mov_ps(result, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
+#endif
+
+/// The activation as the reference evaluator computes it: relu keeps NaN and turns -0 into
+/// +0; clip is kiln_fclip, min(max(x, lo), hi) with NaN kept (both bit for bit); SiLU is
+/// x * (1 / (1 + exp(-x))), exp within 2 ulp. Out of line: with AVX-512 it takes the lanes'
+/// exp, so that a tile's scalar and vector elements agree whatever flags the caller has.
+float activate(float v, int32_t activation, float lo, float hi);
 
 #ifdef __AVX512F__
 inline __m512 activate(__m512 v, int32_t activation, float lo, float hi) {
@@ -42,6 +62,11 @@ inline __m512 activate(__m512 v, int32_t activation, float lo, float hi) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
   case KILN_ACTIVATION_CLIP: // max(a, b) and min(a, b) return b when either is NaN
     return _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), v));
+  case KILN_ACTIVATION_SILU: {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 negated = _mm512_sub_ps(_mm512_setzero_ps(), v);
+    return _mm512_mul_ps(v, _mm512_div_ps(one, _mm512_add_ps(one, expVector(negated))));
+  }
   default: return v;
   }
 }

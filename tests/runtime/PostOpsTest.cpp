@@ -53,9 +53,11 @@ std::vector<float> randomValues(size_t count, uint32_t seed) {
 
 bool sameFloat(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b); }
 
-/// The post ops of each case: a bias alone, ReLU alone, bias + ReLU, bias + clip [-0.25, 0.5].
+/// The post ops of each case: a bias alone, ReLU alone, bias + ReLU, bias + clip [-0.25, 0.5],
+/// bias + SiLU.
 std::vector<kiln_post_ops> postOpsVariants(const std::vector<float> &bias) {
-  std::vector<kiln_post_ops> variants(4);
+  std::vector<kiln_post_ops> variants(5);
+  variants[4].bias = bias.data(), variants[4].activation = KILN_ACTIVATION_SILU;
   variants[0].bias = bias.data();
   variants[1].activation = KILN_ACTIVATION_RELU;
   variants[2].bias = bias.data(), variants[2].activation = KILN_ACTIVATION_RELU;
@@ -204,9 +206,22 @@ TEST(PostOps, ActivationsAsTheEvaluator) {
   EXPECT_EQ(activate(7.0f, KILN_ACTIVATION_CLIP, 0, 6), 6.0f);
   EXPECT_TRUE(sameFloat(activate(-0.0f, KILN_ACTIVATION_CLIP, 0, 6), -0.0f)); // kiln_fclip keeps -0
   EXPECT_TRUE(std::isnan(activate(nan, KILN_ACTIVATION_CLIP, 0, 6)));
+  // SiLU within 4 ulp of x / (1 + e^-x) in double, over the range that matters and its ends.
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isnan(activate(nan, KILN_ACTIVATION_SILU, 0, 0)));
+  EXPECT_EQ(activate(inf, KILN_ACTIVATION_SILU, 0, 0), inf);
+  EXPECT_TRUE(std::isnan(activate(-inf, KILN_ACTIVATION_SILU, 0, 0))); // -inf * 0, as the evaluator
+  EXPECT_EQ(activate(-200.0f, KILN_ACTIVATION_SILU, 0, 0), -0.0f);
+  for (float x = -120.0f; x <= 120.0f; x += 0.0371f) {
+    const double want = x / (1.0 + std::exp(-static_cast<double>(x)));
+    const float got = activate(x, KILN_ACTIVATION_SILU, 0, 0);
+    if (std::abs(want) > 1e-30)
+      EXPECT_LE(std::abs(got - want), 4 * std::abs(want) * std::numeric_limits<float>::epsilon()) << "x = " << x;
+  }
 #ifdef __AVX512F__
-  const __m512 v = _mm512_setr_ps(-0.0f, nan, -2.0f, 7.0f, 3.0f, 0.0f, -1e30f, 1e30f, 0, 0, 0, 0, 0, 0, 0, 0);
-  for (int32_t activation : {KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP}) {
+  const __m512 v = _mm512_setr_ps(-0.0f, nan, -2.0f, 7.0f, 3.0f, 0.0f, -1e30f, 1e30f, -90.0f, 90.0f, -inf, inf,
+                                  1e-40f, -5.5f, 0.25f, 88.75f);
+  for (int32_t activation : {KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP, KILN_ACTIVATION_SILU}) {
     alignas(64) float in[16], outVector[16];
     _mm512_store_ps(in, v);
     _mm512_store_ps(outVector, activate(v, activation, 0.0f, 6.0f));
