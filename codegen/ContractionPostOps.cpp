@@ -31,6 +31,61 @@ std::optional<StridedAccess> channelBias(const KernelPlan &plan, int stageIndex,
   return access;
 }
 
+/// The value of a one-element f32 constant (inlined or a body constant, possibly broadcast).
+std::optional<double> scalarConstant(const KernelPlan &plan, const ir::Value *value) {
+  while (value->producer() && (value->producer()->op() == OpKind::Broadcast || value->producer()->op() == OpKind::Reshape))
+    value = value->producer()->input(0);
+  auto found = plan.bufferOf.find(value);
+  if (value->dtype() != DType::F32 || found == plan.bufferOf.end())
+    return std::nullopt;
+  const KernelBuffer &buffer = plan.buffers.at(static_cast<size_t>(found->second));
+  if (buffer.kind != KernelBuffer::Kind::Constant || buffer.constant.numElements() != 1)
+    return std::nullopt;
+  return buffer.constant.getDouble(0);
+}
+
+/// The operand of commutative binary `node` (of kind `op`) other than one satisfying
+/// `isFirst`, with that one: {first, other}, or nulls.
+template <typename Pred>
+std::pair<const ir::Value *, const ir::Value *> operandsOf(const ir::Node *node, OpKind op, Pred isFirst) {
+  if (!node || node->op() != op)
+    return {nullptr, nullptr};
+  for (int i = 0; i < 2; ++i)
+    if (isFirst(node->input(i)))
+      return {node->input(i), node->input(1 - i)};
+  return {nullptr, nullptr};
+}
+
+/// hard_sigmoid's decomposition, clip(x * alpha + beta, 0, 1): its x, with alpha and beta.
+const ir::Value *hardSigmoidInput(const KernelPlan &plan, const ir::Value *gate, ContractionPostOps &post) {
+  const ir::Node *clip = gate->producer();
+  if (!clip || clip->op() != OpKind::Clip || clip->attrFloat("min") != 0.0 || clip->attrFloat("max") != 1.0)
+    return nullptr;
+  auto isConstant = [&](const ir::Value *v) { return scalarConstant(plan, v).has_value(); };
+  auto [beta, line] = operandsOf(clip->input(0)->producer(), OpKind::Add, isConstant);
+  if (!line)
+    return nullptr;
+  auto [alpha, x] = operandsOf(line->producer(), OpKind::Mul, isConstant);
+  if (!x)
+    return nullptr;
+  post.alpha = *scalarConstant(plan, alpha), post.beta = *scalarConstant(plan, beta);
+  return x;
+}
+
+/// hard_swish's decomposition, where(eq(g, 0), 0, x * g) with g its hard sigmoid: its x.
+const ir::Value *hardSwishInput(const KernelPlan &plan, const ir::Node *where, ContractionPostOps &post) {
+  auto isZero = [&](const ir::Value *v) { return scalarConstant(plan, v) == std::optional<double>(0.0); };
+  if (where->op() != OpKind::Where || !isZero(where->input(1)))
+    return nullptr;
+  auto [zero, gate] = operandsOf(where->input(0)->producer(), OpKind::Eq, isZero);
+  if (!gate)
+    return nullptr;
+  auto [g, x] = operandsOf(where->input(2)->producer(), OpKind::Mul, [&](const ir::Value *v) { return v == gate; });
+  if (!x || hardSigmoidInput(plan, gate, post) != x)
+    return nullptr;
+  return x;
+}
+
 } // namespace
 
 std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim) {
@@ -43,7 +98,13 @@ std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stage
   if (value->dtype() != DType::F32 || !value->producer())
     return std::nullopt;
   const ir::Node *node = value->producer();
-  if (node->op() == OpKind::Relu || node->op() == OpKind::Clip) {
+  if (const ir::Value *x = hardSigmoidInput(e.plan(), value, post)) {
+    post.activation = KILN_ACTIVATION_HARD_SIGMOID;
+    value = x;
+  } else if (const ir::Value *x = hardSwishInput(e.plan(), node, post)) {
+    post.activation = KILN_ACTIVATION_HARD_SWISH;
+    value = x;
+  } else if (node->op() == OpKind::Relu || node->op() == OpKind::Clip) {
     post.activation = node->op() == OpKind::Relu ? KILN_ACTIVATION_RELU : KILN_ACTIVATION_CLIP;
     if (node->op() == OpKind::Clip)
       post.lo = node->attrFloat("min"), post.hi = node->attrFloat("max");
@@ -89,6 +150,10 @@ std::string postOpsArguments(const KernelEmitter &e, const ContractionPostOps &p
     text += "  g.post.activation = KILN_ACTIVATION_RELU;\n";
   if (post.activation == KILN_ACTIVATION_SILU)
     text += "  g.post.activation = KILN_ACTIVATION_SILU;\n";
+  if (post.activation == KILN_ACTIVATION_HARD_SIGMOID || post.activation == KILN_ACTIVATION_HARD_SWISH)
+    text += fmt::format("  g.post.activation = KILN_ACTIVATION_{}; g.post.alpha = {}; g.post.beta = {};\n",
+                        post.activation == KILN_ACTIVATION_HARD_SWISH ? "HARD_SWISH" : "HARD_SIGMOID",
+                        literal(DType::F32, post.alpha), literal(DType::F32, post.beta));
   if (post.activation == KILN_ACTIVATION_CLIP)
     text += fmt::format("  g.post.activation = KILN_ACTIVATION_CLIP; g.post.lo = {}; g.post.hi = {};\n",
                         literal(DType::F32, post.lo), literal(DType::F32, post.hi));

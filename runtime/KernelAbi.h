@@ -72,14 +72,18 @@ enum kiln_activation {
   /// min(max(x, lo), hi), NaN kept (kiln's clip; ReLU6 is [0, 6])
   KILN_ACTIVATION_CLIP = 2,
   /// x * sigmoid(x) (SiLU, swish: EfficientNet's), with generated code's exp (within 2 ulp)
-  KILN_ACTIVATION_SILU = 3
+  KILN_ACTIVATION_SILU = 3,
+  /// g = clip(x * alpha + beta, 0, 1) (kiln's hard_sigmoid, MobileNetV3's gates)
+  KILN_ACTIVATION_HARD_SIGMOID = 4,
+  /// g == 0 ? 0 : x * g, g the hard sigmoid of x (kiln's hard_swish: alpha 1/6, beta 1/2)
+  KILN_ACTIVATION_HARD_SWISH = 5
 };
 
 /// What gemm and conv2d apply to every output before the epilogue sees it:
 ///   y = activation(y + bias[channel])
 /// where y already holds the addend of an accumulating convolution, and channel is a
 /// convolution's output channel, a GEMM's output column (the bias of a linear layer); ReLU,
-/// ReLU6 and other clips, and SiLU. Bias and
+/// ReLU6 and other clips, SiLU, hard sigmoid and hard swish. Bias and
 /// activation are each optional (all zero: nothing). The kernels apply them in registers as
 /// they store a tile where they can (the blocked GEMM behind GEMMs and pointwise and im2col
 /// convolutions), on the finished tile otherwise: codegen hands over an epilogue that is only
@@ -89,6 +93,7 @@ typedef struct kiln_post_ops {
   const float *bias; /* may be NULL */
   int32_t activation; /* kiln_activation */
   float lo, hi;       /* KILN_ACTIVATION_CLIP's bounds */
+  float alpha, beta;  /* the hard sigmoid's line (KILN_ACTIVATION_HARD_SIGMOID, _HARD_SWISH) */
 } kiln_post_ops;
 
 /// C[b] = op(A[b]) * op(B[b]) for b in [0, batch), f32, then the epilogue on every tile.

@@ -91,11 +91,10 @@ struct Oriented {
   /// to apply as it stores (only on C's own orientation).
   TilePostOps tilePostOps(int64_t i0, int64_t j0) const {
     const kiln_post_ops &post = *product.post;
-    TilePostOps tile;
+    TilePostOps tile = detail::tilePostOps(post);
     if (post.bias)
       (product.postPerRow ? tile.rowBias : tile.columnBias) =
           post.bias + (product.postPerRow ? product.rowOffset + i0 : j0);
-    tile.activation = post.activation, tile.lo = post.lo, tile.hi = post.hi;
     return tile;
   }
 };

@@ -159,7 +159,7 @@ inline __m512 withPostOps(__m512 v, const TilePostOps &post, int i, int j, __mma
     v = _mm512_add_ps(v, _mm512_set1_ps(post.rowBias[i]));
   else if (post.columnBias)
     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, post.columnBias + j * kVector));
-  return activate(v, post.activation, post.lo, post.hi);
+  return activate(v, post);
 }
 
 /// The store of every micro-kernel (f32 and bf16 ones): the R x (16*NV) tile acc[i][j] into C
@@ -211,7 +211,7 @@ inline void storeTile(const float (&acc)[R][W], float *c, int64_t ldc, int64_t c
       out = accumulate ? out + acc[i][j] : acc[i][j];
       if (post) {
         const float *bias = post->rowBias ? post->rowBias + i : post->columnBias ? post->columnBias + j : nullptr;
-        out = activate(bias ? out + *bias : out, post->activation, post->lo, post->hi);
+        out = activate(bias ? out + *bias : out, *post);
       }
     }
 }

@@ -3,12 +3,16 @@
 
 namespace kiln::runtime::kernels::detail {
 
-float activate(float v, int32_t activation, float lo, float hi) {
-  if (v != v || activation == KILN_ACTIVATION_NONE)
-    return v;
-  if (activation == KILN_ACTIVATION_RELU)
-    return v > 0.0f ? v : 0.0f;
-  if (activation == KILN_ACTIVATION_SILU) {
+float activate(float v, const TilePostOps &post) {
+  switch (post.activation) {
+  case KILN_ACTIVATION_RELU: return v > 0.0f || v != v ? v : 0.0f;
+  case KILN_ACTIVATION_CLIP: {
+    if (v != v)
+      return v;
+    const float atLeastLo = v < post.lo ? post.lo : v; // std::max(v, lo), then std::min(., hi)
+    return post.hi < atLeastLo ? post.hi : atLeastLo;
+  }
+  case KILN_ACTIVATION_SILU: {
 #ifdef __AVX512F__
     float e;
     _mm512_mask_storeu_ps(&e, 1, expVector(_mm512_set1_ps(-v)));
@@ -17,14 +21,25 @@ float activate(float v, int32_t activation, float lo, float hi) {
 #endif
     return v * (1.0f / (1.0f + e));
   }
-  const float atLeastLo = v < lo ? lo : v; // std::max(v, lo), then std::min(., hi)
-  return hi < atLeastLo ? hi : atLeastLo;
+  case KILN_ACTIVATION_HARD_SIGMOID:
+  case KILN_ACTIVATION_HARD_SWISH: {
+    TilePostOps clip;
+    clip.activation = KILN_ACTIVATION_CLIP, clip.lo = 0.0f, clip.hi = 1.0f;
+    const float product = v * post.alpha; // two roundings, as the decomposition's mul and add
+    const float gate = activate(product + post.beta, clip);
+    if (post.activation == KILN_ACTIVATION_HARD_SIGMOID)
+      return gate;
+    return gate == 0.0f ? 0.0f : v * gate;
+  }
+  default: return v;
+  }
 }
 
 void applyPostOps(const kiln_post_ops &post, bool perRow, float *tile, int64_t ld, int64_t row0, int64_t col0,
                   int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {
     float *row = tile + i * ld;
+    const TilePostOps activation = tilePostOps(post);
     const float rowBias = post.bias && perRow ? post.bias[row0 + i] : 0.0f;
     const float *columnBias = post.bias && !perRow ? post.bias + col0 : nullptr;
     int64_t j = 0;
@@ -36,14 +51,14 @@ void applyPostOps(const kiln_post_ops &post, bool perRow, float *tile, int64_t l
         v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, columnBias + j));
       else if (post.bias)
         v = _mm512_add_ps(v, _mm512_set1_ps(rowBias));
-      _mm512_mask_storeu_ps(row + j, lanes, activate(v, post.activation, post.lo, post.hi));
+      _mm512_mask_storeu_ps(row + j, lanes, activate(v, activation));
     }
 #endif
     for (; j < cols; ++j) {
       float v = row[j];
       if (post.bias)
         v += columnBias ? columnBias[j] : rowBias;
-      row[j] = activate(v, post.activation, post.lo, post.hi);
+      row[j] = activate(v, activation);
     }
   }
 }

@@ -23,8 +23,16 @@ struct TilePostOps {
   const float *rowBias = nullptr;
   const float *columnBias = nullptr;
   int32_t activation = KILN_ACTIVATION_NONE;
-  float lo = 0.0f, hi = 0.0f;
+  float lo = 0.0f, hi = 0.0f, alpha = 0.0f, beta = 0.0f;
 };
+
+/// `post`'s activation as a tile's (no bias).
+inline TilePostOps tilePostOps(const kiln_post_ops &post) {
+  TilePostOps tile;
+  tile.activation = post.activation;
+  tile.lo = post.lo, tile.hi = post.hi, tile.alpha = post.alpha, tile.beta = post.beta;
+  return tile;
+}
 
 #ifdef __AVX512F__
 /// exp(x) in 16 lanes by the algorithm of generated code's kiln_expf (codegen/ScalarOps.cpp):
@@ -50,14 +58,16 @@ inline __m512 expVector(__m512 x) {
 #endif
 
 /// The activation as the reference evaluator computes it: relu keeps NaN and turns -0 into
-/// +0; clip is kiln_fclip, min(max(x, lo), hi) with NaN kept (both bit for bit); SiLU is
-/// x * (1 / (1 + exp(-x))), exp within 2 ulp. Out of line: with AVX-512 it takes the lanes'
-/// exp, so that a tile's scalar and vector elements agree whatever flags the caller has.
-float activate(float v, int32_t activation, float lo, float hi);
+/// +0; clip is kiln_fclip, min(max(x, lo), hi) with NaN kept; hard sigmoid and hard swish are
+/// their decompositions' ops in order (all these bit for bit); SiLU is x * (1 / (1 +
+/// exp(-x))), exp within 2 ulp. Out of line: with AVX-512 it takes the lanes' exp, so that a
+/// tile's scalar and vector elements agree whatever flags the caller has.
+float activate(float v, const TilePostOps &post);
 
 #ifdef __AVX512F__
-inline __m512 activate(__m512 v, int32_t activation, float lo, float hi) {
-  switch (activation) {
+inline __m512 activate(__m512 v, const TilePostOps &post) {
+  const float lo = post.lo, hi = post.hi;
+  switch (post.activation) {
   case KILN_ACTIVATION_RELU: // lanes not <= 0 (positive or NaN) kept, the rest +0
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
   case KILN_ACTIVATION_CLIP: // max(a, b) and min(a, b) return b when either is NaN
@@ -66,6 +76,15 @@ inline __m512 activate(__m512 v, int32_t activation, float lo, float hi) {
     const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 negated = _mm512_sub_ps(_mm512_setzero_ps(), v);
     return _mm512_mul_ps(v, _mm512_div_ps(one, _mm512_add_ps(one, expVector(negated))));
+  }
+  case KILN_ACTIVATION_HARD_SIGMOID:
+  case KILN_ACTIVATION_HARD_SWISH: {
+    const __m512 line = _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(post.alpha)), _mm512_set1_ps(post.beta));
+    const __m512 gate = _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), line));
+    if (post.activation == KILN_ACTIVATION_HARD_SIGMOID)
+      return gate;
+    const __mmask16 closed = _mm512_cmp_ps_mask(gate, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    return _mm512_maskz_mov_ps(static_cast<__mmask16>(~closed), _mm512_mul_ps(v, gate));
   }
   default: return v;
   }

@@ -22,7 +22,13 @@
 
 namespace {
 
-using kiln::runtime::kernels::detail::activate;
+using kiln::runtime::kernels::detail::TilePostOps;
+
+float activate(float v, int32_t activation, float lo, float hi, float alpha = 0, float beta = 0) {
+  TilePostOps post;
+  post.activation = activation, post.lo = lo, post.hi = hi, post.alpha = alpha, post.beta = beta;
+  return kiln::runtime::kernels::detail::activate(v, post);
+}
 using kiln::runtime::kernels::test::makeRuntime;
 
 /// Records the value of every element it sees (and how many times it saw it).
@@ -54,9 +60,14 @@ std::vector<float> randomValues(size_t count, uint32_t seed) {
 bool sameFloat(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b); }
 
 /// The post ops of each case: a bias alone, ReLU alone, bias + ReLU, bias + clip [-0.25, 0.5],
-/// bias + SiLU.
+/// bias + SiLU, bias + hard sigmoid, bias + hard swish (a line steep enough that the gate
+/// closes and opens fully on these values).
 std::vector<kiln_post_ops> postOpsVariants(const std::vector<float> &bias) {
-  std::vector<kiln_post_ops> variants(5);
+  std::vector<kiln_post_ops> variants(7);
+  for (int i : {5, 6}) {
+    variants[i].bias = bias.data(), variants[i].alpha = 1.5f, variants[i].beta = 0.5f;
+    variants[i].activation = i == 5 ? KILN_ACTIVATION_HARD_SIGMOID : KILN_ACTIVATION_HARD_SWISH;
+  }
   variants[4].bias = bias.data(), variants[4].activation = KILN_ACTIVATION_SILU;
   variants[0].bias = bias.data();
   variants[1].activation = KILN_ACTIVATION_RELU;
@@ -76,7 +87,7 @@ void expectPostApplied(const std::vector<float> &plain, const std::vector<float>
     float expected = plain[i];
     if (post.bias)
       expected += post.bias[channel];
-    expected = activate(expected, post.activation, post.lo, post.hi);
+    expected = activate(expected, post.activation, post.lo, post.hi, post.alpha, post.beta);
     if (!sameFloat(withPost[i], expected) || !sameFloat(seen.seen[i], expected) || seen.calls[i] != 1) {
       ADD_FAILURE() << "element " << i << ": " << withPost[i] << " (epilogue saw " << seen.seen[i] << ", "
                     << seen.calls[i] << " calls), expected " << expected << " from " << plain[i];
@@ -206,6 +217,12 @@ TEST(PostOps, ActivationsAsTheEvaluator) {
   EXPECT_EQ(activate(7.0f, KILN_ACTIVATION_CLIP, 0, 6), 6.0f);
   EXPECT_TRUE(sameFloat(activate(-0.0f, KILN_ACTIVATION_CLIP, 0, 6), -0.0f)); // kiln_fclip keeps -0
   EXPECT_TRUE(std::isnan(activate(nan, KILN_ACTIVATION_CLIP, 0, 6)));
+  // hard_swish's decomposition: g == 0 gives +0 even for a negative x (where(eq(g, 0), 0, x*g)).
+  EXPECT_TRUE(sameFloat(activate(-4.0f, KILN_ACTIVATION_HARD_SWISH, 0, 0, 1.0f / 6, 0.5f), 0.0f));
+  EXPECT_EQ(activate(1.0f, KILN_ACTIVATION_HARD_SWISH, 0, 0, 1.0f / 6, 0.5f), 1.0f * (1.0f * (1.0f / 6) + 0.5f));
+  EXPECT_EQ(activate(4.0f, KILN_ACTIVATION_HARD_SWISH, 0, 0, 1.0f / 6, 0.5f), 4.0f);
+  EXPECT_EQ(activate(-1.0f, KILN_ACTIVATION_HARD_SIGMOID, 0, 0, 0.2f, 0.5f), -1.0f * 0.2f + 0.5f);
+  EXPECT_TRUE(std::isnan(activate(nan, KILN_ACTIVATION_HARD_SWISH, 0, 0, 1.0f / 6, 0.5f)));
   // SiLU within 4 ulp of x / (1 + e^-x) in double, over the range that matters and its ends.
   const float inf = std::numeric_limits<float>::infinity();
   EXPECT_TRUE(std::isnan(activate(nan, KILN_ACTIVATION_SILU, 0, 0)));
@@ -221,12 +238,15 @@ TEST(PostOps, ActivationsAsTheEvaluator) {
 #ifdef __AVX512F__
   const __m512 v = _mm512_setr_ps(-0.0f, nan, -2.0f, 7.0f, 3.0f, 0.0f, -1e30f, 1e30f, -90.0f, 90.0f, -inf, inf,
                                   1e-40f, -5.5f, 0.25f, 88.75f);
-  for (int32_t activation : {KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP, KILN_ACTIVATION_SILU}) {
+  for (int32_t activation : {KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP, KILN_ACTIVATION_SILU,
+                             KILN_ACTIVATION_HARD_SIGMOID, KILN_ACTIVATION_HARD_SWISH}) {
     alignas(64) float in[16], outVector[16];
     _mm512_store_ps(in, v);
-    _mm512_store_ps(outVector, activate(v, activation, 0.0f, 6.0f));
+    TilePostOps post;
+    post.activation = activation, post.lo = 0.0f, post.hi = 6.0f, post.alpha = 1.0f / 6, post.beta = 0.5f;
+    _mm512_store_ps(outVector, kiln::runtime::kernels::detail::activate(v, post));
     for (int i = 0; i < 16; ++i)
-      EXPECT_TRUE(sameFloat(outVector[i], activate(in[i], activation, 0.0f, 6.0f)))
+      EXPECT_TRUE(sameFloat(outVector[i], activate(in[i], activation, 0.0f, 6.0f, 1.0f / 6, 0.5f)))
           << "lane " << i << " activation " << activation;
   }
 #endif
