@@ -3,7 +3,8 @@
 // groups (depthwise included) over 1 to 3 spatial dims, max_pool / avg_pool / max_pool_grad,
 // einsum with random equations (diagonals, sums, "...", implicit outputs), resize in every
 // mode, and the recurrences (rnn/gru/lstm_sequence) in every direction with lengths, clipping
-// and peepholes. The library kernels take no 16-bit floats, so those operands become f32 first.
+// and peepholes. Matmuls and convolutions get a bias per column or channel and an activation
+// now and then (the post-op chains). The library kernels take no 16-bit floats, so those operands become f32 first.
 #include <algorithm>
 #include <cmath>
 
@@ -90,6 +91,27 @@ int64_t spatialRank(Gen &gen) {
 
 } // namespace
 
+/// Now and then, `y` through an activation applied right after its bias: the chains that
+/// codegen hands to gemm and conv2d as post ops (codegen/ContractionPostOps.h) when nothing
+/// else reads their intermediate values.
+GenValue maybeActivation(Gen &gen, const GenValue &y) {
+  if (!isFloat(y.dtype()) || !gen.chance(40))
+    return y;
+  const int r = gen.pick(5);
+  if (r == 0)
+    return gen.emit(OpKind::Relu, {y}, {}, std::max(0.0, y.lo), std::max(0.0, y.hi), y.fracBits);
+  if (r == 1) {
+    const double lo = gen.chance(50) ? 0.0 : -0.5, hi = gen.chance(50) ? 6.0 : 0.75;
+    return gen.emit(OpKind::Clip, {y}, {{"min", lo}, {"max", hi}}, std::clamp(y.lo, lo, hi), std::clamp(y.hi, lo, hi),
+                    y.fracBits);
+  }
+  if (r == 2)
+    return gen.emit(OpKind::Silu, {y}, {}, std::min(-0.3, y.lo), std::max(0.0, y.hi), -1);
+  if (r == 3)
+    return gen.emit(OpKind::HardSigmoid, {y}, {{"alpha", gen.chance(50) ? 0.2 : 0.5}, {"beta", 0.5}}, 0.0, 1.0, -1);
+  return gen.emit(OpKind::HardSwish, {y}, {}, std::min(-0.4, y.lo), std::max(0.0, y.hi), -1);
+}
+
 void emitMatMul(Gen &gen, OpKind op) {
   DType dtype = contractionType(gen, true);
   int64_t m = gen.dim(8, 160), k = gen.dim(8, 160), n = gen.dim(8, 160);
@@ -123,7 +145,13 @@ void emitMatMul(Gen &gen, OpKind op) {
   double bound;
   int bits;
   productSum(a, b, static_cast<double>(k), bound, bits);
-  gen.add(gen.emit(op, {a, b}, {}, -bound, bound, bits));
+  GenValue y = gen.emit(op, {a, b}, {}, -bound, bound, bits);
+  if (isFloat(dtype) && !vectorB && gen.chance(40)) { // a bias per column, as a linear layer's
+    GenValue bias = operandOf(gen, dtype, {n});
+    y = gen.emit(OpKind::Add, {y, bias}, {}, y.lo + bias.lo, y.hi + bias.hi,
+                 y.fracBits < 0 || bias.fracBits < 0 ? -1 : std::max(y.fracBits, bias.fracBits));
+  }
+  gen.add(maybeActivation(gen, y));
 }
 
 void emitConv(Gen &gen, OpKind op) {
@@ -210,7 +238,7 @@ void emitConv(Gen &gen, OpKind op) {
     y = gen.emit(OpKind::Add, {y, bias}, {}, y.lo + bias.lo, y.hi + bias.hi,
                  y.fracBits < 0 || bias.fracBits < 0 ? -1 : std::max(y.fracBits, bias.fracBits));
   }
-  gen.add(y);
+  gen.add(maybeActivation(gen, y));
 }
 
 void emitPool(Gen &gen, OpKind op) {
