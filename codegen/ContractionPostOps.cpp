@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "codegen/ScalarOps.h"
 #include "runtime/KernelAbi.h"
 
@@ -86,6 +88,53 @@ const ir::Value *hardSwishInput(const KernelPlan &plan, const ir::Node *where, C
   return x;
 }
 
+/// Whether `value` is a scalar constant within a float's rounding of `expected`.
+bool isConstantNear(const KernelPlan &plan, const ir::Value *value, double expected) {
+  const std::optional<double> c = scalarConstant(plan, value);
+  return c && std::abs(*c - expected) <= 1e-6 * std::abs(expected);
+}
+
+/// The leaves of a tree of muls, two levels deep.
+void productFactors(const ir::Value *value, int depth, std::vector<const ir::Value *> &factors) {
+  const ir::Node *node = value->producer();
+  if (depth < 2 && node && node->op() == OpKind::Mul) {
+    productFactors(node->input(0), depth + 1, factors);
+    productFactors(node->input(1), depth + 1, factors);
+  } else {
+    factors.push_back(value);
+  }
+}
+
+/// GELU as decompose spells it ((x * 0.5) * (erf(x * sqrt(1/2)) + 1)) or as PyTorch exports
+/// it ((x * (erf(x / sqrt 2) + 1)) * 0.5), the three factors in any order: its x.
+const ir::Value *geluInput(const KernelPlan &plan, const ir::Value *value) {
+  std::vector<const ir::Value *> factors;
+  productFactors(value, 0, factors);
+  if (factors.size() != 3)
+    return nullptr;
+  auto isOne = [&](const ir::Value *v) { return isConstantNear(plan, v, 1.0); };
+  const ir::Value *half = nullptr, *erfValue = nullptr, *x = nullptr;
+  for (const ir::Value *factor : factors) {
+    const ir::Value *erfOperand = operandsOf(factor->producer(), OpKind::Add, isOne).second;
+    if (!half && isConstantNear(plan, factor, 0.5))
+      half = factor;
+    else if (!erfValue && erfOperand && erfOperand->producer() && erfOperand->producer()->op() == OpKind::Erf)
+      erfValue = erfOperand;
+    else
+      x = factor;
+  }
+  if (!half || !erfValue || !x)
+    return nullptr;
+  const ir::Node *scaled = erfValue->producer()->input(0)->producer();
+  if (!scaled || scaled->input(0) != x)
+    return nullptr;
+  if (scaled->op() == OpKind::Mul && isConstantNear(plan, scaled->input(1), 0.70710678118654752))
+    return x;
+  if (scaled->op() == OpKind::Div && isConstantNear(plan, scaled->input(1), 1.41421356237309505))
+    return x;
+  return nullptr;
+}
+
 } // namespace
 
 std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim) {
@@ -98,7 +147,10 @@ std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stage
   if (value->dtype() != DType::F32 || !value->producer())
     return std::nullopt;
   const ir::Node *node = value->producer();
-  if (const ir::Value *x = hardSigmoidInput(e.plan(), value, post)) {
+  if (const ir::Value *x = geluInput(e.plan(), value)) {
+    post.activation = KILN_ACTIVATION_GELU;
+    value = x;
+  } else if (const ir::Value *x = hardSigmoidInput(e.plan(), value, post)) {
     post.activation = KILN_ACTIVATION_HARD_SIGMOID;
     value = x;
   } else if (const ir::Value *x = hardSwishInput(e.plan(), node, post)) {
@@ -150,6 +202,8 @@ std::string postOpsArguments(const KernelEmitter &e, const ContractionPostOps &p
     text += "  g.post.activation = KILN_ACTIVATION_RELU;\n";
   if (post.activation == KILN_ACTIVATION_SILU)
     text += "  g.post.activation = KILN_ACTIVATION_SILU;\n";
+  if (post.activation == KILN_ACTIVATION_GELU)
+    text += "  g.post.activation = KILN_ACTIVATION_GELU;\n";
   if (post.activation == KILN_ACTIVATION_HARD_SIGMOID || post.activation == KILN_ACTIVATION_HARD_SWISH)
     text += fmt::format("  g.post.activation = KILN_ACTIVATION_{}; g.post.alpha = {}; g.post.beta = {};\n",
                         post.activation == KILN_ACTIVATION_HARD_SWISH ? "HARD_SWISH" : "HARD_SIGMOID",

@@ -1,8 +1,8 @@
 #pragma once
 // Post ops for contraction stages: when a Gemm or Conv stage's whole epilogue is its tile
 // stored as activation(x + bias[channel]) (a convolution's or a linear layer's bias, then
-// ReLU, ReLU6 or another clip, SiLU, or hard sigmoid or hard swish as their decompositions
-// spell them), the call passes them as kiln_post_ops (runtime/KernelAbi.h),
+// ReLU, ReLU6 or another clip, SiLU, hard sigmoid, hard swish or GELU as decompose or
+// PyTorch's export spell them), the call passes them as kiln_post_ops (runtime/KernelAbi.h),
 // which the runtime applies in registers as it stores each tile, and no epilogue at all.
 // Anything else (a second stored value, a residual added after the bias, tanh) keeps the
 // generated epilogue.

@@ -76,14 +76,16 @@ enum kiln_activation {
   /// g = clip(x * alpha + beta, 0, 1) (kiln's hard_sigmoid, MobileNetV3's gates)
   KILN_ACTIVATION_HARD_SIGMOID = 4,
   /// g == 0 ? 0 : x * g, g the hard sigmoid of x (kiln's hard_swish: alpha 1/6, beta 1/2)
-  KILN_ACTIVATION_HARD_SWISH = 5
+  KILN_ACTIVATION_HARD_SWISH = 5,
+  /// (x / 2) (1 + erf(x / sqrt 2)), with generated code's erf (GELU: transformers' FFNs)
+  KILN_ACTIVATION_GELU = 6
 };
 
 /// What gemm and conv2d apply to every output before the epilogue sees it:
 ///   y = activation(y + bias[channel])
 /// where y already holds the addend of an accumulating convolution, and channel is a
 /// convolution's output channel, a GEMM's output column (the bias of a linear layer); ReLU,
-/// ReLU6 and other clips, SiLU, hard sigmoid and hard swish. Bias and
+/// ReLU6 and other clips, SiLU, hard sigmoid, hard swish and GELU. Bias and
 /// activation are each optional (all zero: nothing). The kernels apply them in registers as
 /// they store a tile where they can (the blocked GEMM behind GEMMs and pointwise and im2col
 /// convolutions), on the finished tile otherwise: codegen hands over an epilogue that is only

@@ -21,6 +21,15 @@ float activate(float v, const TilePostOps &post) {
 #endif
     return v * (1.0f / (1.0f + e));
   }
+  case KILN_ACTIVATION_GELU: {
+#ifdef __AVX512F__
+    float erf;
+    _mm512_mask_storeu_ps(&erf, 1, erfVector(_mm512_set1_ps(v * 0.70710678118654752f)));
+#else
+    const float erf = std::erf(v * 0.70710678118654752f);
+#endif
+    return (v * 0.5f) * (erf + 1.0f);
+  }
   case KILN_ACTIVATION_HARD_SIGMOID:
   case KILN_ACTIVATION_HARD_SWISH: {
     TilePostOps clip;

@@ -57,10 +57,34 @@ inline __m512 expVector(__m512 x) {
 }
 #endif
 
+#ifdef __AVX512F__
+/// erf(x) in 16 lanes by the algorithm of generated code's kiln_erff (codegen/ScalarOps.cpp):
+/// x P(x^2/2 - 1) for |x| < 2, 1 - Q((|x| - 2.96)/0.96) with x's sign below 3.92, +-1 beyond.
+inline __m512 erfVector(__m512 x) {
+  const __m512 ax = _mm512_abs_ps(x);
+  const __m512 u = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(0.5f)), _mm512_set1_ps(1.0f));
+  __m512 near = _mm512_set1_ps(-1.49933358e-05f);
+  for (float c : {7.82454372e-05f, -0.000334217271f, 0.00139938062f, -0.0052352082f, 0.0171303954f, -0.048662737f,
+                  0.119478881f, -0.261111856f, 0.674933255f})
+    near = _mm512_fmadd_ps(near, u, _mm512_set1_ps(c));
+  near = _mm512_mul_ps(x, near);
+  const __m512 v = _mm512_sub_ps(_mm512_mul_ps(ax, _mm512_set1_ps(1.0f / 0.96f)), _mm512_set1_ps(2.96f / 0.96f));
+  __m512 tail = _mm512_set1_ps(-1.71577431e-05f);
+  for (float c : {1.51444237e-05f, 0.000102883649f, -0.000345551234f, 0.00066689396f, -0.00097614649f,
+                  0.00107574905f, -0.000862705638f, 0.000482131611f, -0.000169599865f, 2.83823174e-05f})
+    tail = _mm512_fmadd_ps(tail, v, _mm512_set1_ps(c));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 far = _mm512_mask_sub_ps(one, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(3.92f), _CMP_LT_OQ), one, tail);
+  far = _mm512_mask_sub_ps(far, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), far);
+  far = _mm512_mask_mov_ps(far, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+  return _mm512_mask_mov_ps(far, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(2.0f), _CMP_LT_OQ), near);
+}
+#endif
+
 /// The activation as the reference evaluator computes it: relu keeps NaN and turns -0 into
 /// +0; clip is kiln_fclip, min(max(x, lo), hi) with NaN kept; hard sigmoid and hard swish are
 /// their decompositions' ops in order (all these bit for bit); SiLU is x * (1 / (1 +
-/// exp(-x))), exp within 2 ulp. Out of line: with AVX-512 it takes the lanes' exp, so that a
+/// exp(-x))), exp within 2 ulp; GELU is (x * 0.5) * (1 + erf(x * sqrt(1/2))). Out of line: with AVX-512 it takes the lanes' exp, so that a
 /// tile's scalar and vector elements agree whatever flags the caller has.
 float activate(float v, const TilePostOps &post);
 
@@ -76,6 +100,10 @@ inline __m512 activate(__m512 v, const TilePostOps &post) {
     const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 negated = _mm512_sub_ps(_mm512_setzero_ps(), v);
     return _mm512_mul_ps(v, _mm512_div_ps(one, _mm512_add_ps(one, expVector(negated))));
+  }
+  case KILN_ACTIVATION_GELU: {
+    const __m512 erf = erfVector(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+    return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(erf, _mm512_set1_ps(1.0f)));
   }
   case KILN_ACTIVATION_HARD_SIGMOID:
   case KILN_ACTIVATION_HARD_SWISH: {

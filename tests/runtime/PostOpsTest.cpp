@@ -61,9 +61,10 @@ bool sameFloat(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0 || 
 
 /// The post ops of each case: a bias alone, ReLU alone, bias + ReLU, bias + clip [-0.25, 0.5],
 /// bias + SiLU, bias + hard sigmoid, bias + hard swish (a line steep enough that the gate
-/// closes and opens fully on these values).
+/// closes and opens fully on these values), bias + GELU.
 std::vector<kiln_post_ops> postOpsVariants(const std::vector<float> &bias) {
-  std::vector<kiln_post_ops> variants(7);
+  std::vector<kiln_post_ops> variants(8);
+  variants[7].bias = bias.data(), variants[7].activation = KILN_ACTIVATION_GELU;
   for (int i : {5, 6}) {
     variants[i].bias = bias.data(), variants[i].alpha = 1.5f, variants[i].beta = 0.5f;
     variants[i].activation = i == 5 ? KILN_ACTIVATION_HARD_SIGMOID : KILN_ACTIVATION_HARD_SWISH;
@@ -235,11 +236,20 @@ TEST(PostOps, ActivationsAsTheEvaluator) {
     if (std::abs(want) > 1e-30)
       EXPECT_LE(std::abs(got - want), 4 * std::abs(want) * std::numeric_limits<float>::epsilon()) << "x = " << x;
   }
+  // GELU within 3e-7 of (x/2)(1 + erf(x/sqrt 2)) in double, absolutely or relatively (erf is
+  // kiln_erff's polynomials), across both of them and past 3.92 sqrt 2.
+  EXPECT_TRUE(std::isnan(activate(nan, KILN_ACTIVATION_GELU, 0, 0)));
+  EXPECT_EQ(activate(inf, KILN_ACTIVATION_GELU, 0, 0), inf);
+  for (float x = -9.0f; x <= 9.0f; x += 0.00731f) {
+    const double want = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    EXPECT_LE(std::abs(activate(x, KILN_ACTIVATION_GELU, 0, 0) - want), 3e-7 * std::max(1.0, std::abs(want)))
+        << "x = " << x;
+  }
 #ifdef __AVX512F__
   const __m512 v = _mm512_setr_ps(-0.0f, nan, -2.0f, 7.0f, 3.0f, 0.0f, -1e30f, 1e30f, -90.0f, 90.0f, -inf, inf,
                                   1e-40f, -5.5f, 0.25f, 88.75f);
   for (int32_t activation : {KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP, KILN_ACTIVATION_SILU,
-                             KILN_ACTIVATION_HARD_SIGMOID, KILN_ACTIVATION_HARD_SWISH}) {
+                             KILN_ACTIVATION_HARD_SIGMOID, KILN_ACTIVATION_HARD_SWISH, KILN_ACTIVATION_GELU}) {
     alignas(64) float in[16], outVector[16];
     _mm512_store_ps(in, v);
     TilePostOps post;
