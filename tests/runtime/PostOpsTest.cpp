@@ -97,6 +97,19 @@ void expectPostApplied(const std::vector<float> &plain, const std::vector<float>
   }
 }
 
+/// run(nullptr, nullptr) plain, then run(&post, &recorder) with every variant of post ops,
+/// each against the plain output (`rows` x `cols` per batch as the epilogue sees it; the bias
+/// per row when perRow, with `cols` elements per row, else per column).
+template <typename Run>
+void checkEveryVariant(const Run &run, const std::vector<float> &bias, bool perRow, int64_t rows, int64_t cols) {
+  const std::vector<float> plain = run(nullptr, nullptr);
+  for (const kiln_post_ops &post : postOpsVariants(bias)) {
+    SCOPED_TRACE(testing::Message() << "activation " << post.activation << (post.bias ? " with bias" : ""));
+    Recorder recorder{std::vector<float>(plain.size(), 0.0f), std::vector<int>(plain.size(), 0), rows, cols};
+    expectPostApplied(plain, run(&post, &recorder), recorder, post, perRow, perRow ? rows : cols, perRow ? cols : 1);
+  }
+}
+
 struct ConvShape {
   int64_t n, c, hw, k, r, stride, pad, groups;
   int threads = 1;
@@ -135,12 +148,7 @@ void checkConvPostOps(const ConvShape &s) {
     kiln::runtime::kernels::conv2d(&rt, &a);
     return y;
   };
-  const std::vector<float> plain = run(nullptr, nullptr);
-  for (const kiln_post_ops &post : postOpsVariants(bias)) {
-    SCOPED_TRACE(testing::Message() << "activation " << post.activation << (post.bias ? " with bias" : ""));
-    Recorder recorder{std::vector<float>(plain.size(), 0.0f), std::vector<int>(plain.size(), 0), s.k, plane};
-    expectPostApplied(plain, run(&post, &recorder), recorder, post, true, s.k, plane);
-  }
+  checkEveryVariant(run, bias, true, s.k, plane);
 }
 
 TEST(PostOps, EveryConvolutionPath) {
@@ -189,12 +197,7 @@ void checkGemmPostOps(const GemmShape &s) {
     kiln::runtime::kernels::gemm(&rt, &g);
     return c;
   };
-  const std::vector<float> plain = run(nullptr, nullptr);
-  for (const kiln_post_ops &post : postOpsVariants(bias)) {
-    SCOPED_TRACE(testing::Message() << "activation " << post.activation << (post.bias ? " with bias" : ""));
-    Recorder recorder{std::vector<float>(plain.size(), 0.0f), std::vector<int>(plain.size(), 0), s.m, s.n};
-    expectPostApplied(plain, run(&post, &recorder), recorder, post, false, s.n, 1);
-  }
+  checkEveryVariant(run, bias, false, s.m, s.n);
 }
 
 TEST(PostOps, EveryGemmTile) {
