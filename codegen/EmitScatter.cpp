@@ -57,10 +57,11 @@ public:
 
   /// The statement folding updates[source] into element `target` of the slab at `base`. The
   /// target goes through an empty asm, so that no compiler vectorizes the loops around it:
-  /// GCC 12.2 at -O3 -march=native vectorized an i64 scatter_add's loop over one index row and
-  /// lost the updates that repeated indices fold into one element (output rows 1-3 of
-  /// tests/fuzz/compile/regressions/scatter-add-i64-duplicates.kir came out wrong; right with
-  /// -fno-tree-loop-vectorize or at -O2). Repeated indices are a scatter's normal case.
+  /// GCC 12.2 at -O3 -march=native miscompiled an i64 scatter_add's loops over its index rows,
+  /// where repeated indices fold several updates into one element: output rows 1-3 of
+  /// tests/fuzz/compile/regressions/scatter-add-i64-duplicates.kir came out wrong, and right
+  /// with -fno-tree-loop-vectorize, at -O2 or without -march=native (the loop nest alone, in a
+  /// standalone program). Repeated indices are a scatter's normal case.
   std::string apply(const std::string &base, const std::string &target, const std::string &source) const {
     std::string slot = scratch_ ? "acc[slot]" : fmt::format("{}[{} + slot]", out_, base);
     std::string update = fmt::format("({}){}[{}]", accType_, updates_, source);
