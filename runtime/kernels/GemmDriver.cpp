@@ -71,31 +71,14 @@ struct Oriented {
   /// micro-kernels did as they stored it (`postApplied`).
   void finishTile(int64_t i0, int64_t rows, int64_t j0, int64_t cols, bool postApplied = false) const {
     const Product &p = product;
-    if (p.post && !postApplied) {
-      if (!transposed)
-        applyPostOps(*p.post, p.postPerRow, p.c + i0 * p.ldc + j0, p.ldc, p.rowOffset + i0, j0, rows, cols);
-      else
-        applyPostOps(*p.post, p.postPerRow, p.c + j0 * p.ldc + i0, p.ldc, p.rowOffset + j0, i0, cols, rows);
-    }
-    if (!p.epilogue)
-      return;
-    if (!transposed)
-      p.epilogue(p.epilogueCtx, p.c + i0 * p.ldc + j0, p.ldc, p.batch, p.rowOffset + i0, j0,
-                 rows, cols);
-    else
-      p.epilogue(p.epilogueCtx, p.c + j0 * p.ldc + i0, p.ldc, p.batch, p.rowOffset + j0, i0,
-                 cols, rows);
-  }
-
-  /// The post ops of the tile at C rows [i0, ...) and columns [j0, ...), for its micro-kernel
-  /// to apply as it stores (only on C's own orientation).
-  TilePostOps tilePostOps(int64_t i0, int64_t j0) const {
-    const kiln_post_ops &post = *product.post;
-    TilePostOps tile = detail::tilePostOps(post);
-    if (post.bias)
-      (product.postPerRow ? tile.rowBias : tile.columnBias) =
-          post.bias + (product.postPerRow ? product.rowOffset + i0 : j0);
-    return tile;
+    // The tile in C's own orientation.
+    float *tile = transposed ? p.c + j0 * p.ldc + i0 : p.c + i0 * p.ldc + j0;
+    const int64_t row0 = p.rowOffset + (transposed ? j0 : i0), col0 = transposed ? i0 : j0;
+    const int64_t tileRows = transposed ? cols : rows, tileCols = transposed ? rows : cols;
+    if (p.post && !postApplied)
+      applyPostOps(*p.post, p.postPerRow, tile, p.ldc, row0, col0, tileRows, tileCols);
+    if (p.epilogue)
+      p.epilogue(p.epilogueCtx, tile, p.ldc, p.batch, row0, col0, tileRows, tileCols);
   }
 };
 
@@ -189,7 +172,8 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
               const int64_t ldb = bPanels ? kPanelWidth : vectors * kVector;
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
               const int64_t trailing = !bPanels && jr + cols == jo + nco ? trailingColumns(nco) : 0;
-              const TilePostOps post = postInStore ? o.tilePostOps(ir, jr) : TilePostOps{};
+              const TilePostOps post =
+                  postInStore ? tilePostOps(*p.post, p.postPerRow, p.rowOffset + ir, jr) : TilePostOps{};
               const TilePostOps *tilePost = postInStore ? &post : nullptr;
               if (trailing > 0) {
                 if (vectors > 1)
@@ -369,12 +353,12 @@ uint64_t nextCallNumber() {
 
 void parallelForIfWorth(const kiln_rt *rt, int64_t items, int64_t work, int64_t minWork, kiln_range_fn fn,
                         void *ctx, bool balanced) {
-  if (threadsOf(rt) > 1 && items > 1 && work >= minWork && balanced)
-    parallelForBalanced(rt, items, 1, fn, ctx);
-  else if (threadsOf(rt) > 1 && items > 1 && work >= minWork)
-    rt->parallel_for(rt, items, 1, fn, ctx);
-  else
+  if (threadsOf(rt) <= 1 || items <= 1 || work < minWork)
     fn(ctx, 0, items);
+  else if (balanced)
+    parallelForBalanced(rt, items, 1, fn, ctx);
+  else
+    rt->parallel_for(rt, items, 1, fn, ctx);
 }
 
 void parallelForBalanced(const kiln_rt *rt, int64_t n, int64_t grain, kiln_range_fn fn, void *ctx) {

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "runtime/kernels/PostOps.h" // TilePostOps, activate
+#include "runtime/kernels/PostOps.h" // TilePostOps, withPostOps
 #include "runtime/kernels/Simd.h"    // <immintrin.h>, firstLanes, transpose16x16
 
 namespace kiln::runtime::kernels::detail {
@@ -153,15 +153,6 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
   storeTile(acc, c, ldc, cols, flags, post);
 }
 
-/// Tile element vector (i, j) with post ops applied (PostOps.h).
-inline __m512 withPostOps(__m512 v, const TilePostOps &post, int i, int j, __mmask16 lanes) {
-  if (post.rowBias)
-    v = _mm512_add_ps(v, _mm512_set1_ps(post.rowBias[i]));
-  else if (post.columnBias)
-    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, post.columnBias + j * kVector));
-  return activate(v, post);
-}
-
 /// The store of every micro-kernel (f32 and bf16 ones): the R x (16*NV) tile acc[i][j] into C
 /// as `flags` say, only its first `cols` columns, with `post` applied when not null.
 template <int R, int NV>
@@ -180,7 +171,7 @@ inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t
         if (accumulate)
           v = _mm512_add_ps(v, _mm512_loadu_ps(row + j * kVector));
         if (post)
-          v = withPostOps(v, *post, i, j, static_cast<__mmask16>(0xFFFF));
+          v = withPostOps(v, *post, i, j * kVector, static_cast<__mmask16>(0xFFFF));
         _mm512_storeu_ps(row + j * kVector, v);
       }
       float *last = row + (NV - 1) * kVector;
@@ -188,7 +179,7 @@ inline void storeTile(const __m512 (&acc)[R][NV], float *c, int64_t ldc, int64_t
       if (accumulate)
         v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lastMask, last));
       if (post)
-        v = withPostOps(v, *post, i, NV - 1, lastMask);
+        v = withPostOps(v, *post, i, (NV - 1) * kVector, lastMask);
       _mm512_mask_storeu_ps(last, lastMask, v);
     }
     return;
@@ -209,10 +200,8 @@ inline void storeTile(const float (&acc)[R][W], float *c, int64_t ldc, int64_t c
     for (int64_t j = 0; j < cols; ++j) {
       float &out = transposed ? c[j * ldc + i] : c[i * ldc + j];
       out = accumulate ? out + acc[i][j] : acc[i][j];
-      if (post) {
-        const float *bias = post->rowBias ? post->rowBias + i : post->columnBias ? post->columnBias + j : nullptr;
-        out = activate(bias ? out + *bias : out, *post);
-      }
+      if (post)
+        out = withPostOps(out, *post, i, j);
     }
 }
 

@@ -44,31 +44,28 @@ float activate(float v, const TilePostOps &post) {
   }
 }
 
+#ifdef __AVX512F__
+__m512 geluVector(__m512 v) {
+  const __m512 erf = erfVector(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+  return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(erf, _mm512_set1_ps(1.0f)));
+}
+#endif
+
 void applyPostOps(const kiln_post_ops &post, bool perRow, float *tile, int64_t ld, int64_t row0, int64_t col0,
                   int64_t rows, int64_t cols) {
+  const TilePostOps tilePost = tilePostOps(post, perRow, row0, col0);
   for (int64_t i = 0; i < rows; ++i) {
     float *row = tile + i * ld;
-    const TilePostOps activation = tilePostOps(post);
-    const float rowBias = post.bias && perRow ? post.bias[row0 + i] : 0.0f;
-    const float *columnBias = post.bias && !perRow ? post.bias + col0 : nullptr;
     int64_t j = 0;
 #ifdef __AVX512F__
     for (; j < cols; j += 16) {
       const __mmask16 lanes = firstLanes(cols - j);
-      __m512 v = _mm512_maskz_loadu_ps(lanes, row + j);
-      if (columnBias)
-        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, columnBias + j));
-      else if (post.bias)
-        v = _mm512_add_ps(v, _mm512_set1_ps(rowBias));
-      _mm512_mask_storeu_ps(row + j, lanes, activate(v, activation));
+      const __m512 v = _mm512_maskz_loadu_ps(lanes, row + j);
+      _mm512_mask_storeu_ps(row + j, lanes, withPostOps(v, tilePost, i, j, lanes));
     }
 #endif
-    for (; j < cols; ++j) {
-      float v = row[j];
-      if (post.bias)
-        v += columnBias ? columnBias[j] : rowBias;
-      row[j] = activate(v, activation);
-    }
+    for (; j < cols; ++j)
+      row[j] = withPostOps(row[j], tilePost, i, j);
   }
 }
 
