@@ -183,9 +183,9 @@ std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stage
   if (value == tile)
     return post;
   node = value->producer();
-  if (!node || node->op() != OpKind::Add || value->shape() != anchor->shape())
+  if (value->shape() != anchor->shape())
     return std::nullopt;
-  const ir::Value *bias = node->input(0) == tile ? node->input(1) : node->input(1) == tile ? node->input(0) : nullptr;
+  const ir::Value *bias = operandsOf(node, OpKind::Add, [&](const ir::Value *v) { return v == tile; }).second;
   if (!bias || bias == tile)
     return std::nullopt;
   post.bias = channelBias(e.plan(), stageIndex, *bias, anchor->shape(), channelDim);
