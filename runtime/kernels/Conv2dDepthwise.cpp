@@ -384,7 +384,6 @@ void depthwiseFlatPlanes(void *ctx, int64_t begin, int64_t end) {
 }
 #endif
 
-
 /// A flat layer's tap offsets and load masks: they depend on the plane's shape only, so
 /// each is built once per thread and shape and kept (a model's layers repeat every run).
 /// Building one costs about as much as a few channels' products: for 8 channels of 112x112
@@ -435,6 +434,7 @@ const FlatTables &flatTables(const kiln_conv2d_args &a) {
   }
   return t;
 }
+
 } // namespace
 
 bool flatPlaneDepthwise(const kiln_conv2d_args &a) {

@@ -4,7 +4,8 @@
 // einsum with random equations (diagonals, sums, "...", implicit outputs), resize in every
 // mode, and the recurrences (rnn/gru/lstm_sequence) in every direction with lengths, clipping
 // and peepholes. Matmuls and convolutions get a bias per column or channel and an activation
-// now and then (the post-op chains). The library kernels take no 16-bit floats, so those operands become f32 first.
+// now and then (the post-op chains). The library kernels take no 16-bit floats, so those
+// operands become f32 first.
 #include <algorithm>
 #include <cmath>
 
@@ -91,6 +92,12 @@ int64_t spatialRank(Gen &gen) {
 
 } // namespace
 
+/// y + bias, broadcast.
+GenValue addBias(Gen &gen, const GenValue &y, const GenValue &bias) {
+  return gen.emit(OpKind::Add, {y, bias}, {}, y.lo + bias.lo, y.hi + bias.hi,
+                  y.fracBits < 0 || bias.fracBits < 0 ? -1 : std::max(y.fracBits, bias.fracBits));
+}
+
 /// Now and then, `y` through an activation applied right after its bias: the chains that
 /// codegen hands to gemm and conv2d as post ops (codegen/ContractionPostOps.h) when nothing
 /// else reads their intermediate values.
@@ -146,11 +153,8 @@ void emitMatMul(Gen &gen, OpKind op) {
   int bits;
   productSum(a, b, static_cast<double>(k), bound, bits);
   GenValue y = gen.emit(op, {a, b}, {}, -bound, bound, bits);
-  if (isFloat(dtype) && !vectorB && gen.chance(40)) { // a bias per column, as a linear layer's
-    GenValue bias = operandOf(gen, dtype, {n});
-    y = gen.emit(OpKind::Add, {y, bias}, {}, y.lo + bias.lo, y.hi + bias.hi,
-                 y.fracBits < 0 || bias.fracBits < 0 ? -1 : std::max(y.fracBits, bias.fracBits));
-  }
+  if (isFloat(dtype) && !vectorB && gen.chance(40)) // a bias per column, as a linear layer's
+    y = addBias(gen, y, operandOf(gen, dtype, {n}));
   gen.add(maybeActivation(gen, y));
 }
 
@@ -234,9 +238,7 @@ void emitConv(Gen &gen, OpKind op) {
   if (gen.chance(50)) { // a per-channel bias, which fuses into the convolution's epilogue
     Shape biasShape(static_cast<size_t>(spatial + 1), 1);
     biasShape[0] = outChannels;
-    GenValue bias = operandOf(gen, dtype, biasShape);
-    y = gen.emit(OpKind::Add, {y, bias}, {}, y.lo + bias.lo, y.hi + bias.hi,
-                 y.fracBits < 0 || bias.fracBits < 0 ? -1 : std::max(y.fracBits, bias.fracBits));
+    y = addBias(gen, y, operandOf(gen, dtype, biasShape));
   }
   gen.add(maybeActivation(gen, y));
 }
