@@ -292,6 +292,13 @@ int main(int argc, char **argv) {
     benchConv(rt, "depthwise 3x3 144 56x56", 144, 56, 144, 3, 1, reps, 144);
     benchConv(rt, "depthwise 3x3 960 7x7", 960, 7, 960, 3, 1, reps, 960);
     benchConv(rt, "depthwise 5x5 672 14x14", 672, 14, 672, 5, 1, reps, 672);
+    // MnasNet's and EfficientNet's: 5x5, stride 2, planes from 56x56 down to 7x7.
+    benchConv(rt, "depthwise 3x3/2 144 56x56", 144, 56, 144, 3, 2, reps, 144);
+    benchConv(rt, "depthwise 3x3 384 14x14", 384, 14, 384, 3, 1, reps, 384);
+    benchConv(rt, "depthwise 5x5/2 72 56x56", 72, 56, 72, 5, 2, reps, 72);
+    benchConv(rt, "depthwise 5x5/2 240 28x28", 240, 28, 240, 5, 2, reps, 240);
+    benchConv(rt, "depthwise 5x5 120 28x28", 120, 28, 120, 5, 1, reps, 120);
+    benchConv(rt, "depthwise 5x5 1152 7x7", 1152, 7, 1152, 5, 1, reps, 1152);
     // MobileNetV2's pointwise layers: few input channels on large maps.
     benchConv(rt, "1x1 16->96 112x112", 16, 112, 96, 1, 1, reps);
     benchConv(rt, "1x1 24->144 56x56", 24, 56, 144, 1, 1, reps);

@@ -39,6 +39,12 @@ void depthwisePlaneConv(const kiln_rt *rt, const kiln_conv2d_args &args);
 bool flatPlaneDepthwise(const kiln_conv2d_args &args);
 void depthwiseFlatConv(const kiln_rt *rt, const kiln_conv2d_args &args);
 
+/// Plain depthwise convolution with 16 channels in a vector's lanes, for planes small enough
+/// that per-plane vectors waste lanes and setup (Conv2dDepthwiseBlocks.cpp); post ops applied
+/// in registers, then the epilogue sees each finished plane.
+bool channelBlockDepthwise(const kiln_conv2d_args &args);
+void depthwiseChannelBlocks(const kiln_rt *rt, const kiln_conv2d_args &args);
+
 /// Direct convolution for one input channel per group (depthwise, channel multiplier <= 8),
 /// parallel over output planes (or, for multipliers of 5-8, over input planes, whose output
 /// channels run together); the epilogue sees each finished plane.

@@ -33,6 +33,8 @@ struct ConvCase {
   int64_t strideW = 0, dilationW = 0; // 0: same as the height's
   bool accumulate = false;
   bool direct = false; // call detail::directConv instead of conv2d
+  bool planes = false; // call detail::depthwisePlaneConv (flat or stride phases) instead of conv2d
+  bool blocks = false; // call detail::depthwiseChannelBlocks instead of conv2d
   bool tapMajor = false; // pass the weights tap-major (KILN_CONV_WEIGHTS_TAP_MAJOR)
   bool bf16 = false;     // KILN_PRECISION_BF16, for a convolution conv2d computes as a GEMM
   bool bf16Rows = false; // with bf16: the weights stored as bf16 rows (KILN_CONV_WEIGHTS_BF16_ROWS)
@@ -63,7 +65,8 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
                                   << " pads " << tc.padTop << "," << tc.padLeft << "," << tc.padBottom << ","
                                   << tc.padRight << " dilation " << tc.dilation << "," << dilationW
                                   << " groups " << tc.groups << " threads " << tc.threads
-                                  << (tc.direct ? " direct" : "") << (tc.tapMajor ? " tap-major" : ""));
+                                  << (tc.direct ? " direct" : "") << (tc.planes ? " planes" : "")
+                                  << (tc.blocks ? " blocks" : "") << (tc.tapMajor ? " tap-major" : ""));
   ASSERT_GE(oh, 1);
   ASSERT_GE(ow, 1);
   std::mt19937 rng(seed);
@@ -116,6 +119,10 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   kiln_rt rt = makeRuntime(tc.threads);
   if (tc.direct)
     kiln::runtime::kernels::detail::directConv(&rt, args, kiln::runtime::kernels::detail::padInput(&rt, args));
+  else if (tc.planes)
+    kiln::runtime::kernels::detail::depthwisePlaneConv(&rt, args);
+  else if (tc.blocks)
+    kiln::runtime::kernels::detail::depthwiseChannelBlocks(&rt, args);
   else
     kiln::runtime::kernels::conv2d(&rt, &args);
   if (tc.bf16) // the GEMM multiplied the operands rounded to bf16, exactly (GemmKernelTest.cpp)
@@ -280,50 +287,116 @@ TEST(Conv2dKernel, GroupsAndDepthwise) {
   checkConv({1, 1, 12, 12, 6, 5, 5});                       // LeNet's first layer
 }
 
-// Plain depthwise runs plane by plane over the padded plane's stride phases
-// (Conv2dDepthwise.cpp): every kernel size 3-9 at strides 1 and 2 with and without dilation,
-// "same" and asymmetric pads, planes narrower than a vector (7x7, 1x1, 2x3), rows wide enough
-// to be copied with unmasked loads, rows whose flattened outputs end mid-vector, non-square kernels, strides 3 and 4, and 2 threads.
+// Plain depthwise plane by plane over the padded plane's stride phases (Conv2dDepthwise.cpp;
+// conv2d takes this path for planes too large for a channel block): every kernel size 3-9
+// at strides 1 and 2 with and without dilation, "same" and asymmetric pads, planes narrower
+// than a vector (7x7, 1x1, 2x3), rows wide enough to be copied with unmasked loads, rows
+// whose flattened outputs end mid-vector, non-square kernels, strides 3 and 4, and 2 threads.
 TEST(Conv2dKernel, PlainDepthwiseByStridePhases) {
+  auto planes = [](ConvCase tc) {
+    tc.planes = true;
+    checkConv(tc);
+  };
   for (int64_t kernel : {3, 5, 7, 9})
     for (int64_t stride : {1, 2})
       for (int64_t dilation : {1, 2}) {
         const int64_t pad = dilation * (kernel - 1) / 2;
-        checkConv({1, 3, 19, 23, 3, kernel, kernel, stride, pad, pad, pad, pad, dilation, 3});
+        planes({1, 3, 19, 23, 3, kernel, kernel, stride, pad, pad, pad, pad, dilation, 3});
       }
-  checkConv({2, 5, 7, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5});       // 7x7 planes, batch 2
-  checkConv({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4});       // one pixel, all taps but one padding
-  checkConv({1, 2, 2, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 2});       // stride 2 on a 2x3 plane
-  checkConv({1, 3, 13, 40, 3, 3, 5, 2, 0, 2, 1, 0, 1, 3});     // 3x5 kernel, asymmetric pads
-  checkConv({1, 2, 9, 80, 2, 3, 3, 2, 1, 1, 1, 1, 1, 2});      // stride 2, rows of whole vectors
-  checkConv({1, 2, 6, 70, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2});      // stride 1, rows of whole vectors
-  checkConv({1, 2, 17, 17, 2, 3, 3, 3, 1, 1, 1, 1, 1, 2});     // stride 3
-  checkConv({1, 2, 21, 22, 2, 5, 5, 4, 2, 2, 2, 2, 1, 2});     // stride 4
+  planes({2, 5, 7, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5});       // 7x7 planes, batch 2
+  planes({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4});       // one pixel, all taps but one padding
+  planes({1, 2, 2, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 2});       // stride 2 on a 2x3 plane
+  planes({1, 3, 13, 40, 3, 3, 5, 2, 0, 2, 1, 0, 1, 3});     // 3x5 kernel, asymmetric pads
+  planes({1, 2, 9, 80, 2, 3, 3, 2, 1, 1, 1, 1, 1, 2});      // stride 2, rows of whole vectors
+  planes({1, 2, 6, 70, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2});      // stride 1, rows of whole vectors
+  planes({1, 2, 17, 17, 2, 3, 3, 3, 1, 1, 1, 1, 1, 2});     // stride 3
+  planes({1, 2, 21, 22, 2, 5, 5, 4, 2, 2, 2, 2, 1, 2});     // stride 4
   ConvCase threaded{3, 8, 29, 31, 8, 3, 3, 2, 1, 1, 1, 1, 1, 8};
   threaded.threads = 2;
-  checkConv(threaded);
-  ConvCase unequal{1, 3, 12, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3}; // strides 1 and 2: the row kernel
+  planes(threaded);
+  ConvCase unequal{1, 3, 12, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3}; // strides 1 and 2
   unequal.strideW = 2;
   checkConv(unequal);
 }
 
 // Stride-1 depthwise layers whose output rows are as wide as their input's load every tap
-// straight from x, the padding masked off each load (Conv2dDepthwise.cpp, flat planes): pads
-// split unevenly between the sides (2 left, 0 right), output heights unlike the input's,
-// dilations reaching past the plane, one-column and one-row planes, planes ending inside a
-// vector, many planes over 2 threads, and one shape twice (its masks come from the cache).
+// straight from x, the padding masked off each load (Conv2dDepthwise.cpp, flat planes; conv2d
+// takes this path for planes of 56x56 and more): pads split unevenly between the sides (2
+// left, 0 right), output heights unlike the input's, dilations reaching past the plane,
+// one-column and one-row planes, planes ending inside a vector, many planes over 2 threads,
+// and one shape twice (its masks come from the cache).
 TEST(Conv2dKernel, DepthwiseStraightFromTheInput) {
-  checkConv({1, 3, 9, 17, 3, 3, 3, 1, 1, 2, 1, 0, 1, 3});     // pads left 2, right 0
-  checkConv({1, 3, 9, 17, 3, 3, 3, 1, 0, 1, 2, 1, 1, 3});     // no top pad, 2 at the bottom
-  checkConv({1, 2, 11, 13, 2, 3, 3, 1, 3, 3, 3, 3, 3, 2});    // dilation 3
-  checkConv({1, 2, 5, 6, 2, 7, 7, 1, 3, 3, 3, 3, 1, 2});      // kernel larger than the plane
-  checkConv({1, 4, 10, 1, 4, 3, 1, 1, 1, 0, 1, 0, 1, 4});     // one column
-  checkConv({1, 4, 1, 40, 4, 1, 5, 1, 0, 2, 0, 2, 1, 4});     // one row
-  checkConv({2, 6, 14, 14, 6, 5, 5, 1, 2, 2, 2, 2, 1, 6});    // 196 outputs: a 4-lane last vector
+  auto planes = [](ConvCase tc, uint32_t seed = 1) {
+    tc.planes = true;
+    checkConv(tc, seed);
+  };
+  planes({1, 3, 9, 17, 3, 3, 3, 1, 1, 2, 1, 0, 1, 3});     // pads left 2, right 0
+  planes({1, 3, 9, 17, 3, 3, 3, 1, 0, 1, 2, 1, 1, 3});     // no top pad, 2 at the bottom
+  planes({1, 2, 11, 13, 2, 3, 3, 1, 3, 3, 3, 3, 3, 2});    // dilation 3
+  planes({1, 2, 5, 6, 2, 7, 7, 1, 3, 3, 3, 3, 1, 2});      // kernel larger than the plane
+  planes({1, 4, 10, 1, 4, 3, 1, 1, 1, 0, 1, 0, 1, 4});     // one column
+  planes({1, 4, 1, 40, 4, 1, 5, 1, 0, 2, 0, 2, 1, 4});     // one row
+  planes({2, 6, 14, 14, 6, 5, 5, 1, 2, 2, 2, 2, 1, 6});    // 196 outputs: a 4-lane last vector
   ConvCase threaded{2, 40, 23, 23, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40};
   threaded.threads = 2;
-  checkConv(threaded);
-  checkConv(threaded, 2);
+  planes(threaded);
+  planes(threaded, 2);
+  checkConv({1, 5, 56, 57, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5}); // conv2d's own choice for a large plane
+}
+
+// Plain depthwise with 16 channels in the lanes (Conv2dDepthwiseBlocks.cpp): channel counts
+// that fill no block (1, 5), one and a bit (17), several (40); every kernel size 3-9 at
+// strides 1 and 2 with and without dilation; strides 3 and unequal ones; asymmetric pads and
+// pads larger than the kernel reaches; one-pixel, one-row and one-column planes; rows of
+// more outputs than a row kernel takes (8) and an odd number of rows; bands of output rows
+// when there are fewer blocks than threads need (1 block on 2 threads), and batches.
+TEST(Conv2dKernel, DepthwiseChannelBlocks) {
+  auto blocks = [](ConvCase tc, int threads = 1) {
+    tc.blocks = true;
+    tc.threads = threads;
+    checkConv(tc);
+  };
+  for (int64_t kernel : {3, 5, 7, 9})
+    for (int64_t stride : {1, 2})
+      for (int64_t dilation : {1, 2}) {
+        const int64_t pad = dilation * (kernel - 1) / 2;
+        blocks({1, 17, 19, 23, 17, kernel, kernel, stride, pad, pad, pad, pad, dilation, 17});
+      }
+  blocks({1, 1, 7, 7, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1});       // one channel
+  blocks({2, 5, 7, 7, 5, 3, 3, 2, 1, 1, 1, 1, 1, 5});       // 7x7 planes at stride 2, batch 2
+  blocks({1, 40, 1, 1, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40});    // one pixel, all taps but one padding
+  blocks({1, 16, 1, 37, 16, 1, 5, 1, 0, 2, 0, 2, 1, 16});   // one row
+  blocks({1, 16, 37, 1, 16, 5, 1, 1, 2, 0, 2, 0, 1, 16});   // one column
+  blocks({1, 20, 13, 40, 20, 3, 5, 2, 0, 2, 1, 0, 1, 20});  // 3x5 kernel, asymmetric pads
+  blocks({1, 16, 10, 10, 16, 3, 3, 1, 4, 3, 2, 5, 1, 16});  // pads beyond the kernel's reach
+  blocks({1, 18, 17, 17, 18, 3, 3, 3, 1, 1, 1, 1, 1, 18});  // stride 3
+  ConvCase unequal{1, 33, 12, 15, 33, 3, 3, 1, 1, 1, 1, 1, 1, 33};
+  unequal.strideW = 2;
+  blocks(unequal);
+  unequal.strideW = 1, unequal.stride = 2, unequal.dilationW = 2;
+  blocks(unequal);
+  blocks({1, 16, 29, 31, 16, 3, 3, 2, 1, 1, 1, 1, 1, 16}, 2); // one block: bands of rows
+  blocks({1, 48, 14, 14, 48, 5, 5, 1, 2, 2, 2, 2, 1, 48}, 2); // three blocks on two threads
+  blocks({3, 40, 9, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40}, 2);   // batch 3
+}
+
+// conv2d's choice between the depthwise paths: channel blocks except for planes that fit no
+// scratch and large stride-1 planes the flat path computes without transposes.
+TEST(Conv2dKernel, DepthwiseChannelBlockGate) {
+  auto args = [](int64_t c, int64_t hw, int64_t kernel, int64_t stride, int64_t groups) {
+    kiln_conv2d_args a{};
+    a.n = 1, a.c = c, a.h = a.w = hw, a.k = c, a.r = a.s = kernel, a.groups = groups;
+    a.stride_h = a.stride_w = stride, a.dilation_h = a.dilation_w = 1, a.pad_top = a.pad_left = kernel / 2;
+    a.oh = a.ow = (hw + 2 * (kernel / 2) - kernel) / stride + 1;
+    return a;
+  };
+  using kiln::runtime::kernels::detail::channelBlockDepthwise;
+  EXPECT_TRUE(channelBlockDepthwise(args(960, 7, 3, 1, 960)));
+  EXPECT_TRUE(channelBlockDepthwise(args(240, 28, 5, 1, 240)));
+  EXPECT_TRUE(channelBlockDepthwise(args(96, 112, 3, 2, 96)));   // stride 2 has no flat path
+  EXPECT_FALSE(channelBlockDepthwise(args(144, 56, 3, 1, 144))); // the flat path's
+  EXPECT_FALSE(channelBlockDepthwise(args(16, 1024, 3, 2, 16))); // a block larger than the scratch
+  EXPECT_FALSE(channelBlockDepthwise(args(64, 14, 3, 1, 32)));   // two input channels per group
 }
 
 // 5-8 output channels per input channel run together, each input vector loaded once for all

@@ -1,0 +1,265 @@
+// Plain depthwise convolution with 16 channels in the lanes of a vector (Conv2dCommon.h).
+//
+// The plane-by-plane paths (Conv2dDepthwise.cpp) put 16 outputs of one plane in a vector, so
+// a plane's edges cost masked or wasted lanes and every plane pays its own setup: on a 7x7
+// output 49 of 64 lanes are used, and a 3x3/2 512-channel 14x14 layer ran at ~5 GFLOP/s
+// (one Zen 5 core), overhead almost all of it. Here a work item is one image's block of 16
+// channels:
+//  1. its input planes are transposed, 16x16 at a time in registers, into one padded block
+//     t[row][column][16] in the thread's scratch, zeros in the padding, so that every tap of
+//     every output is one aligned vector load, whatever the stride, dilation or padding;
+//  2. outputs are computed 8 along a row at a time (8 independent FMA chains), each tap one
+//     broadcast-free FMA with the block's 16 weights of that tap, post ops applied in
+//     registers (the bias is one vector: a lane per channel), into a pixel-major buffer;
+//  3. that buffer is transposed back into the 16 NCHW output planes, 16 pixels at a time,
+//     and the epilogue sees each finished plane.
+// The transposes cost about as much as a 3x3 layer's products, so large planes, where the
+// flat path's 16 outputs a vector waste nothing, stay there (channelBlockDepthwise).
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
+
+#include "runtime/kernels/Conv2dCommon.h"
+#include "runtime/kernels/GemmDriver.h"
+#include "runtime/kernels/GemmPack.h" // scratch
+#include "runtime/kernels/PostOps.h"
+#include "runtime/kernels/Simd.h"
+
+namespace kiln::runtime::kernels::detail {
+
+namespace {
+
+constexpr int64_t kLanes = 16;  // channels per block, one per lane
+constexpr int kRowPixels = 8;   // outputs along a row computed together,
+constexpr int kRows = 2;        // on this many rows: 16 independent FMA chains
+// A thread's scratch at most: the padded block and the computed outputs (8 MiB).
+constexpr int64_t kMaxScratchFloats = int64_t{1} << 21;
+// Stride-1 planes of at least this many outputs stay on the flat path when it applies.
+constexpr int64_t kFlatPlaneOutputs = 56 * 56;
+
+#ifdef __AVX512F__
+/// The padded input of one block: `rows` x `cols` positions of 16 floats, position (i, j)
+/// holding input row i - pad_top, column j - pad_left of the block's channels.
+struct BlockShape {
+  int64_t rows = 0, cols = 0;
+};
+
+struct BlockJob {
+  const kiln_conv2d_args &a;
+  BlockShape shape;
+  const int64_t *tapOffsets; // per tap (r, s): (r*dh*cols + s*dw)*16 floats into the block
+  int64_t bands;             // of output rows per block: work items are (image, block, band)
+};
+
+/// Input rows [row0, row1) of channels [c0, c0 + count) of one image (`x` its first
+/// channel's plane) into the interior of the padded, transposed block `t`, whose padding is
+/// already zero. The rows are read flat, 16 pixels of each channel per load whatever the
+/// width: a 7x7 plane takes 4 transposes, not one per row.
+void fillBlock(const kiln_conv2d_args &a, const BlockShape &b, const float *x, int64_t count, int64_t row0,
+               int64_t row1, float *t) {
+  const int64_t plane = a.h * a.w, end = row1 * a.w;
+  float *interior = t + (a.pad_top * b.cols + a.pad_left) * kLanes;
+  int64_t ih = row0, iw = 0; // of the pixel at hand, walked without divisions
+  for (int64_t q0 = row0 * a.w; q0 < end; q0 += 16) {
+    const int64_t n = std::min<int64_t>(16, end - q0);
+    const __mmask16 pixels = firstLanes(n);
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l)
+      v[l] = l < count ? _mm512_maskz_loadu_ps(pixels, x + l * plane + q0) : _mm512_setzero_ps();
+    transpose16x16(v);
+    for (int64_t u = 0; u < n; ++u) {
+      _mm512_store_ps(interior + (ih * b.cols + iw) * kLanes, v[u]);
+      if (++iw == a.w)
+        iw = 0, ++ih;
+    }
+  }
+}
+
+/// The weights of `count` channels (`taps` each, channel-major) tap-major into `out`: 16
+/// floats per tap, zero past the last channel.
+void transposeWeights(const float *weights, int64_t taps, int64_t count, float *out) {
+  for (int64_t tap0 = 0; tap0 < taps; tap0 += 16) {
+    const __mmask16 present = firstLanes(taps - tap0);
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l)
+      v[l] = l < count ? _mm512_maskz_loadu_ps(present, weights + l * taps + tap0) : _mm512_setzero_ps();
+    transpose16x16(v);
+#pragma GCC unroll 16
+    for (int u = 0; u < 16; ++u)
+      _mm512_store_ps(out + (tap0 + u) * kLanes, v[u]);
+  }
+}
+
+/// P outputs along each of Rows rows (Rows * P independent FMA chains) from block position
+/// `from` (the first output's window origin): outputs S positions apart along a row (Stride;
+/// 0: `stride` at run time), rows `rowStep` floats apart in the block and `outRow` floats
+/// apart in the pixel-major `out`.
+template <int P, int Rows, int Stride>
+inline void rowPixels(const float *from, int64_t stride, int64_t rowStep, const float *weights,
+                      const int64_t *tapOffsets, int64_t taps, const TilePostOps *post, float *out, int64_t outRow) {
+  const int64_t step = (Stride ? Stride : stride) * kLanes;
+  __m512 acc[Rows][P];
+#pragma GCC unroll 2
+  for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 8
+    for (int u = 0; u < P; ++u)
+      acc[i][u] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t) {
+    const float *p = from + tapOffsets[t];
+    const __m512 w = _mm512_loadu_ps(weights + t * kLanes);
+#pragma GCC unroll 2
+    for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 8
+      for (int u = 0; u < P; ++u)
+        acc[i][u] = _mm512_fmadd_ps(w, _mm512_load_ps(p + i * rowStep + u * step), acc[i][u]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 8
+    for (int u = 0; u < P; ++u)
+      _mm512_store_ps(out + i * outRow + u * kLanes,
+                      post ? withPostOps(acc[i][u], *post, 0, 0, 0xFFFF) : acc[i][u]);
+}
+
+using RowPixelsFn = void (*)(const float *, int64_t, int64_t, const float *, const int64_t *, int64_t,
+                             const TilePostOps *, float *, int64_t);
+
+template <int Rows, int Stride, int... P>
+constexpr std::array<RowPixelsFn, sizeof...(P)> rowPixelsTable(std::integer_sequence<int, P...>) {
+  return {rowPixels<P + 1, Rows, Stride>...};
+}
+
+/// The kernel for `pixels` (1..kRowPixels) outputs along `rows` (1..kRows) rows at this
+/// stride.
+RowPixelsFn rowPixelsFn(int64_t pixels, int64_t rows, int64_t stride) {
+  using Counts = std::make_integer_sequence<int, kRowPixels>;
+  static constexpr std::array<RowPixelsFn, kRowPixels> tables[kRows][3] = {
+      {rowPixelsTable<1, 1>(Counts{}), rowPixelsTable<1, 2>(Counts{}), rowPixelsTable<1, 0>(Counts{})},
+      {rowPixelsTable<2, 1>(Counts{}), rowPixelsTable<2, 2>(Counts{}), rowPixelsTable<2, 0>(Counts{})}};
+  static_assert(kRows == 2, "update the tables");
+  return tables[rows - 1][stride == 1 ? 0 : stride == 2 ? 1 : 2][static_cast<size_t>(pixels - 1)];
+}
+
+/// Outputs [begin, end) (q = oh*OW + ow) of the pixel-major `computed` (OH*OW positions of
+/// 16 floats) into the planes of channels [c0, c0 + count) of `y` (the image's first), 16
+/// pixels at a time.
+void storePlanes(const kiln_conv2d_args &a, const float *computed, int64_t count, int64_t begin, int64_t end,
+                 float *y) {
+  const int64_t outputs = a.oh * a.ow;
+  for (int64_t q0 = begin; q0 < end; q0 += 16) {
+    const int64_t n = std::min<int64_t>(16, end - q0);
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int u = 0; u < 16; ++u)
+      v[u] = u < n ? _mm512_load_ps(computed + (q0 + u) * kLanes) : _mm512_setzero_ps();
+    transpose16x16(v);
+    const __mmask16 lanes = firstLanes(n);
+    for (int64_t l = 0; l < count; ++l)
+      _mm512_mask_storeu_ps(y + l * outputs + q0, lanes, v[l]);
+  }
+}
+
+/// Work items [begin, end) of (image, block of 16 channels, band of output rows).
+void channelBlocks(void *ctx, int64_t begin, int64_t end) {
+  const BlockJob &job = *static_cast<const BlockJob *>(ctx);
+  const kiln_conv2d_args &a = job.a;
+  const BlockShape &b = job.shape;
+  const int64_t taps = a.r * a.s, blocks = (a.c + kLanes - 1) / kLanes, outputs = a.oh * a.ow;
+  const int64_t blockFloats = b.rows * b.cols * kLanes;
+  // The padded block, the computed outputs, then the block's weights by tap. Blocks rewrite
+  // only the block's interior: its padding is zeroed once.
+  const int64_t tapRows = (taps + 15) / 16 * 16;
+  float *t = scratch(Scratch::Depthwise, static_cast<size_t>(blockFloats + (outputs + tapRows) * kLanes));
+  float *computed = t + blockFloats, *weights = computed + outputs * kLanes;
+  std::fill_n(t, blockFloats, 0.0f);
+  const int64_t rowStep = a.stride_h * b.cols * kLanes, pixelStep = a.stride_w * kLanes;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t band = item % job.bands, block = item / job.bands % blocks, image = item / job.bands / blocks;
+    const int64_t c0 = block * kLanes, count = std::min(kLanes, a.c - c0);
+    const int64_t oh0 = band * a.oh / job.bands, oh1 = (band + 1) * a.oh / job.bands;
+    // The input rows the band's windows reach (padded rows oh0*S .. (oh1 - 1)*S + (R - 1)*dh).
+    const int64_t row0 = std::clamp<int64_t>(oh0 * a.stride_h - a.pad_top, 0, a.h);
+    const int64_t row1 = std::clamp<int64_t>((oh1 - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1 - a.pad_top, 0, a.h);
+    fillBlock(a, b, a.x + (image * a.c + c0) * a.h * a.w, count, row0, std::max(row0, row1), t);
+    transposeWeights(a.weights + c0 * taps, taps, count, weights);
+    const TilePostOps post = tilePostOps(a.post, false, 0, c0);
+    const TilePostOps *postOps = hasPostOps(a.post) ? &post : nullptr;
+    // Lanes past the last channel read no bias: tilePostOps's column bias would, so a short
+    // block takes its bias from a copy.
+    alignas(64) float shortBias[16] = {};
+    TilePostOps shortPost = post;
+    if (postOps && a.post.bias && count < kLanes) {
+      std::copy_n(a.post.bias + c0, count, shortBias);
+      shortPost.columnBias = shortBias;
+      postOps = &shortPost;
+    }
+    for (int64_t oh = oh0; oh < oh1; oh += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, oh1 - oh);
+      const float *row = t + oh * rowStep;
+      float *out = computed + oh * a.ow * kLanes;
+      for (int64_t ow = 0; ow < a.ow; ow += kRowPixels) {
+        const int64_t pixels = std::min<int64_t>(kRowPixels, a.ow - ow);
+        rowPixelsFn(pixels, rows, a.stride_w)(row + ow * pixelStep, a.stride_w, rowStep, weights, job.tapOffsets,
+                                              taps, postOps, out + ow * kLanes, a.ow * kLanes);
+      }
+    }
+    float *y = a.y + (image * a.k + c0) * outputs;
+    const int64_t q0 = oh0 * a.ow, q1 = oh1 * a.ow;
+    storePlanes(a, computed, count, q0, q1, y);
+    if (a.epilogue)
+      for (int64_t l = 0; l < count; ++l)
+        a.epilogue(a.epilogue_ctx, y + l * outputs + q0, outputs, image, c0 + l, q0, 1, q1 - q0);
+  }
+}
+#endif
+
+} // namespace
+
+bool channelBlockDepthwise(const kiln_conv2d_args &a) {
+#ifdef __AVX512F__
+  if (a.groups != a.c || a.k != a.c)
+    return false;
+  const int64_t rows = std::max(a.pad_top + a.h, (a.oh - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1);
+  const int64_t cols = std::max(a.pad_left + a.w, (a.ow - 1) * a.stride_w + (a.s - 1) * a.dilation_w + 1);
+  if ((rows * cols + a.oh * a.ow) * kLanes > kMaxScratchFloats)
+    return false;
+  // Large stride-1 planes with rows as wide as the input's waste no lanes on the flat path,
+  // which needs no transposes (one Zen 5 core, blocks against flat: 3x3 144 56x56 0.21 ms
+  // both, 32 112x112 0.21 against 0.19).
+  return !(flatPlaneDepthwise(a) && a.oh * a.ow >= kFlatPlaneOutputs);
+#else
+  (void)a;
+  return false;
+#endif
+}
+
+void depthwiseChannelBlocks(const kiln_rt *rt, const kiln_conv2d_args &a) {
+#ifdef __AVX512F__
+  BlockShape b;
+  // Positions the windows reach, and at least the image and its leading pads.
+  b.rows = std::max(a.pad_top + a.h, (a.oh - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1);
+  b.cols = std::max(a.pad_left + a.w, (a.ow - 1) * a.stride_w + (a.s - 1) * a.dilation_w + 1);
+  const int64_t taps = a.r * a.s;
+  // The calling thread's table, read by every worker of its call.
+  thread_local std::vector<int64_t> offsets;
+  offsets.resize(static_cast<size_t>(taps));
+  for (int64_t r = 0; r < a.r; ++r)
+    for (int64_t s = 0; s < a.s; ++s)
+      offsets[static_cast<size_t>(r * a.s + s)] = (r * a.dilation_h * b.cols + s * a.dilation_w) * kLanes;
+  const int64_t blocks = (a.c + kLanes - 1) / kLanes;
+  // Bands of output rows when there are fewer blocks than two per thread: 48 channels (3
+  // blocks) on 2 threads would otherwise run 2 blocks on one and 1 on the other.
+  const int64_t threads = threadsOf(rt);
+  const int64_t bands = std::clamp<int64_t>((2 * threads + a.n * blocks - 1) / (a.n * blocks), 1, a.oh);
+  BlockJob job{a, b, offsets.data(), bands};
+  const int64_t items = a.n * blocks * bands;
+  parallelForIfWorth(rt, items, a.n * a.c * a.oh * a.ow * taps, int64_t{1} << 16, channelBlocks, &job);
+#else
+  (void)rt, (void)a;
+#endif
+}
+
+} // namespace kiln::runtime::kernels::detail
