@@ -279,6 +279,14 @@ int main(int argc, char **argv) {
     benchConv(rt, "1x1 256->1024 14x14", 256, 14, 1024, 1, 1, reps);
     benchConv(rt, "1x1 2048->512 7x7", 2048, 7, 512, 1, 1, reps);
     benchConv(rt, "1x1 512->2048 7x7", 512, 7, 2048, 1, 1, reps);
+    // MobileNetV2's pointwise layers: few input channels, or 7x7 outputs.
+    benchConv(rt, "1x1 16->96 112x112", 16, 112, 96, 1, 1, reps);
+    benchConv(rt, "1x1 24->144 56x56", 24, 56, 144, 1, 1, reps);
+    benchConv(rt, "1x1 144->24 56x56", 144, 56, 24, 1, 1, reps);
+    benchConv(rt, "1x1 96->576 14x14", 96, 14, 576, 1, 1, reps);
+    benchConv(rt, "1x1 160->960 7x7", 160, 7, 960, 1, 1, reps);
+    benchConv(rt, "1x1 960->160 7x7", 960, 7, 160, 1, 1, reps);
+    benchConv(rt, "1x1 320->1280 7x7", 320, 7, 1280, 1, 1, reps);
     benchConv(rt, "3x3/2 128->128 56x56", 128, 56, 128, 3, 2, reps);
     benchConv(rt, "3x3/2 256->256 28x28", 256, 28, 256, 3, 2, reps);
     benchConv(rt, "3x3/2 512->512 14x14", 512, 14, 512, 3, 2, reps);

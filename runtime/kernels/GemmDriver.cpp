@@ -175,10 +175,12 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
               const TilePostOps post =
                   postInStore ? tilePostOps(*p.post, p.postPerRow, p.rowOffset + ir, jr) : TilePostOps{};
               const TilePostOps *tilePost = postInStore ? &post : nullptr;
+              // A read in place: the row tile's last column tile fetches the next one's rows.
+              const int tileFlags = flags | (aInPlace && jr + kPanelWidth >= jc + nc ? kPrefetchNextA : 0);
               if (trailing > 0) {
                 if (vectors > 1)
                   microKernel(rows, vectors - 1, false)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols - trailing,
-                                                        flags, tilePost);
+                                                        tileFlags, tilePost);
                 columnDotKernel(rows, static_cast<int>(trailing), kc, aTile, lda, lastColumns,
                                 cTile + cols - trailing, p.ldc, flags);
                 if (postInStore)
@@ -187,7 +189,7 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
                 continue;
               }
               microKernel(rows, vectors, !aInPlace)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols,
-                                                    flags, tilePost);
+                                                    tileFlags, tilePost);
             }
             if (lastK)
               o.finishTile(ir, rows, jc, nc, postInStore);

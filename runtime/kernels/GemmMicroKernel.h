@@ -54,8 +54,9 @@ static_assert(kMaxRows == 6 && kMaxVectors == 4, "update RowCounts and VectorCou
 
 /// Store modes of a micro-kernel call.
 enum MicroKernelFlags : int {
-  kAccumulate = 1, // add to C (a later K block) instead of overwriting it
-  kTransposedC = 2 // the tile is C^T: element (i, j) goes to c[j*ldc + i]
+  kAccumulate = 1,   // add to C (a later K block) instead of overwriting it
+  kTransposedC = 2,  // the tile is C^T: element (i, j) goes to c[j*ldc + i]
+  kPrefetchNextA = 4 // A in place: fetch the next 6 rows' same columns into L1 along the way
 };
 
 /// kc >= 1 steps. B's row k starts at b + k*ldb: the packed panel's width, which is wider than
@@ -133,7 +134,16 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
     rowPtr[i] = a + i * lda;
+  // The driver's last tile of a row tile asks for the rows of its next one, which in a
+  // narrow product (7x7 outputs: one tile per row tile) stream from memory otherwise, the
+  // FMAs waiting on them: one line of each next row per 16 steps, one tile ahead.
+  const bool prefetchNext = !PackedA && (flags & kPrefetchNextA);
   for (int64_t k = 0; k < kc; ++k) {
+    if (prefetchNext && (k & 15) == 0) {
+#pragma GCC unroll 8
+      for (int i = 0; i < kMaxRows; ++i)
+        _mm_prefetch(reinterpret_cast<const char *>(a + (R + i) * lda + k), _MM_HINT_T0);
+    }
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j)
