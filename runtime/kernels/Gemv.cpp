@@ -13,6 +13,12 @@ namespace kiln::runtime::kernels::detail {
 namespace {
 
 #ifdef __AVX512F__
+// How far ahead along each matrix row the dot form fetches: the matrix streams from memory
+// once (a classifier's weights at batch 1), 8 rows at a time, more streams than the
+// hardware prefetcher followed well: MobileNetV2's 1280 -> 1000 layer (5 MB) took 0.26-0.28 ms
+// at one thread, 0.19-0.23 with this (one Zen 5 core).
+constexpr int64_t kPrefetchFloats = 512;
+
 // (Not _mm512_reduce_add_ps: g++ 12 warns about an uninitialised temporary inside it.)
 float horizontalSum(__m512 v) {
   alignas(64) float lanes[16];
@@ -67,8 +73,10 @@ void gemvDot(const float *x, const float *mat, int64_t ld, int64_t outputs, int6
     for (int64_t k = 0; k < depth; k += 16) {
       const __mmask16 mask = firstLanes(depth - k);
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x + k);
-      for (int r = 0; r < kRows; ++r)
+      for (int r = 0; r < kRows; ++r) {
+        _mm_prefetch(reinterpret_cast<const char *>(rowPtr[r] + k + kPrefetchFloats), _MM_HINT_T0);
         acc[r] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(mask, rowPtr[r] + k), acc[r]);
+      }
     }
     for (int r = 0; r < rows; ++r)
       out[o0 + r] = horizontalSum(acc[r]);
