@@ -175,8 +175,9 @@ void blockedRegion(const Oriented &o, int64_t row0, int64_t row1, int64_t col0, 
               const TilePostOps post =
                   postInStore ? tilePostOps(*p.post, p.postPerRow, p.rowOffset + ir, jr) : TilePostOps{};
               const TilePostOps *tilePost = postInStore ? &post : nullptr;
-              // A read in place: the row tile's last column tile fetches the next one's rows.
-              const int tileFlags = flags | (aInPlace && jr + kPanelWidth >= jc + nc ? kPrefetchNextA : 0);
+              // A read in place: the row tile's first column tile fetches the next one's rows
+              // (its last may be dot products only: 196 = 3*64 + 4 columns).
+              const int tileFlags = flags | (aInPlace && jr == jc ? kPrefetchNextA : 0);
               if (trailing > 0) {
                 if (vectors > 1)
                   microKernel(rows, vectors - 1, false)(kc, aTile, lda, bPanel, ldb, cTile, p.ldc, cols - trailing,

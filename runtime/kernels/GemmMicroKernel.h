@@ -134,7 +134,7 @@ void microKernelImpl(int64_t kc, const float *a, int64_t lda, const float *b, in
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
     rowPtr[i] = a + i * lda;
-  // The driver's last tile of a row tile asks for the rows of its next one, which in a
+  // The driver's first tile of a row tile asks for the rows of its next one, which in a
   // narrow product (7x7 outputs: one tile per row tile) stream from memory otherwise, the
   // FMAs waiting on them: one line of each next row per 16 steps, one tile ahead.
   const bool prefetchNext = !PackedA && (flags & kPrefetchNextA);
