@@ -321,7 +321,7 @@ TEST(Conv2dKernel, PlainDepthwiseByStridePhases) {
 
 // Stride-1 depthwise layers whose output rows are as wide as their input's load every tap
 // straight from x, the padding masked off each load (Conv2dDepthwise.cpp, flat planes; conv2d
-// takes this path for planes of 56x56 and more): pads split unevenly between the sides (2
+// takes this path for planes larger than 56x56): pads split unevenly between the sides (2
 // left, 0 right), output heights unlike the input's, dilations reaching past the plane,
 // one-column and one-row planes, planes ending inside a vector, many planes over 2 threads,
 // and one shape twice (its masks come from the cache).
@@ -341,7 +341,7 @@ TEST(Conv2dKernel, DepthwiseStraightFromTheInput) {
   threaded.threads = 2;
   planes(threaded);
   planes(threaded, 2);
-  checkConv({1, 5, 56, 57, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5}); // conv2d's own choice for a large plane
+  checkConv({1, 5, 60, 61, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5}); // conv2d's own choice for a large plane
 }
 
 // Plain depthwise with 16 channels in the lanes (Conv2dDepthwiseBlocks.cpp): channel counts
@@ -394,7 +394,8 @@ TEST(Conv2dKernel, DepthwiseChannelBlockGate) {
   EXPECT_TRUE(channelBlockDepthwise(args(960, 7, 3, 1, 960)));
   EXPECT_TRUE(channelBlockDepthwise(args(240, 28, 5, 1, 240)));
   EXPECT_TRUE(channelBlockDepthwise(args(96, 112, 3, 2, 96)));   // stride 2 has no flat path
-  EXPECT_FALSE(channelBlockDepthwise(args(144, 56, 3, 1, 144))); // the flat path's
+  EXPECT_TRUE(channelBlockDepthwise(args(144, 56, 3, 1, 144)));
+  EXPECT_FALSE(channelBlockDepthwise(args(32, 112, 3, 1, 32)));  // the flat path's
   EXPECT_FALSE(channelBlockDepthwise(args(16, 1024, 3, 2, 16))); // a block larger than the scratch
   EXPECT_FALSE(channelBlockDepthwise(args(64, 14, 3, 1, 32)));   // two input channels per group
 }
