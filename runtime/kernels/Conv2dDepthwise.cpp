@@ -333,6 +333,7 @@ struct FlatJob {
   int64_t vectors;               // ceil(OH*OW / 16)
   const int64_t *tapOffsets;     // per tap (r, s)
   const uint16_t *masks;         // [vector][tap]: the lanes whose tap reads inside the plane
+  int64_t bands;                 // of each plane's vectors: work items are (band, plane)
 };
 
 #ifdef __AVX512F__
@@ -362,24 +363,26 @@ inline void flatVectors(const FlatJob &job, const float *x, const float *weights
   }
 }
 
-/// Work items [begin, end) of (image, channel) planes.
+/// Work items [begin, end) of (band of vectors, (image, channel) plane), bands outermost.
 void depthwiseFlatPlanes(void *ctx, int64_t begin, int64_t end) {
   const FlatJob &job = *static_cast<const FlatJob *>(ctx);
   const kiln_conv2d_args &a = job.a;
-  const int64_t taps = a.r * a.s, outPlane = a.oh * a.ow;
-  for (int64_t plane = begin; plane < end; ++plane) {
-    const int64_t image = plane / a.k, channel = plane % a.k;
+  const int64_t taps = a.r * a.s, outPlane = a.oh * a.ow, planes = a.n * a.k;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t band = item / planes, plane = item % planes, image = plane / a.k, channel = plane % a.k;
+    const int64_t v0 = band * job.vectors / job.bands, v1 = (band + 1) * job.vectors / job.bands;
     const float *x = a.x + plane * a.h * a.w, *weights = a.weights + channel * taps;
     float *out = a.y + plane * outPlane;
-    int64_t v = 0;
-    for (; v + 8 <= job.vectors; v += 8)
+    int64_t v = v0;
+    for (; v + 8 <= v1; v += 8)
       flatVectors<8>(job, x, weights, out, v);
-    for (; v + 4 <= job.vectors; v += 4)
+    for (; v + 4 <= v1; v += 4)
       flatVectors<4>(job, x, weights, out, v);
-    for (; v < job.vectors; ++v)
+    for (; v < v1; ++v)
       flatVectors<1>(job, x, weights, out, v);
-    if (a.epilogue)
-      a.epilogue(a.epilogue_ctx, out, outPlane, image, channel, 0, 1, outPlane);
+    const int64_t q0 = std::min(16 * v0, outPlane), q1 = std::min(16 * v1, outPlane);
+    if (a.epilogue && q1 > q0)
+      a.epilogue(a.epilogue_ctx, out + q0, outPlane, image, channel, q0, 1, q1 - q0);
   }
 }
 #endif
@@ -450,8 +453,13 @@ void depthwiseFlatConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
 #ifdef __AVX512F__
   const int64_t taps = a.r * a.s, outputs = a.oh * a.ow, vectors = (outputs + 15) / 16;
   const FlatTables &tables = flatTables(a);
-  FlatJob job{a, vectors, tables.offsets.data(), tables.masks.data()};
-  const int64_t items = a.n * a.k;
+  // A band of each plane per thread, split as the pointwise GEMMs around the layer split
+  // theirs (by pixels when there are more pixels than channels), so that its input and
+  // output stay in the thread's own cache (Conv2dDepthwiseBlocks.cpp).
+  const int64_t threads = threadsOf(rt);
+  const int64_t bands = threads > 1 && a.c < outputs ? std::min<int64_t>(threads, vectors) : 1;
+  FlatJob job{a, vectors, tables.offsets.data(), tables.masks.data(), bands};
+  const int64_t items = a.n * a.k * bands;
   parallelForIfWorth(rt, items, items * vectors * 16 * taps, int64_t{1} << 16, depthwiseFlatPlanes, &job);
 #else
   (void)rt, (void)a;

@@ -177,7 +177,9 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
   std::fill_n(t, blockFloats, 0.0f);
   const int64_t rowStep = a.stride_h * b.cols * kLanes, pixelStep = a.stride_w * kLanes;
   for (int64_t item = begin; item < end; ++item) {
-    const int64_t band = item % job.bands, block = item / job.bands % blocks, image = item / job.bands / blocks;
+    // Bands outermost: with bands for the threads, each thread's share is whole bands.
+    const int64_t perBand = a.n * blocks;
+    const int64_t band = item / perBand, image = item % perBand / blocks, block = item % blocks;
     const int64_t c0 = block * kLanes, count = std::min(kLanes, a.c - c0);
     const int64_t oh0 = band * a.oh / job.bands, oh1 = (band + 1) * a.oh / job.bands;
     // The input rows the band's windows reach (padded rows oh0*S .. (oh1 - 1)*S + (R - 1)*dh).
@@ -251,10 +253,17 @@ void depthwiseChannelBlocks(const kiln_rt *rt, const kiln_conv2d_args &a) {
     for (int64_t s = 0; s < a.s; ++s)
       offsets[static_cast<size_t>(r * a.s + s)] = (r * a.dilation_h * b.cols + s * a.dilation_w) * kLanes;
   const int64_t blocks = (a.c + kLanes - 1) / kLanes;
-  // Bands of output rows when there are fewer blocks than two per thread: 48 channels (3
+  // Bands of output rows, one per thread, when the plane has more pixels than channels: the
+  // pointwise convolutions around a depthwise one then split their GEMMs by pixels, and
+  // rows split the same way find their input in the thread's own cache, and leave their
+  // output there (by channels, MnasNet's 72-channel 56x56 layers ran slower on 2 threads than
+  // on 1). Else bands only when there are fewer blocks than two per thread: 48 channels (3
   // blocks) on 2 threads would otherwise run 2 blocks on one and 1 on the other.
   const int64_t threads = threadsOf(rt);
-  const int64_t bands = std::clamp<int64_t>((2 * threads + a.n * blocks - 1) / (a.n * blocks), 1, a.oh);
+  const int64_t bands =
+      threads > 1 && a.c < a.oh * a.ow
+          ? std::min<int64_t>(threads, a.oh)
+          : std::clamp<int64_t>((2 * threads + a.n * blocks - 1) / (a.n * blocks), 1, a.oh);
   BlockJob job{a, b, offsets.data(), bands};
   const int64_t items = a.n * blocks * bands;
   parallelForIfWorth(rt, items, a.n * a.c * a.oh * a.ow * taps, int64_t{1} << 16, channelBlocks, &job);
