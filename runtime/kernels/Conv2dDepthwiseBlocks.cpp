@@ -216,6 +216,15 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
         a.epilogue(a.epilogue_ctx, y + l * outputs + q0, outputs, image, c0 + l, q0, 1, q1 - q0);
   }
 }
+
+/// The padded block of these arguments: the positions the windows reach, and at least the
+/// image and its leading pads.
+BlockShape blockShape(const kiln_conv2d_args &a) {
+  BlockShape b;
+  b.rows = std::max(a.pad_top + a.h, (a.oh - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1);
+  b.cols = std::max(a.pad_left + a.w, (a.ow - 1) * a.stride_w + (a.s - 1) * a.dilation_w + 1);
+  return b;
+}
 #endif
 
 } // namespace
@@ -224,9 +233,8 @@ bool channelBlockDepthwise(const kiln_conv2d_args &a) {
 #ifdef __AVX512F__
   if (a.groups != a.c || a.k != a.c)
     return false;
-  const int64_t rows = std::max(a.pad_top + a.h, (a.oh - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1);
-  const int64_t cols = std::max(a.pad_left + a.w, (a.ow - 1) * a.stride_w + (a.s - 1) * a.dilation_w + 1);
-  if ((rows * cols + a.oh * a.ow) * kLanes > kMaxScratchFloats)
+  const BlockShape b = blockShape(a);
+  if ((b.rows * b.cols + a.oh * a.ow) * kLanes > kMaxScratchFloats)
     return false;
   // Large stride-1 planes with rows as wide as the input's waste no lanes on the flat path,
   // which needs no transposes. In MobileNetV2 at one thread (one Zen 5 core), blocks against
@@ -241,10 +249,7 @@ bool channelBlockDepthwise(const kiln_conv2d_args &a) {
 
 void depthwiseChannelBlocks(const kiln_rt *rt, const kiln_conv2d_args &a) {
 #ifdef __AVX512F__
-  BlockShape b;
-  // Positions the windows reach, and at least the image and its leading pads.
-  b.rows = std::max(a.pad_top + a.h, (a.oh - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1);
-  b.cols = std::max(a.pad_left + a.w, (a.ow - 1) * a.stride_w + (a.s - 1) * a.dilation_w + 1);
+  const BlockShape b = blockShape(a);
   const int64_t taps = a.r * a.s;
   // The calling thread's table, read by every worker of its call.
   thread_local std::vector<int64_t> offsets;

@@ -287,6 +287,17 @@ TEST(Conv2dKernel, GroupsAndDepthwise) {
   checkConv({1, 1, 12, 12, 6, 5, 5});                       // LeNet's first layer
 }
 
+/// check(case) for a 19x23 depthwise layer of `channels` channels with every kernel size
+/// 3-9 at strides 1 and 2, with and without dilation, "same" pads.
+template <typename Check> void everyDepthwiseWindow(int64_t channels, const Check &check) {
+  for (int64_t kernel : {3, 5, 7, 9})
+    for (int64_t stride : {1, 2})
+      for (int64_t dilation : {1, 2}) {
+        const int64_t pad = dilation * (kernel - 1) / 2;
+        check({1, channels, 19, 23, channels, kernel, kernel, stride, pad, pad, pad, pad, dilation, channels});
+      }
+}
+
 // Plain depthwise plane by plane over the padded plane's stride phases (Conv2dDepthwise.cpp;
 // conv2d takes this path for planes too large for a channel block): every kernel size 3-9
 // at strides 1 and 2 with and without dilation, "same" and asymmetric pads, planes narrower
@@ -297,12 +308,7 @@ TEST(Conv2dKernel, PlainDepthwiseByStridePhases) {
     tc.planes = true;
     checkConv(tc);
   };
-  for (int64_t kernel : {3, 5, 7, 9})
-    for (int64_t stride : {1, 2})
-      for (int64_t dilation : {1, 2}) {
-        const int64_t pad = dilation * (kernel - 1) / 2;
-        planes({1, 3, 19, 23, 3, kernel, kernel, stride, pad, pad, pad, pad, dilation, 3});
-      }
+  everyDepthwiseWindow(3, planes);
   planes({2, 5, 7, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5});       // 7x7 planes, batch 2
   planes({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4});       // one pixel, all taps but one padding
   planes({1, 2, 2, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 2});       // stride 2 on a 2x3 plane
@@ -356,12 +362,7 @@ TEST(Conv2dKernel, DepthwiseChannelBlocks) {
     tc.threads = threads;
     checkConv(tc);
   };
-  for (int64_t kernel : {3, 5, 7, 9})
-    for (int64_t stride : {1, 2})
-      for (int64_t dilation : {1, 2}) {
-        const int64_t pad = dilation * (kernel - 1) / 2;
-        blocks({1, 17, 19, 23, 17, kernel, kernel, stride, pad, pad, pad, pad, dilation, 17});
-      }
+  everyDepthwiseWindow(17, [&](const ConvCase &tc) { blocks(tc); });
   blocks({1, 1, 7, 7, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1});       // one channel
   blocks({2, 5, 7, 7, 5, 3, 3, 2, 1, 1, 1, 1, 1, 5});       // 7x7 planes at stride 2, batch 2
   blocks({1, 40, 1, 1, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40});    // one pixel, all taps but one padding
