@@ -217,7 +217,22 @@ void Executable::Impl::packWeights() {
     fail("{}: invalid weight packing list (count {})", what, desc->num_packings);
   checkInFile(file, desc->packings, sizeof(kiln_weight_packing) * static_cast<uint64_t>(desc->num_packings), what,
               fmt::format("weight packing table ({} entries)", desc->num_packings));
-  for (int32_t p = 0; p < desc->num_packings; ++p) {
+  // Largest weights first. While a weight is packed, its plain copy and its packed form are
+  // both alive; packed forms larger than the plain weights (Winograd's, 16/9 and 36/9 of
+  // them) make the resident set grow pack by pack, so a large plain copy alive near the end
+  // added to the largest set: Wide-ResNet-50's peak RSS went 453.5 -> 435.3 MB (it runs at
+  // about the latter).
+  std::vector<int32_t> order(static_cast<size_t>(desc->num_packings));
+  for (int32_t p = 0; p < desc->num_packings; ++p)
+    order[static_cast<size_t>(p)] = p;
+  auto plainBytes = [&](int32_t p) -> uint64_t {
+    const int32_t weight = desc->packings[p].weight;
+    return weight >= 0 && static_cast<size_t>(weight) < weights.size()
+               ? weights[static_cast<size_t>(weight)].type.byteSize()
+               : 0;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return plainBytes(a) > plainBytes(b); });
+  for (int32_t p : order) {
     const kiln_weight_packing &packing = desc->packings[p];
     if (packing.weight < 0 || static_cast<size_t>(packing.weight) >= weights.size())
       fail("{}: weight packing {} names weight {}, but the model has {}", what, p, packing.weight, weights.size());
