@@ -39,6 +39,15 @@ void depthwisePlaneConv(const kiln_rt *rt, const kiln_conv2d_args &args);
 bool flatPlaneDepthwise(const kiln_conv2d_args &args);
 void depthwiseFlatConv(const kiln_rt *rt, const kiln_conv2d_args &args);
 
+/// Whether a plain depthwise layer on `threads` threads splits its planes by rows, a band of
+/// each per thread, rather than by channels: when a plane has more pixels than channels.
+/// The pointwise convolutions around it then split their GEMMs by pixels, and rows split the
+/// same way find their input in the thread's own cache and leave their output there (split
+/// by channels, MnasNet's 72-channel 56x56 layers ran slower on 2 threads than on 1).
+inline bool depthwiseSplitsRows(int64_t threads, const kiln_conv2d_args &args) {
+  return threads > 1 && args.c < args.oh * args.ow;
+}
+
 /// Plain depthwise convolution with 16 channels in a vector's lanes, for planes small enough
 /// that per-plane vectors waste lanes and setup (Conv2dDepthwiseBlocks.cpp); post ops applied
 /// in registers, then the epilogue sees each finished plane.

@@ -453,14 +453,13 @@ void depthwiseFlatConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
 #ifdef __AVX512F__
   const int64_t taps = a.r * a.s, outputs = a.oh * a.ow, vectors = (outputs + 15) / 16;
   const FlatTables &tables = flatTables(a);
-  // A band of each plane per thread, split as the pointwise GEMMs around the layer split
-  // theirs (by pixels when there are more pixels than channels), so that its input and
-  // output stay in the thread's own cache (Conv2dDepthwiseBlocks.cpp).
+  // A band of each plane's vectors per thread where the layer splits by rows
+  // (depthwiseSplitsRows).
   const int64_t threads = threadsOf(rt);
-  const int64_t bands = threads > 1 && a.c < outputs ? std::min<int64_t>(threads, vectors) : 1;
+  const int64_t bands = depthwiseSplitsRows(threads, a) ? std::min<int64_t>(threads, vectors) : 1;
   FlatJob job{a, vectors, tables.offsets.data(), tables.masks.data(), bands};
-  const int64_t items = a.n * a.k * bands;
-  parallelForIfWorth(rt, items, items * vectors * 16 * taps, int64_t{1} << 16, depthwiseFlatPlanes, &job);
+  const int64_t planes = a.n * a.k;
+  parallelForIfWorth(rt, planes * bands, planes * vectors * 16 * taps, int64_t{1} << 16, depthwiseFlatPlanes, &job);
 #else
   (void)rt, (void)a;
 #endif

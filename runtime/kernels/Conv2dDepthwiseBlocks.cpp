@@ -8,9 +8,10 @@
 //  1. its input planes are transposed, 16x16 at a time in registers, into one padded block
 //     t[row][column][16] in the thread's scratch, zeros in the padding, so that every tap of
 //     every output is one aligned vector load, whatever the stride, dilation or padding;
-//  2. outputs are computed 8 along a row at a time (8 independent FMA chains), each tap one
-//     broadcast-free FMA with the block's 16 weights of that tap, post ops applied in
-//     registers (the bias is one vector: a lane per channel), into a pixel-major buffer;
+//  2. outputs are computed 8 along a row on 2 rows at a time (16 independent FMA chains),
+//     each tap one broadcast-free FMA with the block's 16 weights of that tap, post ops
+//     applied in registers (the bias is one vector: a lane per channel), into a pixel-major
+//     buffer;
 //  3. that buffer is transposed back into the 16 NCHW output planes, 16 pixels at a time,
 //     and the epilogue sees each finished plane.
 // The transposes cost about as much as a 3x3 layer's products, so large planes, where the
@@ -22,7 +23,7 @@
 
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
-#include "runtime/kernels/GemmPack.h" // scratch
+#include "runtime/kernels/GemmPack.h" // scratch, transposeCopy
 #include "runtime/kernels/PostOps.h"
 #include "runtime/kernels/Simd.h"
 
@@ -49,7 +50,7 @@ struct BlockJob {
   const kiln_conv2d_args &a;
   BlockShape shape;
   const int64_t *tapOffsets; // per tap (r, s): (r*dh*cols + s*dw)*16 floats into the block
-  int64_t bands;             // of output rows per block: work items are (image, block, band)
+  int64_t bands;             // of output rows per block: work items are (band, image, block)
 };
 
 /// Input rows [row0, row1) of channels [c0, c0 + count) of one image (`x` its first
@@ -74,22 +75,6 @@ void fillBlock(const kiln_conv2d_args &a, const BlockShape &b, const float *x, i
       if (++iw == a.w)
         iw = 0, ++ih;
     }
-  }
-}
-
-/// The weights of `count` channels (`taps` each, channel-major) tap-major into `out`: 16
-/// floats per tap, zero past the last channel.
-void transposeWeights(const float *weights, int64_t taps, int64_t count, float *out) {
-  for (int64_t tap0 = 0; tap0 < taps; tap0 += 16) {
-    const __mmask16 present = firstLanes(taps - tap0);
-    __m512 v[16];
-#pragma GCC unroll 16
-    for (int l = 0; l < 16; ++l)
-      v[l] = l < count ? _mm512_maskz_loadu_ps(present, weights + l * taps + tap0) : _mm512_setzero_ps();
-    transpose16x16(v);
-#pragma GCC unroll 16
-    for (int u = 0; u < 16; ++u)
-      _mm512_store_ps(out + (tap0 + u) * kLanes, v[u]);
   }
 }
 
@@ -145,7 +130,8 @@ RowPixelsFn rowPixelsFn(int64_t pixels, int64_t rows, int64_t stride) {
 
 /// Outputs [begin, end) (q = oh*OW + ow) of the pixel-major `computed` (OH*OW positions of
 /// 16 floats) into the planes of channels [c0, c0 + count) of `y` (the image's first), 16
-/// pixels at a time.
+/// pixels at a time. (GemmPack's transposeCopy does the same out of line, in general loops:
+/// 5-10% slower on 7x7 and 14x14 layers, whose whole time this pass is a good part of.)
 void storePlanes(const kiln_conv2d_args &a, const float *computed, int64_t count, int64_t begin, int64_t end,
                  float *y) {
   const int64_t outputs = a.oh * a.ow;
@@ -162,7 +148,7 @@ void storePlanes(const kiln_conv2d_args &a, const float *computed, int64_t count
   }
 }
 
-/// Work items [begin, end) of (image, block of 16 channels, band of output rows).
+/// Work items [begin, end) of (band of output rows, image, block of 16 channels).
 void channelBlocks(void *ctx, int64_t begin, int64_t end) {
   const BlockJob &job = *static_cast<const BlockJob *>(ctx);
   const kiln_conv2d_args &a = job.a;
@@ -171,8 +157,7 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
   const int64_t blockFloats = b.rows * b.cols * kLanes;
   // The padded block, the computed outputs, then the block's weights by tap. Blocks rewrite
   // only the block's interior: its padding is zeroed once.
-  const int64_t tapRows = (taps + 15) / 16 * 16;
-  float *t = scratch(Scratch::Depthwise, static_cast<size_t>(blockFloats + (outputs + tapRows) * kLanes));
+  float *t = scratch(Scratch::Depthwise, static_cast<size_t>(blockFloats + (outputs + taps) * kLanes));
   float *computed = t + blockFloats, *weights = computed + outputs * kLanes;
   std::fill_n(t, blockFloats, 0.0f);
   const int64_t rowStep = a.stride_h * b.cols * kLanes, pixelStep = a.stride_w * kLanes;
@@ -186,7 +171,8 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
     const int64_t row0 = std::clamp<int64_t>(oh0 * a.stride_h - a.pad_top, 0, a.h);
     const int64_t row1 = std::clamp<int64_t>((oh1 - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1 - a.pad_top, 0, a.h);
     fillBlock(a, b, a.x + (image * a.c + c0) * a.h * a.w, count, row0, std::max(row0, row1), t);
-    transposeWeights(a.weights + c0 * taps, taps, count, weights);
+    // The block's weights tap-major: 16 floats per tap, zero past the last channel.
+    transposeCopy(weights, kLanes, a.weights + c0 * taps, taps, taps, count, kLanes);
     const TilePostOps post = tilePostOps(a.post, false, 0, c0);
     const TilePostOps *postOps = hasPostOps(a.post) ? &post : nullptr;
     // Lanes past the last channel read no bias: tilePostOps's column bias would, so a short
@@ -258,15 +244,13 @@ void depthwiseChannelBlocks(const kiln_rt *rt, const kiln_conv2d_args &a) {
     for (int64_t s = 0; s < a.s; ++s)
       offsets[static_cast<size_t>(r * a.s + s)] = (r * a.dilation_h * b.cols + s * a.dilation_w) * kLanes;
   const int64_t blocks = (a.c + kLanes - 1) / kLanes;
-  // Bands of output rows, one per thread, when the plane has more pixels than channels: the
-  // pointwise convolutions around a depthwise one then split their GEMMs by pixels, and
-  // rows split the same way find their input in the thread's own cache, and leave their
-  // output there (by channels, MnasNet's 72-channel 56x56 layers ran slower on 2 threads than
-  // on 1). Else bands only when there are fewer blocks than two per thread: 48 channels (3
-  // blocks) on 2 threads would otherwise run 2 blocks on one and 1 on the other.
+  // Bands of output rows, one per thread, where the layer splits by rows
+  // (depthwiseSplitsRows). Else bands only when there are fewer blocks than two per thread:
+  // 48 channels (3 blocks) on 2 threads would otherwise run 2 blocks on one and 1 on the
+  // other.
   const int64_t threads = threadsOf(rt);
   const int64_t bands =
-      threads > 1 && a.c < a.oh * a.ow
+      depthwiseSplitsRows(threads, a)
           ? std::min<int64_t>(threads, a.oh)
           : std::clamp<int64_t>((2 * threads + a.n * blocks - 1) / (a.n * blocks), 1, a.oh);
   BlockJob job{a, b, offsets.data(), bands};
