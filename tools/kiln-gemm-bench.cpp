@@ -1,7 +1,10 @@
 // kiln-gemm-bench: GFLOP/s of kiln's precompiled kernels (runtime/kernels/).
 //
-//   kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [SIZES...]
-//       square SGEMM, default sizes 256 512 1024 2048
+//   kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--gelu] [SIZES...]
+//       SGEMM, default sizes 256 512 1024 2048. A size N is a square product; MxNxK is an
+//       M x K by K x N product with B prepacked and a bias per column, as a compiled model runs
+//       a linear layer (transformers: 197x3072x768 is ViT-B/16's first FFN product); --gelu
+//       adds the GELU post op of such an FFN.
 //   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
 //       ResNet-50's common convolutions, depthwise and grouped ones, batch 1 (--only: those whose
 //       name contains TEXT, e.g. "3x3/2", so that a profiler sees one layer)
@@ -25,6 +28,7 @@
 // own, one fixed chunk per thread, made the 2-thread stride-2 convolutions look no faster than
 // 1-thread ones: 1.3-1.4 ms where models, and now this tool, see 0.95-1.0 ms.)
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <ctime>
 #include <cstdio>
@@ -106,6 +110,33 @@ void benchGemm(const kiln_rt &rt, int64_t size, int reps) {
   const double seconds = medianSeconds([&] { kiln::runtime::kernels::gemm(&rt, &args); }, reps);
   std::printf("sgemm %5lld  threads %d  %8.3f ms  %7.1f GFLOP/s\n", static_cast<long long>(size),
               rt.num_threads, seconds * 1e3, 2.0 * size * size * size / seconds * 1e-9);
+}
+
+/// A linear layer's product: M x K activations by a K x N weight prepacked as at load
+/// (KILN_GEMM_B_PANELS, where N allows), plus a bias and, with `gelu`, GELU as post ops.
+void benchLinear(const kiln_rt &rt, int64_t m, int64_t n, int64_t k, bool gelu, int reps) {
+  std::vector<float> a = randomVector(static_cast<size_t>(m * k), 1), b = randomVector(static_cast<size_t>(k * n), 2);
+  std::vector<float> bias = randomVector(static_cast<size_t>(n), 3), c(static_cast<size_t>(m * n));
+  kiln_gemm_args args{};
+  args.m = m, args.n = n, args.k = k, args.batch = 1;
+  args.a = a.data(), args.lda = k;
+  args.ldb = n;
+  const bool panels = n % kiln::runtime::kernels::kGemmBPanelWidth == 0;
+  std::vector<float> packed;
+  if (panels) {
+    packed.resize(b.size());
+    kiln::runtime::kernels::packGemmB(b.data(), k, n, n, 1, packed.data());
+    args.b_layout = KILN_GEMM_B_PANELS;
+  }
+  args.b = panels ? packed.data() : b.data();
+  args.c = c.data(), args.ldc = n;
+  args.precision = precision;
+  args.post.bias = bias.data();
+  args.post.activation = gelu ? KILN_ACTIVATION_GELU : KILN_ACTIVATION_NONE;
+  const double seconds = medianSeconds([&] { kiln::runtime::kernels::gemm(&rt, &args); }, reps);
+  std::printf("sgemm %lldx%lldx%lld%s%s  threads %d  %8.3f ms  %7.1f GFLOP/s\n", static_cast<long long>(m),
+              static_cast<long long>(n), static_cast<long long>(k), panels ? " packed" : "", gelu ? " gelu" : "",
+              rt.num_threads, seconds * 1e3, 2.0 * m * n * k / seconds * 1e-9);
 }
 
 void benchQGemm(const kiln_rt &rt, int64_t size, int reps) {
@@ -193,7 +224,8 @@ void benchWinograd(const kiln_rt &rt, int64_t n, int64_t c, int64_t hw, int64_t 
 
 int usage() {
   std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--precision f32|bf16] "
-                       "[--int8 | --conv | --winograd [--only TEXT]] [SIZES...]\n");
+                       "[--gelu] [--int8 | --conv | --winograd [--only TEXT]] [SIZES...]\n"
+                       "  SIZES: N (square) or MxNxK (B prepacked, with a bias, as a linear layer)\n");
   return 2;
 }
 
@@ -202,7 +234,9 @@ int usage() {
 int main(int argc, char **argv) {
   int threads = 1, reps = 0;
   bool conv = false, winograd = false, int8 = false;
+  bool gelu = false;
   std::vector<int64_t> sizes;
+  std::vector<std::array<int64_t, 3>> products; // MxNxK
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if ((arg == "--threads" || arg == "--reps") && i + 1 < argc) {
@@ -217,6 +251,8 @@ int main(int argc, char **argv) {
       if (name != "f32" && name != "bf16")
         return usage();
       precision = name == "bf16" ? KILN_PRECISION_BF16 : KILN_PRECISION_F32;
+    } else if (arg == "--gelu") {
+      gelu = true;
     } else if (arg == "--int8") {
       int8 = true;
     } else if (arg == "--conv") {
@@ -228,15 +264,35 @@ int main(int argc, char **argv) {
     } else if (arg == "--cpu-time") {
       useCpuTime = true;
     } else {
-      char *end = nullptr;
-      const long long size = std::strtoll(arg.c_str(), &end, 10);
-      if (*end != '\0' || size < 1 || size > 16384)
+      std::array<int64_t, 3> dims{};
+      size_t count = 0;
+      const char *at = arg.c_str();
+      for (;;) {
+        char *end = nullptr;
+        const long long size = std::strtoll(at, &end, 10);
+        if (end == at || size < 1 || size > 16384 || count == dims.size())
+          return usage();
+        dims[count++] = size;
+        if (*end == '\0')
+          break;
+        if (*end != 'x')
+          return usage();
+        at = end + 1;
+      }
+      if (count == 1)
+        sizes.push_back(dims[0]);
+      else if (count == 3)
+        products.push_back(dims);
+      else
         return usage();
-      sizes.push_back(size);
     }
   }
-  if (sizes.empty())
+  if (sizes.empty() && products.empty())
     sizes = {256, 512, 1024, 2048};
+  if (!products.empty() && (int8 || conv || winograd)) {
+    std::fprintf(stderr, "kiln-gemm-bench: MxNxK sizes are f32 or bf16 GEMMs only\n");
+    return 2;
+  }
   if (useCpuTime && threads != 1) {
     std::fprintf(stderr, "kiln-gemm-bench: --cpu-time needs --threads 1\n");
     return 2;
@@ -322,5 +378,7 @@ int main(int argc, char **argv) {
   }
   for (int64_t size : sizes)
     int8 ? benchQGemm(rt, size, reps) : benchGemm(rt, size, reps);
+  for (const std::array<int64_t, 3> &mnk : products)
+    benchLinear(rt, mnk[0], mnk[1], mnk[2], gelu, reps);
   return 0;
 }

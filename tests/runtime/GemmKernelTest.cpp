@@ -201,6 +201,22 @@ TEST(GemmKernel, PrepackedBIsReadInPlace) {
   checkGemm(packed({200, 64, 90, 1, true, false, false, false, 1, 0, 2, 2}));
 }
 
+TEST(GemmKernel, PrepackedBAcrossRowAndColumnBlocks) {
+  // The shapes where the driver prefetches the next prepacked slice from each branch of its
+  // loop order: one row block taller than 192 (197 tokens x K blocks of 368: the A block
+  // fits the L2 budget) over three 256-column blocks and three K blocks; row blocks of 192
+  // (K blocks of 300 make 500 rows too many for one) over two 2048-column outer blocks; and
+  // both on 2 threads.
+  auto packed = [](GemmCase tc) {
+    tc.packedB = true;
+    return tc;
+  };
+  checkGemm(packed({197, 640, 1100}));
+  checkGemm(packed({500, 2176, 600}));
+  checkGemm(packed({197, 640, 1100, 1, false, false, false, false, 0, 0, 0, 2}));
+  checkGemm(packed({263, 192, 300, 1, false, true}));
+}
+
 TEST(GemmKernel, PackingInPlaceEqualsPackingIntoACopy) {
   // An N x K matrix (strideK 1, strideN K) packed over itself, for one panel and several, K
   // from 1 to more than a cache line of floats: the same floats as packGemmB writes.
