@@ -8,6 +8,8 @@
 //   kiln-gemm-bench --conv [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
 //       ResNet-50's common convolutions, depthwise and grouped ones, batch 1 (--only: those whose
 //       name contains TEXT, e.g. "3x3/2", so that a profiler sees one layer)
+//   kiln-gemm-bench --pool [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
+//       max and average pools of ResNet's stem, GoogLeNet's and Inception-v3's, batch 1
 //   kiln-gemm-bench --winograd [--threads N] [--reps R] [--cpu-time] [--cold] [--only TEXT]
 //       the 3x3 stride-1 layers of ResNet-18/50 (batch 1 and 8) and VGG16 by Winograd F(2x2, 3x3)
 //       and F(4x4, 3x3), weights transformed ahead as compiled models have them, which of the
@@ -222,9 +224,33 @@ void benchWinograd(const kiln_rt &rt, int64_t n, int64_t c, int64_t hw, int64_t 
               plain * 1e3);
 }
 
+void benchPool(const kiln_rt &rt, const char *name, int64_t c, int64_t h, int64_t kernel, int64_t stride, int64_t pad,
+               bool ceilMode, bool isMax, int reps) {
+  if (!onlyLayers.empty() && std::string(name).find(onlyLayers) == std::string::npos)
+    return;
+  auto outputSize = [&](int64_t in) {
+    const int64_t excess = in + 2 * pad - kernel;
+    int64_t out = (ceilMode ? (excess + stride - 1) / stride : excess / stride) + 1;
+    if (ceilMode && (out - 1) * stride >= in + pad)
+      --out;
+    return out;
+  };
+  const int64_t oh = outputSize(h);
+  std::vector<float> x = randomVector(static_cast<size_t>(c * h * h), 1), y(static_cast<size_t>(c * oh * oh));
+  kiln_pool2d_args args{};
+  args.n = 1, args.c = c, args.h = args.w = h, args.oh = args.ow = oh;
+  args.kernel_h = args.kernel_w = kernel, args.stride_h = args.stride_w = stride;
+  args.pad_top = args.pad_left = pad, args.dilation_h = args.dilation_w = 1;
+  args.is_max = isMax, args.count_include_pad = 1;
+  args.x = x.data(), args.y = y.data();
+  const double seconds = medianSeconds([&] { kiln::runtime::kernels::pool2d(&rt, &args); }, reps);
+  const double bytes = 4.0 * static_cast<double>(x.size() + y.size());
+  std::printf("%-34s threads %d  %8.4f ms  %6.1f GB/s\n", name, rt.num_threads, seconds * 1e3, bytes / seconds * 1e-9);
+}
+
 int usage() {
   std::fprintf(stderr, "usage: kiln-gemm-bench [--threads N] [--reps R] [--cpu-time] [--cold] [--precision f32|bf16] "
-                       "[--gelu] [--int8 | --conv | --winograd [--only TEXT]] [SIZES...]\n"
+                       "[--gelu] [--int8 | --conv | --pool | --winograd [--only TEXT]] [SIZES...]\n"
                        "  SIZES: N (square) or MxNxK (B prepacked, with a bias, as a linear layer)\n");
   return 2;
 }
@@ -233,7 +259,7 @@ int usage() {
 
 int main(int argc, char **argv) {
   int threads = 1, reps = 0;
-  bool conv = false, winograd = false, int8 = false;
+  bool conv = false, winograd = false, int8 = false, pools = false;
   bool gelu = false;
   std::vector<int64_t> sizes;
   std::vector<std::array<int64_t, 3>> products; // MxNxK
@@ -257,6 +283,8 @@ int main(int argc, char **argv) {
       int8 = true;
     } else if (arg == "--conv") {
       conv = true;
+    } else if (arg == "--pool") {
+      pools = true;
     } else if (arg == "--winograd") {
       winograd = true;
     } else if (arg == "--cold") {
@@ -289,7 +317,7 @@ int main(int argc, char **argv) {
   }
   if (sizes.empty() && products.empty())
     sizes = {256, 512, 1024, 2048};
-  if (!products.empty() && (int8 || conv || winograd)) {
+  if (!products.empty() && (int8 || conv || winograd || pools)) {
     std::fprintf(stderr, "kiln-gemm-bench: MxNxK sizes are f32 or bf16 GEMMs only\n");
     return 2;
   }
@@ -322,6 +350,20 @@ int main(int argc, char **argv) {
     benchWinograd(rt, 1, 1024, 14, 1024, reps);
     benchWinograd(rt, 1, 1024, 7, 1024, reps);
     benchWinograd(rt, 1, 2048, 7, 1024, reps);
+    return 0;
+  }
+  if (pools) {
+    benchPool(rt, "max 3x3/2 64ch 112x112 (stem)", 64, 112, 3, 2, 1, false, true, reps);
+    benchPool(rt, "max 3x3/2 ceil 64ch 112x112", 64, 112, 3, 2, 0, true, true, reps);
+    benchPool(rt, "max 3x3/2 ceil 192ch 56x56", 192, 56, 3, 2, 0, true, true, reps);
+    benchPool(rt, "max 3x3/2 ceil 480ch 28x28", 480, 28, 3, 2, 0, true, true, reps);
+    benchPool(rt, "max 3x3/1 192ch 28x28", 192, 28, 3, 1, 1, false, true, reps);
+    benchPool(rt, "max 3x3/1 480ch 14x14", 480, 14, 3, 1, 1, false, true, reps);
+    benchPool(rt, "max 3x3/1 832ch 7x7", 832, 7, 3, 1, 1, false, true, reps);
+    benchPool(rt, "avg 3x3/1 192ch 35x35", 192, 35, 3, 1, 1, false, false, reps);
+    benchPool(rt, "avg 3x3/1 768ch 17x17", 768, 17, 3, 1, 1, false, false, reps);
+    benchPool(rt, "avg 3x3/1 2048ch 8x8", 2048, 8, 3, 1, 1, false, false, reps);
+    benchPool(rt, "max 2x2/2 256ch 56x56", 256, 56, 2, 2, 0, false, true, reps);
     return 0;
   }
   if (conv) {

@@ -30,6 +30,10 @@ namespace kiln::runtime::kernels {
 
 namespace {
 
+/// Planes up to this many pixels take the flattened same-size path (poolSameSize): its 32-bit
+/// lane arithmetic and a plane of row windows in the scratch stay small.
+constexpr int64_t kMaxSameSizePlane = int64_t{1} << 20;
+
 /// Kernel taps t in [0, kernel) with base + t*dilation in [lo, hi).
 struct TapRange {
   int64_t first, last;
@@ -105,9 +109,9 @@ void poolInterior(const Window &w, int64_t outputs, float inverseCount, float *o
 /// each output row the maximum of its three rows of those. The window-by-window form read every
 /// input row three times per output row it feeds, with a two-load permute per tap. `rowMax`
 /// holds h x ow floats. Taps outside the input never win; a NaN tap makes the window NaN.
-void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, float *rowMax, int64_t owLo,
-                       int64_t owHi, int64_t oh0, int64_t oh1) {
-  const float minusInf = -std::numeric_limits<float>::infinity();
+void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, float *rowMax, int64_t oh0,
+                       int64_t oh1) {
+  const __m512 minusInfVector = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 nanVector = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
@@ -117,24 +121,25 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
   for (int64_t i = firstRow; i < lastRow; ++i) {
     const float *row = in + i * a.w;
     float *maxima = rowMax + i * a.ow;
-    auto scalarWindow = [&](int64_t ow) {
-      float best = minusInf;
-      for (int64_t s = 0; s < 3; ++s) {
-        const int64_t col = 2 * ow + s - a.pad_left;
-        if (col >= 0 && col < a.w && (row[col] > best || std::isnan(row[col]))) // as scalarOutput
-          best = row[col];
+    for (int64_t ow = 0; ow < a.ow; ow += 16) {
+      const int64_t count = std::min<int64_t>(16, a.ow - ow);
+      // Tap 0 of window ow and the floats the windows read from there; those outside the row
+      // (the padding, a ceil-mode window past the end) are masked off as -inf, which never
+      // wins, so the border windows need no scalar loop.
+      const int64_t start = 2 * ow - a.pad_left, span = 2 * count + 1;
+      __mmask16 inside[3];
+      if (start >= 0 && start + span <= a.w) { // no border: the masks only end the span
+        for (int v = 0; v < 3; ++v)
+          inside[v] = detail::firstLanes(span - 16 * v);
+      } else {
+        const int64_t insideLo = std::max<int64_t>(0, -start), insideHi = std::min(span, a.w - start);
+        for (int v = 0; v < 3; ++v)
+          inside[v] = static_cast<__mmask16>(detail::firstLanes(insideHi - 16 * v) & ~detail::firstLanes(insideLo - 16 * v));
       }
-      maxima[ow] = best;
-    };
-    for (int64_t ow = 0; ow < owLo; ++ow)
-      scalarWindow(ow);
-    for (int64_t ow = owLo; ow < owHi; ow += 16) {
-      const int64_t count = std::min<int64_t>(16, owHi - ow);
-      const float *base = row + 2 * ow - a.pad_left; // tap 0 of window ow, inside the row
-      const int64_t span = 2 * count + 1;            // floats the windows read
-      const __m512 lo = _mm512_maskz_loadu_ps(detail::firstLanes(span), base);
-      const __m512 hi = _mm512_maskz_loadu_ps(detail::firstLanes(span - 16), base + 16);
-      const __m512 next = _mm512_maskz_loadu_ps(detail::firstLanes(span - 32), base + 32);
+      const float *base = row + start;
+      const __m512 lo = _mm512_mask_loadu_ps(minusInfVector, inside[0], base);
+      const __m512 hi = _mm512_mask_loadu_ps(minusInfVector, inside[1], base + 16);
+      const __m512 next = _mm512_mask_loadu_ps(minusInfVector, inside[2], base + 32);
       const __m512 tap0 = _mm512_permutex2var_ps(lo, even, hi), tap1 = _mm512_permutex2var_ps(lo, odd, hi);
       const __m512 tap2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(next), _mm512_castps_si512(tap0), 1));
       const __mmask16 nan = _mm512_cmp_ps_mask(tap0, tap0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(tap1, tap1, _CMP_UNORD_Q) |
@@ -142,15 +147,13 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
       const __m512 best = _mm512_max_ps(_mm512_max_ps(tap0, tap1), tap2);
       _mm512_mask_storeu_ps(maxima + ow, detail::firstLanes(count), _mm512_mask_blend_ps(nan, best, nanVector));
     }
-    for (int64_t ow = owHi; ow < a.ow; ++ow)
-      scalarWindow(ow);
   }
   for (int64_t oh = oh0; oh < oh1; ++oh) {
     const TapRange rows = taps(oh * 2 - a.pad_top, 1, 3, 0, a.h);
     float *outRow = out + oh * a.ow;
     for (int64_t ow = 0; ow < a.ow; ow += 16) {
       const __mmask16 lanes = detail::firstLanes(a.ow - ow);
-      __m512 best = _mm512_set1_ps(minusInf);
+      __m512 best = minusInfVector;
       __mmask16 nan = 0;
       for (int64_t r = rows.first; r < rows.last; ++r) {
         const __m512 x = _mm512_maskz_loadu_ps(lanes, rowMax + (oh * 2 - a.pad_top + r) * a.ow + ow);
@@ -208,6 +211,107 @@ void pool2x2Stride2(const kiln_pool2d_args &a, const float *in, float *out, int6
   }
 }
 
+/// Whether the pool keeps the plane's size at stride 1 (odd kernels, pads of half the kernel:
+/// the branch pools of Inception-style nets). Every window then lies inside the padded extent,
+/// so count_include_pad divides by the whole kernel.
+bool isSameSizeStrideOne(const kiln_pool2d_args &a) {
+  return a.stride_h == 1 && a.stride_w == 1 && a.dilation_h == 1 && a.dilation_w == 1 && a.kernel_h % 2 == 1 &&
+         a.kernel_w % 2 == 1 && a.pad_top == a.kernel_h / 2 && a.pad_left == a.kernel_w / 2 && a.oh == a.h &&
+         a.ow == a.w;
+}
+
+/// Output rows [oh0, oh1) of a same-size stride-1 pool (isSameSizeStrideOne), separably over
+/// the flattened plane, 16 pixels a vector whatever the row length: first each needed input
+/// row's horizontal windows into `rows` (h x w floats), then each output the vertical window of
+/// those. A lane's taps past its row's ends (its column, tracked in a vector) or past the
+/// plane's top and bottom are masked off: they never win a max and do not count in an
+/// average unless count_include_pad. The row-by-row form paid its per-row setup and two
+/// scalar border outputs on rows of 7-28 pixels: GoogLeNet's 3x3 branch pools ran at 3-8 ns
+/// an output.
+template <bool IsMax>
+void poolSameSize(const kiln_pool2d_args &a, const float *in, float *out, float *rows, int64_t oh0, int64_t oh1) {
+  const int64_t w = a.w, size = a.h * a.w, reachW = a.kernel_w / 2, reachH = a.kernel_h / 2;
+  const __m512 fill = _mm512_set1_ps(IsMax ? -std::numeric_limits<float>::infinity() : 0.0f);
+  const __m512 nanVector = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  const __m512i one = _mm512_set1_epi32(1), width = _mm512_set1_epi32(static_cast<int>(w));
+  const __m512i columnStep = _mm512_set1_epi32(static_cast<int>(16 % w));
+  // The columns of lanes p, p + 1, ... for p a multiple of w.
+  alignas(64) int32_t firstColumns[16];
+  for (int l = 0; l < 16; ++l)
+    firstColumns[l] = static_cast<int32_t>(l % w);
+  auto nextColumns = [&](__m512i column) {
+    column = _mm512_add_epi32(column, columnStep);
+    return _mm512_mask_sub_epi32(column, _mm512_cmpge_epi32_mask(column, width), column, width);
+  };
+  auto combine = [&](__m512 &acc, __mmask16 &nan, __m512 x) {
+    if (IsMax) {
+      acc = _mm512_max_ps(acc, x);
+      nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); // NaN wins a max
+    } else {
+      acc = _mm512_add_ps(acc, x);
+    }
+  };
+
+  const int64_t rowBegin = std::max<int64_t>(0, oh0 - reachH) * w, rowEnd = std::min(a.h, oh1 + reachH) * w;
+  __m512i column = _mm512_load_si512(firstColumns);
+  for (int64_t p = rowBegin; p < rowEnd; p += 16, column = nextColumns(column)) {
+    const __mmask16 lanes = detail::firstLanes(rowEnd - p);
+    __m512 acc = _mm512_mask_loadu_ps(fill, lanes, in + p);
+    __mmask16 nan = IsMax ? _mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q) : 0;
+    for (int64_t s = 1; s <= reachW; ++s) {
+      const __m512i offset = _mm512_set1_epi32(static_cast<int>(s));
+      const __mmask16 left = lanes & _mm512_cmpge_epi32_mask(column, offset);
+      const __mmask16 right = lanes & _mm512_cmplt_epi32_mask(_mm512_add_epi32(column, offset), width);
+      combine(acc, nan, _mm512_mask_loadu_ps(fill, left, in + p - s)); // masked lanes are not read
+      combine(acc, nan, _mm512_mask_loadu_ps(fill, right, in + p + s));
+    }
+    _mm512_mask_storeu_ps(rows + p, lanes, IsMax ? _mm512_mask_blend_ps(nan, acc, nanVector) : acc);
+  }
+
+  const bool wholeKernel = a.count_include_pad != 0;
+  const __m512 kernelArea = _mm512_set1_ps(static_cast<float>(a.kernel_h * a.kernel_w));
+  const __m512i laneIndex = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  column = _mm512_load_si512(firstColumns);
+  for (int64_t p = oh0 * w; p < oh1 * w; p += 16, column = nextColumns(column)) {
+    const __mmask16 lanes = detail::firstLanes(oh1 * w - p);
+    __m512 acc = _mm512_maskz_loadu_ps(lanes, rows + p);
+    __mmask16 nan = 0;
+    if (IsMax)
+      nan = _mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q);
+    // Rows and columns of each lane's window inside the plane (averages without the padding).
+    __m512i rowsInside = one, columnsInside = one;
+    const __m512i pixel = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(p)), laneIndex);
+    for (int64_t t = 1; t <= reachH; ++t) {
+      const __m512i shift = _mm512_set1_epi32(static_cast<int>(t * w));
+      const __mmask16 up = lanes & _mm512_cmpge_epi32_mask(pixel, shift);
+      const __mmask16 down =
+          lanes & _mm512_cmplt_epi32_mask(_mm512_add_epi32(pixel, shift), _mm512_set1_epi32(static_cast<int>(size)));
+      combine(acc, nan, _mm512_mask_loadu_ps(fill, up, rows + p - t * w));
+      combine(acc, nan, _mm512_mask_loadu_ps(fill, down, rows + p + t * w));
+      if (!IsMax && !wholeKernel) {
+        rowsInside = _mm512_mask_add_epi32(rowsInside, up, rowsInside, one);
+        rowsInside = _mm512_mask_add_epi32(rowsInside, down, rowsInside, one);
+      }
+    }
+    __m512 result;
+    if (IsMax) {
+      result = _mm512_mask_blend_ps(nan, acc, nanVector);
+    } else if (wholeKernel) {
+      result = _mm512_div_ps(acc, kernelArea);
+    } else {
+      for (int64_t s = 1; s <= reachW; ++s) {
+        const __m512i offset = _mm512_set1_epi32(static_cast<int>(s));
+        columnsInside = _mm512_mask_add_epi32(columnsInside, _mm512_cmpge_epi32_mask(column, offset), columnsInside, one);
+        columnsInside = _mm512_mask_add_epi32(columnsInside,
+                                              _mm512_cmplt_epi32_mask(_mm512_add_epi32(column, offset), width),
+                                              columnsInside, one);
+      }
+      result = _mm512_div_ps(acc, _mm512_cvtepi32_ps(_mm512_mullo_epi32(rowsInside, columnsInside)));
+    }
+    _mm512_mask_storeu_ps(out + p, lanes, result);
+  }
+}
+
 using InteriorFn = void (*)(const Window &, int64_t, float, float *);
 InteriorFn interiorRow(bool isMax, int64_t stride) {
   if (stride == 1)
@@ -225,6 +329,18 @@ void poolRows(const kiln_pool2d_args &a, int64_t plane, int64_t oh0, int64_t oh1
     pool2x2Stride2(a, a.x + plane * a.h * a.w, a.y + plane * a.oh * a.ow, oh0, oh1);
     return;
   }
+  if (isSameSizeStrideOne(a) && a.h * a.w <= kMaxSameSizePlane) {
+    float *rows = detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(a.h * a.w));
+    (a.is_max ? poolSameSize<true> : poolSameSize<false>)(a, a.x + plane * a.h * a.w, a.y + plane * a.oh * a.ow,
+                                                          rows, oh0, oh1);
+    return;
+  }
+  if (a.is_max && a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 2 && a.stride_w == 2 && a.dilation_h == 1 &&
+      a.dilation_w == 1) {
+    float *rowMax = detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(a.h * a.ow));
+    maxPool3x3Stride2(a, a.x + plane * a.h * a.w, a.y + plane * a.oh * a.ow, rowMax, oh0, oh1);
+    return;
+  }
 #endif
   const float minusInf = -std::numeric_limits<float>::infinity();
   // Interior columns: every tap of the window is inside [0, w).
@@ -236,14 +352,6 @@ void poolRows(const kiln_pool2d_args &a, int64_t plane, int64_t oh0, int64_t oh1
   while (owHi < a.ow && owHi * a.stride_w - a.pad_left + (a.kernel_w - 1) * a.dilation_w < a.w)
     ++owHi;
 
-#ifdef __AVX512F__
-  if (a.is_max && a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 2 && a.stride_w == 2 && a.dilation_h == 1 &&
-      a.dilation_w == 1) {
-    float *rowMax = detail::scratch(detail::Scratch::PackedA, static_cast<size_t>(a.h * a.ow));
-    maxPool3x3Stride2(a, a.x + plane * a.h * a.w, a.y + plane * a.oh * a.ow, rowMax, owLo, owHi, oh0, oh1);
-    return;
-  }
-#endif
   {
     const float *in = a.x + plane * a.h * a.w;
     float *out = a.y + plane * a.oh * a.ow;

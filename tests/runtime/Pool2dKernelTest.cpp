@@ -102,13 +102,18 @@ TEST(Pool2dKernel, ResNetMaxPool) { checkPool({1, 4, 20, 20, 3, 3, 2, 2, 1, 1, 1
 
 TEST(Pool2dKernel, ThreeByThreeStrideTwoMaxIsSeparable) {
   // The separable 3x3 stride-2 max: pads 0, 1 and 2, rows with partial and several vectors of
-  // windows and scalar borders, ceil mode, NaNs in the interior and at the borders, two threads.
+  // windows whose border taps are masked off, ceil mode (GoogLeNet's, whose last window reaches
+  // past the row), NaNs in the interior and at the borders, two threads.
   for (int64_t pad : {0, 1, 2})
-    for (int64_t width : {5, 37, 112}) {
+    for (int64_t width : {1, 2, 5, 14, 28, 31, 33, 37, 112}) {
+      if (width + 2 * pad < 3)
+        continue;
       PoolCase tc{2, 3, 9, width, 3, 3, 2, 2, pad, pad, pad, pad};
       checkPool(tc);
       tc.nanEvery = 13, tc.threads = 2, tc.ceilMode = pad == 1;
       checkPool(tc, 7);
+      tc.ceilMode = true, tc.nanEvery = 5, tc.threads = 1;
+      checkPool(tc, 8);
     }
 }
 
@@ -215,6 +220,28 @@ TEST(Pool2dKernel, ThreadsSplitRowsAcrossImages) {
   PoolCase global{1, 64, 32, 32, 32, 32};
   global.isMax = false, global.threads = 2;
   checkPool(global, 4);
+}
+
+TEST(Pool2dKernel, SameSizeStrideOneOverFlattenedPlanes) {
+  // Stride-1 pools that keep the plane's size (odd kernels, pads of half of them) run over the
+  // flattened plane, a lane's column tracked across row ends: planes narrower and wider than
+  // 16, of one row, one column and one pixel, kernels larger than the plane, max with NaNs,
+  // averages with and without the padding in the divisor, and row runs on 2 and 3 threads.
+  const std::pair<int64_t, int64_t> planes[] = {{7, 7}, {14, 14}, {17, 33}, {1, 20}, {20, 1}, {1, 1}, {5, 3}, {28, 28}};
+  uint32_t seed = 40;
+  for (auto [h, w] : planes)
+    for (int64_t kernelH : {1, 3, 5})
+      for (int64_t kernelW : {3, 7}) {
+        PoolCase tc{2, 3, h, w, kernelH, kernelW, 1, 1, kernelH / 2, kernelW / 2, kernelH / 2, kernelW / 2};
+        tc.nanEvery = 37;
+        checkPool(tc, seed++);
+        tc.nanEvery = 0, tc.isMax = false;
+        checkPool(tc, seed++);
+        tc.countIncludePad = true, tc.threads = 2;
+        checkPool(tc, seed++);
+        tc.isMax = true, tc.threads = 3;
+        checkPool(tc, seed++);
+      }
 }
 
 TEST(Pool2dKernel, NaNWinsAMax) {
