@@ -217,6 +217,7 @@ const std::vector<Rule> &rules() {
       {"slice-everything", {OpKind::Slice}, sliceEverything},
       {"pad-nothing", {OpKind::Pad}, simplify::padNothing},
       {"add-adjacent-pads", {OpKind::Add}, simplify::addAdjacentPads},
+      {"avg-pool-of-zero-pad", {OpKind::AvgPool}, simplify::avgPoolOfZeroPad},
       {"broadcast-into-consumer", kNumpyBroadcast, broadcastIntoConsumer},
       {"splat-operand-to-scalar", kNumpyBroadcast, splatOperandToScalar},
   };

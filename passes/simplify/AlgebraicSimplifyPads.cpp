@@ -82,4 +82,29 @@ Value *addAdjacentPads(ir::Builder &b, Node *n) {
   return b.create(OpKind::Pad, {joined}, {{"pads", pads}});
 }
 
+Value *avgPoolOfZeroPad(ir::Builder &b, Node *n) {
+  Node *pad = n->input(0)->producer();
+  if (!isZeroPad(pad))
+    return nullptr;
+  const std::vector<int64_t> &padPads = pad->attrInts("pads");
+  const size_t rank = padPads.size() / 2;
+  if (rank < 3 || n->output()->shape().size() != rank)
+    return nullptr;
+  const size_t spatial = rank - 2;
+  for (size_t d = 0; d < 2; ++d) // batch and channels stay as they are
+    if (padPads[d] != 0 || padPads[d + rank] != 0)
+      return nullptr;
+  const std::vector<int64_t> &poolPads = n->attrInts("pads");
+  if (std::any_of(poolPads.begin(), poolPads.end(), [](int64_t p) { return p != 0; }))
+    return nullptr;
+  std::vector<int64_t> pads(2 * spatial);
+  for (size_t d = 0; d < spatial; ++d)
+    pads[d] = padPads[2 + d], pads[spatial + d] = padPads[rank + 2 + d];
+  ir::AttrMap attrs = n->attrs();
+  attrs["pads"] = pads;
+  attrs["count_include_pad"] = int64_t{1};
+  Value *folded = b.create(OpKind::AvgPool, {pad->input(0)}, attrs);
+  return folded->type() == n->output()->type() ? folded : nullptr;
+}
+
 } // namespace kiln::passes::simplify

@@ -535,6 +535,51 @@ TEST(AlgebraicSimplifyPads, AdjacentRangesInsideZerosKeepTheOuterPad) {
   expectBitExact(run);
 }
 
+TEST(AlgebraicSimplifyPads, AvgPoolsOfZeroPaddedPlanesPadThemselves) {
+  // Inception-v3's branch pools as PyTorch exports them, a 1-D pool, and asymmetric pads at
+  // stride 2: each becomes one avg_pool counting the pads, on the same numbers.
+  Outcome run = simplify(R"(graph @g(%x: f32[1,3,7,7], %s: f32[2,2,9], %t: f32[1,2,6,5]) -> (f32[1,3,7,7], f32[2,2,9], f32[1,2,3,3]) {
+    %px = pad(%x) {pads = [0, 0, 1, 1, 0, 0, 1, 1]} : f32[1,3,9,9]
+    %ax = avg_pool(%px) {kernel = [3, 3], strides = [1, 1]} : f32[1,3,7,7]
+    %ps = pad(%s) {pads = [0, 0, 2, 0, 0, 2]} : f32[2,2,13]
+    %as = avg_pool(%ps) {kernel = [5]} : f32[2,2,9]
+    %pt = pad(%t) {pads = [0, 0, 0, 0, 0, 0, 1, 2]} : f32[1,2,7,7]
+    %at = avg_pool(%pt) {kernel = [3, 3], strides = [2, 2]} : f32[1,2,3,3]
+    return %ax, %as, %at
+  })");
+  EXPECT_EQ(run.fired("avg-pool-of-zero-pad"), 3);
+  EXPECT_EQ(run.count(OpKind::Pad), 0);
+  for (size_t i = 0; i < 3; ++i) {
+    const ir::Node *pool = run.after->outputs().at(i)->producer();
+    ASSERT_EQ(pool->op(), OpKind::AvgPool);
+    EXPECT_EQ(pool->attrInt("count_include_pad"), 1);
+  }
+  expectBitExact(run);
+}
+
+TEST(AlgebraicSimplifyPads, AvgPoolsThatCannotAbsorbTheirPadStay) {
+  // Padded channels, a non-zero fill, a pool with pads of its own, and a ceil-mode window that
+  // starts in the trailing pad (the folded pool would drop it) stay; a pad that is also an
+  // output stays for it while its pool reads the plane itself.
+  Outcome run = simplify(R"(graph @g(%x: f32[1,3,5,5], %y: f32[1,1,4,4]) -> (f32[1,5,3,3], f32[1,3,5,5], f32[1,3,7,7], f32[1,3,5,5], f32[1,3,7,7], f32[1,1,4,4]) {
+    %pc = pad(%x) {pads = [0, 1, 1, 1, 0, 1, 1, 1]} : f32[1,5,7,7]
+    %ac = avg_pool(%pc) {kernel = [5, 5]} : f32[1,5,3,3]
+    %pf = pad(%x) {pads = [0, 0, 1, 1, 0, 0, 1, 1], value = 1.0} : f32[1,3,7,7]
+    %af = avg_pool(%pf) {kernel = [3, 3]} : f32[1,3,5,5]
+    %po = pad(%x) {pads = [0, 0, 1, 1, 0, 0, 1, 1]} : f32[1,3,7,7]
+    %ao = avg_pool(%po) {kernel = [3, 3], pads = [1, 1, 1, 1]} : f32[1,3,7,7]
+    %ps = pad(%x) {pads = [0, 0, 1, 1, 0, 0, 1, 1]} : f32[1,3,7,7]
+    %as = avg_pool(%ps) {kernel = [3, 3]} : f32[1,3,5,5]
+    %pe = pad(%y) {pads = [0, 0, 0, 0, 0, 0, 3, 3]} : f32[1,1,7,7]
+    %ae = avg_pool(%pe) {kernel = [2, 2], strides = [2, 2], ceil_mode = 1} : f32[1,1,4,4]
+    return %ac, %af, %ao, %as, %ps, %ae
+  })");
+  EXPECT_EQ(run.fired("avg-pool-of-zero-pad"), 1);
+  EXPECT_EQ(run.count(OpKind::Pad), 5);
+  EXPECT_EQ(run.after->outputs().at(3)->producer()->input(0), run.after->inputs().at(0));
+  expectBitExact(run);
+}
+
 TEST(AlgebraicSimplifyPads, GapsOverlapsOtherAxesAndNonZeroFillsStay) {
   Outcome run = simplify(R"(graph @g(%a: f32[3,2], %b: f32[3,2], %c: f32[2,4]) -> (f32[3,5], f32[3,4], f32[3,4], f32[3,4]) {
     %ga = pad(%a) {pads = [0, 0, 0, 3]} : f32[3,5]
