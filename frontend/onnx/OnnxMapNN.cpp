@@ -231,6 +231,17 @@ std::vector<ir::Value *> mapLpNormalization(ImportContext &ctx, const onnx::Node
 
 namespace {
 
+/// Dropout that drops nothing: x, and when asked a mask that keeps every element (bool from
+/// opset 10).
+std::vector<ir::Value *> keepEverything(ImportContext &ctx, const onnx::NodeProto &node, ir::Value *x) {
+  std::vector<ir::Value *> outputs{x};
+  if (hasOutput(node, 1)) {
+    DType maskType = ctx.opset() >= 10 ? DType::Bool : x->dtype();
+    outputs.push_back(broadcastTo(ctx, ctx.constant(Tensor::scalar(maskType, 1)), x->shape()));
+  }
+  return outputs;
+}
+
 /// Dropout in training mode: each element is kept with probability 1 - ratio and scaled by
 /// 1 / (1 - ratio), as nn::Dropout does. The mask comes from a random_uniform stream seeded
 /// by the node's `seed` (0 when absent) and read at the graph's random offset, which a
@@ -243,6 +254,11 @@ std::vector<ir::Value *> trainingDropout(ImportContext &ctx, const onnx::NodePro
   if (!(ratio >= 0.0 && ratio <= 1.0))
     fail("ratio {} is not in [0, 1]", ratio);
   int64_t seed = ctx.nextStreamSeed(OnnxAttrs(node).getInt("seed", 0));
+  // A ratio of 0 keeps every draw (each is >= 0) and scales by 1: the node is an identity, as
+  // torchvision 0.14's Swin exports its attention dropouts (F.dropout without training=).
+  // The stream's seed is still taken, so that the other dropouts' streams do not move.
+  if (ratio == 0.0)
+    return keepEverything(ctx, node, x);
   DType uniformType = x->dtype() == DType::F64 ? DType::F64 : DType::F32;
   ir::Value *uniform = ctx.op(OpKind::RandomUniform, {ctx.randomOffset()},
                               {{"shape", x->shape()}, {"dtype", uniformType}, {"seed", seed}});
@@ -259,13 +275,7 @@ std::vector<ir::Value *> mapDropout(ImportContext &ctx, const onnx::NodeProto &n
   ir::Value *x = ctx.input(node, 0);
   if (isTrainingDropout(ctx, node))
     return trainingDropout(ctx, node, x);
-  std::vector<ir::Value *> outputs{x};
-  if (hasOutput(node, 1)) {
-    // At inference nothing is dropped: the mask keeps every element (bool from opset 10).
-    DType maskType = ctx.opset() >= 10 ? DType::Bool : x->dtype();
-    outputs.push_back(broadcastTo(ctx, ctx.constant(Tensor::scalar(maskType, 1)), x->shape()));
-  }
-  return outputs;
+  return keepEverything(ctx, node, x); // at inference nothing is dropped
 }
 
 bool isTrainingDropout(const ImportContext &ctx, const onnx::NodeProto &node) {

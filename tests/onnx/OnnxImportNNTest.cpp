@@ -308,6 +308,8 @@ TEST(OnnxImportNN, TrainingDropoutAtRatioZeroOrOneAndBadRatios) {
   Tensor x = iota(DType::F32, {64}, 1, 1);
   std::vector<Tensor> none = run(trainingDropoutModel(64, 0.0, 3), {x});
   EXPECT_TRUE(none[0].identical(x));
+  // Ratio 0 drops nothing: no draw at all (Swin's attention dropouts, exported in training mode).
+  EXPECT_EQ(countOps(*import(trainingDropoutModel(64, 0.0, 3)), ir::OpKind::RandomUniform), 0);
   std::vector<Tensor> all = run(trainingDropoutModel(64, 1.0, 3), {x});
   for (int64_t i = 0; i < 64; ++i) {
     EXPECT_EQ(none[1].getDouble(i), 1.0);
