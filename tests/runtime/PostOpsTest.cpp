@@ -251,18 +251,25 @@ TEST(PostOps, ActivationsAsTheEvaluator) {
         << "x = " << x;
   }
 #ifdef __AVX512F__
-  const __m512 v = _mm512_setr_ps(-0.0f, nan, -2.0f, 7.0f, 3.0f, 0.0f, -1e30f, 1e30f, -90.0f, 90.0f, -inf, inf,
-                                  1e-40f, -5.5f, 0.25f, 88.75f);
-  for (int32_t activation : {KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP, KILN_ACTIVATION_SILU,
-                             KILN_ACTIVATION_HARD_SIGMOID, KILN_ACTIVATION_HARD_SWISH, KILN_ACTIVATION_GELU}) {
-    alignas(64) float in[16], outVector[16];
-    _mm512_store_ps(in, v);
-    TilePostOps post;
-    post.activation = activation, post.lo = 0.0f, post.hi = 6.0f, post.alpha = 1.0f / 6, post.beta = 0.5f;
-    _mm512_store_ps(outVector, kiln::runtime::kernels::detail::activate(v, post));
-    for (int i = 0; i < 16; ++i)
-      EXPECT_TRUE(sameFloat(outVector[i], activate(in[i], activation, 0.0f, 6.0f, 1.0f / 6, 0.5f)))
-          << "lane " << i << " activation " << activation;
+  // Lanes of every kind together, and (GELU's erf skips its second polynomial when no lane
+  // needs it) lanes all within |x| < 2 sqrt 2, and all but one.
+  const __m512 mixed = _mm512_setr_ps(-0.0f, nan, -2.0f, 7.0f, 3.0f, 0.0f, -1e30f, 1e30f, -90.0f, 90.0f, -inf, inf,
+                                      1e-40f, -5.5f, 0.25f, 88.75f);
+  const __m512 near = _mm512_setr_ps(-0.0f, 0.0f, 1e-40f, -1e-20f, 0.5f, -0.5f, 1.0f, -1.0f, 1.5f, -1.5f, 2.0f,
+                                     -2.0f, 2.5f, -2.5f, 2.8f, -2.8f);
+  const __m512 oneFar = _mm512_mask_mov_ps(near, 1 << 9, _mm512_set1_ps(2.9f));
+  for (const __m512 v : {mixed, near, oneFar}) {
+    for (int32_t activation : {KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP, KILN_ACTIVATION_SILU,
+                               KILN_ACTIVATION_HARD_SIGMOID, KILN_ACTIVATION_HARD_SWISH, KILN_ACTIVATION_GELU}) {
+      alignas(64) float in[16], outVector[16];
+      _mm512_store_ps(in, v);
+      TilePostOps post;
+      post.activation = activation, post.lo = 0.0f, post.hi = 6.0f, post.alpha = 1.0f / 6, post.beta = 0.5f;
+      _mm512_store_ps(outVector, kiln::runtime::kernels::detail::activate(v, post));
+      for (int i = 0; i < 16; ++i)
+        EXPECT_TRUE(sameFloat(outVector[i], activate(in[i], activation, 0.0f, 6.0f, 1.0f / 6, 0.5f)))
+            << "lane " << i << " activation " << activation;
+    }
   }
 #endif
 }
