@@ -20,6 +20,7 @@
 #include "ir/KernelOutline.h"
 #include "ir/Printer.h"
 #include "passes/fusion/AccumulatedOperand.h"
+#include "runtime/KernelAbi.h"
 
 // kKernelAbiHeader: runtime/KernelAbi.h's text, embedded at build time (cmake/EmbedText.cmake)
 // so that codegen works from an installed kiln, with no source tree to read it from.
@@ -77,10 +78,12 @@ struct Ref {
 
 class ModelEmitter {
 public:
+  /// `plainOnly`: weights the runtime must keep as they are (transformedOverBudget).
   ModelEmitter(const ir::Graph &graph, const passes::MemoryPlan &plan, std::string symbolPrefix,
-               const std::vector<std::pair<size_t, std::string>> &outputsOverParams, const EmitOptions &options)
+               const std::vector<std::pair<size_t, std::string>> &outputsOverParams, const EmitOptions &options,
+               std::set<const ir::Value *> plainOnly = {})
       : graph_(graph), plan_(plan), names_(ir::printedValueNames(graph)), prefix_(std::move(symbolPrefix)),
-        outputsOverParams_(outputsOverParams), options_(options) {}
+        outputsOverParams_(outputsOverParams), options_(options), plainOnly_(std::move(plainOnly)) {}
 
   ModelSource run() {
     numberBuffers();
@@ -156,7 +159,8 @@ private:
   /// that no output overwrites: its one kernel may choose how the runtime stores it.
   bool isSoleWeight(const ir::Value &value) const {
     auto index = weightIndex_.find(&value);
-    if (index == weightIndex_.end() || value.uses().size() != 1 || firstOutput_.count(&value))
+    if (index == weightIndex_.end() || value.uses().size() != 1 || firstOutput_.count(&value) ||
+        plainOnly_.count(&value))
       return false;
     if (options_.paramsChange && value.producer()->op() == OpKind::Param)
       return false; // a copy repacked at load would not see the values change
@@ -329,7 +333,53 @@ private:
   const std::vector<std::pair<size_t, std::string>> &outputsOverParams_;
   EmitOptions options_;
   std::set<std::pair<int, int>> aliasedOutputWeights_; // (output index, weight index) sharing storage
+  std::set<const ir::Value *> plainOnly_;
 };
+
+/// Bytes that packing `weight` at load adds to its plain form: Winograd's transformed weights
+/// hold 16 (F(2,3)) or 36 (F(4,3)) floats per 9 (F(2,3) in bf16 holds 16 half-size ones: no
+/// more than the plain weights); the other packings keep the size or shrink it.
+int64_t packingGrowth(const WeightInfo &weight) {
+  if (!weight.packing)
+    return 0;
+  const int64_t plain = static_cast<int64_t>(weight.value->type().byteSize());
+  switch (weight.packing->kind) {
+  case KILN_PACK_CONV_WINOGRAD_F2: return plain * 7 / 9;
+  case KILN_PACK_CONV_WINOGRAD_F4: return plain * 27 / 9;
+  default: return 0;
+  }
+}
+
+/// The weights whose transformed copies must go so that all of them add at most
+/// kTransformedShare of the plain weights plus kTransformedAllowance: the largest first, which
+/// are the deepest layers on the smallest maps, where a stored transform gains least per byte
+/// (Conv2dWinogradPlan.cpp's tables; on Zen 5, 1024 -> 1024 at 7x7 ran 1-20% faster with it,
+/// for 29 MB). Wide-ResNet-50's 122 MB of them kept its peak resident set 4 MB over issue 24's
+/// bound of 1.3 x (weights + arena) + 64 MB; within this budget every model's resident set stays
+/// under that bound as long as the rest of the process takes under ~30 MB.
+std::set<const ir::Value *> transformedOverBudget(const std::vector<WeightInfo> &weights) {
+  constexpr double kTransformedShare = 0.3;
+  constexpr int64_t kTransformedAllowance = int64_t{32} << 20;
+  int64_t plain = 0, grown = 0;
+  std::vector<std::pair<int64_t, size_t>> growth; // (bytes, weight), largest first
+  for (size_t i = 0; i < weights.size(); ++i) {
+    plain += static_cast<int64_t>(weights[i].value->type().byteSize());
+    if (const int64_t bytes = packingGrowth(weights[i])) {
+      grown += bytes;
+      growth.emplace_back(bytes, i);
+    }
+  }
+  std::stable_sort(growth.begin(), growth.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+  const int64_t budget = static_cast<int64_t>(kTransformedShare * static_cast<double>(plain)) + kTransformedAllowance;
+  std::set<const ir::Value *> plainOnly;
+  for (const auto &[bytes, index] : growth) {
+    if (grown <= budget)
+      break;
+    plainOnly.insert(weights[index].value);
+    grown -= bytes;
+  }
+  return plainOnly;
+}
 
 } // namespace
 
@@ -358,7 +408,13 @@ ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, co
   for (char ch : symbolPrefix)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
       fail("codegen: symbol prefix '{}' is not a C identifier part", symbolPrefix);
-  return ModelEmitter(graph, plan, symbolPrefix, outputsOverParams, options).run();
+  ModelSource model = ModelEmitter(graph, plan, symbolPrefix, outputsOverParams, options).run();
+  std::set<const ir::Value *> plainOnly = transformedOverBudget(model.weights);
+  if (plainOnly.empty())
+    return model;
+  // Emitted again with those weights plain: their convolutions then choose as for weights they
+  // cannot transform ahead (the GEMM, or Winograd transforming per call).
+  return ModelEmitter(graph, plan, symbolPrefix, outputsOverParams, options, std::move(plainOnly)).run();
 }
 
 } // namespace kiln::codegen

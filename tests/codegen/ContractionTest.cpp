@@ -188,6 +188,24 @@ TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
   expectMatchesReference(*graph, randomInputs(*graph, 58), withThreads(2));
 }
 
+TEST(CodegenContraction, TransformedWeightsStayWithinTheirMemoryBudget) {
+  // Three 1024 -> 1024 3x3 layers on 7 x 7 maps would each store F(2,3)'s transformed weights
+  // (16/9 of their 37.7 MB): 88 MB more than the plain weights, over the budget of 0.3 x 113 MB
+  // + 32 MB. One of them keeps its weights plain, and a smaller layer's stay transformed.
+  GraphBuilder gb("winograd_budget");
+  Var x = gb.input("x", DType::F32, {1, 1024, 7, 7});
+  Var small = gb.input("small", DType::F32, {1, 32, 24, 24});
+  std::vector<Var> outputs;
+  for (uint64_t layer = 0; layer < 3; ++layer)
+    outputs.push_back(frontend::conv2d(x, gb.param("w" + std::to_string(layer), convWeights({1024, 1024, 3, 3}, 80 + layer)),
+                                       Var(), {1}, {1}));
+  outputs.push_back(frontend::conv2d(small, gb.param("ws", convWeights({32, 32, 3, 3}, 83)), Var(), {1}, {1}));
+  auto graph = gb.finish(outputs);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F2;"), 2);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F4;"), 1);
+  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[3]"), 1);
+}
+
 TEST(CodegenContraction, DilatedConvsReachingMostlyPaddingGoTapByTap) {
   // ASPP-style branches on a 12 x 12 map: dilation 8 (a quarter of the (output, tap) pairs
   // inside) and 16 (the centre tap only) run tap by tap over the outputs each tap reaches,
