@@ -97,6 +97,7 @@ public:
   Scalar value(const ir::Value *value, const std::vector<Index> &coords);
   void store(const Store &store, const std::vector<Index> &coords, const Scalar &scalar);
   void setOverride(const ir::Value *value, std::vector<Index> coords, Scalar scalar);
+  void clearOverride(const ir::Value *value) { overrides_.erase(value); }
 
   /// Declares `const T name = expr;` at `level` and returns it (T = cType(dtype)); `expr` is
   /// rounded to the dtype first (f16, bf16: see codegen/ScalarOps.h).

@@ -15,9 +15,10 @@
 //    last two dims walked in tiles when an operand is read transposed).
 //  - Rows: a row kernel for reductions over the same axes of the same `domain`: the kept dims
 //    are the parallel rows, the reduced dims the inner loops; each reduction is one pass over
-//    the row (long passes with eight accumulator lanes, so they vectorise), then the
+//    the row (long passes with sixteen accumulator lanes, so they vectorise), then the
 //    elementwise tail stores the values over the whole domain and the per-row values
-//    (softmax, layernorm: one kernel).
+//    (softmax, layernorm: one kernel); a pass operand the tail needs again and that takes a
+//    transcendental (softmax's exponentials) is kept per row for it.
 //  - Gemm / Conv: rt->gemm or rt->conv2d on the anchor, with a generated epilogue that stores
 //    every value of the stage per output element of each tile.
 //  - Pool: rt->pool2d.

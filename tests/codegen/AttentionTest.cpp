@@ -118,6 +118,29 @@ TEST(CodegenAttention, SoftmaxRowsWithTailsMatchReference) {
   expectMatchesReference(*graph, randomInputs(*graph, 34));
 }
 
+TEST(CodegenAttention, SoftmaxRowsKeepTheirExponentialsForTheTail) {
+  // The sum pass keeps exp(x - max) per row and the tail divides what it kept rather than
+  // taking exp again: rows of 32, 197 (ViT's: a tail of 5) and 4096 lanes-long; rows of 20
+  // (no lanes) and 5000 (longer than the cache) compute it twice; log_softmax's tail does not
+  // read the exponentials (log(sum) is per row), so it keeps none. A row cache is declared once
+  // per cached softmax, each kernel then holding a single exp, in the pass.
+  GraphBuilder gb("softmax_cache");
+  std::vector<Var> outputs;
+  for (int64_t width : {32, 197, 4096, 20, 5000}) {
+    Var x = gb.input("x" + std::to_string(width), DType::F32, {3, width});
+    outputs.push_back(frontend::softmax(x * 3.0, -1));
+  }
+  Var y = gb.input("y", DType::F32, {3, 197});
+  outputs.push_back(frontend::logSoftmax(y, -1));
+  Var d = gb.input("d", DType::F64, {2, 64});
+  outputs.push_back(frontend::softmax(d, -1));
+  auto graph = gb.finish(outputs);
+  EXPECT_EQ(countInSource(*graph, "float rc"), 3);
+  EXPECT_EQ(countInSource(*graph, "double rc"), 1);
+  expectMatchesReference(*graph, randomInputs(*graph, 36));
+  expectMatchesReference(*graph, randomInputs(*graph, 37), withThreads(2));
+}
+
 TEST(CodegenAttention, RowMaxAndMinAreNanWhereverTheRowHasOne) {
   GraphBuilder gb("nan_rows");
   Var x = gb.input("x", DType::F32, {4, 37});
