@@ -355,6 +355,7 @@ int main(int argc, char **argv) {
   if (pools) {
     benchPool(rt, "max 3x3/2 64ch 112x112 (stem)", 64, 112, 3, 2, 1, false, true, reps);
     benchPool(rt, "max 3x3/2 ceil 64ch 112x112", 64, 112, 3, 2, 0, true, true, reps);
+    benchPool(rt, "max 3x3/2 ceil 64ch 111x111 (SqueezeNet)", 64, 111, 3, 2, 0, true, true, reps);
     benchPool(rt, "max 3x3/2 ceil 192ch 56x56", 192, 56, 3, 2, 0, true, true, reps);
     benchPool(rt, "max 3x3/2 ceil 480ch 28x28", 480, 28, 3, 2, 0, true, true, reps);
     benchPool(rt, "max 3x3/1 192ch 28x28", 192, 28, 3, 1, 1, false, true, reps);
