@@ -176,6 +176,29 @@ std::string halfExpression(ir::HalfPrecision half, DType out, const std::vector<
   fail("codegen: internal error: unknown half precision {}", static_cast<int>(half));
 }
 
+/// For pow(x, n) with n a constant 2, 3 or 4 (GELU's tanh form cubes x), n; else 0.
+int smallIntegerPower(const ir::Node &node) {
+  const ir::Node *exponent = node.input(1)->producer();
+  if (!exponent || exponent->op() != OpKind::Constant)
+    return 0;
+  const Tensor &value = exponent->attrTensor("value");
+  if (value.numElements() != 1)
+    return 0;
+  const double n = value.getDouble(0);
+  return n == 2.0 || n == 3.0 || n == 4.0 ? static_cast<int>(n) : 0;
+}
+
+/// x^n of an f32 x as products in double: x*x is exact there, and so is every product up to
+/// the last, which rounds once, as the evaluator's std::pow in double does (to the last bit but
+/// for ties of a libm that is not correctly rounded); then once to f32. A call of powf per
+/// element does not vectorise: GPT-2's tanh GELU cubed each of its FFN activations so.
+std::string productPower(const std::string &x, int n) {
+  const std::string d = fmt::format("((double){})", x);
+  return n == 2 ? fmt::format("((float)({0} * {0}))", d)
+         : n == 3 ? fmt::format("((float)({0} * {0} * {0}))", d)
+                  : fmt::format("((float)(({0} * {0}) * ({0} * {0})))", d);
+}
+
 } // namespace
 
 std::string scalarExpression(const ir::Node &node, const std::vector<std::string> &operands) {
@@ -190,6 +213,9 @@ std::string scalarExpression(const ir::Node &node, const std::vector<std::string
     };
     return half ? halfExpression(row->half, out, operands, spell) : spell(in, operands, type);
   }
+  if (op == OpKind::Pow && in == DType::F32 && node.input(1)->dtype() == DType::F32)
+    if (const int n = smallIntegerPower(node))
+      return productPower(operands[0], n);
   if (const ir::BinaryOpRow *row = ir::binaryOpRow(op)) {
     auto spell = [row](DType dtype, const std::vector<std::string> &x, const std::string &t) {
       return binaryExpression(*row, dtype, x[0], x[1], t);
