@@ -58,6 +58,47 @@ class CausalDecoder(nn.Module):
         return self.out(self.norm(h))
 
 
+class GPT2Block(nn.Module):
+    """A GPT-2 block as Hugging Face writes it, not through nn.Transformer*: fused QKV
+    projection, causal mask by where() on a lower-triangular buffer, and gelu_new, the tanh
+    GELU spelled with pow(x, 3)."""
+
+    def __init__(self, d, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.register_buffer('causal', torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        w = q @ k.transpose(-1, -2) / math.sqrt(c // self.heads)
+        w = w.masked_fill(self.causal[:, :, :t, :t] == 0, -1e4)
+        a = (torch.softmax(w, dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+        x = x + self.proj(a)
+        h = self.fc(self.ln2(x))
+        h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        return x + self.out(h)
+
+
+class GPT2(nn.Module):
+    """GPT-2's shape in small: token and position embeddings, GPT2Blocks, final norm, logits."""
+
+    def __init__(self, vocab=1000, d=256, heads=4, layers=4, seq=64):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.blocks = nn.Sequential(*[GPT2Block(d, heads, seq) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=tokens.device).unsqueeze(0)
+        return self.head(self.ln(self.blocks(self.wte(tokens) + self.wpe(positions))))
+
+
 class EncoderDecoder(nn.Module):
     """nn.Transformer (encoder and decoder) with a causal mask on the target."""
 
@@ -143,6 +184,8 @@ def zoo():
                     [(batch, seq, 64)], small=(seq == 16))
     add('decoder_s64_b1', 'transformer', lambda: CausalDecoder(), [('i64', (1, 64), 1000)], small=True)
     add('decoder_s64_b8', 'transformer', lambda: CausalDecoder(), [('i64', (8, 64), 1000)])
+    add('gpt2_s64_b1', 'transformer', lambda: GPT2(), [('i64', (1, 64), 1000)], small=True)
+    add('gpt2_s64_b8', 'transformer', lambda: GPT2(), [('i64', (8, 64), 1000)])
     add('encdec_s32_b1', 'transformer', lambda: EncoderDecoder(), [(1, 48, 256), (1, 32, 256)], small=True)
     add('encdec_s32_b8', 'transformer', lambda: EncoderDecoder(), [(8, 48, 256), (8, 32, 256)])
     return z
