@@ -1,6 +1,10 @@
 // Generated elementwise kernels against the reference evaluator: chains with broadcasting,
 // views folded into indexing (transposes, slices, reshapes), pad, concat, gather, integer and
 // bool dtypes, and empty and scalar shapes.
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "frontend/Frontend.h"
@@ -144,6 +148,34 @@ TEST(CodegenElementwise, FloatSpecialValuesAndUnaryMath) {
                 frontend::tanh(x * 0.3) + frontend::erf(x * 0.4) + frontend::gelu(x * 3.0);
   auto graph = gb.finish({y, nan, special, frontend::exp(x * 90.0), frontend::exp(x * 104.0)});
   expectMatchesReference(*graph, randomInputs(*graph, 9));
+}
+
+TEST(CodegenElementwise, F32LogAndLog1pAreKilnsOwnAndCorrectlyRounded) {
+  // log and log1p of f32 run as kiln_logf and kiln_log1pf (which vectorise) and agree with the
+  // evaluator's, computed in double and rounded once, to the bit: over every binade from the
+  // smallest subnormal to the largest float, around 1 and around 0 (log1p's series below
+  // 2^-12 and its log above), and at 0, -0, -1, negatives, +-inf and NaN.
+  std::vector<double> xs = {0.0, -0.0, -1.0, -1.5, -3e38, 1.0, std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(), std::nan(""), 1.4142135, 0.70710677};
+  for (int e = -149; e <= 127; ++e)
+    for (double m : {1.0, 1.1, 1.3333, 1.5, 1.75, 1.999})
+      xs.push_back(std::ldexp(m, e));
+  for (int k = 1; k <= 40; ++k) {
+    const double d = std::ldexp(1.0, -k);
+    for (double v : {1.0 + d, 1.0 - d, d, -d, 0.9 * d, -0.9 * d})
+      xs.push_back(v);
+  }
+  std::vector<double> finite;
+  for (double v : xs)
+    if (std::isfinite(v) && std::abs(v) < 3.4e38)
+      finite.push_back(v);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  GraphBuilder gb("logs");
+  Var x = gb.input("x", DType::F32, {n});
+  auto graph = gb.finish({frontend::log(x), frontend::log1p(x)});
+  EXPECT_EQ(countInSource(*graph, "kiln_logf("), 2); // the helper's definition and the call
+  EXPECT_EQ(countInSource(*graph, "std::log"), 0);
+  expectBitIdentical(*graph, {Tensor::fromDoubles(DType::F32, {n}, xs)});
 }
 
 TEST(CodegenElementwise, SmallIntegerPowersAreProductsInDouble) {
