@@ -35,7 +35,7 @@ namespace {
 
 constexpr int kLanes = 16;              // accumulators of a vectorised reduction pass (one zmm of f32)
 constexpr int64_t kLaneMinimum = 32;    // shorter innermost reductions stay scalar
-constexpr int64_t kMaxRowCache = 4096;  // elements of a row kept for the tail (RowCache), on the stack
+constexpr int64_t kMaxRowCache = 4096;  // elements of a row kept for the tail (the row cache), on the stack
 
 /// Whether computing `value` inline takes a transcendental function (exp, log, tanh, erf, pow,
 /// ...), looking through the values the plan has no buffer for: what is worth keeping rather
@@ -257,13 +257,16 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
       }
       return coords;
     };
-    // Domain coordinates with fresh loops over all reduced dims (opened here, closed by caller).
-    auto openReducedLoops = [&]() {
+    // Domain coordinates with fresh loops over all reduced dims (opened here, closed by caller);
+    // `inner`, when given, receives the inner loop's index (left as it is without reduced dims).
+    auto openReducedLoops = [&](Index *inner = nullptr) {
       std::vector<Index> coords = openOuterReducedLoops();
       if (lastReduced < domain.size()) {
-        Index inner = e.openLoop(innerExtent, "j");
-        watch(inner);
-        setInnerCoords(coords, inner);
+        Index loop = e.openLoop(innerExtent, "j");
+        watch(loop);
+        setInnerCoords(coords, loop);
+        if (inner)
+          *inner = loop;
       }
       return coords;
     };
@@ -417,14 +420,10 @@ void emitRowsStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     for (const Store &store : stage.stores)
       hasTail = hasTail || store.value->shape() == domain;
     if (hasTail && rowSize > 0) {
-      std::vector<Index> coords = openOuterReducedLoops();
-      if (lastReduced < domain.size()) {
-        Index inner = e.openLoop(innerExtent, "j");
-        watch(inner);
-        setInnerCoords(coords, inner);
-        if (cached)
-          e.setOverride(cached, coords, Scalar{fmt::format("{}[{}]", cache, e.arena().code(inner)), e.depth()});
-      }
+      Index inner;
+      std::vector<Index> coords = openReducedLoops(&inner);
+      if (cached) // cached implies one inner loop over the reduced dims
+        e.setOverride(cached, coords, Scalar{fmt::format("{}[{}]", cache, e.arena().code(inner)), e.depth()});
       for (const Store &store : stage.stores)
         if (store.value->shape() == domain)
           e.store(store, coords, e.value(store.value, coords));

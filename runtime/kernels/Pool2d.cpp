@@ -16,8 +16,10 @@
 // Each output row splits into a left border, an interior whose windows lie inside the input
 // columns, and a right border. The interior runs 16 outputs per vector; borders run scalar.
 // A 3x3 stride-2 max (ResNet's stem) runs separably instead: maxima along each input row once,
-// then across each output row's three rows (maxPool3x3Stride2). A 2x2 stride-2 pool without
-// padding (LeNet's, VGG's) combines row pairs, then column pairs (pool2x2Stride2).
+// border windows masked, then across each output row's three rows (maxPool3x3Stride2). A
+// stride-1 pool that keeps the plane's size (Inception's branch pools) runs separably over the
+// flattened plane, 16 pixels a vector whatever the row length (poolSameSize). A 2x2 stride-2
+// pool without padding (LeNet's, VGG's) combines row pairs, then column pairs (pool2x2Stride2).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -248,6 +250,12 @@ void poolSameSize(const kiln_pool2d_args &a, const float *in, float *out, float 
     column = _mm512_add_epi32(column, columnStep);
     return _mm512_mask_sub_epi32(column, _mm512_cmpge_epi32_mask(column, width), column, width);
   };
+  // The lanes whose row has a pixel s to the left, and s to the right, of theirs.
+  auto neighbours = [&](__m512i column, int64_t s) {
+    const __m512i offset = _mm512_set1_epi32(static_cast<int>(s));
+    return std::make_pair(_mm512_cmpge_epi32_mask(column, offset),
+                          _mm512_cmplt_epi32_mask(_mm512_add_epi32(column, offset), width));
+  };
   auto combine = [&](__m512 &acc, __mmask16 &nan, __m512 x) {
     if (IsMax) {
       acc = _mm512_max_ps(acc, x);
@@ -264,11 +272,9 @@ void poolSameSize(const kiln_pool2d_args &a, const float *in, float *out, float 
     __m512 acc = _mm512_mask_loadu_ps(fill, lanes, in + p);
     __mmask16 nan = IsMax ? _mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q) : 0;
     for (int64_t s = 1; s <= reachW; ++s) {
-      const __m512i offset = _mm512_set1_epi32(static_cast<int>(s));
-      const __mmask16 left = lanes & _mm512_cmpge_epi32_mask(column, offset);
-      const __mmask16 right = lanes & _mm512_cmplt_epi32_mask(_mm512_add_epi32(column, offset), width);
-      combine(acc, nan, _mm512_mask_loadu_ps(fill, left, in + p - s)); // masked lanes are not read
-      combine(acc, nan, _mm512_mask_loadu_ps(fill, right, in + p + s));
+      const auto [left, right] = neighbours(column, s);
+      combine(acc, nan, _mm512_mask_loadu_ps(fill, lanes & left, in + p - s)); // masked lanes are not read
+      combine(acc, nan, _mm512_mask_loadu_ps(fill, lanes & right, in + p + s));
     }
     _mm512_mask_storeu_ps(rows + p, lanes, IsMax ? _mm512_mask_blend_ps(nan, acc, nanVector) : acc);
   }
@@ -305,11 +311,9 @@ void poolSameSize(const kiln_pool2d_args &a, const float *in, float *out, float 
       result = _mm512_div_ps(acc, kernelArea);
     } else {
       for (int64_t s = 1; s <= reachW; ++s) {
-        const __m512i offset = _mm512_set1_epi32(static_cast<int>(s));
-        columnsInside = _mm512_mask_add_epi32(columnsInside, _mm512_cmpge_epi32_mask(column, offset), columnsInside, one);
-        columnsInside = _mm512_mask_add_epi32(columnsInside,
-                                              _mm512_cmplt_epi32_mask(_mm512_add_epi32(column, offset), width),
-                                              columnsInside, one);
+        const auto [left, right] = neighbours(column, s);
+        columnsInside = _mm512_mask_add_epi32(columnsInside, left, columnsInside, one);
+        columnsInside = _mm512_mask_add_epi32(columnsInside, right, columnsInside, one);
       }
       result = _mm512_div_ps(acc, _mm512_cvtepi32_ps(_mm512_mullo_epi32(rowsInside, columnsInside)));
     }
