@@ -323,7 +323,7 @@ bool convCanAccumulate(const kiln_conv2d_args &args) { return detail::pointwiseC
 namespace {
 
 /// The ways conv2d computes a convolution, in the order it tries them.
-enum class ConvPath { Pointwise, SparseTaps, Winograd, ChannelBlocks, PhasePlanes, Depthwise, Grouped, Direct, Im2colGemm };
+enum class ConvPath { Pointwise, SparseTaps, Winograd, ShiftedRows, ChannelBlocks, PhasePlanes, Depthwise, Grouped, Direct, Im2colGemm };
 
 /// conv2d's choice for these shapes and weights layout (its one decision, which the gates
 /// codegen asks, convSparseTaps and convBf16Rows, read with plain weights). `tile` gets the
@@ -338,6 +338,8 @@ ConvPath convPath(const kiln_conv2d_args &a, int &tile) {
   tile = stored ? stored : a.exact ? 0 : detail::winogradTile(a, false);
   if (tile)
     return ConvPath::Winograd;
+  if (detail::shiftedRowDepthwise(a))
+    return ConvPath::ShiftedRows;
   if (detail::channelBlockDepthwise(a))
     return ConvPath::ChannelBlocks;
   if (detail::phasePlaneDepthwise(a))
@@ -389,10 +391,11 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   kiln_conv2d_args a = *args;
   int tile = 0;
   const ConvPath path = convPath(a, tile);
-  // The GEMM and channel-block paths apply post ops in registers; the others through the
-  // epilogue.
+  // The GEMM, shifted-row and channel-block paths apply post ops in registers; the others
+  // through the epilogue.
   detail::PostOpsEpilogue post;
-  if (path != ConvPath::Pointwise && path != ConvPath::Im2colGemm && path != ConvPath::ChannelBlocks)
+  if (path != ConvPath::Pointwise && path != ConvPath::Im2colGemm && path != ConvPath::ShiftedRows &&
+      path != ConvPath::ChannelBlocks)
     detail::wrapPostOps(a.post, true, a.epilogue, a.epilogue_ctx, post);
   switch (path) {
   case ConvPath::Pointwise:
@@ -403,6 +406,9 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
     return;
   case ConvPath::Winograd:
     detail::winogradConv(rt, a, tile);
+    return;
+  case ConvPath::ShiftedRows:
+    detail::depthwiseShiftedRows(rt, a);
     return;
   case ConvPath::ChannelBlocks:
     detail::depthwiseChannelBlocks(rt, a);

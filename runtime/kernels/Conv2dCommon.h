@@ -48,6 +48,21 @@ inline bool depthwiseSplitsRows(int64_t threads, const kiln_conv2d_args &args) {
   return threads > 1 && args.c < args.oh * args.ow;
 }
 
+/// Stride-1 depthwise planes with more outputs than this run along their rows (the
+/// shifted-row path, else the flat one), where 16 outputs a vector waste no lanes and need no
+/// transposes; smaller ones with channels in the lanes (channel blocks). In MobileNetV2 at one
+/// thread (one Zen 5 core), blocks against flat: 3x3 144 56x56 0.186-0.195 ms against
+/// 0.218-0.225, 32 112x112 0.21-0.28 against 0.19-0.20.
+constexpr int64_t kLargeDepthwisePlane = 56 * 56;
+
+/// Plain depthwise convolution on large stride-1 planes (kLargeDepthwisePlane) with a square
+/// 3x3, 5x5 or 7x7 kernel, "same" padding and no dilation, from the input as it lies: each
+/// tap's 16 inputs shifted out of the 16-column chunks around them, eight output rows at a
+/// time (Conv2dDepthwiseRows.cpp); post ops applied in registers, then the epilogue sees each
+/// band of finished rows.
+bool shiftedRowDepthwise(const kiln_conv2d_args &args);
+void depthwiseShiftedRows(const kiln_rt *rt, const kiln_conv2d_args &args);
+
 /// Plain depthwise convolution with 16 channels in a vector's lanes, for planes small enough
 /// that per-plane vectors waste lanes and setup (Conv2dDepthwiseBlocks.cpp); post ops applied
 /// in registers, then the epilogue sees each finished plane.

@@ -14,8 +14,9 @@
 //     buffer;
 //  3. that buffer is transposed back into the 16 NCHW output planes, 16 pixels at a time,
 //     and the epilogue sees each finished plane.
-// The transposes cost about as much as a 3x3 layer's products, so large planes, where the
-// flat path's 16 outputs a vector waste nothing, stay there (channelBlockDepthwise).
+// The transposes cost about as much as a 3x3 layer's products, so large stride-1 planes,
+// where 16 outputs along a row waste nothing, run along their rows instead (the shifted-row
+// and flat paths, kLargeDepthwisePlane).
 #include <algorithm>
 #include <array>
 #include <utility>
@@ -36,8 +37,6 @@ constexpr int kRowPixels = 8;   // outputs along a row computed together,
 constexpr int kRows = 2;        // on this many rows: 16 independent FMA chains
 // A thread's scratch at most: the padded block and the computed outputs (8 MiB).
 constexpr int64_t kMaxScratchFloats = int64_t{1} << 21;
-// Stride-1 planes of more outputs than this stay on the flat path when it applies.
-constexpr int64_t kFlatPlaneOutputs = 56 * 56;
 
 #ifdef __AVX512F__
 /// The padded input of one block: `rows` x `cols` positions of 16 floats, position (i, j)
@@ -222,11 +221,9 @@ bool channelBlockDepthwise(const kiln_conv2d_args &a) {
   const BlockShape b = blockShape(a);
   if ((b.rows * b.cols + a.oh * a.ow) * kLanes > kMaxScratchFloats)
     return false;
-  // Large stride-1 planes with rows as wide as the input's waste no lanes on the flat path,
-  // which needs no transposes. In MobileNetV2 at one thread (one Zen 5 core), blocks against
-  // flat: 3x3 144 56x56 0.186-0.195 ms against 0.218-0.225, 32 112x112 0.21-0.28 against
-  // 0.19-0.20.
-  return !(flatPlaneDepthwise(a) && a.oh * a.ow > kFlatPlaneOutputs);
+  // Large stride-1 planes with rows as wide as the input's run along their rows
+  // (kLargeDepthwisePlane).
+  return !(flatPlaneDepthwise(a) && a.oh * a.ow > kLargeDepthwisePlane);
 #else
   (void)a;
   return false;

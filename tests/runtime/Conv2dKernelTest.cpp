@@ -35,6 +35,7 @@ struct ConvCase {
   bool direct = false; // call detail::directConv instead of conv2d
   bool planes = false; // call detail::depthwisePlaneConv (flat or stride phases) instead of conv2d
   bool blocks = false; // call detail::depthwiseChannelBlocks instead of conv2d
+  bool rows = false;   // call detail::depthwiseShiftedRows instead of conv2d
   bool tapMajor = false; // pass the weights tap-major (KILN_CONV_WEIGHTS_TAP_MAJOR)
   bool bf16 = false;     // KILN_PRECISION_BF16, for a convolution conv2d computes as a GEMM
   bool bf16Rows = false; // with bf16: the weights stored as bf16 rows (KILN_CONV_WEIGHTS_BF16_ROWS)
@@ -66,7 +67,8 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
                                   << tc.padRight << " dilation " << tc.dilation << "," << dilationW
                                   << " groups " << tc.groups << " threads " << tc.threads
                                   << (tc.direct ? " direct" : "") << (tc.planes ? " planes" : "")
-                                  << (tc.blocks ? " blocks" : "") << (tc.tapMajor ? " tap-major" : ""));
+                                  << (tc.blocks ? " blocks" : "") << (tc.rows ? " rows" : "")
+                                  << (tc.tapMajor ? " tap-major" : ""));
   ASSERT_GE(oh, 1);
   ASSERT_GE(ow, 1);
   std::mt19937 rng(seed);
@@ -123,6 +125,8 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
     kiln::runtime::kernels::detail::depthwisePlaneConv(&rt, args);
   else if (tc.blocks)
     kiln::runtime::kernels::detail::depthwiseChannelBlocks(&rt, args);
+  else if (tc.rows)
+    kiln::runtime::kernels::detail::depthwiseShiftedRows(&rt, args);
   else
     kiln::runtime::kernels::conv2d(&rt, &args);
   if (tc.bf16) // the GEMM multiplied the operands rounded to bf16, exactly (GemmKernelTest.cpp)
@@ -347,7 +351,39 @@ TEST(Conv2dKernel, DepthwiseStraightFromTheInput) {
   threaded.threads = 2;
   planes(threaded);
   planes(threaded, 2);
-  checkConv({1, 5, 60, 61, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5}); // conv2d's own choice for a large plane
+  planes({1, 5, 60, 61, 5, 3, 3, 1, 2, 2, 2, 2, 2, 5});    // a large plane, dilated
+}
+
+// Large stride-1 depthwise planes with a 3x3, 5x5 or 7x7 kernel and "same" padding run eight
+// output rows at a time, each tap's inputs shifted out of the 16-column chunks around them
+// (Conv2dDepthwiseRows.cpp): row widths below, at and around multiples of 16 (chunks wholly or
+// partly outside the row on both sides), heights of one row, fewer than 8, and 8, 9 and 17
+// rows (a last group of 1), top and bottom pads unlike the kernel's half (fewer or more output
+// rows than input rows), batches, one channel, and bands of rows on 2 threads; then conv2d's
+// own choice for large planes.
+TEST(Conv2dKernel, DepthwiseShiftedRows) {
+  auto rows = [](int64_t kernel, int64_t h, int64_t w, int64_t padTop = -1, int64_t padBottom = -1) {
+    const int64_t half = kernel / 2;
+    ConvCase tc{2, 3, h, w, 3, kernel, kernel, 1, padTop < 0 ? half : padTop, half,
+                padBottom < 0 ? half : padBottom, half, 1, 3};
+    tc.rows = true;
+    checkConv(tc);
+  };
+  for (int64_t kernel : {3, 5, 7}) {
+    for (int64_t w : {1, 5, 16, 17, 31, 32, 33, 47, 48, 70})
+      rows(kernel, 9, w);
+    for (int64_t h : {1, 3, 8, 17})
+      rows(kernel, h, 37);
+    rows(kernel, 12, 40, 0, kernel - 1);  // no top pad: rows start at the input's first
+    rows(kernel, 12, 40, kernel - 1, 0);  // twice the top pad
+    rows(kernel, 12, 40, 0, 0);           // fewer output rows than input rows
+  }
+  ConvCase threaded{1, 1, 29, 45, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  threaded.rows = true;
+  threaded.threads = 2;
+  checkConv(threaded); // one plane: a band of rows per thread
+  for (int64_t kernel : {3, 5, 7}) // conv2d's own choice
+    checkConv({1, 5, 60, 61, 5, kernel, kernel, 1, kernel / 2, kernel / 2, kernel / 2, kernel / 2, 1, 5});
 }
 
 // Plain depthwise with 16 channels in the lanes (Conv2dDepthwiseBlocks.cpp): channel counts
@@ -382,7 +418,8 @@ TEST(Conv2dKernel, DepthwiseChannelBlocks) {
 }
 
 // conv2d's choice between the depthwise paths: channel blocks except for planes that fit no
-// scratch and large stride-1 planes the flat path computes without transposes.
+// scratch and large stride-1 planes, which run along their rows without transposes (shifted
+// rows for square 3-7 kernels with "same" padding, flat otherwise).
 TEST(Conv2dKernel, DepthwiseChannelBlockGate) {
   auto args = [](int64_t c, int64_t hw, int64_t kernel, int64_t stride, int64_t groups) {
     kiln_conv2d_args a{};
@@ -396,9 +433,20 @@ TEST(Conv2dKernel, DepthwiseChannelBlockGate) {
   EXPECT_TRUE(channelBlockDepthwise(args(240, 28, 5, 1, 240)));
   EXPECT_TRUE(channelBlockDepthwise(args(96, 112, 3, 2, 96)));   // stride 2 has no flat path
   EXPECT_TRUE(channelBlockDepthwise(args(144, 56, 3, 1, 144)));
-  EXPECT_FALSE(channelBlockDepthwise(args(32, 112, 3, 1, 32)));  // the flat path's
+  EXPECT_FALSE(channelBlockDepthwise(args(32, 112, 3, 1, 32)));  // the shifted-row path's
+  EXPECT_FALSE(channelBlockDepthwise(args(32, 112, 9, 1, 32)));  // the flat path's
   EXPECT_FALSE(channelBlockDepthwise(args(16, 1024, 3, 2, 16))); // a block larger than the scratch
   EXPECT_FALSE(channelBlockDepthwise(args(64, 14, 3, 1, 32)));   // two input channels per group
+  using kiln::runtime::kernels::detail::shiftedRowDepthwise;
+  EXPECT_TRUE(shiftedRowDepthwise(args(32, 112, 3, 1, 32)));
+  EXPECT_TRUE(shiftedRowDepthwise(args(32, 112, 7, 1, 32)));
+  EXPECT_TRUE(shiftedRowDepthwise(args(16, 64, 5, 1, 16)));
+  EXPECT_FALSE(shiftedRowDepthwise(args(144, 56, 3, 1, 144))); // 56x56: channel blocks
+  EXPECT_FALSE(shiftedRowDepthwise(args(96, 112, 3, 2, 96)));  // stride 2: channel blocks
+  EXPECT_FALSE(shiftedRowDepthwise(args(32, 112, 9, 1, 32)));  // 9x9: flat
+  kiln_conv2d_args dilated = args(32, 112, 3, 1, 32);
+  dilated.dilation_h = dilated.dilation_w = 2, dilated.pad_top = dilated.pad_left = 2;
+  EXPECT_FALSE(shiftedRowDepthwise(dilated));
 }
 
 // 5-8 output channels per input channel run together, each input vector loaded once for all

@@ -165,7 +165,11 @@ TEST(PostOps, EveryConvolutionPath) {
   checkConvPostOps({1, 24, 21, 24, 3, 1, 1, 24});           // depthwise, channel blocks (one short)
   checkConvPostOps({1, 24, 21, 24, 3, 2, 1, 24});           // depthwise, channel blocks at stride 2
   checkConvPostOps({1, 16, 9, 16, 5, 1, 2, 16, 2});         // depthwise, bands of one block, 2 threads
-  checkConvPostOps({1, 3, 64, 3, 3, 1, 1, 3});              // depthwise, straight from x
+  checkConvPostOps({1, 3, 64, 3, 3, 1, 1, 3});              // depthwise, shifted rows
+  checkConvPostOps({1, 2, 60, 2, 5, 1, 2, 2, 2});           // depthwise, shifted rows, 5x5, 2 threads
+  ConvShape dilated{1, 3, 64, 3, 3, 1, 2, 3};
+  dilated.dilation = 2;
+  checkConvPostOps(dilated);                                // depthwise, straight from x (dilated)
   checkConvPostOps({1, 4, 13, 24, 3, 1, 1, 4});             // channel multiplier 6
   checkConvPostOps({1, 64, 10, 64, 3, 1, 1, 8});            // grouped
   checkConvPostOps({1, 8, 30, 16, 5, 3, 2, 1});             // direct or im2col, as gated
