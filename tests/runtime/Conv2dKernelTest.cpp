@@ -442,6 +442,7 @@ TEST(Conv2dKernel, DepthwiseChannelBlockGate) {
   EXPECT_TRUE(shiftedRowDepthwise(args(32, 112, 7, 1, 32)));
   EXPECT_TRUE(shiftedRowDepthwise(args(16, 64, 5, 1, 16)));
   EXPECT_FALSE(shiftedRowDepthwise(args(144, 56, 3, 1, 144))); // 56x56: channel blocks
+  EXPECT_FALSE(shiftedRowDepthwise(args(120, 28, 5, 1, 120)));
   EXPECT_FALSE(shiftedRowDepthwise(args(96, 112, 3, 2, 96)));  // stride 2: channel blocks
   EXPECT_FALSE(shiftedRowDepthwise(args(32, 112, 9, 1, 32)));  // 9x9: flat
   kiln_conv2d_args dilated = args(32, 112, 3, 1, 32);
