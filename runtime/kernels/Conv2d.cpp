@@ -391,8 +391,8 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   kiln_conv2d_args a = *args;
   int tile = 0;
   const ConvPath path = convPath(a, tile);
-  // The GEMM and channel-block paths apply post ops in registers, the shifted-row path to rows
-  // in L1; the others through the epilogue.
+  // The GEMM, shifted-row and channel-block paths apply post ops in registers; the others
+  // through the epilogue.
   detail::PostOpsEpilogue post;
   if (path != ConvPath::Pointwise && path != ConvPath::Im2colGemm && path != ConvPath::ShiftedRows &&
       path != ConvPath::ChannelBlocks)

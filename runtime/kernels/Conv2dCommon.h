@@ -58,8 +58,8 @@ constexpr int64_t kLargeDepthwisePlane = 56 * 56;
 /// Plain depthwise convolution on large stride-1 planes (kLargeDepthwisePlane) with a square
 /// 3x3, 5x5 or 7x7 kernel, "same" padding and no dilation, from the input as it lies: each
 /// tap's 16 inputs shifted out of the 16-column chunks around them, eight output rows at a
-/// time (Conv2dDepthwiseRows.cpp); post ops applied to every eight rows while in L1, then the
-/// epilogue sees each band of finished rows.
+/// time (Conv2dDepthwiseRows.cpp); post ops applied in registers, then the epilogue sees each
+/// band of finished rows.
 bool shiftedRowDepthwise(const kiln_conv2d_args &args);
 void depthwiseShiftedRows(const kiln_rt *rt, const kiln_conv2d_args &args);
 

@@ -1,24 +1,24 @@
-// Plain depthwise convolution on large stride-1 planes, straight from NCHW
-// (Conv2dCommon.h).
+// Plain depthwise convolution on large stride-1 planes, straight from NCHW (Conv2dCommon.h).
 //
-// 16 outputs along an output row are one vector. The flat path
-// (Conv2dDepthwise.cpp) loads every tap's 16 inputs with its own unaligned
-// load, masked by a table entry: 9 loads a vector for 3x3, two thirds of them
-// across a cache line. Here each input row is read once per output vector, as
-// the 16-column chunks around it (masked only past the row's ends), and tap
-// column s, offset d = s - (S - 1) / 2, is those chunks shifted by d lanes, one
-// valignd each. Eight output rows run together, so each input row's shifted
-// vectors feed every output row whose window covers it: a 3x3 layer costs per
-// output vector 3.75 loads, 2.5 shifts and 9 FMAs, against 9 masked unaligned
-// loads. The bias and activation (post ops) are applied to every eight rows as
-// soon as they are done, still in L1; the epilogue then sees each band of
-// finished rows.
+// 16 outputs along an output row are one vector. The flat path (Conv2dDepthwise.cpp) loads
+// every tap's 16 inputs with its own unaligned load, masked by a table entry: 9 loads a
+// vector for 3x3, two thirds of them across a cache line. Here each input row is read once
+// per output vector, as the 16-column chunks around it (masked only past the row's ends),
+// and tap column s, offset d = s - (S - 1) / 2, is those chunks shifted by d lanes, one
+// valignd each. Eight output rows run together, so each input row's shifted vectors feed
+// every output row whose window covers it: a 3x3 layer costs per output vector 3.75 loads,
+// 2.5 shifts and 9 FMAs, against 9 masked unaligned loads.
 //
-// One Zen 5 core, kiln-gemm-bench --conv (flat -> these): 3x3 32-channel
-// 112x112 0.145 -> 0.072 ms, 5x5 0.327 -> 0.256, 7x7 0.655 -> 0.470, 5x5 64x64
-// 0.107 -> 0.075 (the 5x5 and 7x7 figures from before the edge vectors' loops
-// were inlined). Stride 2 by even/odd permutes was no faster than channel
-// blocks (3x3/2 96 112x112 0.23-0.33 against 0.235) and stays there.
+// The loops are shaped by what slowed them (one Zen 5 core, 3x3 32 channels 112x112):
+//  - the interior vectors (plain loads) and the edge ones (masked) are separate out-of-line
+//    loops, everything inside them inlined: the edge rows out of line kept the accumulators
+//    in memory, and edge tests inside one loop cost it a third of its speed;
+//  - the bias and the common activations are template parameters (PostKind) applied in
+//    registers before the store: tested per vector, or applied in a pass over the finished
+//    rows while in L1, they cost 30-55%.
+// Flat -> these, kiln-gemm-bench --conv: 3x3 0.145 -> 0.072 ms, 5x5 0.327 -> 0.256, 7x7
+// 0.655 -> 0.470, 5x5 64x64 0.107 -> 0.075. Stride 2 by even/odd permutes was no faster than
+// channel blocks (3x3/2 96 112x112 0.23-0.33 against 0.235) and stays there.
 #include <algorithm>
 #include <utility>
 
@@ -32,10 +32,50 @@ namespace kiln::runtime::kernels::detail {
 namespace {
 
 constexpr int kLanes = 16;
-constexpr int kRows =
-    8; // output rows computed together: 8 FMA chains, input rows reused
+constexpr int kRows = 8; // output rows computed together: 8 FMA chains, input rows reused
 
 #ifdef __AVX512F__
+
+#define KILN_INLINE inline __attribute__((always_inline))
+
+/// The post ops a row loop applies as it stores, fixed at compile time: none, a bias, a bias
+/// and relu or clip (BatchNorm and ReLU / ReLU6, the common depthwise epilogues), or any
+/// other combination through activate().
+enum class PostKind { None, Bias, BiasRelu, BiasClip, Any };
+
+PostKind postKind(const kiln_post_ops &post) {
+  if (!post.bias)
+    return post.activation == KILN_ACTIVATION_NONE ? PostKind::None : PostKind::Any;
+  switch (post.activation) {
+  case KILN_ACTIVATION_NONE: return PostKind::Bias;
+  case KILN_ACTIVATION_RELU: return PostKind::BiasRelu;
+  case KILN_ACTIVATION_CLIP: return PostKind::BiasClip;
+  default: return PostKind::Any;
+  }
+}
+
+/// What a row loop needs of its plane's post ops.
+struct PlanePost {
+  __m512 bias, lo, hi;
+  TilePostOps any; // for PostKind::Any
+};
+
+template <PostKind Kind>
+KILN_INLINE __m512 withPost(__m512 v, const PlanePost &post) {
+  if constexpr (Kind == PostKind::None)
+    return v;
+  else if constexpr (Kind == PostKind::Any)
+    return activate(post.any.rowBias ? _mm512_add_ps(v, post.bias) : v, post.any);
+  else {
+    v = _mm512_add_ps(v, post.bias);
+    if constexpr (Kind == PostKind::BiasRelu) // as activate(): NaN kept, -0 to +0
+      return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+    else if constexpr (Kind == PostKind::BiasClip) // as activate(): NaN kept
+      return _mm512_min_ps(post.hi, _mm512_max_ps(post.lo, v));
+    else
+      return v;
+  }
+}
 
 struct RowsJob {
   const kiln_conv2d_args &a;
@@ -48,71 +88,55 @@ inline __mmask16 insideLanes(int64_t column, int64_t width) {
   if (column >= width || column + kLanes <= 0)
     return 0;
   const __mmask16 upTo = firstLanes(width - column);
-  return column >= 0 ? upTo
-                     : static_cast<__mmask16>(upTo & ~firstLanes(-column));
+  return column >= 0 ? upTo : static_cast<__mmask16>(upTo & ~firstLanes(-column));
 }
 
-/// The chunks an output vector reads: columns 16(j - 1) .. 16(j + 2) - 1 hold
-/// every tap of a kernel up to 7 wide padded by (S - 1) / 2 <= 3.
+/// The chunks an output vector reads: columns 16(j - 1) .. 16(j + 2) - 1 hold every tap of
+/// a kernel up to 7 wide padded by (S - 1) / 2 <= 3.
 constexpr int kChunks = 3;
 
-#define KILN_INLINE inline __attribute__((always_inline))
-
-/// Which lanes of output vector j's chunks (chunkLanes) lie inside the row: the
-/// same for every row.
+/// Which lanes of output vector j's chunks lie inside the row: the same for every row.
 struct ChunkLanes {
   __mmask16 lanes[kChunks];
 };
 
-/// Chunk K (0: the one before j, 1: j's own, 2: the next) of one input row.
-/// Edge: it may lie partly or wholly outside the row (masked load, zeros
-/// outside); else a plain load.
+/// Chunk K (0: the one before j, 1: j's own, 2: the next) of one input row. Edge: it may
+/// lie partly or wholly outside the row (masked load, zeros outside); else a plain load.
 template <bool Edge, int K>
-KILN_INLINE __m512 chunk(const float *row, int64_t j,
-                         const ChunkLanes &inside) {
+KILN_INLINE __m512 chunk(const float *row, int64_t j, const ChunkLanes &inside) {
   const float *from = row + kLanes * (j + K - 1);
-  return Edge ? _mm512_maskz_loadu_ps(inside.lanes[K], from)
-              : _mm512_loadu_ps(from);
+  return Edge ? _mm512_maskz_loadu_ps(inside.lanes[K], from) : _mm512_loadu_ps(from);
 }
 
-/// Tap column s of an S-wide kernel: the 16 inputs d = s - (S - 1) / 2 columns
-/// from the output vector's, out of the chunks.
+/// Tap column Tap of an S-wide kernel: the 16 inputs d = Tap - (S - 1) / 2 columns from the
+/// output vector's, out of the chunks.
 template <int S, int Tap>
 KILN_INLINE __m512 tapInputs(const __m512 (&chunks)[kChunks]) {
   constexpr int d = Tap - (S - 1) / 2;
   auto bits = [](__m512 v) { return _mm512_castps_si512(v); };
   if constexpr (d == 0)
     return chunks[1];
-  else if constexpr (d < 0) // the last -d lanes of the chunk before, then the
-                            // first of j's own
-    return _mm512_castsi512_ps(
-        _mm512_alignr_epi32(bits(chunks[1]), bits(chunks[0]), kLanes + d));
+  else if constexpr (d < 0) // the last -d lanes of the chunk before, then the first of j's own
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(bits(chunks[1]), bits(chunks[0]), kLanes + d));
   else
-    return _mm512_castsi512_ps(
-        _mm512_alignr_epi32(bits(chunks[2]), bits(chunks[1]), d));
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(bits(chunks[2]), bits(chunks[1]), d));
 }
 
 template <int S, int... Taps>
-KILN_INLINE void allTapInputs(const __m512 (&chunks)[kChunks],
-                              __m512 (&taps)[S],
-                              std::integer_sequence<int, Taps...>) {
+KILN_INLINE void allTapInputs(const __m512 (&chunks)[kChunks], __m512 (&taps)[S], std::integer_sequence<int, Taps...>) {
   ((taps[Taps] = tapInputs<S, Taps>(chunks)), ...);
 }
 
-/// Input row I of a group's window (row firstInput + I) into the accumulators
-/// of the output rows whose windows hold it: output row g takes it as kernel
-/// row I - g.
+/// Input row I of a group's window (row firstInput + I) into the accumulators of the output
+/// rows whose windows hold it: output row g takes it as kernel row I - g.
 template <int S, bool Edge, int I>
-KILN_INLINE void
-inputRow(const float *x, int64_t h, int64_t width, int64_t firstInput,
-         int64_t j, const ChunkLanes &inside, const __m512 (&weights)[S * S],
-         __m512 (&acc)[kRows]) {
+KILN_INLINE void inputRow(const float *x, int64_t h, int64_t width, int64_t firstInput, int64_t j,
+                          const ChunkLanes &inside, const __m512 (&weights)[S * S], __m512 (&acc)[kRows]) {
   const int64_t ih = firstInput + I;
   if (ih < 0 || ih >= h) // padding rows add nothing
     return;
   const float *row = x + ih * width;
-  const __m512 chunks[kChunks] = {chunk<Edge, 0>(row, j, inside),
-                                  chunk<Edge, 1>(row, j, inside),
+  const __m512 chunks[kChunks] = {chunk<Edge, 0>(row, j, inside), chunk<Edge, 1>(row, j, inside),
                                   chunk<Edge, 2>(row, j, inside)};
   __m512 taps[S];
   allTapInputs<S>(chunks, taps, std::make_integer_sequence<int, S>{});
@@ -128,25 +152,22 @@ inputRow(const float *x, int64_t h, int64_t width, int64_t firstInput,
 }
 
 template <int S, bool Edge, int... I>
-KILN_INLINE void
-allInputRows(const float *x, int64_t h, int64_t width, int64_t firstInput,
-             int64_t j, const ChunkLanes &inside,
-             const __m512 (&weights)[S * S], __m512 (&acc)[kRows],
-             std::integer_sequence<int, I...>) {
+KILN_INLINE void allInputRows(const float *x, int64_t h, int64_t width, int64_t firstInput, int64_t j,
+                              const ChunkLanes &inside, const __m512 (&weights)[S * S], __m512 (&acc)[kRows],
+                              std::integer_sequence<int, I...>) {
   (inputRow<S, Edge, I>(x, h, width, firstInput, j, inside, weights, acc), ...);
 }
 
-/// Output rows [oh0, oh0 + rows) of one plane, vectors [j0, j1) of each. Rows
-/// past `rows` are computed and dropped (their input rows are read only where
-/// inside the plane). Out of line, one loop per kind of vector: inlined into
-/// the plane loop with the post ops and the edge tests around it, the same loop
-/// ran a third slower.
-template <int S, bool Edge>
-__attribute__((noinline)) void
-rowVectors(const kiln_conv2d_args &a, const float *x, const float *kernel,
-           float *y, int64_t oh0, int rows, int64_t j0, int64_t j1) {
-  // The plane's weights, broadcast once a call: as FMA memory operands they
-  // doubled the loads.
+/// Output rows [oh0, oh0 + rows) of one plane, vectors [j0, j1) of each, with the plane's
+/// post ops. Rows past `rows` are computed and dropped (their input rows are read only where
+/// inside the plane).
+template <int S, bool Edge, PostKind Post>
+__attribute__((noinline)) void rowVectors(const kiln_conv2d_args &a, const float *x, const float *kernel,
+                                          const PlanePost &planePost, float *y, int64_t oh0, int rows,
+                                          int64_t j0, int64_t j1) {
+  // A copy the stores to y cannot alias, so that it stays in registers.
+  const PlanePost post = planePost;
+  // The plane's weights, broadcast once a call: as FMA memory operands they doubled the loads.
   __m512 weights[S * S];
   for (int t = 0; t < S * S; ++t)
     weights[t] = _mm512_set1_ps(kernel[t]);
@@ -166,46 +187,47 @@ rowVectors(const kiln_conv2d_args &a, const float *x, const float *kernel,
     for (int g = 0; g < kRows; ++g) {
       if (g >= rows)
         break;
-      _mm512_mask_storeu_ps(y + (oh0 + g) * a.ow + kLanes * j, lanes, acc[g]);
+      _mm512_mask_storeu_ps(y + (oh0 + g) * a.ow + kLanes * j, lanes, withPost<Post>(acc[g], post));
     }
   }
 }
 
-/// Work items [begin, end) of (band of output rows, (image, channel) plane),
-/// bands outermost.
-template <int S> void rowPlanes(void *ctx, int64_t begin, int64_t end) {
+/// Work items [begin, end) of (band of output rows, (image, channel) plane), bands outermost.
+template <int S, PostKind Post>
+void rowPlanes(void *ctx, int64_t begin, int64_t end) {
   const RowsJob &job = *static_cast<const RowsJob *>(ctx);
   const kiln_conv2d_args &a = job.a;
   const int64_t planes = a.n * a.k, outPlane = a.oh * a.ow;
+  // Plain loads for the vectors whose three chunks lie inside the row: [1, interior).
+  const int64_t interior = std::max<int64_t>(1, std::min(job.vectors, a.w / kLanes - 1));
   for (int64_t item = begin; item < end; ++item) {
-    const int64_t band = item / planes, plane = item % planes,
-                  image = plane / a.k, channel = plane % a.k;
-    const int64_t oh0 = band * a.oh / job.bands,
-                  oh1 = (band + 1) * a.oh / job.bands;
-    const float *x = a.x + plane * a.h * a.w;
+    const int64_t band = item / planes, plane = item % planes, image = plane / a.k, channel = plane % a.k;
+    const int64_t oh0 = band * a.oh / job.bands, oh1 = (band + 1) * a.oh / job.bands;
+    const float *x = a.x + plane * a.h * a.w, *weights = a.weights + channel * S * S;
     float *y = a.y + plane * outPlane;
-    const float *weights = a.weights + channel * S * S;
-    const bool post = hasPostOps(a.post);
+    PlanePost post;
+    post.bias = _mm512_set1_ps(a.post.bias ? a.post.bias[channel] : 0.0f);
+    post.lo = _mm512_set1_ps(a.post.lo), post.hi = _mm512_set1_ps(a.post.hi);
+    post.any = tilePostOps(a.post, true, channel, 0);
     for (int64_t oh = oh0; oh < oh1; oh += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, oh1 - oh));
-      // Plain loads for the vectors whose three chunks lie inside the row, [1,
-      // interior).
-      const int64_t interior =
-          std::max<int64_t>(1, std::min(job.vectors, a.w / kLanes - 1));
-      rowVectors<S, true>(a, x, weights, y, oh, rows, 0,
-                          std::min<int64_t>(1, job.vectors));
-      rowVectors<S, false>(a, x, weights, y, oh, rows, 1, interior);
-      rowVectors<S, true>(a, x, weights, y, oh, rows, interior, job.vectors);
-      // The bias and activation over the group's rows while they are in L1:
-      // applied to each vector before its store, their branches cost the loop
-      // above a third of its speed.
-      if (post)
-        applyPostOps(a.post, true, y + oh * a.ow, outPlane, channel, oh * a.ow,
-                     1, rows * a.ow);
+      rowVectors<S, true, Post>(a, x, weights, post, y, oh, rows, 0, std::min<int64_t>(1, job.vectors));
+      rowVectors<S, false, Post>(a, x, weights, post, y, oh, rows, 1, interior);
+      rowVectors<S, true, Post>(a, x, weights, post, y, oh, rows, interior, job.vectors);
     }
     if (a.epilogue && oh1 > oh0)
-      a.epilogue(a.epilogue_ctx, y + oh0 * a.ow, outPlane, image, channel,
-                 oh0 * a.ow, 1, (oh1 - oh0) * a.ow);
+      a.epilogue(a.epilogue_ctx, y + oh0 * a.ow, outPlane, image, channel, oh0 * a.ow, 1, (oh1 - oh0) * a.ow);
+  }
+}
+
+template <int S>
+kiln_range_fn rowPlanesFn(PostKind post) {
+  switch (post) {
+  case PostKind::None: return rowPlanes<S, PostKind::None>;
+  case PostKind::Bias: return rowPlanes<S, PostKind::Bias>;
+  case PostKind::BiasRelu: return rowPlanes<S, PostKind::BiasRelu>;
+  case PostKind::BiasClip: return rowPlanes<S, PostKind::BiasClip>;
+  default: return rowPlanes<S, PostKind::Any>;
   }
 }
 
@@ -217,15 +239,10 @@ template <int S> void rowPlanes(void *ctx, int64_t begin, int64_t end) {
 
 bool shiftedRowDepthwise(const kiln_conv2d_args &a) {
 #ifdef __AVX512F__
-  // Square kernels 3, 5 and 7 wide, padded to keep the size ("same"),
-  // undilated: every tap's shift is then a compile-time constant (tapInputs).
-  // On planes with more outputs than kLargeDepthwisePlane only: 3x3 ones from
-  // 28x28 on ran faster here than as channel blocks on one Zen 5 core (144
-  // 56x56 0.165 -> 0.099 ms, 256 28x28 0.069 -> 0.054), but MobileNetV2 at two
-  // threads went 3.8-4.0 -> 3.9-4.1 ms with them.
-  return flatPlaneDepthwise(a) && a.oh * a.ow > kLargeDepthwisePlane &&
-         (a.s == 3 || a.s == 5 || a.s == 7) && a.r == a.s &&
-         a.pad_left == (a.s - 1) / 2 && a.dilation_w == 1 && a.dilation_h == 1;
+  // Square kernels 3, 5 and 7 wide, padded to keep the size ("same"), undilated: every tap's
+  // shift is then a compile-time constant (tapInputs).
+  return flatPlaneDepthwise(a) && a.oh * a.ow > kLargeDepthwisePlane && (a.s == 3 || a.s == 5 || a.s == 7) &&
+         a.r == a.s && a.pad_left == (a.s - 1) / 2 && a.dilation_w == 1 && a.dilation_h == 1;
 #else
   (void)a;
   return false;
@@ -237,14 +254,12 @@ void depthwiseShiftedRows(const kiln_rt *rt, const kiln_conv2d_args &a) {
   // A band of each plane's rows per thread where the layer splits by rows
   // (depthwiseSplitsRows).
   const int64_t threads = threadsOf(rt);
-  const int64_t bands =
-      depthwiseSplitsRows(threads, a) ? std::min<int64_t>(threads, a.oh) : 1;
+  const int64_t bands = depthwiseSplitsRows(threads, a) ? std::min<int64_t>(threads, a.oh) : 1;
   RowsJob job{a, bands, (a.ow + kLanes - 1) / kLanes};
   const int64_t planes = a.n * a.k;
-  static constexpr kiln_range_fn bySize[] = {rowPlanes<3>, rowPlanes<5>,
-                                             rowPlanes<7>};
-  parallelForIfWorth(rt, planes * bands, planes * a.oh * a.ow * a.r * a.s,
-                     int64_t{1} << 16, bySize[(a.s - 3) / 2], &job);
+  const PostKind post = postKind(a.post);
+  const kiln_range_fn fn = a.s == 3 ? rowPlanesFn<3>(post) : a.s == 5 ? rowPlanesFn<5>(post) : rowPlanesFn<7>(post);
+  parallelForIfWorth(rt, planes * bands, planes * a.oh * a.ow * a.r * a.s, int64_t{1} << 16, fn, &job);
 #else
   (void)rt, (void)a;
 #endif
