@@ -55,11 +55,11 @@ inline bool depthwiseSplitsRows(int64_t threads, const kiln_conv2d_args &args) {
 /// 0.218-0.225, 32 112x112 0.21-0.28 against 0.19-0.20.
 constexpr int64_t kLargeDepthwisePlane = 56 * 56;
 
-/// Plain depthwise convolution on large stride-1 planes (kLargeDepthwisePlane) with a square
-/// 3x3, 5x5 or 7x7 kernel, "same" padding and no dilation, from the input as it lies: each
-/// tap's 16 inputs shifted out of the 16-column chunks around them, eight output rows at a
-/// time (Conv2dDepthwiseRows.cpp); post ops applied in registers, then the epilogue sees each
-/// band of finished rows.
+/// Plain depthwise convolution on large planes (kLargeDepthwisePlane: the output's at stride
+/// 1, the input's at stride 2) with a square 3x3, 5x5 or 7x7 kernel, "same" padding and no
+/// dilation, from the input as it lies: each tap's 16 inputs shifted or permuted out of the
+/// 16-column chunks around them, eight output rows at a time (Conv2dDepthwiseRows.cpp); post
+/// ops applied in registers, then the epilogue sees each band of finished rows.
 bool shiftedRowDepthwise(const kiln_conv2d_args &args);
 void depthwiseShiftedRows(const kiln_rt *rt, const kiln_conv2d_args &args);
 

@@ -354,36 +354,41 @@ TEST(Conv2dKernel, DepthwiseStraightFromTheInput) {
   planes({1, 5, 60, 61, 5, 3, 3, 1, 2, 2, 2, 2, 2, 5});    // a large plane, dilated
 }
 
-// Large stride-1 depthwise planes with a 3x3, 5x5 or 7x7 kernel and "same" padding run eight
-// output rows at a time, each tap's inputs shifted out of the 16-column chunks around them
-// (Conv2dDepthwiseRows.cpp): row widths below, at and around multiples of 16 (chunks wholly or
-// partly outside the row on both sides), heights of one row, fewer than 8, and 8, 9 and 17
-// rows (a last group of 1), top and bottom pads unlike the kernel's half (fewer or more output
-// rows than input rows), batches, one channel, and bands of rows on 2 threads; then conv2d's
-// own choice for large planes.
+// Large depthwise planes with a 3x3, 5x5 or 7x7 kernel, "same" padding and stride 1 or 2 run
+// eight output rows at a time, each tap's inputs shifted or permuted out of the 16-column
+// chunks around them (Conv2dDepthwiseRows.cpp): row widths below, at and around multiples of
+// 16 and 32 (chunks wholly or partly outside the row on both sides), heights of one row, fewer
+// than 8 output rows, and groups with a last row or two over, top and bottom pads unlike the
+// kernel's half (fewer or more output rows), batches, one channel, and bands of rows on 2
+// threads; then conv2d's own choice for large planes.
 TEST(Conv2dKernel, DepthwiseShiftedRows) {
-  auto rows = [](int64_t kernel, int64_t h, int64_t w, int64_t padTop = -1, int64_t padBottom = -1) {
+  auto rows = [](int64_t kernel, int64_t h, int64_t w, int64_t stride = 1, int64_t padTop = -1,
+                 int64_t padBottom = -1) {
     const int64_t half = kernel / 2;
-    ConvCase tc{2, 3, h, w, 3, kernel, kernel, 1, padTop < 0 ? half : padTop, half,
+    ConvCase tc{2, 3, h, w, 3, kernel, kernel, stride, padTop < 0 ? half : padTop, half,
                 padBottom < 0 ? half : padBottom, half, 1, 3};
     tc.rows = true;
     checkConv(tc);
   };
-  for (int64_t kernel : {3, 5, 7}) {
-    for (int64_t w : {1, 5, 16, 17, 31, 32, 33, 47, 48, 70})
-      rows(kernel, 9, w);
-    for (int64_t h : {1, 3, 8, 17})
-      rows(kernel, h, 37);
-    rows(kernel, 12, 40, 0, kernel - 1);  // no top pad: rows start at the input's first
-    rows(kernel, 12, 40, kernel - 1, 0);  // twice the top pad
-    rows(kernel, 12, 40, 0, 0);           // fewer output rows than input rows
-  }
+  for (int64_t stride : {1, 2})
+    for (int64_t kernel : {3, 5, 7}) {
+      for (int64_t w : {1, 5, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 70, 97})
+        rows(kernel, 9, w, stride);
+      for (int64_t h : {1, 3, 8, 17, 18, 33})
+        rows(kernel, h, 37, stride);
+      rows(kernel, 12, 40, stride, 0, kernel - 1); // no top pad: rows start at the input's first
+      rows(kernel, 12, 40, stride, kernel - 1, 0); // twice the top pad
+      rows(kernel, 12, 40, stride, 0, 0);          // fewer output rows
+    }
   ConvCase threaded{1, 1, 29, 45, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1};
   threaded.rows = true;
   threaded.threads = 2;
   checkConv(threaded); // one plane: a band of rows per thread
-  for (int64_t kernel : {3, 5, 7}) // conv2d's own choice
-    checkConv({1, 5, 60, 61, 5, kernel, kernel, 1, kernel / 2, kernel / 2, kernel / 2, kernel / 2, 1, 5});
+  threaded.stride = 2;
+  checkConv(threaded);
+  for (int64_t stride : {1, 2})
+    for (int64_t kernel : {3, 5, 7}) // conv2d's own choice
+      checkConv({1, 5, 60, 61, 5, kernel, kernel, stride, kernel / 2, kernel / 2, kernel / 2, kernel / 2, 1, 5});
 }
 
 // Plain depthwise with 16 channels in the lanes (Conv2dDepthwiseBlocks.cpp): channel counts
@@ -431,7 +436,7 @@ TEST(Conv2dKernel, DepthwiseChannelBlockGate) {
   using kiln::runtime::kernels::detail::channelBlockDepthwise;
   EXPECT_TRUE(channelBlockDepthwise(args(960, 7, 3, 1, 960)));
   EXPECT_TRUE(channelBlockDepthwise(args(240, 28, 5, 1, 240)));
-  EXPECT_TRUE(channelBlockDepthwise(args(96, 112, 3, 2, 96)));   // stride 2 has no flat path
+  EXPECT_TRUE(channelBlockDepthwise(args(96, 112, 3, 2, 96)));   // as gated alone
   EXPECT_TRUE(channelBlockDepthwise(args(144, 56, 3, 1, 144)));
   EXPECT_FALSE(channelBlockDepthwise(args(32, 112, 3, 1, 32)));  // the shifted-row path's
   EXPECT_FALSE(channelBlockDepthwise(args(32, 112, 9, 1, 32)));  // the flat path's
@@ -443,7 +448,9 @@ TEST(Conv2dKernel, DepthwiseChannelBlockGate) {
   EXPECT_TRUE(shiftedRowDepthwise(args(16, 64, 5, 1, 16)));
   EXPECT_FALSE(shiftedRowDepthwise(args(144, 56, 3, 1, 144))); // 56x56: channel blocks
   EXPECT_FALSE(shiftedRowDepthwise(args(120, 28, 5, 1, 120)));
-  EXPECT_FALSE(shiftedRowDepthwise(args(96, 112, 3, 2, 96)));  // stride 2: channel blocks
+  EXPECT_TRUE(shiftedRowDepthwise(args(96, 112, 3, 2, 96)));
+  EXPECT_TRUE(shiftedRowDepthwise(args(32, 112, 5, 2, 32)));
+  EXPECT_FALSE(shiftedRowDepthwise(args(144, 56, 3, 2, 144))); // stride 2 from 56x56: channel blocks
   EXPECT_FALSE(shiftedRowDepthwise(args(32, 112, 9, 1, 32)));  // 9x9: flat
   kiln_conv2d_args dilated = args(32, 112, 3, 1, 32);
   dilated.dilation_h = dilated.dilation_w = 2, dilated.pad_top = dilated.pad_left = 2;
