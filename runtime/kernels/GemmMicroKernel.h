@@ -14,7 +14,8 @@
 // would hold 1-4 columns goes to columnDotKernel instead, when A is read in place.
 //
 // Operand layouts (see GemmPack.h):
-//  - B is always packed: for each k, W = 16*NV contiguous floats (a 64-byte aligned panel).
+//  - B is packed (for each k, W = 16*NV contiguous floats, a 64-byte aligned panel) or, a
+//    row-major B whose columns fill whole vectors, read in place with its rows ldb apart.
 //  - A is packed (a[k*R + i]) or read in place from a row-major matrix (a[i*lda + k]); the
 //    latter saves a copy for the common untransposed A (weights of conv and linear layers).
 //  - C is row-major (c[i*ldc + j]) or, when the driver computes C^T = B^T A^T to turn a

@@ -147,6 +147,13 @@ const float *DenseSource::inPlace(int64_t &stride) const {
   return base_;
 }
 
+const float *DenseSource::rowsInPlace(int64_t k0, int64_t x0, int64_t &ld) const {
+  if (strideX_ != 1)
+    return nullptr;
+  ld = strideK_;
+  return base_ + k0 * strideK_ + x0;
+}
+
 namespace {
 
 struct AlignedBlock {

@@ -39,6 +39,12 @@ public:
     (void)k0, (void)x0, (void)panelStride;
     return nullptr;
   }
+  /// When row k of S is contiguous in x (S(k, x) = base[k*ld + x]): the address of S(k0, x0),
+  /// and ld, so that the micro-kernel can read B's rows where they lie. Else nullptr.
+  virtual const float *rowsInPlace(int64_t k0, int64_t x0, int64_t &ld) const {
+    (void)k0, (void)x0, (void)ld;
+    return nullptr;
+  }
 };
 
 /// A dense strided matrix: S(k, x) = base[k*strideK + x*strideX], where strideK == 1 or
@@ -52,6 +58,7 @@ public:
   void packPanels(float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const override;
   double packCost(int64_t width) const override;
   const float *inPlace(int64_t &stride) const override;
+  const float *rowsInPlace(int64_t k0, int64_t x0, int64_t &ld) const override;
 
 private:
   const float *base_;

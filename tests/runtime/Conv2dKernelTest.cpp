@@ -176,6 +176,22 @@ TEST(Conv2dKernel, PointwiseReadsTheInputAsB) {
   checkConv({2, 256, 6, 6, 64, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
 }
 
+// Pixels that fill whole vectors are read as B's rows where they lie, unpacked (GemmDriver.cpp):
+// 80 pixels (a last panel of one vector), 256, 12544 as MobileNetV2's first pointwise layer,
+// two K blocks, batches, two threads (column shares that may end mid-vector fall back to
+// packing), and onto a residual.
+TEST(Conv2dKernel, PointwiseReadsBRowsInPlace) {
+  checkConv({1, 16, 8, 10, 24, 1, 1});
+  checkConv({2, 24, 16, 16, 20, 1, 1});
+  checkConv({1, 32, 112, 112, 16, 1, 1});
+  checkConv({1, 600, 8, 8, 13, 1, 1});
+  ConvCase tc{2, 48, 16, 20, 30, 1, 1};
+  tc.threads = 2;
+  checkConv(tc);
+  tc = {1, 40, 24, 24, 8, 1, 1}, tc.threads = 2, tc.accumulate = true;
+  checkConv(tc);
+}
+
 TEST(Conv2dKernel, Bf16GemmConvolutions) {
   auto bf16 = [](ConvCase tc) {
     tc.bf16 = true;
