@@ -9,10 +9,10 @@
 //     t[row][column][16] in the thread's scratch, zeros in the padding, so that every tap of
 //     every output is one aligned vector load, whatever the stride, dilation or padding;
 //  2. outputs are computed 8 along a row on 2 rows at a time (16 independent FMA chains),
-//     each tap one broadcast-free FMA with the block's 16 weights of that tap, post ops
-//     applied in registers (the bias is one vector: a lane per channel), into a pixel-major
-//     buffer;
+//     each tap one broadcast-free FMA with the block's 16 weights of that tap, into a
+//     pixel-major buffer;
 //  3. that buffer is transposed back into the 16 NCHW output planes, 16 pixels at a time,
+//     post ops applied in registers on the way (the bias is one vector: a lane per channel),
 //     and the epilogue sees each finished plane.
 // The transposes cost about as much as a 3x3 layer's products, so large stride-1 planes,
 // where 16 outputs along a row waste nothing, run along their rows instead (the shifted-row
@@ -83,7 +83,7 @@ void fillBlock(const kiln_conv2d_args &a, const BlockShape &b, const float *x, i
 /// apart in the pixel-major `out`.
 template <int P, int Rows, int Stride>
 inline void rowPixels(const float *from, int64_t stride, int64_t rowStep, const float *weights,
-                      const int64_t *tapOffsets, int64_t taps, const TilePostOps *post, float *out, int64_t outRow) {
+                      const int64_t *tapOffsets, int64_t taps, float *out, int64_t outRow) {
   const int64_t step = (Stride ? Stride : stride) * kLanes;
   __m512 acc[Rows][P];
 #pragma GCC unroll 2
@@ -104,12 +104,11 @@ inline void rowPixels(const float *from, int64_t stride, int64_t rowStep, const 
   for (int i = 0; i < Rows; ++i)
 #pragma GCC unroll 8
     for (int u = 0; u < P; ++u)
-      _mm512_store_ps(out + i * outRow + u * kLanes,
-                      post ? withPostOps(acc[i][u], *post, 0, 0, 0xFFFF) : acc[i][u]);
+      _mm512_store_ps(out + i * outRow + u * kLanes, acc[i][u]);
 }
 
-using RowPixelsFn = void (*)(const float *, int64_t, int64_t, const float *, const int64_t *, int64_t,
-                             const TilePostOps *, float *, int64_t);
+using RowPixelsFn = void (*)(const float *, int64_t, int64_t, const float *, const int64_t *, int64_t, float *,
+                             int64_t);
 
 template <int Rows, int Stride, int... P>
 constexpr std::array<RowPixelsFn, sizeof...(P)> rowPixelsTable(std::integer_sequence<int, P...>) {
@@ -129,21 +128,39 @@ RowPixelsFn rowPixelsFn(int64_t pixels, int64_t rows, int64_t stride) {
 
 /// Outputs [begin, end) (q = oh*OW + ow) of the pixel-major `computed` (OH*OW positions of
 /// 16 floats) into the planes of channels [c0, c0 + count) of `y` (the image's first), 16
-/// pixels at a time. (GemmPack's transposeCopy does the same out of line, in general loops:
-/// 5-10% slower on 7x7 and 14x14 layers, whose whole time this pass is a good part of.)
+/// pixels at a time, with post ops of kind Kind (`bias`: the block's, a lane per channel)
+/// applied to each pixel's vector on the way. (GemmPack's transposeCopy does the same out of
+/// line, in general loops: 5-10% slower on 7x7 and 14x14 layers, whose whole time this pass
+/// is a good part of. Applied per vector as the pixels were computed, with a test and a
+/// switch each, the post ops had cost a 3x3 72-channel 56x56 layer a third of its time.)
+template <PostKind Kind>
 void storePlanes(const kiln_conv2d_args &a, const float *computed, int64_t count, int64_t begin, int64_t end,
-                 float *y) {
+                 __m512 bias, const TilePostOps &post, float *y) {
   const int64_t outputs = a.oh * a.ow;
   for (int64_t q0 = begin; q0 < end; q0 += 16) {
     const int64_t n = std::min<int64_t>(16, end - q0);
     __m512 v[16];
 #pragma GCC unroll 16
     for (int u = 0; u < 16; ++u)
-      v[u] = u < n ? _mm512_load_ps(computed + (q0 + u) * kLanes) : _mm512_setzero_ps();
+      v[u] = u < n ? withPostKind<Kind>(_mm512_load_ps(computed + (q0 + u) * kLanes), bias, post)
+                   : _mm512_setzero_ps();
     transpose16x16(v);
     const __mmask16 lanes = firstLanes(n);
     for (int64_t l = 0; l < count; ++l)
       _mm512_mask_storeu_ps(y + l * outputs + q0, lanes, v[l]);
+  }
+}
+
+using StorePlanesFn = void (*)(const kiln_conv2d_args &, const float *, int64_t, int64_t, int64_t, __m512,
+                               const TilePostOps &, float *);
+
+StorePlanesFn storePlanesFn(PostKind kind) {
+  switch (kind) {
+  case PostKind::None: return storePlanes<PostKind::None>;
+  case PostKind::Bias: return storePlanes<PostKind::Bias>;
+  case PostKind::BiasRelu: return storePlanes<PostKind::BiasRelu>;
+  case PostKind::BiasClip: return storePlanes<PostKind::BiasClip>;
+  default: return storePlanes<PostKind::Any>;
   }
 }
 
@@ -172,17 +189,9 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
     fillBlock(a, b, a.x + (image * a.c + c0) * a.h * a.w, count, row0, std::max(row0, row1), t);
     // The block's weights tap-major: 16 floats per tap, zero past the last channel.
     transposeCopy(weights, kLanes, a.weights + c0 * taps, taps, taps, count, kLanes);
+    // The block's bias, a lane per channel (none read past the last channel).
     const TilePostOps post = tilePostOps(a.post, false, 0, c0);
-    const TilePostOps *postOps = hasPostOps(a.post) ? &post : nullptr;
-    // Lanes past the last channel read no bias: tilePostOps's column bias would, so a short
-    // block takes its bias from a copy.
-    alignas(64) float shortBias[16] = {};
-    TilePostOps shortPost = post;
-    if (postOps && a.post.bias && count < kLanes) {
-      std::copy_n(a.post.bias + c0, count, shortBias);
-      shortPost.columnBias = shortBias;
-      postOps = &shortPost;
-    }
+    const __m512 bias = a.post.bias ? _mm512_maskz_loadu_ps(firstLanes(count), a.post.bias + c0) : _mm512_setzero_ps();
     for (int64_t oh = oh0; oh < oh1; oh += kRows) {
       const int64_t rows = std::min<int64_t>(kRows, oh1 - oh);
       const float *row = t + oh * rowStep;
@@ -190,12 +199,12 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
       for (int64_t ow = 0; ow < a.ow; ow += kRowPixels) {
         const int64_t pixels = std::min<int64_t>(kRowPixels, a.ow - ow);
         rowPixelsFn(pixels, rows, a.stride_w)(row + ow * pixelStep, a.stride_w, rowStep, weights, job.tapOffsets,
-                                              taps, postOps, out + ow * kLanes, a.ow * kLanes);
+                                              taps, out + ow * kLanes, a.ow * kLanes);
       }
     }
     float *y = a.y + (image * a.k + c0) * outputs;
     const int64_t q0 = oh0 * a.ow, q1 = oh1 * a.ow;
-    storePlanes(a, computed, count, q0, q1, y);
+    storePlanesFn(postKind(post))(a, computed, count, q0, q1, bias, post, y);
     if (a.epilogue)
       for (int64_t l = 0; l < count; ++l)
         a.epilogue(a.epilogue_ctx, y + l * outputs + q0, outputs, image, c0 + l, q0, 1, q1 - q0);

@@ -17,9 +17,9 @@
 //  - the interior vectors (plain loads) and the edge ones (masked) are separate out-of-line
 //    loops, everything inside them inlined: the edge rows out of line kept the accumulators
 //    in memory, and edge tests inside one loop cost it a third of its speed;
-//  - the bias and the common activations are template parameters (PostKind) applied in
-//    registers before the store: tested per vector, or applied in a pass over the finished
-//    rows while in L1, they cost 30-55%.
+//  - the bias and the common activations are template parameters (PostKind, PostOps.h)
+//    applied in registers before the store: tested per vector, or applied in a pass over the
+//    finished rows while in L1, they cost 30-55%.
 // Flat -> these, kiln-gemm-bench --conv: 3x3 0.145 -> 0.072 ms, 5x5 0.327 -> 0.256, 7x7
 // 0.655 -> 0.470, 5x5 64x64 0.107 -> 0.075. Channel blocks -> these at stride 2: 3x3 96
 // 112x112 0.235-0.249 -> 0.153 ms (MobileNetV2's layer at two threads 0.341 -> 0.237); from
@@ -44,44 +44,12 @@ constexpr int kRows = 8; // output rows computed together: 8 FMA chains, input r
 
 #define KILN_INLINE inline __attribute__((always_inline))
 
-/// The post ops a row loop applies as it stores, fixed at compile time: none, a bias, a bias
-/// and relu or clip (BatchNorm and ReLU / ReLU6, the common depthwise epilogues), or any
-/// other combination through activate().
-enum class PostKind { None, Bias, BiasRelu, BiasClip, Any };
-
-PostKind postKind(const kiln_post_ops &post) {
-  if (!post.bias)
-    return post.activation == KILN_ACTIVATION_NONE ? PostKind::None : PostKind::Any;
-  switch (post.activation) {
-  case KILN_ACTIVATION_NONE: return PostKind::Bias;
-  case KILN_ACTIVATION_RELU: return PostKind::BiasRelu;
-  case KILN_ACTIVATION_CLIP: return PostKind::BiasClip;
-  default: return PostKind::Any;
-  }
-}
-
-/// What a row loop needs of its plane's post ops.
+/// What a row loop needs of its plane's post ops (PostKind, PostOps.h): the plane's bias as a
+/// vector, and the rest.
 struct PlanePost {
-  __m512 bias, lo, hi;
-  TilePostOps any; // for PostKind::Any
+  __m512 bias;
+  TilePostOps any;
 };
-
-template <PostKind Kind>
-KILN_INLINE __m512 withPost(__m512 v, const PlanePost &post) {
-  if constexpr (Kind == PostKind::None)
-    return v;
-  else if constexpr (Kind == PostKind::Any)
-    return activate(post.any.rowBias ? _mm512_add_ps(v, post.bias) : v, post.any);
-  else {
-    v = _mm512_add_ps(v, post.bias);
-    if constexpr (Kind == PostKind::BiasRelu) // as activate(): NaN kept, -0 to +0
-      return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
-    else if constexpr (Kind == PostKind::BiasClip) // as activate(): NaN kept
-      return _mm512_min_ps(post.hi, _mm512_max_ps(post.lo, v));
-    else
-      return v;
-  }
-}
 
 struct RowsJob {
   const kiln_conv2d_args &a;
@@ -264,7 +232,8 @@ __attribute__((noinline)) void rowVectors(const kiln_conv2d_args &a, const float
     for (int g = 0; g < kRows; ++g) {
       if (g >= rows)
         break;
-      _mm512_mask_storeu_ps(y + (oh0 + g) * a.ow + kLanes * j, lanes, withPost<Post>(acc[g], post));
+      _mm512_mask_storeu_ps(y + (oh0 + g) * a.ow + kLanes * j, lanes,
+                            withPostKind<Post>(acc[g], post.bias, post.any));
     }
   }
 }
@@ -293,7 +262,6 @@ void rowPlanes(void *ctx, int64_t begin, int64_t end) {
     float *y = a.y + plane * outPlane;
     PlanePost post;
     post.bias = _mm512_set1_ps(a.post.bias ? a.post.bias[channel] : 0.0f);
-    post.lo = _mm512_set1_ps(a.post.lo), post.hi = _mm512_set1_ps(a.post.hi);
     post.any = tilePostOps(a.post, true, channel, 0);
     for (int64_t oh = oh0; oh < oh1; oh += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, oh1 - oh));
@@ -354,7 +322,7 @@ void depthwiseShiftedRows(const kiln_rt *rt, const kiln_conv2d_args &a) {
   const int64_t bands = depthwiseSplitsRows(threads, a) ? std::min<int64_t>(threads, a.oh) : 1;
   RowsJob job{a, bands, (a.ow + kLanes - 1) / kLanes};
   const int64_t planes = a.n * a.k;
-  const PostKind post = postKind(a.post);
+  const PostKind post = postKind(tilePostOps(a.post, true, 0, 0));
   const kiln_range_fn fn = a.stride_w == 1 ? rowPlanesFn<1>(a.s, post) : rowPlanesFn<2>(a.s, post);
   parallelForIfWorth(rt, planes * bands, planes * a.oh * a.ow * a.r * a.s, int64_t{1} << 16, fn, &job);
 #else
