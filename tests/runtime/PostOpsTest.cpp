@@ -176,6 +176,47 @@ TEST(PostOps, EveryConvolutionPath) {
   checkConvPostOps({1, 16, 8, 16, 3, 1, 6, 1, 1, KILN_CONV_WEIGHTS_TAP_MAJOR, false, 6}); // sparse taps
 }
 
+#ifdef __AVX512F__
+// The vector forms store loops use, ClampPost (the GEMM micro-kernel's) and withPostKind (the
+// depthwise kernels'), give withPostOps's results bit for bit for every activation, with and
+// without a bias, on signed zeros, NaN, infinities, subnormals, the clip bounds and ordinary
+// values.
+TEST(PostOps, BranchFreeFormsAsWithPostOps) {
+  using namespace kiln::runtime::kernels::detail;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float sub = std::numeric_limits<float>::denorm_min();
+  alignas(64) const float values[16] = {-0.0f, 0.0f, nan, inf, -inf, sub, -sub, 6.0f, -1.0f, 1.0f, 7.5f, -3.25f,
+                                        0.5f, -0.5f, 1e-20f, -1e30f};
+  alignas(64) const float biases[16] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.0f, 0.0f, 0.0f,
+                                        1.0f, -1.0f, -1.5f, 3.25f, -0.5f, 0.5f, -1e-20f, 1e30f};
+  const __m512 v = _mm512_load_ps(values);
+  for (int32_t activation : {KILN_ACTIVATION_NONE, KILN_ACTIVATION_RELU, KILN_ACTIVATION_CLIP, KILN_ACTIVATION_SILU,
+                             KILN_ACTIVATION_GELU, KILN_ACTIVATION_HARD_SIGMOID, KILN_ACTIVATION_HARD_SWISH})
+    for (bool withBias : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "activation " << activation << (withBias ? " with bias" : ""));
+      TilePostOps post;
+      post.activation = activation, post.lo = 0.0f, post.hi = 6.0f, post.alpha = 1.0f / 6, post.beta = 0.5f;
+      post.columnBias = withBias ? biases : nullptr;
+      alignas(64) float want[16], clamp[16], kind[16];
+      _mm512_store_ps(want, withPostOps(v, post, 0, 0, 0xFFFF));
+      const ClampPost clampPost(&post);
+      _mm512_store_ps(clamp, clampPost.apply(v, clampPost.bias(clampPost.rowBias(0), 0, 0xFFFF)));
+      const __m512 bias = _mm512_load_ps(biases);
+      switch (postKind(post)) {
+      case PostKind::None: _mm512_store_ps(kind, withPostKind<PostKind::None>(v, bias, post)); break;
+      case PostKind::Bias: _mm512_store_ps(kind, withPostKind<PostKind::Bias>(v, bias, post)); break;
+      case PostKind::BiasRelu: _mm512_store_ps(kind, withPostKind<PostKind::BiasRelu>(v, bias, post)); break;
+      case PostKind::BiasClip: _mm512_store_ps(kind, withPostKind<PostKind::BiasClip>(v, bias, post)); break;
+      case PostKind::Any: _mm512_store_ps(kind, withPostKind<PostKind::Any>(v, bias, post)); break;
+      }
+      for (int l = 0; l < 16; ++l) {
+        EXPECT_TRUE(sameFloat(clamp[l], want[l])) << "lane " << l << ": ClampPost " << clamp[l] << ", want " << want[l];
+        EXPECT_TRUE(sameFloat(kind[l], want[l])) << "lane " << l << ": withPostKind " << kind[l] << ", want " << want[l];
+      }
+    }
+}
+#endif
+
 struct GemmShape {
   int64_t m, n, k, batch = 1;
   bool transA = false, transB = false, bf16 = false;
@@ -242,8 +283,9 @@ TEST(PostOps, ActivationsAsTheEvaluator) {
   for (float x = -120.0f; x <= 120.0f; x += 0.0371f) {
     const double want = x / (1.0 + std::exp(-static_cast<double>(x)));
     const float got = activate(x, KILN_ACTIVATION_SILU, 0, 0);
-    if (std::abs(want) > 1e-30)
+    if (std::abs(want) > 1e-30) {
       EXPECT_LE(std::abs(got - want), 4 * std::abs(want) * std::numeric_limits<float>::epsilon()) << "x = " << x;
+    }
   }
   // GELU within 3e-7 of (x/2)(1 + erf(x/sqrt 2)) in double, absolutely or relatively (erf is
   // kiln_erff's polynomials), across both of them and past 3.92 sqrt 2.
