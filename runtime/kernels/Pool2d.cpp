@@ -117,21 +117,24 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 nanVector = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  // The shape in locals: read through `a`, every store to the output (which might alias it, as
+  // far as the compiler knows) reloaded it, and that bookkeeping was most of a 111-wide row.
+  const int64_t h = a.h, w = a.w, outWidth = a.ow, padTop = a.pad_top, padLeft = a.pad_left;
   // The input rows that output rows [oh0, oh1) read; rowMax is indexed by input row.
-  const int64_t firstRow = std::max<int64_t>(0, 2 * oh0 - a.pad_top);
-  const int64_t lastRow = std::min(a.h, 2 * (oh1 - 1) - a.pad_top + 3);
+  const int64_t firstRow = std::max<int64_t>(0, 2 * oh0 - padTop);
+  const int64_t lastRow = std::min(h, 2 * (oh1 - 1) - padTop + 3);
   for (int64_t i = firstRow; i < lastRow; ++i) {
-    const float *row = in + i * a.w;
-    float *maxima = rowMax + i * a.ow;
-    for (int64_t ow = 0; ow < a.ow; ow += 16) {
-      const int64_t count = std::min<int64_t>(16, a.ow - ow);
+    const float *row = in + i * w;
+    float *maxima = rowMax + i * outWidth;
+    for (int64_t ow = 0; ow < outWidth; ow += 16) {
+      const int64_t count = std::min<int64_t>(16, outWidth - ow);
       // Tap 0 of window ow and the floats the windows read from there; those outside the row
       // (the padding, a ceil-mode window past the end) are masked off as -inf, which never
       // wins, so the border windows need no scalar loop.
-      const int64_t start = 2 * ow - a.pad_left, span = 2 * count + 1;
+      const int64_t start = 2 * ow - padLeft, span = 2 * count + 1;
       const float *base = row + start;
       __m512 lo, hi, next;
-      if (start >= 0 && start + span <= a.w) {
+      if (start >= 0 && start + span <= w) {
         // No border: the masks only end the span, and the lanes past it feed no window that is
         // stored (zero-masked loads: merging -inf into them made SqueezeNet's 111-wide rows
         // 15% slower).
@@ -139,7 +142,7 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
         hi = _mm512_maskz_loadu_ps(detail::firstLanes(span - 16), base + 16);
         next = _mm512_maskz_loadu_ps(detail::firstLanes(span - 32), base + 32);
       } else {
-        const int64_t insideLo = std::max<int64_t>(0, -start), insideHi = std::min(span, a.w - start);
+        const int64_t insideLo = std::max<int64_t>(0, -start), insideHi = std::min(span, w - start);
         auto inside = [&](int64_t from) {
           return static_cast<__mmask16>(detail::firstLanes(insideHi - from) & ~detail::firstLanes(insideLo - from));
         };
@@ -156,14 +159,14 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
     }
   }
   for (int64_t oh = oh0; oh < oh1; ++oh) {
-    const TapRange rows = taps(oh * 2 - a.pad_top, 1, 3, 0, a.h);
-    float *outRow = out + oh * a.ow;
-    for (int64_t ow = 0; ow < a.ow; ow += 16) {
-      const __mmask16 lanes = detail::firstLanes(a.ow - ow);
+    const TapRange rows = taps(oh * 2 - padTop, 1, 3, 0, h);
+    float *outRow = out + oh * outWidth;
+    for (int64_t ow = 0; ow < outWidth; ow += 16) {
+      const __mmask16 lanes = detail::firstLanes(outWidth - ow);
       __m512 best = minusInfVector;
       __mmask16 nan = 0;
       for (int64_t r = rows.first; r < rows.last; ++r) {
-        const __m512 x = _mm512_maskz_loadu_ps(lanes, rowMax + (oh * 2 - a.pad_top + r) * a.ow + ow);
+        const __m512 x = _mm512_maskz_loadu_ps(lanes, rowMax + (oh * 2 - padTop + r) * outWidth + ow);
         best = _mm512_max_ps(best, x);
         nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
       }
