@@ -4,7 +4,8 @@
 // product by product, pixels within; Winograd splits blocks of tile rows), so each core pools
 // the rows it wrote and writes the rows it will read next. Split by planes, a batch-1 pool
 // read half its input from the other core, which cost twice its time whenever the two cores
-// are on different L3s. Semantics follow the reference evaluator (ir/ops/Pooling.cpp): window taps outside
+// are on different L3s. Small output planes split by planes all the same
+// (kMaxPlaneSplitOutputs): there the bands' shared cache lines cost more. Semantics follow the reference evaluator (ir/ops/Pooling.cpp): window taps outside
 // the input never win a max and count in an average's divisor only with count_include_pad,
 // and then only inside the padded extent; NaN wins a max; an empty window gives -inf (max) or
 // NaN (average of nothing).
@@ -31,6 +32,16 @@
 namespace kiln::runtime::kernels {
 
 namespace {
+
+/// Output planes up to this many pixels split over threads by whole planes, not by rows: a
+/// band of rows per thread shares a cache line with the other band at every plane's boundary,
+/// and on small planes that false sharing (the cores at times on different L3s) cost more
+/// than reading input the other core wrote. Two Zen 5 threads, pools' time in the model:
+/// GoogLeNet's 28x28-7x7 max pools ran 2-6x slower on two threads than ORT (480 channels
+/// 28x28 -> 14x14: 0.379 ms against 0.061); split by planes the models took GoogLeNet
+/// 9.6-9.9 -> 9.0-9.2 ms, SqueezeNet 2.90 -> 2.82, DenseNet-121 20.8-21.3 -> 20.3-20.7. ResNet-50's
+/// 56x56 stem pool keeps rows (its model was 0.5% faster so).
+constexpr int64_t kMaxPlaneSplitOutputs = 32 * 32;
 
 /// Planes up to this many pixels take the flattened same-size path (poolSameSize): its 32-bit
 /// lane arithmetic and a plane of row windows in the scratch stay small.
@@ -461,7 +472,7 @@ void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args) {
   void *ctx = const_cast<kiln_pool2d_args *>(&a);
   if (threads == 1 || work < (int64_t{1} << 16))
     poolPlanes(ctx, 0, planes);
-  else if (rowUnits >= threads)
+  else if (rowUnits >= threads && a.oh * a.ow > kMaxPlaneSplitOutputs)
     rt->parallel_for(rt, rowUnits, 1, poolRowUnits, ctx);
   else
     rt->parallel_for(rt, planes, 1, poolPlanes, ctx);

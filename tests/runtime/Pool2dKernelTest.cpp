@@ -204,10 +204,11 @@ TEST(Pool2dKernel, RandomGeometriesAndThreads) {
 }
 
 TEST(Pool2dKernel, ThreadsSplitRowsAcrossImages) {
-  // Four threads over 3 images of 31 output rows: the runs of (image, row) units start mid-image
+  // Four threads over 3 images of 35 output rows: the runs of (image, row) units start mid-image
   // and cross from one image into the next, in the separable max, the generic max and average
-  // forms; a global pool (one output row) splits its planes instead.
-  PoolCase separable{3, 5, 61, 61, 3, 3, 2, 2, 1, 1, 1, 1};
+  // forms; a global pool (one output row), and output planes of 32x32 or fewer pixels, split
+  // their planes instead.
+  PoolCase separable{3, 5, 69, 69, 3, 3, 2, 2, 1, 1, 1, 1};
   separable.threads = 4;
   separable.nanEvery = 29;
   checkPool(separable);
@@ -220,6 +221,9 @@ TEST(Pool2dKernel, ThreadsSplitRowsAcrossImages) {
   PoolCase global{1, 64, 32, 32, 32, 32};
   global.isMax = false, global.threads = 2;
   checkPool(global, 4);
+  PoolCase small{2, 7, 27, 27, 3, 3, 2, 2, 0, 0, 0, 0}; // 13x13 outputs, 14 planes on 3 threads
+  small.threads = 3, small.ceilMode = true, small.nanEvery = 17;
+  checkPool(small, 5);
 }
 
 TEST(Pool2dKernel, SameSizeStrideOneOverFlattenedPlanes) {
