@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/kernels/ChannelBlocks.h"
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
 #include "runtime/kernels/GemmPack.h" // scratch, transposeCopy
@@ -32,7 +33,7 @@ namespace kiln::runtime::kernels::detail {
 
 namespace {
 
-constexpr int64_t kLanes = 16;  // channels per block, one per lane
+constexpr int64_t kLanes = kBlockLanes; // channels per block, one per lane (ChannelBlocks.h)
 constexpr int kRowPixels = 8;   // outputs along a row computed together,
 constexpr int kRows = 2;        // on this many rows: 16 independent FMA chains
 // A thread's scratch at most: the padded block and the computed outputs (8 MiB).
@@ -51,31 +52,6 @@ struct BlockJob {
   const int64_t *tapOffsets; // per tap (r, s): (r*dh*cols + s*dw)*16 floats into the block
   int64_t bands;             // of output rows per block: work items are (band, image, block)
 };
-
-/// Input rows [row0, row1) of channels [c0, c0 + count) of one image (`x` its first
-/// channel's plane) into the interior of the padded, transposed block `t`, whose padding is
-/// already zero. The rows are read flat, 16 pixels of each channel per load whatever the
-/// width: a 7x7 plane takes 4 transposes, not one per row.
-void fillBlock(const kiln_conv2d_args &a, const BlockShape &b, const float *x, int64_t count, int64_t row0,
-               int64_t row1, float *t) {
-  const int64_t plane = a.h * a.w, end = row1 * a.w;
-  float *interior = t + (a.pad_top * b.cols + a.pad_left) * kLanes;
-  int64_t ih = row0, iw = 0; // of the pixel at hand, walked without divisions
-  for (int64_t q0 = row0 * a.w; q0 < end; q0 += 16) {
-    const int64_t n = std::min<int64_t>(16, end - q0);
-    const __mmask16 pixels = firstLanes(n);
-    __m512 v[16];
-#pragma GCC unroll 16
-    for (int l = 0; l < 16; ++l)
-      v[l] = l < count ? _mm512_maskz_loadu_ps(pixels, x + l * plane + q0) : _mm512_setzero_ps();
-    transpose16x16(v);
-    for (int64_t u = 0; u < n; ++u) {
-      _mm512_store_ps(interior + (ih * b.cols + iw) * kLanes, v[u]);
-      if (++iw == a.w)
-        iw = 0, ++ih;
-    }
-  }
-}
 
 /// P outputs along each of Rows rows (Rows * P independent FMA chains) from block position
 /// `from` (the first output's window origin): outputs S positions apart along a row (Stride;
@@ -126,41 +102,16 @@ RowPixelsFn rowPixelsFn(int64_t pixels, int64_t rows, int64_t stride) {
   return tables[rows - 1][stride == 1 ? 0 : stride == 2 ? 1 : 2][static_cast<size_t>(pixels - 1)];
 }
 
-/// Outputs [begin, end) (q = oh*OW + ow) of the pixel-major `computed` (OH*OW positions of
-/// 16 floats) into the planes of channels [c0, c0 + count) of `y` (the image's first), 16
-/// pixels at a time, with post ops of kind Kind (`bias`: the block's, a lane per channel)
-/// applied to each pixel's vector on the way. (GemmPack's transposeCopy does the same out of
-/// line, in general loops: 5-10% slower on 7x7 and 14x14 layers, whose whole time this pass
-/// is a good part of. Applied per vector as the pixels were computed, with a test and a
-/// switch each, the post ops had cost a 3x3 72-channel 56x56 layer a third of its time.)
-template <PostKind Kind>
-void storePlanes(const kiln_conv2d_args &a, const float *computed, int64_t count, int64_t begin, int64_t end,
-                 __m512 bias, const TilePostOps &post, float *y) {
-  const int64_t outputs = a.oh * a.ow;
-  for (int64_t q0 = begin; q0 < end; q0 += 16) {
-    const int64_t n = std::min<int64_t>(16, end - q0);
-    __m512 v[16];
-#pragma GCC unroll 16
-    for (int u = 0; u < 16; ++u)
-      v[u] = u < n ? withPostKind<Kind>(_mm512_load_ps(computed + (q0 + u) * kLanes), bias, post)
-                   : _mm512_setzero_ps();
-    transpose16x16(v);
-    const __mmask16 lanes = firstLanes(n);
-    for (int64_t l = 0; l < count; ++l)
-      _mm512_mask_storeu_ps(y + l * outputs + q0, lanes, v[l]);
-  }
-}
-
-using StorePlanesFn = void (*)(const kiln_conv2d_args &, const float *, int64_t, int64_t, int64_t, __m512,
-                               const TilePostOps &, float *);
+using StorePlanesFn = void (*)(const float *, int64_t, int64_t, int64_t, int64_t, __m512, const TilePostOps &,
+                               float *);
 
 StorePlanesFn storePlanesFn(PostKind kind) {
   switch (kind) {
-  case PostKind::None: return storePlanes<PostKind::None>;
-  case PostKind::Bias: return storePlanes<PostKind::Bias>;
-  case PostKind::BiasRelu: return storePlanes<PostKind::BiasRelu>;
-  case PostKind::BiasClip: return storePlanes<PostKind::BiasClip>;
-  default: return storePlanes<PostKind::Any>;
+  case PostKind::None: return storeChannelBlock<PostKind::None>;
+  case PostKind::Bias: return storeChannelBlock<PostKind::Bias>;
+  case PostKind::BiasRelu: return storeChannelBlock<PostKind::BiasRelu>;
+  case PostKind::BiasClip: return storeChannelBlock<PostKind::BiasClip>;
+  default: return storeChannelBlock<PostKind::Any>;
   }
 }
 
@@ -186,7 +137,8 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
     // The input rows the band's windows reach (padded rows oh0*S .. (oh1 - 1)*S + (R - 1)*dh).
     const int64_t row0 = std::clamp<int64_t>(oh0 * a.stride_h - a.pad_top, 0, a.h);
     const int64_t row1 = std::clamp<int64_t>((oh1 - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1 - a.pad_top, 0, a.h);
-    fillBlock(a, b, a.x + (image * a.c + c0) * a.h * a.w, count, row0, std::max(row0, row1), t);
+    fillChannelBlock(a.x + (image * a.c + c0) * a.h * a.w, a.h, a.w, a.pad_top, a.pad_left, b.cols, count, row0,
+                     std::max(row0, row1), t);
     // The block's weights tap-major: 16 floats per tap, zero past the last channel.
     transposeCopy(weights, kLanes, a.weights + c0 * taps, taps, taps, count, kLanes);
     // The block's bias, a lane per channel (none read past the last channel).
@@ -204,7 +156,7 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
     }
     float *y = a.y + (image * a.k + c0) * outputs;
     const int64_t q0 = oh0 * a.ow, q1 = oh1 * a.ow;
-    storePlanesFn(postKind(post))(a, computed, count, q0, q1, bias, post, y);
+    storePlanesFn(postKind(post))(computed, count, outputs, q0, q1, bias, post, y);
     if (a.epilogue)
       for (int64_t l = 0; l < count; ++l)
         a.epilogue(a.epilogue_ctx, y + l * outputs + q0, outputs, image, c0 + l, q0, 1, q1 - q0);

@@ -110,7 +110,7 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 // convolution computed in f32 (QConv2d.cpp). WinogradItem is last.
 enum class Scratch {
   PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, Bf16A, Bf16B, QConvFloats,
-  WinogradItem
+  WinogradItem, PoolBlock
 };
 float *scratch(Scratch slot, size_t floats);
 

@@ -1,4 +1,5 @@
-// kiln::runtime::kernels::pool2d: NCHW f32 max and average pooling, parallel over
+// kiln::runtime::kernels::pool2d: NCHW f32 max and average pooling. Pools with small output
+// planes run in channel blocks (Pool2dBlocks.cpp); the rest plane by plane here, parallel over
 // (image, output row) pairs, each thread taking a run of output rows of every channel. That is
 // how the convolutions around a pool split their pixels (the GEMM driver numbers its shares
 // product by product, pixels within; Winograd splits blocks of tile rows), so each core pools
@@ -27,6 +28,7 @@
 
 #include "runtime/kernels/GemmDriver.h"
 #include "runtime/kernels/Kernels.h"
+#include "runtime/kernels/Pool2dCommon.h"
 #include "runtime/kernels/Simd.h"
 
 namespace kiln::runtime::kernels {
@@ -47,15 +49,9 @@ constexpr int64_t kMaxPlaneSplitOutputs = 32 * 32;
 /// lane arithmetic and a plane of row windows in the scratch stay small.
 constexpr int64_t kMaxSameSizePlane = int64_t{1} << 20;
 
-/// Kernel taps t in [0, kernel) with base + t*dilation in [lo, hi).
-struct TapRange {
-  int64_t first, last;
-};
+using detail::TapRange;
 TapRange taps(int64_t base, int64_t dilation, int64_t kernel, int64_t lo, int64_t hi) {
-  auto ceilDiv = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-  const int64_t first = base >= lo ? 0 : ceilDiv(lo - base, dilation);
-  const int64_t last = base >= hi ? 0 : std::min(kernel, ceilDiv(hi - base, dilation));
-  return {std::min(first, last), last};
+  return detail::poolTaps(base, dilation, kernel, lo, hi);
 }
 
 float finishAverage(float sum, int64_t count) {
@@ -460,15 +456,12 @@ bool validPool(const kiln_pool2d_args &a) {
 
 } // namespace
 
-void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args) {
-  if (!args || !validPool(*args))
-    return;
-  const kiln_pool2d_args &a = *args;
+namespace detail {
+
+void poolPlaneByPlane(const kiln_rt *rt, const kiln_pool2d_args &a) {
   const int64_t planes = a.n * a.c;
-  if (planes == 0 || a.oh == 0 || a.ow == 0)
-    return;
   const int64_t work = planes * a.oh * a.ow * a.kernel_h * a.kernel_w, rowUnits = a.n * a.oh;
-  const int threads = detail::threadsOf(rt);
+  const int threads = threadsOf(rt);
   void *ctx = const_cast<kiln_pool2d_args *>(&a);
   if (threads == 1 || work < (int64_t{1} << 16))
     poolPlanes(ctx, 0, planes);
@@ -476,6 +469,21 @@ void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args) {
     rt->parallel_for(rt, rowUnits, 1, poolRowUnits, ctx);
   else
     rt->parallel_for(rt, planes, 1, poolPlanes, ctx);
+}
+
+} // namespace detail
+
+void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args) {
+  if (!args || !validPool(*args))
+    return;
+  const kiln_pool2d_args &a = *args;
+  if (a.n * a.c == 0 || a.oh == 0 || a.ow == 0)
+    return;
+  // Small planes in channel blocks, but for the plain 2 x 2 stride-2 pool, whose plane-by-plane
+  // form streams at ~55 GB/s (256 channels 56x56: 0.072 ms against 0.145 in blocks).
+  if (!isPlainTwoByTwo(a) && detail::channelBlockPool(a))
+    return detail::poolChannelBlocks(rt, a);
+  detail::poolPlaneByPlane(rt, a);
 }
 
 } // namespace kiln::runtime::kernels

@@ -1,4 +1,5 @@
-// kiln::runtime::kernels::pool2d against naive loops written here, following ONNX MaxPool /
+// kiln::runtime::kernels::pool2d, and each of its two forms (plane by plane, channel blocks)
+// on every case, against naive loops written here, following ONNX MaxPool /
 // AveragePool (and kiln's reference evaluator): taps outside the input never win a max; an
 // average divides by the taps inside the input, or with count_include_pad by the taps inside
 // the padded extent [-pad_begin, size + pad_end). The kernel's ABI carries only the leading
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "runtime/kernels/Kernels.h"
+#include "runtime/kernels/Pool2dCommon.h"
 #include "tests/runtime/KernelTestRuntime.h"
 
 namespace {
@@ -63,7 +65,16 @@ void checkPool(const PoolCase &tc, uint32_t seed = 1) {
   args.is_max = tc.isMax, args.count_include_pad = tc.countIncludePad;
   args.x = x.data(), args.y = y.data();
   kiln_rt rt = makeRuntime(tc.threads);
-  kiln::runtime::kernels::pool2d(&rt, &args);
+  // Every case through each form: pool2d's own choice, plane by plane, and channel blocks.
+  for (const char *path : {"pool2d", "planes", "blocks"}) {
+  SCOPED_TRACE(path);
+  std::fill(y.begin(), y.end(), 12345.0f);
+  if (path[0] == 'p' && path[1] == 'o')
+    kiln::runtime::kernels::pool2d(&rt, &args);
+  else if (path[0] == 'p')
+    kiln::runtime::kernels::detail::poolPlaneByPlane(&rt, args);
+  else
+    kiln::runtime::kernels::detail::poolChannelBlocks(&rt, args);
 
   int64_t failures = 0;
   for (int64_t plane = 0; plane < tc.n * tc.c; ++plane)
@@ -96,6 +107,7 @@ void checkPool(const PoolCase &tc, uint32_t seed = 1) {
           ADD_FAILURE() << "y[" << plane << "][" << i << "][" << j << "] = " << got << ", expected " << expected;
       }
   EXPECT_EQ(failures, 0);
+  }
 }
 
 TEST(Pool2dKernel, ResNetMaxPool) { checkPool({1, 4, 20, 20, 3, 3, 2, 2, 1, 1, 1, 1}); }
@@ -246,6 +258,35 @@ TEST(Pool2dKernel, SameSizeStrideOneOverFlattenedPlanes) {
         tc.isMax = true, tc.threads = 3;
         checkPool(tc, seed++);
       }
+}
+
+// Channel blocks (Pool2dBlocks.cpp) over channel counts that fill no block, one, and one and a
+// bit or two and a half, batches, and blocks over two threads; and which pools take them:
+// output planes up to 28x28 whose block fits the scratch.
+TEST(Pool2dKernel, ChannelBlocks) {
+  for (int64_t c : {1, 16, 17, 40}) {
+    PoolCase tc{2, c, 15, 13, 3, 3, 2, 2, 1, 1, 1, 1};
+    tc.ceilMode = true, tc.nanEvery = 23, tc.threads = c > 16 ? 2 : 1;
+    checkPool(tc, static_cast<uint32_t>(c));
+    tc.isMax = false, tc.nanEvery = 0, tc.countIncludePad = c % 2 == 0;
+    checkPool(tc, static_cast<uint32_t>(c + 1));
+    PoolCase wide{1, c, 9, 11, 2, 5, 1, 2, 0, 2, 0, 2};
+    wide.dilationH = 2, wide.isMax = c % 2 == 1;
+    checkPool(wide, static_cast<uint32_t>(c + 2));
+  }
+  auto args = [](int64_t c, int64_t hw, int64_t kernel, int64_t stride) {
+    kiln_pool2d_args a{};
+    a.n = 1, a.c = c, a.h = a.w = hw, a.kernel_h = a.kernel_w = kernel, a.stride_h = a.stride_w = stride;
+    a.dilation_h = a.dilation_w = 1, a.pad_top = a.pad_left = kernel / 2, a.is_max = 1;
+    a.oh = a.ow = (hw + 2 * (kernel / 2) - kernel) / stride + 1;
+    return a;
+  };
+  using kiln::runtime::kernels::detail::channelBlockPool;
+  EXPECT_TRUE(channelBlockPool(args(480, 28, 3, 2)));   // 14x14 outputs
+  EXPECT_TRUE(channelBlockPool(args(832, 7, 3, 1)));
+  EXPECT_TRUE(channelBlockPool(args(192, 28, 3, 1)));   // 28x28
+  EXPECT_FALSE(channelBlockPool(args(192, 35, 3, 1)));  // 35x35: plane by plane
+  EXPECT_FALSE(channelBlockPool(args(64, 112, 3, 2)));  // the stem's 56x56
 }
 
 TEST(Pool2dKernel, NaNWinsAMax) {
