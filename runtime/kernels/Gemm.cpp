@@ -94,6 +94,11 @@ public:
   explicit VectorProducts(const kiln_gemm_args &args)
       : ProductSet(args.batch, args.m, args.n, args.k, false), args_(args) {}
 
+  /// Matrix-vector products stream their matrix, 4 bytes a multiply-add, from memory: a
+  /// second thread reading half of it pays from a 256 KiB matrix on. (At the GEMMs' 2^18,
+  /// MobileNetV3-Large's squeeze-and-excitation layers ran on one thread.)
+  int64_t minParallelMacs() const override { return int64_t{1} << 16; }
+
   void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
            const float *) const override {
     const kiln_gemm_args &g = args_;

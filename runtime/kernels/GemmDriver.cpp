@@ -569,12 +569,14 @@ void runShares(void *ctx, int64_t begin, int64_t end) {
 
 } // namespace
 
+int64_t ProductSet::minParallelMacs() const { return kMinParallelMacs; }
+
 void runProducts(const kiln_rt *rt, const ProductSet &set) {
   if (set.count <= 0 || set.m <= 0 || set.n <= 0)
     return;
   const int threads = threadsOf(rt);
   const double macs = static_cast<double>(set.count) * set.m * set.n * std::max<int64_t>(set.k, 1);
-  if (threads == 1 || macs < static_cast<double>(kMinParallelMacs)) {
+  if (threads == 1 || macs < static_cast<double>(set.minParallelMacs())) {
     for (int64_t index = 0; index < set.count; ++index)
       set.run(index, 0, set.m, 0, set.n, nullptr);
     return;

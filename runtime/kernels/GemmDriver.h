@@ -79,6 +79,9 @@ public:
   /// fast that reading the other core's half of a shared copy cost more than packing one's own
   /// (1x1 2048->512 of 7x7 pixels: 0.48 -> 0.51 ms).
   virtual bool sharesPackedB() const { return false; }
+  /// Multiply-adds below which runProducts runs the set on the calling thread, where waking
+  /// the pool would cost more than it saves.
+  virtual int64_t minParallelMacs() const;
   /// Whether packB works for these products (it must when sharesPackedB()).
   virtual bool canPackB() const { return sharesPackedB(); }
   /// Packs rows [k0, k0 + kc) x columns [x0, x0 + cols) of product `index`'s B into panels

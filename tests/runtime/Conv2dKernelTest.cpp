@@ -176,6 +176,20 @@ TEST(Conv2dKernel, PointwiseReadsTheInputAsB) {
   checkConv({2, 256, 6, 6, 64, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
 }
 
+// Pointwise convolutions of 1x1 images (squeeze-and-excitation after a global pool) run as
+// gemm's matrix-vector products (Conv2d.cpp, singlePixelConv): one image and three, the
+// epilogue seeing each image's channels once, a 960 x 240 layer over two threads; a residual
+// (accumulate) keeps the GEMM.
+TEST(Conv2dKernel, SinglePixelPointwise) {
+  checkConv({1, 24, 1, 1, 40, 1, 1});
+  checkConv({3, 17, 1, 1, 33, 1, 1});
+  ConvCase tc{1, 240, 1, 1, 960, 1, 1};
+  tc.threads = 2;
+  checkConv(tc);
+  tc.accumulate = true;
+  checkConv(tc);
+}
+
 // Pixels that fill whole vectors are read as B's rows where they lie, unpacked (GemmDriver.cpp):
 // 80 pixels (a last panel of one vector), 256, 12544 as MobileNetV2's first pointwise layer,
 // two K blocks, batches, two threads (column shares that may end mid-vector fall back to

@@ -159,6 +159,7 @@ TEST(PostOps, EveryConvolutionPath) {
   residual.accumulate = true;
   checkConvPostOps(residual);                               // pointwise onto a residual
   checkConvPostOps({1, 600, 7, 20, 1, 1, 0, 1});            // pointwise, two K blocks, C^T tiles
+  checkConvPostOps({2, 96, 1, 40, 1, 1, 0, 1, 2});          // pointwise on 1x1 images: gemm's vector products
   checkConvPostOps({1, 3, 23, 20, 3, 2, 1, 1});             // im2col (stem-like)
   checkConvPostOps({1, 32, 16, 32, 3, 1, 1, 1});            // Winograd as gated
   checkConvPostOps({1, 16, 12, 16, 3, 1, 1, 1, 1, KILN_CONV_WEIGHTS_WINOGRAD_F4}); // stored F4
