@@ -78,7 +78,7 @@ template <int Stride> constexpr int64_t chunkColumn(int64_t j, int k) {
 }
 /// Whether some tap of an S-wide kernel reads chunk k.
 template <int S, int Stride> constexpr bool readsChunk(int k) {
-  return Stride == 1 ? true : k == 1 || k == 2 || (k == 0 && S > 1) || (k == 3 && S >= 5);
+  return Stride == 1 ? k < chunkCount<1>() : k == 1 || k == 2 || (k == 0 && S > 1) || (k == 3 && S >= 5);
 }
 
 /// Which lanes of output vector j's chunks lie inside the row: the same for every row.
