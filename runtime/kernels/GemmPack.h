@@ -107,7 +107,8 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 // when they come unpacked (Recurrence.cpp); SparseTaps: a sparse-tap convolution's tap-major
 // weights, gathered pixels and product (Conv2dSparseTaps.cpp); Bf16A, Bf16B: a block of A and
 // of B rounded to bf16 (GemmBf16.h); QConvFloats: the centred input and weights of an int8
-// convolution computed in f32 (QConv2d.cpp). WinogradItem is last.
+// convolution computed in f32 (QConv2d.cpp); PoolBlock: a pool's channel block and outputs
+// (Pool2dBlocks.cpp). PoolBlock is last.
 enum class Scratch {
   PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, Bf16A, Bf16B, QConvFloats,
   WinogradItem, PoolBlock

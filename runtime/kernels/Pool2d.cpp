@@ -49,10 +49,8 @@ constexpr int64_t kMaxPlaneSplitOutputs = 32 * 32;
 /// lane arithmetic and a plane of row windows in the scratch stay small.
 constexpr int64_t kMaxSameSizePlane = int64_t{1} << 20;
 
+using detail::poolTaps;
 using detail::TapRange;
-TapRange taps(int64_t base, int64_t dilation, int64_t kernel, int64_t lo, int64_t hi) {
-  return detail::poolTaps(base, dilation, kernel, lo, hi);
-}
 
 float finishAverage(float sum, int64_t count) {
   return count > 0 ? sum / static_cast<float>(count) : std::numeric_limits<float>::quiet_NaN();
@@ -166,7 +164,7 @@ void maxPool3x3Stride2(const kiln_pool2d_args &a, const float *in, float *out, f
     }
   }
   for (int64_t oh = oh0; oh < oh1; ++oh) {
-    const TapRange rows = taps(oh * 2 - padTop, 1, 3, 0, h);
+    const TapRange rows = poolTaps(oh * 2 - padTop, 1, 3, 0, h);
     float *outRow = out + oh * outWidth;
     for (int64_t ow = 0; ow < outWidth; ow += 16) {
       const __mmask16 lanes = detail::firstLanes(outWidth - ow);
@@ -376,14 +374,12 @@ void poolRows(const kiln_pool2d_args &a, int64_t plane, int64_t oh0, int64_t oh1
     float *out = a.y + plane * a.oh * a.ow;
     for (int64_t oh = oh0; oh < oh1; ++oh) {
       const int64_t baseH = oh * a.stride_h - a.pad_top;
-      const TapRange rows = taps(baseH, a.dilation_h, a.kernel_h, 0, a.h);
-      const TapRange paddedRows = taps(baseH, a.dilation_h, a.kernel_h, -a.pad_top, a.h + a.pad_top);
-      const int64_t paddedRowCount = paddedRows.last - paddedRows.first;
+      const TapRange rows = poolTaps(baseH, a.dilation_h, a.kernel_h, 0, a.h);
       float *outRow = out + oh * a.ow;
 
       auto scalarOutput = [&](int64_t ow) {
         const int64_t baseW = ow * a.stride_w - a.pad_left;
-        const TapRange cols = taps(baseW, a.dilation_w, a.kernel_w, 0, a.w);
+        const TapRange cols = poolTaps(baseW, a.dilation_w, a.kernel_w, 0, a.w);
         float best = minusInf, sum = 0.0f;
         for (int64_t r = rows.first; r < rows.last; ++r) {
           const float *row = in + (baseH + r * a.dilation_h) * a.w + baseW;
@@ -400,10 +396,7 @@ void poolRows(const kiln_pool2d_args &a, int64_t plane, int64_t oh0, int64_t oh1
           outRow[ow] = best;
           return;
         }
-        const TapRange paddedCols = taps(baseW, a.dilation_w, a.kernel_w, -a.pad_left, a.w + a.pad_left);
-        const int64_t count = a.count_include_pad ? paddedRowCount * (paddedCols.last - paddedCols.first)
-                                                  : (rows.last - rows.first) * (cols.last - cols.first);
-        outRow[ow] = finishAverage(sum, count);
+        outRow[ow] = finishAverage(sum, detail::averageCount(a, baseH, baseW));
       };
 
       for (int64_t ow = 0; ow < owLo; ++ow)
@@ -411,8 +404,7 @@ void poolRows(const kiln_pool2d_args &a, int64_t plane, int64_t oh0, int64_t oh1
       int64_t ow = owLo;
 #ifdef __AVX512F__
       if (owLo < owHi && rows.first < rows.last) {
-        const int64_t divisor = a.count_include_pad ? paddedRowCount * a.kernel_w
-                                                    : (rows.last - rows.first) * a.kernel_w;
+        const int64_t divisor = detail::averageCount(a, baseH, owLo * a.stride_w - a.pad_left);
         const Window window{in + (baseH + rows.first * a.dilation_h) * a.w + owLo * a.stride_w - a.pad_left,
                             a.dilation_h * a.w, rows.last - rows.first, a.kernel_w, a.dilation_w, a.stride_w};
         const auto row = interiorRow(a.is_max != 0, a.stride_w);
