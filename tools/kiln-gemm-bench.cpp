@@ -177,17 +177,17 @@ kiln_conv2d_args convShape(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t 
 }
 
 void benchConv(const kiln_rt &rt, const char *name, int64_t c, int64_t hw, int64_t k, int64_t r,
-               int64_t stride, int reps, int64_t groups = 1) {
+               int64_t stride, int reps, int64_t groups = 1, int64_t batch = 1) {
   if (std::string(name).find(onlyLayers) == std::string::npos)
     return;
-  kiln_conv2d_args args = convShape(1, c, hw, k, r, stride, groups);
-  std::vector<float> x = randomVector(static_cast<size_t>(c * hw * hw), 1);
+  kiln_conv2d_args args = convShape(batch, c, hw, k, r, stride, groups);
+  std::vector<float> x = randomVector(static_cast<size_t>(batch * c * hw * hw), 1);
   std::vector<float> w = randomVector(static_cast<size_t>(k * (c / groups) * r * r), 2);
-  std::vector<float> y(static_cast<size_t>(k * args.oh * args.ow));
+  std::vector<float> y(static_cast<size_t>(batch * k * args.oh * args.ow));
   args.x = x.data(), args.weights = w.data(), args.y = y.data();
   args.precision = precision;
   const double seconds = medianSeconds([&] { kiln::runtime::kernels::conv2d(&rt, &args); }, reps);
-  const double flops = 2.0 * k * (c / groups) * r * r * args.oh * args.ow;
+  const double flops = 2.0 * batch * k * (c / groups) * r * r * args.oh * args.ow;
   std::printf("conv %-28s threads %d  %8.3f ms  %7.1f GFLOP/s\n", name, rt.num_threads, seconds * 1e3,
               flops / seconds * 1e-9);
 }
@@ -406,6 +406,11 @@ int main(int argc, char **argv) {
     benchConv(rt, "depthwise 5x5/2 240 28x28", 240, 28, 240, 5, 2, reps, 240);
     benchConv(rt, "depthwise 5x5 120 28x28", 120, 28, 120, 5, 1, reps, 120);
     benchConv(rt, "depthwise 5x5 1152 7x7", 1152, 7, 1152, 5, 1, reps, 1152);
+    // At batch 8 the planes of a layer outgrow L2 (MobileNetV2's, the zoo's mobilenet_v2_b8).
+    benchConv(rt, "depthwise 3x3/2 96 112x112 b8", 96, 112, 96, 3, 2, reps, 96, 8);
+    benchConv(rt, "depthwise 3x3 192 28x28 b8", 192, 28, 192, 3, 1, reps, 192, 8);
+    benchConv(rt, "depthwise 3x3 576 14x14 b8", 576, 14, 576, 3, 1, reps, 576, 8);
+    benchConv(rt, "1x1 32->16 112x112 b8", 32, 112, 16, 1, 1, reps, 1, 8);
     // MobileNetV2's 64 -> 384 pointwise layer (its others are listed above).
     benchConv(rt, "1x1 64->384 14x14", 64, 14, 384, 1, 1, reps);
     // ResNeXt-50 32x4d's grouped layers: 4, 8, 16 and 32 channels per group.

@@ -40,12 +40,16 @@ bool flatPlaneDepthwise(const kiln_conv2d_args &args);
 void depthwiseFlatConv(const kiln_rt *rt, const kiln_conv2d_args &args);
 
 /// Whether a plain depthwise layer on `threads` threads splits its planes by rows, a band of
-/// each per thread, rather than by channels: when a plane has more pixels than channels.
-/// The pointwise convolutions around it then split their GEMMs by pixels, and rows split the
-/// same way find their input in the thread's own cache and leave their output there (split
-/// by channels, MnasNet's 72-channel 56x56 layers ran slower on 2 threads than on 1).
+/// each per thread, rather than by images and channels: when there are fewer images than
+/// threads and a plane has more pixels than channels. The pointwise convolutions around it
+/// then split their GEMMs by pixels, and rows split the same way find their input in the
+/// thread's own cache and leave their output there (split by channels, MnasNet's 72-channel
+/// 56x56 layers ran slower on 2 threads than on 1). With an image or more per thread the
+/// GEMMs split by images, and so must this: split by rows, half of every image came from the
+/// other core, and MobileNetV2's 192-channel 28x28 layer at batch 8 ran no faster on 2
+/// threads than on 1.
 inline bool depthwiseSplitsRows(int64_t threads, const kiln_conv2d_args &args) {
-  return threads > 1 && args.c < args.oh * args.ow;
+  return threads > 1 && args.n < threads && args.c < args.oh * args.ow;
 }
 
 /// Stride-1 depthwise planes with more outputs than this run along their rows (the
