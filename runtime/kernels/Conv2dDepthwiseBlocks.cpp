@@ -128,23 +128,40 @@ void channelBlocks(void *ctx, int64_t begin, int64_t end) {
   float *computed = t + blockFloats, *weights = computed + outputs * kLanes;
   std::fill_n(t, blockFloats, 0.0f);
   const int64_t rowStep = a.stride_h * b.cols * kLanes, pixelStep = a.stride_w * kLanes;
-  for (int64_t item = begin; item < end; ++item) {
+  struct Item {
+    int64_t image, c0, count, oh0, oh1, row0, row1;
+    const float *x;
+  };
+  auto itemAt = [&](int64_t item) {
     // Bands outermost: with bands for the threads, each thread's share is whole bands.
     const int64_t perBand = a.n * blocks;
     const int64_t band = item / perBand, image = item % perBand / blocks, block = item % blocks;
-    const int64_t c0 = block * kLanes, count = std::min(kLanes, a.c - c0);
-    const int64_t oh0 = band * a.oh / job.bands, oh1 = (band + 1) * a.oh / job.bands;
+    Item it{image, block * kLanes, 0, band * a.oh / job.bands, (band + 1) * a.oh / job.bands, 0, 0, nullptr};
+    it.count = std::min(kLanes, a.c - it.c0);
     // The input rows the band's windows reach (padded rows oh0*S .. (oh1 - 1)*S + (R - 1)*dh).
-    const int64_t row0 = std::clamp<int64_t>(oh0 * a.stride_h - a.pad_top, 0, a.h);
-    const int64_t row1 = std::clamp<int64_t>((oh1 - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1 - a.pad_top, 0, a.h);
-    fillChannelBlock(a.x + (image * a.c + c0) * a.h * a.w, a.h, a.w, a.pad_top, a.pad_left, b.cols, count, row0,
-                     std::max(row0, row1), t);
+    it.row0 = std::clamp<int64_t>(it.oh0 * a.stride_h - a.pad_top, 0, a.h);
+    it.row1 = std::max(it.row0, std::clamp<int64_t>((it.oh1 - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1 - a.pad_top, 0, a.h));
+    it.x = a.x + (image * a.c + it.c0) * a.h * a.w;
+    return it;
+  };
+  PlanePrefetch next;
+  for (int64_t item = begin; item < end; ++item) {
+    const Item it = itemAt(item);
+    const int64_t image = it.image, c0 = it.c0, count = it.count, oh0 = it.oh0, oh1 = it.oh1;
+    fillChannelBlock(it.x, a.h, a.w, a.pad_top, a.pad_left, b.cols, count, it.row0, it.row1, t);
+    if (item + 1 < end) {
+      const Item following = itemAt(item + 1);
+      next.start(following.x, a.h * a.w, following.count, a.w, following.row0, following.row1, (oh1 - oh0 + kRows - 1) / kRows);
+    } else {
+      next.start(nullptr, 0, 0, 0, 0, 0, 1);
+    }
     // The block's weights tap-major: 16 floats per tap, zero past the last channel.
     transposeCopy(weights, kLanes, a.weights + c0 * taps, taps, taps, count, kLanes);
     // The block's bias, a lane per channel (none read past the last channel).
     const TilePostOps post = tilePostOps(a.post, false, 0, c0);
     const __m512 bias = a.post.bias ? _mm512_maskz_loadu_ps(firstLanes(count), a.post.bias + c0) : _mm512_setzero_ps();
     for (int64_t oh = oh0; oh < oh1; oh += kRows) {
+      next.step();
       const int64_t rows = std::min<int64_t>(kRows, oh1 - oh);
       const float *row = t + oh * rowStep;
       float *out = computed + oh * a.ow * kLanes;
