@@ -225,7 +225,7 @@ void benchWinograd(const kiln_rt &rt, int64_t n, int64_t c, int64_t hw, int64_t 
 }
 
 void benchPool(const kiln_rt &rt, const char *name, int64_t c, int64_t h, int64_t kernel, int64_t stride, int64_t pad,
-               bool ceilMode, bool isMax, int reps) {
+               bool ceilMode, bool isMax, int reps, int64_t batch = 1) {
   if (!onlyLayers.empty() && std::string(name).find(onlyLayers) == std::string::npos)
     return;
   auto outputSize = [&](int64_t in) {
@@ -236,9 +236,10 @@ void benchPool(const kiln_rt &rt, const char *name, int64_t c, int64_t h, int64_
     return out;
   };
   const int64_t oh = outputSize(h);
-  std::vector<float> x = randomVector(static_cast<size_t>(c * h * h), 1), y(static_cast<size_t>(c * oh * oh));
+  std::vector<float> x = randomVector(static_cast<size_t>(batch * c * h * h), 1);
+  std::vector<float> y(static_cast<size_t>(batch * c * oh * oh));
   kiln_pool2d_args args{};
-  args.n = 1, args.c = c, args.h = args.w = h, args.oh = args.ow = oh;
+  args.n = batch, args.c = c, args.h = args.w = h, args.oh = args.ow = oh;
   args.kernel_h = args.kernel_w = kernel, args.stride_h = args.stride_w = stride;
   args.pad_top = args.pad_left = pad, args.dilation_h = args.dilation_w = 1;
   args.is_max = isMax, args.count_include_pad = 1;
@@ -365,6 +366,10 @@ int main(int argc, char **argv) {
     benchPool(rt, "avg 3x3/1 768ch 17x17", 768, 17, 3, 1, 1, false, false, reps);
     benchPool(rt, "avg 3x3/1 2048ch 8x8", 2048, 8, 3, 1, 1, false, false, reps);
     benchPool(rt, "max 2x2/2 256ch 56x56", 256, 56, 2, 2, 0, false, true, reps);
+    // SqueezeNet's at batch 8 (the zoo's squeezenet_b8), whose planes outgrow the caches.
+    benchPool(rt, "max 3x3/2 ceil 64ch 111x111 b8", 64, 111, 3, 2, 0, true, true, reps, 8);
+    benchPool(rt, "max 3x3/2 ceil 128ch 55x55 b8", 128, 55, 3, 2, 0, true, true, reps, 8);
+    benchPool(rt, "max 3x3/2 ceil 256ch 27x27 b8", 256, 27, 3, 2, 0, true, true, reps, 8);
     return 0;
   }
   if (conv) {
@@ -419,6 +424,11 @@ int main(int argc, char **argv) {
     benchConv(rt, "grouped 3x3 256 28x28 g32", 256, 28, 256, 3, 1, reps, 32);
     benchConv(rt, "grouped 3x3 512 14x14 g32", 512, 14, 512, 3, 1, reps, 32);
     benchConv(rt, "grouped 3x3 1024 7x7 g32", 1024, 7, 1024, 3, 1, reps, 32);
+    // The same at batch 8 (the zoo's resnext50_b8), whose inputs outgrow the caches.
+    benchConv(rt, "grouped 3x3 128 56x56 g32 b8", 128, 56, 128, 3, 1, reps, 32, 8);
+    benchConv(rt, "grouped 3x3 256 28x28 g32 b8", 256, 28, 256, 3, 1, reps, 32, 8);
+    benchConv(rt, "grouped 3x3 512 14x14 g32 b8", 512, 14, 512, 3, 1, reps, 32, 8);
+    benchConv(rt, "grouped 3x3 1024 7x7 g32 b8", 1024, 7, 1024, 3, 1, reps, 32, 8);
     return 0;
   }
   for (int64_t size : sizes)

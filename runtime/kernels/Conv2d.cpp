@@ -55,7 +55,7 @@ bool validConv(const kiln_conv2d_args &a) {
   return a.x && a.weights && a.y;
 }
 
-PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &a) {
+PaddedInput paddedShape(const kiln_conv2d_args &a) {
   // Rows and columns the windows reach, in padded coordinates.
   const int64_t reachH = (a.oh - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1;
   const int64_t reachW = (a.ow - 1) * a.stride_w + (a.s - 1) * a.dilation_w + 1;
@@ -68,6 +68,28 @@ PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &a) {
     return padded;
   }
   padded.plane = padded.height * padded.width;
+  return padded;
+}
+
+void padPlanes(const kiln_conv2d_args &a, const PaddedInput &shape, int64_t first, int64_t count, float *out) {
+  const int64_t width = shape.width;
+  for (int64_t p = first; p < first + count; ++p, out += shape.plane) {
+    const float *in = a.x + p * a.h * a.w;
+    std::fill(out, out + a.pad_top * width, 0.0f);
+    for (int64_t i = 0; i < a.h; ++i) {
+      float *row = out + (a.pad_top + i) * width;
+      std::fill(row, row + a.pad_left, 0.0f);
+      std::copy(in + i * a.w, in + (i + 1) * a.w, row + a.pad_left);
+      std::fill(row + a.pad_left + a.w, row + width, 0.0f);
+    }
+    std::fill(out + (a.pad_top + a.h) * width, out + shape.plane, 0.0f);
+  }
+}
+
+PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &a) {
+  PaddedInput padded = paddedShape(a);
+  if (padded.data)
+    return padded;
   const int64_t planes = a.n * a.c;
   float *data = scratch(Scratch::Conv, static_cast<size_t>(planes * padded.plane));
   struct Job {
@@ -77,19 +99,7 @@ PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &a) {
   } job{a, padded, data};
   auto fill = [](void *ctx, int64_t begin, int64_t end) {
     const Job &j = *static_cast<const Job *>(ctx);
-    const int64_t width = j.padded.width;
-    for (int64_t p = begin; p < end; ++p) {
-      const float *in = j.a.x + p * j.a.h * j.a.w;
-      float *out = j.data + p * j.padded.plane;
-      std::fill(out, out + j.a.pad_top * width, 0.0f);
-      for (int64_t i = 0; i < j.a.h; ++i) {
-        float *row = out + (j.a.pad_top + i) * width;
-        std::fill(row, row + j.a.pad_left, 0.0f);
-        std::copy(in + i * j.a.w, in + (i + 1) * j.a.w, row + j.a.pad_left);
-        std::fill(row + j.a.pad_left + j.a.w, row + width, 0.0f);
-      }
-      std::fill(out + (j.a.pad_top + j.a.h) * width, out + j.padded.plane, 0.0f);
-    }
+    padPlanes(j.a, j.padded, begin, end - begin, j.data + begin * j.padded.plane);
   };
   parallelForIfWorth(rt, planes, planes * padded.plane, int64_t{1} << 16, fill, &job);
   padded.data = data;
@@ -458,6 +468,9 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   case ConvPath::PhasePlanes:
     detail::depthwisePlaneConv(rt, a);
     return;
+  case ConvPath::Grouped:
+    detail::groupedConv(rt, a);
+    return;
   default:
     break;
   }
@@ -465,9 +478,6 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
   switch (path) {
   case ConvPath::Depthwise:
     detail::depthwiseConv(rt, a, padded);
-    return;
-  case ConvPath::Grouped:
-    detail::groupedConv(rt, a, padded);
     return;
   case ConvPath::Direct:
     detail::directConv(rt, a, padded);

@@ -27,6 +27,12 @@ struct PaddedInput {
   int64_t height = 0, width = 0, plane = 0;
 };
 
+/// The padded input's geometry; its data is the input itself when no padding is read, else
+/// null (nothing is built).
+PaddedInput paddedShape(const kiln_conv2d_args &args);
+/// Planes [first, first + count) of the input (n*C + c numbering), padded as `shape` says,
+/// into `out` (count planes, shape.plane floats apart).
+void padPlanes(const kiln_conv2d_args &args, const PaddedInput &shape, int64_t first, int64_t count, float *out);
 /// Builds the padded input in the calling thread's scratch (valid until its next conv2d).
 PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
 
@@ -90,7 +96,7 @@ void directConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInp
 /// channels of a group by four rows at a time (Conv2dGrouped.cpp); parallel over (image,
 /// group, block of four channels); the epilogue sees each block's finished planes.
 bool groupedConvShape(const kiln_conv2d_args &args);
-void groupedConv(const kiln_rt *rt, const kiln_conv2d_args &args, const PaddedInput &input);
+void groupedConv(const kiln_rt *rt, const kiln_conv2d_args &args);
 
 /// Whether most (output, tap) pairs of this one-group convolution read padding (large
 /// dilations on small images: DeepLabV3's ASPP), so that it runs tap by tap over only the

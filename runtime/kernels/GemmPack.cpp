@@ -165,7 +165,7 @@ struct AlignedBlock {
 } // namespace
 
 float *scratch(Scratch slot, size_t floats) {
-  thread_local AlignedBlock blocks[static_cast<int>(Scratch::PoolBlock) + 1];
+  thread_local AlignedBlock blocks[kScratchSlots];
   AlignedBlock &block = blocks[static_cast<int>(slot)];
   if (block.capacity < floats) {
     // Round up so that a slightly larger request later does not reallocate again.

@@ -108,11 +108,12 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 // weights, gathered pixels and product (Conv2dSparseTaps.cpp); Bf16A, Bf16B: a block of A and
 // of B rounded to bf16 (GemmBf16.h); QConvFloats: the centred input and weights of an int8
 // convolution computed in f32 (QConv2d.cpp); PoolBlock: a pool's channel block and outputs
-// (Pool2dBlocks.cpp). PoolBlock is last.
+// (Pool2dBlocks.cpp); GroupPlanes: one group's padded input planes (Conv2dGrouped.cpp).
 enum class Scratch {
   PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, Bf16A, Bf16B, QConvFloats,
-  WinogradItem, PoolBlock
+  WinogradItem, PoolBlock, GroupPlanes
 };
+constexpr int kScratchSlots = static_cast<int>(Scratch::GroupPlanes) + 1; // the last slot's + 1
 float *scratch(Scratch slot, size_t floats);
 
 } // namespace kiln::runtime::kernels::detail

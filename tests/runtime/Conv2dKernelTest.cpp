@@ -321,6 +321,18 @@ TEST(Conv2dKernel, GroupsAndDepthwise) {
   checkConv({1, 1, 12, 12, 6, 5, 5});                       // LeNet's first layer
 }
 
+TEST(Conv2dKernel, GroupedPadsEachGroupInItsThread) {
+  // The grouped path (groupedConvShape: 4 to 16 outputs per group, rows of 14 or more) pads
+  // each (image, group)'s planes when it reaches the group, once for the group's blocks of
+  // four channels that follow on a thread: 8 and 16 outputs per group give 2 and 4 blocks,
+  // odd group and batch counts split a group's blocks between two threads, and pads of 0
+  // read the input in place.
+  checkConv({3, 16, 15, 17, 32, 3, 3, 1, 1, 1, 1, 1, 1, 4, 2});  // 4 groups of 4 -> 8
+  checkConv({2, 30, 9, 20, 48, 3, 3, 1, 2, 0, 1, 2, 1, 3, 2});   // 3 groups of 10 -> 16, uneven pads
+  checkConv({1, 12, 16, 16, 12, 3, 3, 1, 0, 0, 0, 0, 1, 3, 2});  // unpadded: the input in place
+  checkConv({5, 8, 14, 16, 8, 5, 5, 1, 4, 4, 4, 4, 2, 2, 1});    // 5x5 dilated, 1 thread
+}
+
 /// check(case) for a 19x23 depthwise layer of `channels` channels with every kernel size
 /// 3-9 at strides 1 and 2, with and without dilation, "same" pads.
 template <typename Check> void everyDepthwiseWindow(int64_t channels, const Check &check) {
