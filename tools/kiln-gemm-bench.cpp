@@ -426,6 +426,7 @@ int main(int argc, char **argv) {
     benchConv(rt, "grouped 3x3 1024 7x7 g32", 1024, 7, 1024, 3, 1, reps, 32);
     // The same at batch 8 (the zoo's resnext50_b8), whose inputs outgrow the caches.
     benchConv(rt, "grouped 3x3 128 56x56 g32 b8", 128, 56, 128, 3, 1, reps, 32, 8);
+    benchConv(rt, "grouped 3x3/2 256 56x56 g32 b8", 256, 56, 256, 3, 2, reps, 32, 8);
     benchConv(rt, "grouped 3x3 256 28x28 g32 b8", 256, 28, 256, 3, 1, reps, 32, 8);
     benchConv(rt, "grouped 3x3 512 14x14 g32 b8", 512, 14, 512, 3, 1, reps, 32, 8);
     benchConv(rt, "grouped 3x3 1024 7x7 g32 b8", 1024, 7, 1024, 3, 1, reps, 32, 8);
