@@ -346,6 +346,11 @@ int main(int argc, char **argv) {
     benchWinograd(rt, 1, 128, 7, 128, reps);
     benchWinograd(rt, 1, 512, 8, 512, reps);
     benchWinograd(rt, 1, 64, 8, 64, reps);
+    // SqueezeNet's expand layers: few input channels on 55x55 to 13x13 maps.
+    benchWinograd(rt, 1, 16, 55, 64, reps);
+    benchWinograd(rt, 1, 32, 27, 128, reps);
+    benchWinograd(rt, 1, 48, 13, 192, reps);
+    benchWinograd(rt, 1, 64, 13, 256, reps);
     // Wider than 512 x 512: FCN/DeepLab heads and deep layers on small maps.
     benchWinograd(rt, 1, 2048, 32, 512, reps);
     benchWinograd(rt, 1, 1024, 14, 1024, reps);

@@ -53,6 +53,7 @@ struct Plan {
   int64_t stripWidth, stripRows;  // per channel, for the largest block
   int threads;
   const uint16_t *u16 = nullptr;  // instead of u: U stored in bf16, planes uPlaneBf16Of apart
+  int64_t outputParts = 1;        // work items per block, each a share of its output channels
 
   int64_t blocks() const { return ceilDiv(a.n, imagesPerBlock) * blocksPerImage; }
   int64_t firstRow(int64_t block) const { return block * tileRows / blocksPerImage; }

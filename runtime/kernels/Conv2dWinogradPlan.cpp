@@ -89,6 +89,13 @@ constexpr int64_t kMaxWeights = int64_t{1} << 20;
 // won as soon as there is one each: ResNet-50's 3x3 128-channel 28x28 layers (2 blocks) at 2
 // threads, 0.75-0.95 -> 0.68-0.79 ms (6 interleaved runs on Zen 4).
 constexpr int64_t kPhasedBelow = 2, kPhasedBelowWithStoredU = 1;
+// Unless the layer has this many times more output channels than input channels: then each
+// block's output channels are split over the threads instead, every thread transforming the
+// whole block's input for itself. That input transform is small against the GEMMs (C x K per
+// tile), and the phases' two extra joins and the V and M that one core writes and the other
+// reads cost more on such small layers: SqueezeNet's expand layers ran slower on 2 threads than
+// on 1 (kiln-gemm-bench --winograd, F(2,3), 48 -> 192 at 13x13: 0.112 ms on 1, 0.147 on 2).
+constexpr int64_t kSplitOutputsRatio = 2;
 
 } // namespace
 
@@ -111,8 +118,12 @@ Plan makePlan(const kiln_conv2d_args &a, int threads, int tile) {
   const bool storedU = winogradTileOfLayout(a.weights_layout) == tile;
   const int64_t phasedBelow = storedU ? kPhasedBelowWithStoredU : kPhasedBelow;
   if (threads > 1 && blocks < phasedBelow * threads && a.k >= 2 * kEpilogueRows * threads) {
-    // Few blocks of a deep layer: the threads share every block, phase by phase.
-    p.phased = true;
+    // Few blocks of a deep layer: the threads share every block, by its output channels when
+    // they far outnumber its input channels, else phase by phase.
+    if (a.k >= kSplitOutputsRatio * a.c)
+      p.outputParts = threads;
+    else
+      p.phased = true;
   } else if (threads > 1 && blocks < 8 * threads && blocks % threads != 0) {
     // Few items: make their count a multiple of the threads so that no thread idles.
     if (p.imagesPerBlock > 1) {

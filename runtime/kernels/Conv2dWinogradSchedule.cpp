@@ -6,7 +6,9 @@
 // layers is far larger than V and M) and otherwise as many as keep V (alpha^2 x C x T) and
 // M (alpha^2 x K x T) in L2. Items are split evenly over the threads; with fewer blocks than
 // threads (than two per thread when U is transformed per call), the threads instead share
-// every block phase by phase (runPhased). Inside an item everything runs on one thread:
+// every block: by its output channels when there are at least twice as many as input
+// channels (Plan::outputParts items per block, each transforming the block's whole input),
+// else phase by phase (runPhased). Inside an item everything runs on one thread:
 // the input transform reads a zero-padded strip of the block's input rows (one channel at a
 // time, so the strip lives in L1), which handles any padding and the partial tiles at the
 // bottom and right; the alpha^2 GEMMs run through the blocked driver; the output transform
@@ -80,23 +82,35 @@ void multiplyBlock(const Plan &p, const Block &b, int64_t xi0, int64_t xi1, int6
 // ---------------------------------------------------------------------------------------------
 // Block by block: each block one work item, all three steps on one thread.
 
-void runItem(const Plan &p, int64_t block) {
+/// Output channels [k0, k1) of block `block`, from the whole block's input (Plan::outputParts
+/// items per block: each transforms that input for itself).
+void runItem(const Plan &p, int64_t block, int64_t k0, int64_t k1) {
   const Block b(p, block);
-  if (b.empty())
+  if (b.empty() || k0 >= k1)
     return;
   const int64_t maxTiles = p.maxTiles();
   float *v = itemScratch(static_cast<size_t>(p.blockFloats() + p.stripFloats() + 32));
   float *m = v + p.points * p.a.c * maxTiles;
   float *strip = m + p.points * p.a.k * maxTiles;
   transformBlockInput(p, b, 0, p.a.c, v, strip);
-  multiplyBlock(p, b, 0, p.points, 0, p.a.k, v, m);
-  transformBlockOutput(p, b, 0, p.a.k, m);
+  multiplyBlock(p, b, 0, p.points, k0, k1, v, m);
+  transformBlockOutput(p, b, k0, k1, m);
 }
+
+/// Work item `item`: a block, or one of its Plan::outputParts shares of output channels (whole
+/// epilogue chunks).
+void runItem(const Plan &p, int64_t item) {
+  const int64_t parts = p.outputParts, part = item % parts, chunks = ceilDiv(p.a.k, kEpilogueRows);
+  runItem(p, item / parts, std::min(p.a.k, part * chunks / parts * kEpilogueRows),
+          std::min(p.a.k, (part + 1) * chunks / parts * kEpilogueRows));
+}
+
+int64_t itemCount(const Plan &p) { return p.blocks() * p.outputParts; }
 
 void runShare(void *ctx, int64_t begin, int64_t end) {
   const Plan &p = *static_cast<const Plan *>(ctx);
   for (int64_t part = begin; part < end; ++part)
-    for (int64_t item = part * p.blocks() / p.threads; item < (part + 1) * p.blocks() / p.threads; ++item)
+    for (int64_t item = part * itemCount(p) / p.threads; item < (part + 1) * itemCount(p) / p.threads; ++item)
       runItem(p, item);
 }
 
@@ -186,10 +200,10 @@ void runPhased(const kiln_rt *rt, const Plan &plan) {
 void runItems(const kiln_rt *rt, Plan &plan) {
   if (plan.phased)
     runPhased(rt, plan);
-  else if (plan.threads > 1 && plan.blocks() > 1)
-    parallelForBalanced(rt, plan.blocks(), 1, runItemRange, &plan);
+  else if (plan.threads > 1 && itemCount(plan) > 1)
+    parallelForBalanced(rt, itemCount(plan), 1, runItemRange, &plan);
   else
-    for (int64_t item = 0; item < plan.blocks(); ++item)
+    for (int64_t item = 0; item < itemCount(plan); ++item)
       runItem(plan, item);
 }
 

@@ -228,6 +228,18 @@ TEST(Conv2dWinograd, BlocksOfTileRowsAndPhases) {
   checkBothTiles({2, 80, 30, 30, 72, 1, 1, 1, 1, 2});
 }
 
+TEST(Conv2dWinograd, OutputChannelsSplitOverThreads) {
+  // Few blocks of a layer with at least twice as many output channels as input channels
+  // (SqueezeNet's expand layers): each thread transforms the whole block's input and takes a
+  // share of whole 16-channel epilogue chunks, with U transformed per call (shared) and stored,
+  // on two and three threads; 100 channels are 7 chunks, the last partial, split 2, 2 and 3.
+  for (bool stored : {false, true}) {
+    checkBothTiles({1, 20, 13, 13, 72, 1, 1, 1, 1, 2, false, stored});
+    checkBothTiles({1, 24, 11, 12, 100, 1, 0, 2, 1, 3, false, stored});
+    checkBothTiles({2, 16, 6, 6, 96, 1, 1, 1, 1, 2, false, stored}); // a block of both images
+  }
+}
+
 TEST(Conv2dWinograd, WeightsTransformedAhead) {
   WinogradCase below{1, 17, 9, 9, 19}; // below the gate: conv2d goes by the layout alone
   below.packedWeights = true;
