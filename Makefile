@@ -190,15 +190,17 @@ bench-ddp: deps $(BUILD)/build.ninja
 	  mpirun --oversubscribe -np 2 $(BUILD)/kiln-ddp-bench --data-parallel --batch $(DDP_BATCH) --threads 1
 	@echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"
 
-# The model zoo (bench/zoo/models.py, about 58 models from torchvision and torch.nn) beside ONNX
+# The model zoo (bench/zoo/models.py, 62 models from torchvision and torch.nn) beside ONNX
 # Runtime and PyTorch eager at 1 and 2 threads: exported and checked once, then timed in
 # interleaved rounds; writes the zoo section of bench/results.md. A separate target because the
-# whole zoo takes over an hour here: `make bench-zoo ZOO_NAMES=small` for the small models.
+# whole zoo takes over an hour here (40 minutes at 2 rounds): `make bench-zoo ZOO_NAMES=small`
+# for the small models; `ZOO_FLAGS=--update` re-measures ZOO_NAMES and keeps the other rows.
 ZOO_NAMES ?= all
 ZOO_ROUNDS ?= 3
+ZOO_FLAGS ?=
 .PHONY: bench-zoo
 bench-zoo: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target kiln-run
 	bash scripts/install-peers.sh
-	/usr/bin/python3 bench/zoo/bench_zoo.py --names $(ZOO_NAMES) --rounds $(ZOO_ROUNDS) \
+	/usr/bin/python3 bench/zoo/bench_zoo.py --names $(ZOO_NAMES) --rounds $(ZOO_ROUNDS) $(ZOO_FLAGS) \
 	  --zoo $(abspath $(BUILD)/zoo) --kiln-bin $(abspath $(BUILD)) --out bench/results.md

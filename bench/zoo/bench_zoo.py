@@ -4,13 +4,15 @@
 bench/results.md (between its zoo markers, leaving the rest of the file as it is).
 
 usage: bench_zoo.py [--names A,B|all|small] [--threads 1,2] [--rounds R] [--zoo DIR]
-                    [--kiln-bin DIR] [--node-modules DIR] [--out FILE] [--no-torch]
+                    [--kiln-bin DIR] [--node-modules DIR] [--out FILE] [--no-torch] [--update]
 
 Per model: export (cached in --zoo), check kiln's compiled output against PyTorch's (rtol 1e-4,
 atol 1e-5 times the output's largest magnitude, at least 1e-5: untrained activations grow
 large), then rounds of kiln, ORT and PyTorch interleaved, each in its own process; a figure is
 the median of the per-round medians. Peak RSS: kiln-run's and ORT's own process (the Node.js
 runtime included for ORT). Only ratios of one run mean anything on a shared machine.
+--update re-measures only --names and keeps every other model's row of the zoo section already
+in --out (the header then names the models re-measured, and when).
 """
 import argparse
 import math
@@ -100,6 +102,30 @@ class Zoo:
         return {"median_ms": field(out, "torch_ms")} if out else None
 
 
+def cell(text):
+    """A table cell's number (bold or not), or None for '-'."""
+    text = text.strip().strip("*")
+    return None if text in ("", "-") else float(text)
+
+
+def previous_rows(path, threads_list):
+    """The zoo section already in `path`, per model: whether its check passed, its two table
+    rows as they stand, and its kiln/ORT and kiln/PyTorch ratios per thread count (for the
+    family means); {} when there is none."""
+    text = open(path).read() if os.path.exists(path) else ""
+    if BEGIN not in text or END not in text:
+        return {}
+    rows = {}
+    for line in text[text.index(BEGIN):text.index(END)].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 + 5 * len(threads_list) and cells[2] in ("ok", "**mismatch**"):
+            ratios = {t: (cell(cells[6 + 5 * i]), cell(cells[7 + 5 * i])) for i, t in enumerate(threads_list)}
+            rows[cells[0]] = {"ok": cells[2] == "ok", "row": line, "ratios": ratios, "memory": None}
+        elif len(cells) == 6 and cells[0] in rows:
+            rows[cells[0]]["memory"] = line
+    return rows
+
+
 def median_of(rounds, key):
     values = [r[key] for r in rounds if r and r.get(key) is not None]
     return statistics.median(values) if values else None
@@ -130,6 +156,7 @@ def main():
         os.environ.get("KILN_PEERS_CACHE", os.path.expanduser("~/.cache/kiln-peers")), "node_modules"))
     parser.add_argument("--out", default=os.path.join(REPO, "bench", "results.md"))
     parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--update", action="store_true")
     args = parser.parse_args()
 
     zoo = models.zoo()
@@ -160,9 +187,26 @@ def main():
                     samples.setdefault((name, threads, engine), []).append(result)
             log(f"round {rnd + 1}/{args.rounds}: {name}")
 
-    lines = [BEGIN, "## Model zoo", "",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M')} ({(time.time() - started) / 60:.1f} min); "
-             f"{args.rounds} rounds, engines interleaved, median of per-round medians (ms)",
+    measured = list(names)
+    kept = previous_rows(args.out, threads_list) if args.update else {}
+    kept = {name: row for name, row in kept.items() if name not in measured and name in zoo}
+    for name, row in kept.items():
+        checks[name] = (row["ok"], "kept")
+    names = [name for name in zoo if name in measured or name in kept]
+    date_line = (f"- date: {time.strftime('%Y-%m-%d %H:%M')} ({(time.time() - started) / 60:.1f} min); "
+                 f"{args.rounds} rounds, engines interleaved, median of per-round medians (ms)")
+    if kept:
+        date_line = (f"- {', '.join(measured)} re-measured {time.strftime('%Y-%m-%d %H:%M')} "
+                     f"({(time.time() - started) / 60:.1f} min, {args.rounds} rounds); the other rows are kept from "
+                     f"the run before, whose line follows")
+        before = []
+        for line in open(args.out).read().split(BEGIN, 1)[1].splitlines():
+            if line.startswith("- models:"):
+                break
+            if line.startswith("- "):
+                before.append(line.replace("- date:", "- the run before:", 1))
+        date_line = "\n".join([date_line] + before)
+    lines = [BEGIN, "## Model zoo", "", date_line,
              "- models: `bench/zoo/models.py` (torchvision 0.14 and PyTorch modules, seeded random weights), "
              "exported at opset 17; inputs from the export, the same for every engine",
              "- check: kiln compiled against PyTorch's output, rtol 1e-4, atol 1e-5 x max|y|", ""]
@@ -171,6 +215,12 @@ def main():
     lines += [header, "|" + " --- |" * (3 + 5 * len(threads_list))]
     families = {}
     for name in names:
+        if name in kept:  # its row as the run before printed it, and that run's ratios
+            lines.append(kept[name]["row"])
+            for t in threads_list:
+                families.setdefault(zoo[name].family, {}).setdefault(t, []).append(kept[name]["ratios"][t][0])
+                families[zoo[name].family].setdefault(f"torch{t}", []).append(kept[name]["ratios"][t][1])
+            continue
         row = [name, zoo[name].family, "ok" if checks[name][0] else "**mismatch**"]
         for t in threads_list:
             k = median_of(samples.get((name, t, "kiln"), []), "median_ms")
@@ -197,6 +247,10 @@ def main():
               "", "| model | weights | arena | kiln peak | limit 1.3x(w+a)+64 | ORT peak |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     mb = lambda b: None if b is None else b / 1e6
     for name in names:
+        if name in kept:
+            if kept[name]["memory"]:
+                lines.append(kept[name]["memory"])
+            continue
         k = samples.get((name, threads_list[0], "kiln"), [])
         o = samples.get((name, threads_list[0], "ort"), [])
         w, a = median_of(k, "weight_bytes"), median_of(k, "arena_bytes")
