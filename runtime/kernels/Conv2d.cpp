@@ -4,8 +4,9 @@
 // row = output channel and col = oh*OW + ow, as the ABI promises.
 //
 // No im2col matrix is ever built: Im2colSource packs the driver's B panels (kc x 64) straight
-// from the input, and the padding is written out once per call (padInput) so that the packer
-// is a plain strided copy per output-row segment. 1x1 stride-1 unpadded convolutions read the
+// from the input, and the padding is written out first so that the packer is a plain strided
+// copy per output-row segment: once per call for one image (padInput), per image by the
+// thread that reaches it for a batch (paddedImage). 1x1 stride-1 unpadded convolutions read the
 // input as the B matrix itself; one input channel per group goes to the direct depthwise loop;
 // 3x3 stride-1 convolutions with enough channels and pixels go to Winograd (F(2x2, 3x3) or
 // F(4x4, 3x3)); few output channels over enough taps go to direct tiles of output pixels
@@ -255,34 +256,57 @@ private:
   const PaddedInput &padded_;
 };
 
-/// Calls fn(weights, pixels) with the GEMM operands of product `index` = (image, group).
+/// Calls fn(weights, pixels) with the GEMM operands of product `index` = (image, group);
+/// `paddedImage` is the image's padded planes (unread for a pointwise convolution, and when
+/// only the sources' shapes are asked).
 template <typename Fn>
-auto withSources(const kiln_conv2d_args &a, const PaddedInput &padded, bool pointwise, int64_t index, Fn &&fn) {
+auto withSources(const kiln_conv2d_args &a, const PaddedInput &padded, bool pointwise, int64_t index,
+                 const float *paddedImage, Fn &&fn) {
   const int64_t image = index / a.groups, group = index % a.groups;
   const int64_t groupOutputs = a.k / a.groups, depth = a.c / a.groups * a.r * a.s;
   const detail::DenseSource weights(a.weights + group * groupOutputs * depth, 1, depth);
-  const int64_t firstChannel = image * a.c + group * (a.c / a.groups);
+  const int64_t groupChannel = group * (a.c / a.groups);
   if (pointwise)
-    return fn(weights, detail::DenseSource(a.x + firstChannel * a.h * a.w, a.h * a.w, 1));
-  return fn(weights, Im2colSource(padded.data + firstChannel * padded.plane, a, padded));
+    return fn(weights, detail::DenseSource(a.x + (image * a.c + groupChannel) * a.h * a.w, a.h * a.w, 1));
+  return fn(weights, Im2colSource(paddedImage + groupChannel * padded.plane, a, padded));
+}
+
+/// The padded planes of image `image`: in the whole batch's padded input, or, where padding is
+/// deferred to the products (`call` != 0: a batch of several images), padded into this
+/// thread's scratch, once per call and image on each thread. Padded whole ahead of the GEMMs,
+/// a batch's copy outgrew the caches (FCN-ResNet50's dilated 512-channel layers at batch 4:
+/// 10.6 MB), went to memory and was read back, and added to the peak resident set.
+const float *paddedImage(const kiln_conv2d_args &a, const PaddedInput &padded, uint64_t call, int64_t image) {
+  if (!call)
+    return padded.data + image * a.c * padded.plane;
+  thread_local uint64_t paddedCall = 0;
+  thread_local int64_t paddedImageIndex = -1;
+  float *planes = detail::scratch(detail::Scratch::Conv, static_cast<size_t>(a.c * padded.plane));
+  if (paddedCall != call || paddedImageIndex != image) {
+    detail::padPlanes(a, padded, image * a.c, a.c, planes);
+    paddedCall = call, paddedImageIndex = image;
+  }
+  return planes;
 }
 
 class ConvProducts final : public detail::ProductSet {
 public:
   // Weights stored as bf16 rows are read as A where they lie: never swapped.
-  ConvProducts(const kiln_conv2d_args &a, const PaddedInput &padded, bool pointwise)
+  // `deferredCall` != 0: padded has the geometry only, and each product pads its image
+  // (paddedImage).
+  ConvProducts(const kiln_conv2d_args &a, const PaddedInput &padded, bool pointwise, uint64_t deferredCall = 0)
       : ProductSet(a.n * a.groups, a.k / a.groups, a.oh * a.ow, a.c / a.groups * a.r * a.s,
                    a.weights_layout != KILN_CONV_WEIGHTS_BF16_ROWS &&
-                       withSources(a, padded, pointwise, 0,
+                       withSources(a, padded, pointwise, 0, padded.data,
                                    [&](const detail::PanelSource &weights, const detail::PanelSource &pixels) {
                                      return detail::chooseSwap(a.k / a.groups, a.oh * a.ow, weights, pixels);
                                    })),
-        a_(a), padded_(padded), pointwise_(pointwise) {}
+        a_(a), padded_(padded), pointwise_(pointwise), deferredCall_(deferredCall) {}
 
   void run(int64_t index, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
            const float *packedB) const override {
     const int64_t image = index / a_.groups, group = index % a_.groups;
-    withSources(a_, padded_, pointwise_, index,
+    withSources(a_, padded_, pointwise_, index, imageOf(index),
                 [&](const detail::PanelSource &weights, const detail::PanelSource &pixels) {
                   detail::Product product;
                   product.m = m;
@@ -315,15 +339,21 @@ public:
   bool sharesPackedB() const override { return !pointwise_; }
   bool canPackB() const override { return true; }
   void packB(int64_t index, float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const override {
-    withSources(a_, padded_, pointwise_, index, [&](const detail::PanelSource &, const detail::PanelSource &pixels) {
-      pixels.packPanels(dst, k0, kc, x0, cols);
-    });
+    withSources(a_, padded_, pointwise_, index, imageOf(index),
+                [&](const detail::PanelSource &, const detail::PanelSource &pixels) {
+                  pixels.packPanels(dst, k0, kc, x0, cols);
+                });
   }
 
 private:
+  const float *imageOf(int64_t index) const {
+    return pointwise_ ? nullptr : paddedImage(a_, padded_, deferredCall_, index / a_.groups);
+  }
+
   const kiln_conv2d_args &a_;
   const PaddedInput padded_;
   bool pointwise_;
+  uint64_t deferredCall_;
 };
 
 } // namespace
@@ -473,6 +503,12 @@ void conv2d(const kiln_rt *rt, const kiln_conv2d_args *args) {
     return;
   default:
     break;
+  }
+  if (path == ConvPath::Im2colGemm && a.n > 1) {
+    // A batch: each product pads its own image when its thread reaches it (paddedImage).
+    const PaddedInput shape = detail::paddedShape(a);
+    detail::runProducts(rt, ConvProducts(a, shape, false, shape.data ? 0 : detail::nextCallNumber()));
+    return;
   }
   const PaddedInput padded = detail::padInput(rt, a);
   switch (path) {

@@ -321,6 +321,16 @@ TEST(Conv2dKernel, GroupsAndDepthwise) {
   checkConv({1, 1, 12, 12, 6, 5, 5});                       // LeNet's first layer
 }
 
+TEST(Conv2dKernel, BatchesPadEachImageInTheProducts) {
+  // On the im2col GEMM path a batch's products pad their own image when their thread reaches
+  // it (paddedImage), not the whole batch ahead: several images, threads, strides, dilations,
+  // uneven pads, groups (several products per image), and no padding at all.
+  checkConv({3, 8, 13, 11, 40, 3, 3, 2, 1, 2, 0, 1, 2, 1, 2});   // stride 2, dilation 2, 2 threads
+  checkConv({4, 12, 9, 10, 12, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2});   // 2 groups of 6 -> 6
+  checkConv({2, 6, 12, 12, 36, 5, 5, 1, 2, 2, 2, 2, 1, 1, 3});   // 5x5, 3 threads
+  checkConv({3, 5, 8, 9, 36, 3, 3, 1, 0, 0, 0, 0, 1, 1, 2});     // unpadded: the input itself
+}
+
 TEST(Conv2dKernel, GroupedPadsEachGroupInItsThread) {
   // The grouped path (groupedConvShape: 4 to 16 outputs per group, rows of 14 or more) pads
   // each (image, group)'s planes when it reaches the group, once for the group's blocks of
