@@ -87,6 +87,18 @@ void padPlanes(const kiln_conv2d_args &a, const PaddedInput &shape, int64_t firs
   }
 }
 
+const float *paddedPlanes(const kiln_conv2d_args &a, const PaddedInput &shape, uint64_t call, int64_t first,
+                          int64_t count) {
+  thread_local uint64_t paddedCall = 0;
+  thread_local int64_t paddedFirst = -1;
+  float *planes = scratch(Scratch::Conv, static_cast<size_t>(count * shape.plane));
+  if (paddedCall != call || paddedFirst != first) {
+    padPlanes(a, shape, first, count, planes);
+    paddedCall = call, paddedFirst = first;
+  }
+  return planes;
+}
+
 PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &a) {
   PaddedInput padded = paddedShape(a);
   if (padded.data)
@@ -272,21 +284,11 @@ auto withSources(const kiln_conv2d_args &a, const PaddedInput &padded, bool poin
 }
 
 /// The padded planes of image `image`: in the whole batch's padded input, or, where padding is
-/// deferred to the products (`call` != 0: a batch of several images), padded into this
-/// thread's scratch, once per call and image on each thread. Padded whole ahead of the GEMMs,
-/// a batch's copy outgrew the caches (FCN-ResNet50's dilated 512-channel layers at batch 4:
-/// 10.6 MB), went to memory and was read back, and added to the peak resident set.
+/// deferred to the products (`call` != 0: a batch of several images), padded by the thread
+/// that reaches them (paddedPlanes; FCN-ResNet50's dilated 512-channel layers at batch 4
+/// padded 10.6 MB ahead).
 const float *paddedImage(const kiln_conv2d_args &a, const PaddedInput &padded, uint64_t call, int64_t image) {
-  if (!call)
-    return padded.data + image * a.c * padded.plane;
-  thread_local uint64_t paddedCall = 0;
-  thread_local int64_t paddedImageIndex = -1;
-  float *planes = detail::scratch(detail::Scratch::Conv, static_cast<size_t>(a.c * padded.plane));
-  if (paddedCall != call || paddedImageIndex != image) {
-    detail::padPlanes(a, padded, image * a.c, a.c, planes);
-    paddedCall = call, paddedImageIndex = image;
-  }
-  return planes;
+  return call ? detail::paddedPlanes(a, padded, call, image * a.c, a.c) : padded.data + image * a.c * padded.plane;
 }
 
 class ConvProducts final : public detail::ProductSet {

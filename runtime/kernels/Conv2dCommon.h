@@ -33,6 +33,13 @@ PaddedInput paddedShape(const kiln_conv2d_args &args);
 /// Planes [first, first + count) of the input (n*C + c numbering), padded as `shape` says,
 /// into `out` (count planes, shape.plane floats apart).
 void padPlanes(const kiln_conv2d_args &args, const PaddedInput &shape, int64_t first, int64_t count, float *out);
+/// Planes [first, first + count) padded into this thread's Scratch::Conv, once per call and
+/// first plane on each thread (`call`: a nextCallNumber() of the conv2d call), for paths that
+/// pad a batch's planes as their threads reach them instead of all ahead (padInput): that
+/// copy outgrew the caches at batch 4-8, went to memory and was read back, and counted in the
+/// peak resident set (Conv2dGrouped.cpp, and conv2d's im2col GEMM).
+const float *paddedPlanes(const kiln_conv2d_args &args, const PaddedInput &shape, uint64_t call, int64_t first,
+                          int64_t count);
 /// Builds the padded input in the calling thread's scratch (valid until its next conv2d).
 PaddedInput padInput(const kiln_rt *rt, const kiln_conv2d_args &args);
 

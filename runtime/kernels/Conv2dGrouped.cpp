@@ -10,9 +10,9 @@
 // channel of the group loads four input vectors (one per row, from the padded input) and
 // feeds them to 16 FMAs, one chain per (channel, row), with each channel's weight broadcast. The epilogue sees each finished block of four channels.
 //
-// Each work item pads its group's input planes into its thread's scratch (once for the group's
-// blocks that follow one another on a thread), where they stay in L1/L2 while its blocks read
-// them. Padded for the whole batch at once, as the GEMM paths' packers want it, the copy
+// Each work item has its group's input planes padded in its thread's scratch (paddedPlanes:
+// once for the group's blocks that follow one another on a thread), where they stay in L1/L2
+// while its blocks read them. Padded for the whole batch at once, as the GEMM paths' packers want it, the copy
 // outgrew the caches at batch 8 (13.8 MB for ResNeXt's 128-channel 56x56 layer), was written to
 // memory and read back, and the layer ran at half its batch-1 speed per image.
 #include <algorithm>
@@ -20,7 +20,6 @@
 #include "runtime/kernels/Conv2dChannelRows.h"
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
-#include "runtime/kernels/GemmPack.h" // scratch
 
 namespace kiln::runtime::kernels::detail {
 
@@ -41,6 +40,7 @@ struct GroupedJob {
   const kiln_conv2d_args &a;
   PaddedInput input; // its geometry; data is the input itself when no padding is read, else null
   int64_t blocksPerGroup;
+  uint64_t call;     // paddedPlanes' key, when input.data is null
 };
 
 #ifdef __AVX512F__
@@ -61,18 +61,13 @@ void groupedBlocks(void *ctx, int64_t begin, int64_t end) {
   const kiln_conv2d_args &a = job.a;
   const PaddedInput &in = job.input;
   const int64_t inputs = a.c / a.groups, outputs = a.k / a.groups, taps = a.r * a.s, outPlane = a.oh * a.ow;
-  float *planes = in.data ? nullptr : scratch(Scratch::GroupPlanes, static_cast<size_t>(inputs * in.plane));
-  int64_t padded = -1; // the (image, group) whose planes `planes` holds
   for (int64_t item = begin; item < end; ++item) {
     const int64_t block = item % job.blocksPerGroup, imageGroup = item / job.blocksPerGroup;
     const int64_t image = imageGroup / a.groups, group = imageGroup % a.groups;
     const int64_t first = group * outputs + block * kChannels;
     const int64_t firstPlane = image * a.c + group * inputs;
-    if (planes && padded != imageGroup) {
-      padPlanes(a, in, firstPlane, inputs, planes);
-      padded = imageGroup;
-    }
-    const float *source = planes ? planes : in.data + firstPlane * in.plane;
+    const float *source =
+        in.data ? in.data + firstPlane * in.plane : paddedPlanes(a, in, job.call, firstPlane, inputs);
     const float *weights = a.weights + first * inputs * taps;
     float *out = a.y + (image * a.k + first) * outPlane;
 #ifdef __AVX512F__
@@ -109,7 +104,7 @@ bool groupedConvShape(const kiln_conv2d_args &a) {
 
 void groupedConv(const kiln_rt *rt, const kiln_conv2d_args &a) {
   const int64_t blocksPerGroup = a.k / a.groups / kChannels;
-  GroupedJob job{a, paddedShape(a), blocksPerGroup};
+  GroupedJob job{a, paddedShape(a), blocksPerGroup, nextCallNumber()};
   const int64_t items = a.n * a.groups * blocksPerGroup;
   const int64_t macs = a.n * a.k * (a.c / a.groups) * a.r * a.s * a.oh * a.ow;
   parallelForIfWorth(rt, items, macs, int64_t{1} << 18, groupedBlocks, &job);

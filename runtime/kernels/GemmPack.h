@@ -101,19 +101,21 @@ inline void packColumns(float *dst, const float *src, int64_t ld, int64_t kc, in
 /// 64-byte aligned, and from 2 MiB on huge pages. The weight gradient's channels-last copies
 /// (25 MB for a ResNet stem at batch 8) took a TLB miss every 4 KiB otherwise: that kernel ran
 /// 24 ms on 4 KiB pages against 15.6 ms on huge ones.
-// SharedB: the calling thread's B packed for all threads (runProducts); WinogradShared: its V
+// SharedB: the calling thread's B packed for all threads (runProducts); Conv: a convolution's
+// padded input, whole (padInput) or a few planes at a time (paddedPlanes), or Winograd's U
+// transformed per call; WinogradShared: its V
 // and M of Winograd blocks that all threads work on; Depthwise: one plane's padded phases
 // (Conv2dDepthwise.cpp); Recurrence: a recurrence's state for all threads, and its weights
 // when they come unpacked (Recurrence.cpp); SparseTaps: a sparse-tap convolution's tap-major
 // weights, gathered pixels and product (Conv2dSparseTaps.cpp); Bf16A, Bf16B: a block of A and
 // of B rounded to bf16 (GemmBf16.h); QConvFloats: the centred input and weights of an int8
 // convolution computed in f32 (QConv2d.cpp); PoolBlock: a pool's channel block and outputs
-// (Pool2dBlocks.cpp); GroupPlanes: one group's padded input planes (Conv2dGrouped.cpp).
+// (Pool2dBlocks.cpp). PoolBlock is last.
 enum class Scratch {
   PackedA, PackedB, SharedB, Conv, WinogradShared, Depthwise, Recurrence, SparseTaps, Bf16A, Bf16B, QConvFloats,
-  WinogradItem, PoolBlock, GroupPlanes
+  WinogradItem, PoolBlock
 };
-constexpr int kScratchSlots = static_cast<int>(Scratch::GroupPlanes) + 1; // the last slot's + 1
+constexpr int kScratchSlots = static_cast<int>(Scratch::PoolBlock) + 1; // the last slot's + 1
 float *scratch(Scratch slot, size_t floats);
 
 } // namespace kiln::runtime::kernels::detail
