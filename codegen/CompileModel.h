@@ -37,9 +37,21 @@ struct CompileOptions {
   std::string symbolPrefix;
   /// What GEMMs and GEMM-computed convolutions multiply in (EmitOptions::precision).
   ContractionPrecision precision = ContractionPrecision::F32;
+  /// Batch tiling (ir/BatchTiling.h): the rows of the batch (axis 0 of the inputs) the kernels
+  /// compute per run, the runtime running a whole batch as tiles (runtime/Executable.h).
+  /// kBatchTileAuto: chooseBatchTile decides, and a graph that is not batch-separable runs
+  /// whole; kBatchTileOff: whole; N > 0: tiles of N rows, and a graph that is not separable,
+  /// or whose batch is not a multiple of N, is a kiln::Error naming why.
+  int64_t batchTile = kBatchTileAuto;
+  static constexpr int64_t kBatchTileAuto = 0, kBatchTileOff = -1;
   CompilerOptions compiler;
   runtime::ExecutableOptions runtime;
 };
+
+/// The tile lowerGraph compiles `graph` for under `options` (CompileOptions::batchTile), or 0
+/// to run it whole; `why`, when given, gets a sentence saying why (for kiln-dump and kiln-run's
+/// --stats). A symbolic batch is always tiled: one compile then serves every size.
+int64_t chooseBatchTile(const ir::Graph &graph, const CompileOptions &options, std::string *why = nullptr);
 
 /// The graph after the pipeline, its memory plan and its C++ source.
 struct LoweredModel {

@@ -113,8 +113,10 @@ LoweredModel lowerTrainingGraph(const ir::Graph &graph, const std::vector<ParamU
     outputsOverParams.emplace_back(update.output, update.name);
   // The parameters change between runs, in their own storage: none may be repacked at load.
   // Convolutions are exact sums: Winograd's rounding skews gradients (EmitOptions).
-  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, outputsOverParams,
-                            {/*paramsChange=*/true, /*exactConvolutions=*/true});
+  EmitOptions emit;
+  emit.paramsChange = true;
+  emit.exactConvolutions = true;
+  lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, outputsOverParams, emit);
   return lowered;
 }
 

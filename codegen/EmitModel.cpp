@@ -308,6 +308,15 @@ private:
     if (!launchLines_.empty())
       text += fmt::format("static const kiln_launch {}[{}] = {{\n{}\n}};\n", launchesTable, launchLines_.size(),
                           fmt::join(launchLines_, "\n"));
+    const EmitOptions::BatchTiling &tiling = options_.batchTiling;
+    std::string batchedTable = prefix_ + "kiln_batched_inputs";
+    if (tiling.tile > 0) {
+      if (tiling.batchedInputs.size() != inputs.size())
+        fail("emitModel: batch tiling flags {} inputs, the graph has {}", tiling.batchedInputs.size(), inputs.size());
+      std::vector<int> flags(tiling.batchedInputs.begin(), tiling.batchedInputs.end());
+      flags.resize(std::max<size_t>(flags.size(), 1)); // a C array has at least one element
+      text += fmt::format("static const int32_t {}[{}] = {{{}}};\n", batchedTable, flags.size(), fmt::join(flags, ", "));
+    }
     auto table = [](bool present, const std::string &name) { return present ? name : std::string("NULL"); };
     text += fmt::format("\nextern \"C\" const kiln_model_desc *{}kiln_model(void) {{\n", prefix_) +
             "  static const kiln_model_desc desc = {\n";
@@ -315,9 +324,12 @@ private:
                         launchLines_.size());
     text += fmt::format("    {}, {}, {},\n", table(!inputs.empty(), inputsTable), table(!outputs.empty(), outputsTable),
                         table(!weights.empty(), weightsTable));
-    text += fmt::format("    {}, {}, {}, NULL, {}, {}}};\n  return &desc;\n}}\n",
-                        table(!launchLines_.empty(), launchesTable), table(!refs_.empty(), refsTable),
-                        plan_.arenaBytes, packings, table(packings > 0, packingsTable));
+    text += fmt::format("    {}, {}, {}, NULL, {}, {},\n", table(!launchLines_.empty(), launchesTable),
+                        table(!refs_.empty(), refsTable), plan_.arenaBytes, packings,
+                        table(packings > 0, packingsTable));
+    text += fmt::format("    {}, {}, {}, {}}};\n  return &desc;\n}}\n", tiling.tile, tiling.tile > 0 ? tiling.extent : 0,
+                        tiling.tile > 0 && tiling.extent == 0 ? cString(tiling.symbol) : std::string("NULL"),
+                        table(tiling.tile > 0, batchedTable));
     return text;
   }
 

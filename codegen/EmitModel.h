@@ -84,6 +84,14 @@ struct EmitOptions {
   /// GEMMs and the convolutions the runtime computes as GEMMs multiply in this precision
   /// (kiln_gemm_args::precision); exact convolutions stay f32.
   ContractionPrecision precision = ContractionPrecision::F32;
+  /// The graph computes one tile of a batch (ir::retileBatch): kiln_model_desc's batch_tile,
+  /// batch_extent, batch_symbol and batched_inputs. tile 0: the model runs whole.
+  struct BatchTiling {
+    int64_t tile = 0;
+    int64_t extent = 0;  // the batch served: a constant, or 0 for any multiple of tile
+    std::string symbol;  // with extent 0: the symbolic dim's name
+    std::vector<bool> batchedInputs; // per graph input
+  } batchTiling;
 };
 
 ModelSource emitModel(const ir::Graph &graph, const passes::MemoryPlan &plan, const std::string &symbolPrefix = "",

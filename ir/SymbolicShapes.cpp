@@ -5,6 +5,7 @@
 
 #include "core/Error.h"
 #include "ir/Builder.h"
+#include "ir/Reinference.h"
 #include "ir/Verifier.h"
 
 namespace kiln::ir {
@@ -21,7 +22,8 @@ bool inferenceHandlesSymbols(OpKind op) {
 }
 
 bool attrHoldsDims(OpKind op, const std::string &name) {
-  return (op == OpKind::Reshape || op == OpKind::Broadcast) && name == "shape";
+  return ((op == OpKind::Reshape || op == OpKind::Broadcast) && name == "shape") ||
+         (op == OpKind::Resize && name == "sizes");
 }
 
 namespace {
@@ -102,42 +104,26 @@ DimBindings bindingsFromShapes(const Graph &graph, const std::vector<std::option
 
 namespace {
 
-/// Binds `graph` in place: its inputs and every node, in order (types re-inferred).
+/// Binds `graph` in place: its inputs and every node, in order (types re-inferred). Each
+/// output's symbolic type evaluated must be what inference gives at these sizes; else the
+/// symbolic rule and the static one disagree, which is a bug in the op's inference.
 void bindInPlace(Graph &graph, const DimBindings &bindings) {
   for (Value *input : graph.inputs()) {
     std::string what = fmt::format("input '{}' of type {}", input->name(), input->type().toString());
     input->setType({input->dtype(), evaluateShape(input->shape(), bindings, what)});
   }
-  size_t index = 0;
-  for (Node *node : graph.nodes()) {
-    std::string where = fmt::format("graph @{}: node {} ({})", graph.name(), index++, node->opName());
-    if (node->body())
-      fail("{}: a kernel node in a symbolic graph; bind the symbols before kernels are outlined", where);
-    AttrMap attrs = node->attrs();
-    for (auto &[name, value] : attrs)
-      if (attrHoldsDims(node->op(), name))
-        value = evaluateShape(std::get<std::vector<int64_t>>(value), bindings, fmt::format("{}: attribute '{}'", where, name));
-    node->setAttrs(attrs);
-    std::vector<TensorType> inputTypes;
-    for (const Value *input : node->inputs())
-      inputTypes.push_back(input->type());
-    std::vector<TensorType> types;
-    try {
-      types = inferTypes(node->op(), inputTypes, node->attrs());
-    } catch (const Error &e) {
-      fail("{}: at this binding: {}", where, e.what());
-    }
-    for (size_t i = 0; i < types.size(); ++i) {
-      Value *output = node->output(i);
-      Shape expected = evaluateShape(output->shape(), bindings, where);
-      // The symbolic type evaluated must be what inference gives at these sizes; else the
-      // symbolic rule and the static one disagree, which is a bug in the op's inference.
-      if (types[i].shape != expected || types[i].dtype != output->dtype())
-        fail("{}: internal error: output {} is {} symbolically, {} at this binding, but inference gives {}", where,
-             i, output->type().toString(), shapeToString(expected), types[i].toString());
-      output->setType(types[i]);
-    }
-  }
+  reinferInPlace(
+      graph,
+      [&](const Node &node, AttrMap &attrs) {
+        if (node.body())
+          fail("graph @{}: a kernel node in a symbolic graph; bind the symbols before kernels are outlined",
+               graph.name());
+        for (auto &[name, value] : attrs)
+          if (attrHoldsDims(node.op(), name))
+            value = evaluateShape(std::get<std::vector<int64_t>>(value), bindings,
+                                  fmt::format("graph @{}: {} attribute '{}'", graph.name(), node.opName(), name));
+      },
+      [&](const Value &output) { return evaluateShape(output.shape(), bindings, "an output"); }, "at this binding");
 }
 
 } // namespace

@@ -25,8 +25,8 @@ namespace kiln::ir {
 /// its inference runs, so no unaudited rule ever computes on a symbolic dim's encoding.
 bool inferenceHandlesSymbols(OpKind op);
 
-/// Whether attribute `name` of `op` holds dims (reshape's and broadcast's `shape`): binding
-/// evaluates the symbolic entries of these.
+/// Whether attribute `name` of `op` holds dims (reshape's and broadcast's `shape`, resize's
+/// `sizes`): binding evaluates the symbolic entries of these, batch tiling the batch's.
 bool attrHoldsDims(OpKind op, const std::string &name);
 
 /// True when every value's type in `graph` (kernel bodies included) is static.

@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "core/SymbolicDim.h"
 #include "python/GraphValue.h"
 #include "python/NumpyArrays.h"
 #include "python/Session.h"
@@ -189,7 +190,15 @@ PYBIND11_MODULE(_kiln, m) {
 
   py::class_<kiln::runtime::TensorSpec, InfoRef>(m, "TensorInfo", "A model's input or output: name, shape and dtype.")
       .def_property_readonly("name", [](const InfoRef &info) { return info->name; })
-      .def_property_readonly("shape", [](const InfoRef &info) { return py::tuple(py::cast(info->type.shape)); })
+      .def_property_readonly("shape",
+                             [](const InfoRef &info) {
+                               // A symbolic dim is its name, as onnxruntime shows a dim_param.
+                               py::list dims;
+                               for (int64_t dim : info->type.shape)
+                                 dims.append(kiln::isSymbolicDim(dim) ? py::object(py::str(kiln::dimToString(dim)))
+                                                                      : py::object(py::int_(dim)));
+                               return py::tuple(dims);
+                             })
       .def_property_readonly(
           "dtype", [](const InfoRef &info) { return kiln::python::numpyDType(info->type.dtype); },
           "the numpy dtype of the arrays it takes or gives (bf16 as uint16 holding the bits)")

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/Error.h"
+#include "core/SymbolicDim.h"
 
 namespace kiln::python {
 
@@ -30,7 +31,12 @@ void checkArray(const char *role, const runtime::TensorSpec &spec, const py::arr
     throw py::type_error(fmt::format("{} '{}' expects dtype {}, got {}{}", role, spec.name, dtypeText(want),
                                      dtypeText(array.dtype()), hint));
   Shape got = shapeOf(array);
-  if (got != spec.type.shape)
+  // A symbolic dim (a batch one compile serves at every size) takes any extent here; the
+  // executable checks that the inputs agree on it.
+  bool fits = got.size() == spec.type.shape.size();
+  for (size_t d = 0; fits && d < got.size(); ++d)
+    fits = isSymbolicDim(spec.type.shape[d]) || got[d] == spec.type.shape[d];
+  if (!fits)
     throw py::value_error(fmt::format("{} '{}' expects shape {}, got {}", role, spec.name,
                                       shapeAsTuple(spec.type.shape), shapeAsTuple(got)));
   int flags = array.flags();
@@ -67,7 +73,7 @@ std::string numpyDTypeName(DType dtype) { return dtypeText(numpyDType(dtype)); }
 std::string shapeAsTuple(const Shape &shape) {
   std::string text = "(";
   for (size_t d = 0; d < shape.size(); ++d)
-    text += (d ? ", " : "") + std::to_string(shape[d]);
+    text += (d ? ", " : "") + dimToString(shape[d]);
   return text + (shape.size() == 1 ? ",)" : ")");
 }
 
@@ -83,7 +89,7 @@ Tensor borrowInput(const runtime::TensorSpec &spec, py::handle object, bool copy
   py::array checked = py::reinterpret_borrow<py::array>(array);
   checkArray("input", spec, checked, kCopyHint);
   // Kernels never write their inputs: a read-only array is fine.
-  Tensor tensor = Tensor::borrow(spec.type, const_cast<void *>(checked.data()));
+  Tensor tensor = Tensor::borrow({spec.type.dtype, shapeOf(checked)}, const_cast<void *>(checked.data()));
   keepAlive.push_back(std::move(array));
   return tensor;
 }
@@ -96,7 +102,7 @@ Tensor borrowOutput(const runtime::TensorSpec &spec, py::handle object) {
   checkArray("output", spec, array, "");
   if (!array.writeable())
     throw py::value_error(fmt::format("output '{}' is read-only", spec.name));
-  return Tensor::borrow(spec.type, array.mutable_data());
+  return Tensor::borrow({spec.type.dtype, shapeOf(array)}, array.mutable_data());
 }
 
 py::array toNumpy(Tensor tensor) {

@@ -1,6 +1,9 @@
 // kiln::python::Session (see Session.h).
 #include "python/Session.h"
 
+#include "ir/BatchTiling.h"
+#include "ir/SymbolicShapes.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -11,7 +14,9 @@
 
 #include "codegen/CompileModel.h"
 #include "frontend/onnx/OnnxImporter.h"
+#include "ir/BatchTiling.h"
 #include "ir/Parser.h"
+#include "ir/SymbolicShapes.h"
 #include "runtime/Profiler.h"
 #include "runtime/ThreadPool.h"
 
@@ -26,6 +31,27 @@ void checkFileExists(const std::string &path) {
   std::error_code error;
   if (!fs::is_regular_file(path, error))
     failArgument(ArgumentError::Kind::FileNotFound, "no such file: '{}'", path);
+}
+
+/// The ONNX model `import` reads, with `inputShapes` fixing inputs' dims: symbolic in its batch
+/// when that is its one dim_param left and the graph serves every batch from one compile
+/// (ir::servesEveryBatch); else imported as before, a dim_param left being an error asking
+/// for input_shapes.
+std::unique_ptr<ir::Graph> importServingEveryBatch(
+    const std::function<std::unique_ptr<ir::Graph>(const frontend::OnnxImportOptions &)> &import,
+    const std::map<std::string, Shape> &inputShapes) {
+  frontend::OnnxImportOptions options;
+  options.inputShapes = inputShapes;
+  options.keepSymbolicDims = true;
+  try {
+    std::unique_ptr<ir::Graph> graph = import(options);
+    if (ir::isStaticGraph(*graph) || ir::servesEveryBatch(*graph))
+      return graph;
+  } catch (const Error &) {
+    // a mapping that cannot take symbols: the static import below says what it needs
+  }
+  options.keepSymbolicDims = false;
+  return import(options);
 }
 
 std::string joinNames(const std::vector<runtime::TensorSpec> &specs) {
@@ -131,9 +157,9 @@ ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string,
     fs::file_time_type time = fs::last_write_time(path, timeError);
     if (seen->read && (sizeError || timeError || size != seen->size || time != seen->time))
       fail("'{}' changed since the session read it; open a new Session to use the new model", path);
-    frontend::OnnxImportOptions options;
-    options.inputShapes = inputShapes;
-    std::unique_ptr<ir::Graph> graph = frontend::importOnnxFile(path, options);
+    std::unique_ptr<ir::Graph> graph = importServingEveryBatch(
+        [&](const frontend::OnnxImportOptions &options) { return frontend::importOnnxFile(path, options); },
+        inputShapes);
     seen->read = true;
     seen->size = size;
     seen->time = time;
@@ -144,9 +170,9 @@ ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string,
 ModelSource ModelSource::onnxBytes(std::string bytes, std::map<std::string, Shape> inputShapes) {
   auto held = std::make_shared<const std::string>(std::move(bytes));
   return ModelSource("<onnx bytes>", [held, inputShapes = std::move(inputShapes)] {
-    frontend::OnnxImportOptions options;
-    options.inputShapes = inputShapes;
-    return frontend::importOnnxBytes(*held, options);
+    return importServingEveryBatch(
+        [&](const frontend::OnnxImportOptions &options) { return frontend::importOnnxBytes(*held, options); },
+        inputShapes);
   });
 }
 

@@ -21,6 +21,8 @@
 
 #include "core/Allocation.h"
 #include "core/Error.h"
+#include "core/SymbolicDim.h"
+#include "runtime/BatchTiles.h"
 #include "runtime/KernelRuntime.h"
 #include "runtime/LoadedObject.h"
 #include "runtime/Profiler.h"
@@ -124,15 +126,6 @@ void checkType(const char *role, const TensorSpec &spec, const Tensor &tensor) {
          tensor.type().toString());
 }
 
-void checkTensors(const char *role, const std::vector<TensorSpec> &specs,
-                  const std::vector<Tensor> &tensors) {
-  if (tensors.size() != specs.size())
-    fail("the model has {} ({}), got {}", countOf(specs.size(), role), namesOf(specs),
-         tensors.size());
-  for (size_t i = 0; i < specs.size(); ++i)
-    checkType(role, specs[i], tensors[i]);
-}
-
 /// dlopen maps a shared object's segments where its program headers say, and touching a
 /// mapped page past the end of the file is a SIGBUS, not an error: a model file cut short (an
 /// interrupted copy) would crash the loader. So every segment is checked against the file's
@@ -173,7 +166,11 @@ struct Executable::Impl {
   std::shared_ptr<void> library; // declared first: unloaded after everything else
   const kiln_model_desc *desc = nullptr;
   const LoadedObject *file = nullptr; // while loading from a file: what it maps (checkInFile)
+  /// As the kernels see them: one batch tile's shapes for a batch-tiled model.
   std::vector<TensorSpec> inputs, outputs, weights;
+  /// As callers see them (Executable::inputs): the served batch on axis 0 where tiled.
+  std::vector<TensorSpec> declaredInputs, declaredOutputs;
+  BatchTiles tiles;
   std::vector<std::string> launchNames;
   std::vector<Tensor> weightTensors;       // loader-supplied weights, kept alive
   std::vector<Tensor> packedWeights;       // weights repacked at load (kiln_weight_packing)
@@ -181,6 +178,7 @@ struct Executable::Impl {
   int64_t numRefs = 0;
   std::shared_ptr<ThreadPool> pool;
   kiln_rt rt{};
+  kiln_rt serialRt{}; // for batch tiles run side by side, one per thread
   std::unique_ptr<Profiler> profiler;
   std::atomic<bool> profiling{false};
   std::mutex contextsMutex;
@@ -188,13 +186,19 @@ struct Executable::Impl {
   std::vector<RunContext *> idleContexts; // capacity >= contexts.size(): release never allocates
 
   void readDescription(std::vector<Tensor> suppliedWeights);
+  void readBatchTiling();
   void checkRefs();
   void bindWeights(std::vector<Tensor> supplied);
   void packWeights();
   RunContext *acquireContext();
   void releaseContext(RunContext *context);
-  void execute(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues,
+  /// Runs the model on inputs of `rows` rows (BatchTiles::rowsOf; 0 when not tiled).
+  void execute(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues, int64_t rows,
                const std::function<void(int64_t)> *afterLaunch = nullptr);
+  /// Runs the launch list once, on `runtime`: over the whole tensors, or (tile >= 0) over the
+  /// rows of batch tile `tile`.
+  void runLaunches(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues, int64_t tile,
+                   const kiln_rt &runtime, const std::function<void(int64_t)> *afterLaunch);
 };
 
 void Executable::Impl::readDescription(std::vector<Tensor> suppliedWeights) {
@@ -207,9 +211,52 @@ void Executable::Impl::readDescription(std::vector<Tensor> suppliedWeights) {
   weights = readSpecs(desc->weights, desc->num_weights, "weight", what, file);
   if (desc->arena_bytes < 0)
     fail("{}: negative arena size {}", what, desc->arena_bytes);
+  readBatchTiling();
   checkRefs();
   bindWeights(std::move(suppliedWeights));
   packWeights();
+}
+
+void Executable::Impl::readBatchTiling() {
+  tiles = BatchTiles{};
+  if (desc->batch_tile < 0)
+    fail("{}: negative batch tile {}", what, desc->batch_tile);
+  if (desc->batch_tile > 0) {
+    tiles.tile = desc->batch_tile;
+    tiles.extent = desc->batch_extent;
+    if (tiles.extent < 0 || tiles.extent % tiles.tile != 0)
+      fail("{}: it serves a batch of {}, not a multiple of its tile of {}", what, tiles.extent, tiles.tile);
+    if (tiles.extent == 0) {
+      if (!desc->batch_symbol)
+        fail("{}: it serves any batch but names no symbol for it", what);
+      checkStringInFile(file, desc->batch_symbol, what, "batch symbol");
+      tiles.symbol = desc->batch_symbol;
+      if (!isValidSymbolName(tiles.symbol))
+        fail("{}: its batch symbol '{}' is not a symbol name", what, tiles.symbol);
+    }
+    if (desc->num_inputs > 0 && !desc->batched_inputs)
+      fail("{}: it is batch-tiled but does not say which inputs carry the batch", what);
+    checkInFile(file, desc->batched_inputs, sizeof(int32_t) * static_cast<uint64_t>(desc->num_inputs), what,
+                "batched-input flags");
+    auto checkRows = [&](const TensorSpec &spec, const char *role) {
+      if (spec.type.rank() == 0 || spec.type.shape[0] != tiles.tile)
+        fail("{}: {} '{}' is {}, but a batch tile holds {} rows on axis 0", what, role, spec.name,
+             spec.type.toString(), tiles.tile);
+    };
+    for (int32_t i = 0; i < desc->num_inputs; ++i) {
+      tiles.batched.push_back(desc->batched_inputs[i] != 0);
+      if (tiles.batched.back())
+        checkRows(inputs[static_cast<size_t>(i)], "input");
+    }
+    for (const TensorSpec &spec : outputs)
+      checkRows(spec, "output");
+  }
+  declaredInputs.clear();
+  declaredOutputs.clear();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    declaredInputs.push_back(tiles.declared(inputs[i], tiles.tiled() && tiles.batched[i]));
+  for (const TensorSpec &spec : outputs)
+    declaredOutputs.push_back(tiles.declared(spec, true));
 }
 
 void Executable::Impl::packWeights() {
@@ -475,7 +522,44 @@ void Executable::Impl::releaseContext(RunContext *context) {
 }
 
 void Executable::Impl::execute(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues,
-                               const std::function<void(int64_t)> *afterLaunch) {
+                               int64_t rows, const std::function<void(int64_t)> *afterLaunch) {
+  if (!tiles.tiled()) {
+    runLaunches(inputValues, outputValues, -1, rt, afterLaunch);
+    return;
+  }
+  // Whole rounds of tiles run side by side, one per thread on the serial table, so that each
+  // tile's working set stays in its core's caches and no kernel pays for a fork and join (a
+  // thread come free takes over another's unstarted tiles). What is left runs one tile after
+  // another with the whole pool. A caller that watches launches (afterLaunch) gets every tile
+  // in order, and its calls during the last one, when each launch's outputs are complete.
+  const int64_t count = rows / tiles.tile;
+  const int threads = pool->numThreads();
+  const int64_t sideBySide = afterLaunch || threads <= 1 ? 0 : count / threads * threads;
+  if (sideBySide > 0) {
+    std::exception_ptr error;
+    std::mutex errorMutex;
+    auto chunk = [&](int64_t begin, int64_t end) {
+      try {
+        for (int64_t t = begin; t < end; ++t)
+          runLaunches(inputValues, outputValues, t, serialRt, nullptr);
+      } catch (...) { // a run context's allocation; chunks must not throw
+        std::lock_guard<std::mutex> lock(errorMutex);
+        error = std::current_exception();
+      }
+    };
+    pool->parallelForBalanced(
+        sideBySide, 1, [](void *ctx, int64_t begin, int64_t end) { (*static_cast<decltype(chunk) *>(ctx))(begin, end); },
+        &chunk);
+    if (error)
+      std::rethrow_exception(error);
+  }
+  for (int64_t t = sideBySide; t < count; ++t)
+    runLaunches(inputValues, outputValues, t, rt, t + 1 == count ? afterLaunch : nullptr);
+}
+
+void Executable::Impl::runLaunches(const std::vector<Tensor> &inputValues, std::vector<Tensor> &outputValues,
+                                   int64_t tile, const kiln_rt &runtime,
+                                   const std::function<void(int64_t)> *afterLaunch) {
   RunContext *context = acquireContext();
   // Kernels are C functions and cannot throw, but a guard keeps the context from leaking if
   // anything above them ever does.
@@ -485,6 +569,8 @@ void Executable::Impl::execute(const std::vector<Tensor> &inputValues, std::vect
     ~Release() { impl.releaseContext(context); }
   } release{*this, context};
 
+  // Tile t reads and writes rows [t*T, (t+1)*T): one contiguous run of each batched input and
+  // of each output, since the batch is axis 0 and the buffers' specs are one tile's.
   void **buffers = context->buffers.data();
   for (int64_t r = 0; r < numRefs; ++r) {
     const kiln_buffer_ref &ref = desc->refs[r];
@@ -496,9 +582,13 @@ void Executable::Impl::execute(const std::vector<Tensor> &inputValues, std::vect
     case KILN_INPUT:
       // Kernels never write their inputs; the ABI's one pointer type is not const.
       base = static_cast<unsigned char *>(const_cast<void *>(inputValues[ref.index].data()));
+      if (base && tile > 0 && tiles.batched[ref.index])
+        base += tile * static_cast<int64_t>(inputs[ref.index].type.byteSize());
       break;
     case KILN_OUTPUT:
       base = static_cast<unsigned char *>(outputValues[ref.index].data());
+      if (base && tile > 0)
+        base += tile * static_cast<int64_t>(outputs[ref.index].type.byteSize());
       break;
     case KILN_WEIGHT:
       base = weightData[static_cast<size_t>(ref.index)];
@@ -508,16 +598,17 @@ void Executable::Impl::execute(const std::vector<Tensor> &inputValues, std::vect
     buffers[r] = base ? base + ref.offset : nullptr;
   }
 
+  const kiln_rt *table = &runtime;
   const kiln_launch *launches = desc->launches;
   int32_t numLaunches = desc->num_launches;
   if (!profiling.load(std::memory_order_relaxed)) {
     if (afterLaunch == nullptr) {
       for (int32_t l = 0; l < numLaunches; ++l)
-        launches[l].fn(&rt, buffers + launches[l].first_ref);
+        launches[l].fn(table, buffers + launches[l].first_ref);
       return;
     }
     for (int32_t l = 0; l < numLaunches; ++l) {
-      launches[l].fn(&rt, buffers + launches[l].first_ref);
+      launches[l].fn(table, buffers + launches[l].first_ref);
       (*afterLaunch)(l);
     }
     return;
@@ -526,7 +617,7 @@ void Executable::Impl::execute(const std::vector<Tensor> &inputValues, std::vect
   uint32_t thread = Profiler::threadIndex();
   for (int32_t l = 0; l < numLaunches; ++l) {
     int64_t start = Profiler::nowNs();
-    launches[l].fn(&rt, buffers + launches[l].first_ref);
+    launches[l].fn(table, buffers + launches[l].first_ref);
     context->events.push_back(Profiler::Event{l, thread, start, Profiler::nowNs() - start});
     if (afterLaunch != nullptr)
       (*afterLaunch)(l);
@@ -596,16 +687,21 @@ Executable Executable::fromDescription(const kiln_model_desc &desc, std::vector<
   impl->file = nullptr; // only loading reads the description's tables
   impl->pool = options.pool ? std::move(options.pool) : defaultThreadPool();
   impl->rt = makeKernelRuntime(*impl->pool);
+  impl->serialRt = makeSerialKernelRuntime();
   impl->profiler = std::make_unique<Profiler>(impl->launchNames);
   impl->profiling.store(options.profile);
   return Executable(std::move(impl));
 }
 
-const std::vector<TensorSpec> &Executable::inputs() const { return impl().inputs; }
-const std::vector<TensorSpec> &Executable::outputs() const { return impl().outputs; }
+const std::vector<TensorSpec> &Executable::inputs() const { return impl().declaredInputs; }
+const std::vector<TensorSpec> &Executable::outputs() const { return impl().declaredOutputs; }
 const std::vector<TensorSpec> &Executable::weights() const { return impl().weights; }
 int64_t Executable::numLaunches() const { return impl().desc->num_launches; }
-int64_t Executable::arenaBytes() const { return impl().desc->arena_bytes; }
+int64_t Executable::arenaBytes() const {
+  const Impl &im = impl();
+  return im.desc->arena_bytes * (im.tiles.tiled() ? im.pool->numThreads() : 1);
+}
+int64_t Executable::batchTile() const { return impl().tiles.tile; }
 int Executable::numThreads() const { return impl().pool->numThreads(); }
 
 const std::string &Executable::launchName(int64_t launch) const {
@@ -617,12 +713,12 @@ const std::string &Executable::launchName(int64_t launch) const {
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
   impl(); // a moved-from executable fails before anything is allocated
-  checkTensors("input", impl_->inputs, inputs);
+  int64_t rows = impl_->tiles.rowsOf(impl_->inputs, inputs);
   std::vector<Tensor> outputs;
   outputs.reserve(impl_->outputs.size());
   for (const TensorSpec &spec : impl_->outputs)
-    outputs.emplace_back(spec.type);
-  impl_->execute(inputs, outputs);
+    outputs.emplace_back(impl_->tiles.outputType(spec, rows));
+  impl_->execute(inputs, outputs, rows);
   return outputs;
 }
 
@@ -630,13 +726,13 @@ std::map<std::string, Tensor> Executable::run(const std::map<std::string, Tensor
   const Impl &im = impl();
   for (const auto &entry : inputs) {
     const std::string &name = entry.first;
-    auto known = std::find_if(im.inputs.begin(), im.inputs.end(),
+    auto known = std::find_if(im.declaredInputs.begin(), im.declaredInputs.end(),
                               [&](const TensorSpec &spec) { return spec.name == name; });
-    if (known == im.inputs.end())
-      fail("unknown input '{}'; the model's inputs are {}", name, namesOf(im.inputs));
+    if (known == im.declaredInputs.end())
+      fail("unknown input '{}'; the model's inputs are {}", name, namesOf(im.declaredInputs));
   }
   std::vector<Tensor> ordered;
-  for (const TensorSpec &spec : im.inputs) {
+  for (const TensorSpec &spec : im.declaredInputs) {
     auto found = inputs.find(spec.name);
     if (found == inputs.end())
       fail("missing input '{}' ({})", spec.name, spec.type.toString());
@@ -652,9 +748,9 @@ std::map<std::string, Tensor> Executable::run(const std::map<std::string, Tensor
 void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
                          const std::function<void(int64_t)> &afterLaunch) const {
   impl();
-  checkTensors("input", impl_->inputs, inputs);
-  checkTensors("output", impl_->outputs, outputs);
-  impl_->execute(inputs, outputs, afterLaunch ? &afterLaunch : nullptr);
+  int64_t rows = impl_->tiles.rowsOf(impl_->inputs, inputs);
+  impl_->tiles.checkOutputs(impl_->outputs, outputs, rows);
+  impl_->execute(inputs, outputs, rows, afterLaunch ? &afterLaunch : nullptr);
 }
 
 int64_t Executable::lastLaunchOfOutput(int64_t output) const {

@@ -88,8 +88,12 @@ public:
   const std::vector<TensorSpec> &weights() const;
   int64_t numLaunches() const;
   const std::string &launchName(int64_t launch) const;
-  /// Scratch bytes each concurrent run uses.
+  /// Scratch bytes each concurrent run uses: for a batch-tiled model, one tile's arena per
+  /// thread (tiles run side by side, runtime/BatchTiles.h).
   int64_t arenaBytes() const;
+  /// Rows of the batch one run of the kernels computes (kiln_model_desc::batch_tile); 0 for a
+  /// model that runs whole.
+  int64_t batchTile() const;
   int numThreads() const;
 
   /// Runs the model on `inputs` (in the model's input order) and returns fresh outputs.

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 11
+#define KILN_ABI_VERSION 12
 
 typedef struct kiln_rt kiln_rt;
 
@@ -419,6 +419,18 @@ typedef struct kiln_model_desc {
   /// Weights the runtime repacks at load for the kernels that read them so.
   int32_t num_packings;
   const kiln_weight_packing *packings;
+  /// Batch tiling (ir/BatchTiling.h). 0: the model runs whole, on inputs of exactly the
+  /// declared shapes. Else the kernels compute `batch_tile` rows of axis 0 of the inputs that
+  /// carry the batch (batched_inputs[i] nonzero) and of every output, whose declared shapes
+  /// above are those of one tile, and the runtime runs a batch of any multiple of it as tiles,
+  /// each with its own arena.
+  int64_t batch_tile;
+  /// The batch the model serves: a constant (> 0, a multiple of batch_tile) that every batched
+  /// input's axis 0 must have, or 0 for any multiple of batch_tile: the symbolic dim named
+  /// batch_symbol ("N" of f32[N,3,224,224]).
+  int64_t batch_extent;
+  const char *batch_symbol; /* NULL unless batch_extent is 0 */
+  const int32_t *batched_inputs; /* num_inputs flags; NULL unless batch_tile > 0 */
 } kiln_model_desc;
 
 /// The symbol a compiled model exports.

@@ -13,4 +13,9 @@ class ThreadPool;
 /// whose num_threads is pool.numThreads().
 kiln_rt makeKernelRuntime(ThreadPool &pool);
 
+/// A table for one thread: num_threads is 1 and parallel_for runs the whole range inline, so
+/// that kernels plan for the one thread they get (no split whose parts would then run one
+/// after another). An Executable runs batch tiles side by side on it, one tile per thread.
+kiln_rt makeSerialKernelRuntime();
+
 } // namespace kiln::runtime

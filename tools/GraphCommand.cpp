@@ -23,14 +23,16 @@ namespace {
 /// Once lowered, `graph` is released: the executable is then the only holder of the weights,
 /// and packing one at load replaces its plain copy instead of adding to it.
 std::optional<runtime::Executable> compileOrFallBack(std::unique_ptr<ir::Graph> &graph, const RunOptions &options,
-                                                     const ir::ParamValues &params) {
+                                                     const ir::ParamValues &params, std::string &tiling) {
   codegen::CompileOptions compileOptions;
   compileOptions.params = params;
   compileOptions.precision = options.precision;
+  compileOptions.batchTile = options.batchTile;
   if (options.threads > 0)
     compileOptions.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
   codegen::LoweredModel lowered;
   try {
+    codegen::chooseBatchTile(*graph, compileOptions, &tiling);
     lowered = codegen::lowerGraph(*graph, compileOptions);
   } catch (const Error &e) {
     std::string message = e.what();
@@ -109,18 +111,21 @@ int runGraphCommand(const RunOptions &options) {
 
   std::optional<runtime::Executable> executable;
   auto compileStart = std::chrono::steady_clock::now();
+  std::string tiling;
   if (!options.reference)
-    executable = compileOrFallBack(graph, options, params);
+    executable = compileOrFallBack(graph, options, params, tiling);
   RunTarget target;
   target.loadMs = loadMs;
   if (executable) {
     target.compileMs = millisecondsSince(compileStart);
     runtime::Executable &compiled = *executable;
-    target.description = fmt::format("compiled model ({} threads{})", compiled.numThreads(),
-                                     options.precision == codegen::ContractionPrecision::F32
-                                         ? ""
-                                         : fmt::format(", {} contractions",
-                                                       codegen::contractionPrecisionName(options.precision)));
+    target.description = fmt::format(
+        "compiled model ({} threads{}{})", compiled.numThreads(),
+        options.precision == codegen::ContractionPrecision::F32
+            ? ""
+            : fmt::format(", {} contractions", codegen::contractionPrecisionName(options.precision)),
+        compiled.batchTile() > 0 ? fmt::format(", batch tiles of {}", compiled.batchTile()) : "");
+    target.batchTiling = tiling;
     target.arenaBytes = compiled.arenaBytes();
     target.weightBytes = weightBytesOf(compiled);
     target.executable = &compiled;

@@ -3,6 +3,7 @@
 
 #include "core/Error.h"
 #include "frontend/onnx/OnnxImporter.h"
+#include "ir/BatchTiling.h"
 #include "ir/Parser.h"
 #include "ir/SymbolicShapes.h"
 
@@ -10,10 +11,13 @@ namespace kiln::tools {
 
 namespace {
 
-/// The static graph: `graph` bound with `dims` and the given inputs' shapes, when it has symbols.
+/// The static graph: `graph` bound with `dims` and the given inputs' shapes, when it has
+/// symbols (but for a lone batch symbol that GraphSource::keepBatchSymbol keeps).
 std::unique_ptr<ir::Graph> bindToStatic(std::unique_ptr<ir::Graph> graph, const std::map<std::string, Tensor> &given,
-                                        const DimBindings &dims) {
+                                        const DimBindings &dims, bool keepBatchSymbol = false) {
   if (ir::isStaticGraph(*graph) && dims.empty())
+    return graph;
+  if (keepBatchSymbol && dims.empty() && given.empty() && ir::servesEveryBatch(*graph))
     return graph;
   std::map<std::string, Shape> shapes;
   for (const auto &[name, tensor] : given)
@@ -33,7 +37,7 @@ std::unique_ptr<ir::Graph> loadGraph(const GraphSource &source, std::map<std::st
     for (const Binding &binding : source.inputs) // their shapes bind the graph's symbols
       if (!given.count(binding.name))            // (bindInputs reports one given twice)
         given[binding.name] = readTensorFile(binding.path);
-    return bindToStatic(std::move(graph), given, source.dims);
+    return bindToStatic(std::move(graph), given, source.dims, source.keepBatchSymbol);
   }
   frontend::OnnxImportOptions importOptions;
   importOptions.inputShapes = source.inputShapes;
@@ -47,7 +51,7 @@ std::unique_ptr<ir::Graph> loadGraph(const GraphSource &source, std::map<std::st
     importOptions.inputShapes[name] = tensor.shape();
     importOptions.inputValues[name] = tensor;
   }
-  importOptions.keepSymbolicDims = source.keepSymbolicDims;
+  importOptions.keepSymbolicDims = source.keepSymbolicDims || source.keepBatchSymbol;
   std::unique_ptr<ir::Graph> graph;
   try {
     graph = frontend::importOnnxFile(source.path, importOptions);
@@ -59,7 +63,7 @@ std::unique_ptr<ir::Graph> loadGraph(const GraphSource &source, std::map<std::st
     importOptions.dimParams = source.dims;
     return frontend::importOnnxFile(source.path, importOptions);
   }
-  return bindToStatic(std::move(graph), given, source.dims);
+  return bindToStatic(std::move(graph), given, source.dims, source.keepBatchSymbol);
 }
 
 ir::ParamValues bindParams(const ir::Graph &graph, const std::vector<Binding> &files, uint64_t seed,

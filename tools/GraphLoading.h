@@ -22,6 +22,10 @@ struct GraphSource {
   std::map<std::string, Shape> inputShapes; // ONNX: static shapes for inputs by name
   DimBindings dims;                         // extents of symbolic dims (kiln-run --dim)
   bool keepSymbolicDims = false;            // ONNX: dim_params nothing fixes become symbols
+  /// Return the graph symbolic when its one symbol is the batch of a batch-separable graph
+  /// (ir/BatchTiling.h) and nothing binds it: one compile then serves every batch size
+  /// (kiln-compile). Implies keepSymbolicDims.
+  bool keepBatchSymbol = false;
 };
 
 /// Loads the graph. For an ONNX model, the given inputs are read into `given` first: the model

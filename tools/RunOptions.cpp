@@ -39,7 +39,8 @@ options:
   --seed S                seed of the random inputs (default 0)
   --reference             run with the reference evaluator instead of compiling
   --threads N             run compiled kernels on N threads (default: one per core)
-  --bench N               after the run (the warm-up), time N more runs and print arena_bytes,
+  --bench N               after the run (the warm-up), time N more runs and print batch_tiling
+                          (how the batch runs, and why: --batch-tile), arena_bytes,
                           weight_bytes, peak_rss_bytes, load_ms (reading the model), compile_ms
                           (passes, codegen, and the system compiler or the disk cache's load)
                           and, last, median_ms
@@ -54,6 +55,12 @@ options:
                           multiply in: bf16 rounds both operands to bfloat16 and sums in f32
                           (AVX-512 BF16's vdpbf16ps), about 2x the f32 rate, ~3 significant
                           digits per operand; everything else stays f32 (default f32)
+  --batch-tile auto|off|N run a batch (axis 0 of the inputs) as tiles of N rows, each tile one
+                          run of kernels compiled for N rows, whole rounds of tiles side by side
+                          on the threads (one thread each); the graph must compute each row from
+                          its own rows of the inputs (ir/BatchTiling.h). auto (the default)
+                          tiles a symbolic batch by 1 row, so one compile serves every size, and
+                          a static one as kiln finds faster; off runs the batch whole
   --compare-precision     compile the graph in --precision (default bf16) and in f32, run both on
                           the same inputs, and print per output the largest error relative to
                           the largest |f32 value|, the mean relative error, the SNR in dB and,
@@ -159,6 +166,14 @@ FlagParser runFlags(RunOptions &options) {
   parser.addOption("--precision", [&](const std::string &flag, const std::string &value) {
     options.precision = parsePrecision(flag, value);
     options.precisionGiven = true;
+  });
+  parser.addOption("--batch-tile", [&](const std::string &flag, const std::string &value) {
+    if (value == "auto")
+      options.batchTile = codegen::CompileOptions::kBatchTileAuto;
+    else if (value == "off")
+      options.batchTile = codegen::CompileOptions::kBatchTileOff;
+    else
+      options.batchTile = parseBoundedCount(flag, value, 1, 1 << 30);
   });
   parser.addOption("--list-passing", [&](const std::string &, const std::string &value) {
     options.listPassing = value;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/CompileModel.h"
 #include "codegen/Precision.h"
 #include "core/SymbolicDim.h"
 #include "tools/ToolCommon.h"
@@ -40,6 +41,8 @@ struct RunOptions {
   std::string profile; // --profile: where the Chrome trace goes
   codegen::ContractionPrecision precision = codegen::ContractionPrecision::F32; // --precision
   bool precisionGiven = false;
+  /// --batch-tile: codegen::CompileOptions::batchTile (auto, off, or rows per tile)
+  int64_t batchTile = codegen::CompileOptions::kBatchTileAuto;
   bool comparePrecision = false; // --compare-precision: precision's outputs against f32's
   bool perLayer = false;         // --per-layer: and every contraction's output
   std::string quantizedModel;    // --compare-quantized FILE: FILE's outputs against the graph's (f32)

@@ -135,6 +135,8 @@ int runAndReport(const RunTarget &target, const OutputRequests &requests, const 
   }
   std::cout << fmt::format("bench: {} runs on the {}\n", times.size(), target.description);
   std::cout << fmt::format("min_ms {:.4f}\n", *std::min_element(times.begin(), times.end()));
+  if (!target.batchTiling.empty())
+    std::cout << fmt::format("batch_tiling {}\n", target.batchTiling);
   std::cout << fmt::format("arena_bytes {}\n", target.arenaBytes);
   std::cout << fmt::format("weight_bytes {}\n", target.weightBytes);
   std::cout << fmt::format("peak_rss_bytes {}\n", peakResidentBytes());

@@ -42,6 +42,7 @@ private:
 struct RunTarget {
   std::string description;                         // "compiled model (4 threads)"
   int64_t arenaBytes = 0, weightBytes = 0;
+  std::string batchTiling; // codegen::chooseBatchTile's reason; "" when not compiled from a graph
   /// Wall time of reading the model (ONNX import or IR parse) and of compiling it (passes,
   /// codegen and the system compiler, or the disk cache's load); negative when not measured.
   double loadMs = -1, compileMs = -1;

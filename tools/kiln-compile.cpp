@@ -31,6 +31,11 @@ kiln library at link time (the runtime that loads it hands its kernels the threa
 precompiled heavy kernels) and is built for this machine's processor (-march=native). It is
 not put in the compile cache. Prints one line: what was written, its size and the time taken.
 
+An ONNX model whose batch is its only dim_param ("N" of [N, 3, 224, 224]), and whose graph
+computes each row of the batch from its own rows, compiles for a batch tile of one row:
+MODEL.so then runs every batch size (kiln-run MODEL.so takes inputs of any batch). Any other
+dim_param needs --input-shape.
+
 With --train LOSS, MODEL.so is the model's whole training step instead, as `kiln-run FILE
 --train LOSS` compiles it: forward, loss, backward and optimizer update (the training
 pipeline), with the parameters, the optimizer state (zeros) and the step count (0) it starts
@@ -159,7 +164,11 @@ void checkParamsHaveValues(const ir::Graph &graph, const ir::ParamValues &params
 int compileCommand(const CompileCommand &command) {
   auto start = std::chrono::steady_clock::now();
   std::map<std::string, Tensor> given;
-  std::unique_ptr<ir::Graph> graph = loadGraph({command.paths[0], {}, command.inputShapes}, given);
+  GraphSource source;
+  source.path = command.paths[0];
+  source.inputShapes = command.inputShapes;
+  source.keepBatchSymbol = !command.train; // a symbolic batch: one model for every batch size
+  std::unique_ptr<ir::Graph> graph = loadGraph(source, given);
   ir::ParamValues params = bindParams(*graph, command.params, command.seed, command.randomParams);
   if (command.load.empty()) // else the checkpoint may hold them: compileTrainingAheadOfTime checks
     checkParamsHaveValues(*graph, params);

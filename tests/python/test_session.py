@@ -136,6 +136,26 @@ def test_input_shapes_fix_symbolic_dims():
     assert np.array_equal(session.run({"x": x})["y"], np.maximum(x, 0))
 
 
+def test_a_symbolic_batch_compiles_once_for_every_size(tmp_path):
+    # The batch is the model's one dim_param and relu treats rows alone: one compile serves
+    # every batch, its shape shows the symbol, and the saved model does the same.
+    session = kiln.Session(relu_onnx_bytes(shape=("batch", 3)))
+    assert session.inputs[0].shape == ("batch", 3)
+    assert session.outputs[0].shape == ("batch", 3)
+    session.save(tmp_path / "relu.so")
+    loaded = kiln.load(tmp_path / "relu.so")
+    assert loaded.inputs[0].shape == ("batch", 3)
+    for rows in (1, 2, 5, 13):
+        x = np.linspace(-1, 1, 3 * rows, dtype=np.float32).reshape(rows, 3)
+        assert np.array_equal(session.run({"x": x})["y"], np.maximum(x, 0))
+        assert np.array_equal(loaded.run({"x": x})["y"], np.maximum(x, 0))
+        y = np.empty((rows, 3), np.float32)
+        session.run_into({"x": x}, {"y": y})
+        assert np.array_equal(y, np.maximum(x, 0))
+    with pytest.raises(ValueError, match=r"input 'x' expects shape \(batch, 3\), got \(2, 4\)"):
+        session.run({"x": np.zeros((2, 4), np.float32)})
+
+
 def test_save_writes_what_load_runs(tmp_path, matmul_session):
     feeds = random_inputs(matmul_session, seed=7)
     expected = matmul_session.run(feeds)

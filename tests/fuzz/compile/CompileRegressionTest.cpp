@@ -67,8 +67,9 @@ TEST(FuzzCompileRegressions, EveryReproducerMatchesTheReference) {
   }
 }
 
-/// Seeds [first, first + count): each forward graph and, where there is one, its gradient graph
-/// compile (or codegen says it does not support an op yet) and match the reference.
+/// Seeds [first, first + count): each forward graph, compiled in batch tiles too where it is
+/// batch-separable, and where there is one its gradient graph compile (or codegen says it does
+/// not support an op yet) and match the reference.
 void checkSeeds(uint64_t first, uint64_t count) {
   std::vector<CheckCase> cases;
   for (uint64_t seed = first; seed < first + count; ++seed) {
@@ -81,6 +82,8 @@ void checkSeeds(uint64_t first, uint64_t count) {
     std::string whyNot;
     std::unique_ptr<ir::Graph> gradient = gradientGraph(*forward.graph, seed, whyNot);
     cases.push_back(forward);
+    if (std::optional<CheckCase> tiled = batchTileCase(forward))
+      cases.push_back(*tiled);
     if (gradient) {
       CheckCase backward = forward;
       backward.label += " gradient";

@@ -17,6 +17,8 @@
 
 #include "codegen/CompileModel.h"
 #include "core/Error.h"
+#include "core/SymbolicDim.h"
+#include "ir/BatchTiling.h"
 #include "ir/Builder.h"
 #include "ir/Evaluator.h"
 #include "ir/Parser.h"
@@ -130,6 +132,8 @@ std::vector<CheckResult> checkCases(const std::vector<CheckCase> &cases, const C
     }
     codegen::CompileOptions compileOptions;
     compileOptions.fuse = cases[i].fuse;
+    if (cases[i].batchTile > 0)
+      compileOptions.batchTile = cases[i].batchTile;
     compileOptions.symbolPrefix = fmt::format("m{}_", i);
     try {
       lowered[i] = std::make_unique<codegen::LoweredModel>(codegen::lowerGraph(graph, compileOptions));
@@ -226,14 +230,24 @@ std::unique_ptr<ir::Graph> gradientGraph(const ir::Graph &forward, uint64_t seed
   return graph;
 }
 
+std::optional<CheckCase> batchTileCase(const CheckCase &forward) {
+  ir::BatchAxes axes = ir::findBatchAxes(*forward.graph);
+  if (!axes.separable || isSymbolicDim(axes.extent) || axes.extent < 2)
+    return std::nullopt;
+  CheckCase tiled = forward;
+  tiled.label += " tiles";
+  tiled.batchTile = 1;
+  return tiled;
+}
+
 std::string reproducerText(const CheckCase &checkCase, const CheckResult &result) {
   ir::PrintOptions print;
   print.keepLargeTensors = true;
   return fmt::format("// kiln-fuzz-compile reproducer ({}); inputs come from the input names "
                      "(tests/fuzz/compile/InputDomains.h)\n"
-                     "// seed: {}\n// input-seed: {}\n// gradient: {}\n// fuse: {}\n// {}: {}\n{}",
+                     "// seed: {}\n// input-seed: {}\n// gradient: {}\n// fuse: {}\n// batch-tile: {}\n// {}: {}\n{}",
                      checkCase.label, checkCase.seed, checkCase.inputSeed, checkCase.gradient ? 1 : 0,
-                     checkCase.fuse ? 1 : 0, outcomeName(result.outcome), oneLine(result.message),
+                     checkCase.fuse ? 1 : 0, checkCase.batchTile, outcomeName(result.outcome), oneLine(result.message),
                      ir::printGraph(*checkCase.graph, print));
 }
 
@@ -261,6 +275,8 @@ CheckCase readReproducer(const std::string &path) {
       checkCase.gradient = *v != 0;
     else if (auto v = field("fuse"))
       checkCase.fuse = *v != 0;
+    else if (auto v = field("batch-tile"))
+      checkCase.batchTile = static_cast<int64_t>(*v);
   }
   checkCase.graph = ir::parseGraph(text.str(), path);
   return checkCase;

@@ -6,6 +6,7 @@
 // a weighted sum of its float outputs), whose compiled gradients are checked the same way.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct CheckCase {
   bool gradient = false;
   /// Run the pipeline's fuse pass (off: every primitive is its own kernel).
   bool fuse = true;
+  /// > 0: compiled in batch tiles of this many rows (codegen::CompileOptions::batchTile), the
+  /// runtime running the graph's batch as tiles; 0: as kiln chooses.
+  int64_t batchTile = 0;
   std::shared_ptr<const ir::Graph> graph;
 };
 
@@ -37,6 +41,10 @@ enum class Outcome {
 std::string_view outcomeName(Outcome outcome);
 /// Mismatch, CompileError and RunError: what the fuzzer reports and keeps.
 bool isFailure(Outcome outcome);
+
+/// The same forward case compiled in batch tiles of one row, when its graph is
+/// batch-separable (ir/BatchTiling.h) with a static batch of more than one row; else none.
+std::optional<CheckCase> batchTileCase(const CheckCase &forward);
 
 struct CheckResult {
   Outcome outcome = Outcome::Match;

@@ -1,7 +1,8 @@
 // kiln-fuzz-compile: differential fuzzing of the compiler. Generates random valid graphs from
 // consecutive seeds (tests/fuzz/compile/GraphGenerator.h), compiles each through the inference
 // pipeline (several per translation unit), compares every output with the reference evaluator,
-// and does the same for the gradient graph of each differentiable case. A failing case is
+// and does the same for the gradient graph of each differentiable case and, compiled in batch
+// tiles of one row, for each batch-separable one (ir/BatchTiling.h). A failing case is
 // written to the output folder as a .kir reproducer (and a shrunk one); the run ends with
 // statistics: graphs, outcomes, op coverage and the ops codegen lowers that were never made.
 //
@@ -115,8 +116,8 @@ struct Failure {
 };
 
 struct Statistics {
-  int64_t generated = 0, generatorErrors = 0, rejectedSteps = 0, gradientGraphs = 0;
-  std::map<std::string, int64_t> forwardOutcomes, gradientOutcomes, gradientSkipped;
+  int64_t generated = 0, generatorErrors = 0, rejectedSteps = 0, gradientGraphs = 0, batchTileCases = 0;
+  std::map<std::string, int64_t> forwardOutcomes, gradientOutcomes, gradientSkipped, batchTileOutcomes;
   std::map<ir::OpKind, int64_t> opCounts;
   std::vector<Failure> failures;
 };
@@ -133,8 +134,8 @@ std::string reasonKey(const std::string &why) {
 }
 
 std::string fileNameFor(const CheckCase &checkCase, Outcome outcome, bool shrunk) {
-  return fmt::format("{}-seed{}{}{}.kir", outcomeName(outcome), checkCase.seed, checkCase.gradient ? "-grad" : "",
-                     shrunk ? "-shrunk" : "");
+  return fmt::format("{}-seed{}{}{}{}.kir", outcomeName(outcome), checkCase.seed, checkCase.gradient ? "-grad" : "",
+                     checkCase.batchTile > 0 ? "-tiles" : "", shrunk ? "-shrunk" : "");
 }
 
 void writeFile(const std::filesystem::path &path, const std::string &text) {
@@ -198,6 +199,8 @@ void printSummary(const Statistics &stats, double seconds, std::ostream &out) {
   };
   outcomes("forward graphs", stats.forwardOutcomes);
   outcomes("gradient graphs", stats.gradientOutcomes);
+  outcomes(fmt::format("batch-separable graphs in tiles of one row ({})", stats.batchTileCases).c_str(),
+           stats.batchTileOutcomes);
   if (!stats.gradientSkipped.empty()) {
     out << "gradient graphs not built (by reason):\n";
     for (const auto &[reason, count] : stats.gradientSkipped)
@@ -262,6 +265,10 @@ int run(const Options &options) {
         writeFile(std::filesystem::path(options.out) / fmt::format("seed{}.kir", seed),
                   reproducerText(forward, {Outcome::Match, "written by --write-all"}));
       cases.push_back(forward);
+      if (std::optional<CheckCase> tiled = batchTileCase(forward)) {
+        ++stats.batchTileCases;
+        cases.push_back(*tiled);
+      }
       if (!options.gradients)
         continue;
       std::string whyNot;
@@ -297,7 +304,9 @@ int run(const Options &options) {
     for (size_t i = 0; i < cases.size(); ++i) {
       const CheckCase &checkCase = cases[i];
       Outcome outcome = results[i].outcome;
-      ++(checkCase.gradient ? stats.gradientOutcomes : stats.forwardOutcomes)[std::string(outcomeName(outcome))];
+      ++(checkCase.gradient    ? stats.gradientOutcomes
+         : checkCase.batchTile ? stats.batchTileOutcomes
+                               : stats.forwardOutcomes)[std::string(outcomeName(outcome))];
       if (outcome == Outcome::Unsupported && options.verbose)
         std::cout << fmt::format("  unsupported {}: {}\n", checkCase.label, results[i].message.substr(0, 200));
       if (!isFailure(outcome) && outcome != Outcome::ReferenceError)

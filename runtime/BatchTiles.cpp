@@ -1,0 +1,100 @@
+#include "runtime/BatchTiles.h"
+
+#include "core/Error.h"
+#include "core/SymbolicDim.h"
+#include "runtime/Executable.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+std::string describe(const std::vector<TensorSpec> &specs, const char *role) {
+  std::string names;
+  for (const TensorSpec &spec : specs)
+    names += (names.empty() ? "'" : ", '") + spec.name + "'";
+  return fmt::format("{} {}{} ({})", specs.size(), role, specs.size() == 1 ? "" : "s", names.empty() ? "none" : names);
+}
+
+void checkCount(const char *role, const std::vector<TensorSpec> &specs, const std::vector<Tensor> &tensors) {
+  if (tensors.size() != specs.size())
+    fail("the model has {}, got {}", describe(specs, role), tensors.size());
+}
+
+/// Same dtype and rank, and the same dims but for axis 0 (the batch).
+bool sameRowShape(const TensorType &got, const TensorType &tile) {
+  if (got.dtype != tile.dtype || got.rank() != tile.rank() || got.rank() == 0)
+    return false;
+  for (size_t d = 1; d < tile.shape.size(); ++d)
+    if (got.shape[d] != tile.shape[d])
+      return false;
+  return true;
+}
+
+void checkExact(const char *role, const TensorSpec &spec, const TensorType &expected, const Tensor &tensor) {
+  if (!tensor.defined())
+    fail("{} '{}': expected {}, got an undefined tensor", role, spec.name, expected.toString());
+  if (tensor.type() != expected)
+    fail("{} '{}': expected {}, got {}", role, spec.name, expected.toString(), tensor.type().toString());
+}
+
+} // namespace
+
+TensorSpec BatchTiles::declared(const TensorSpec &tileSpec, bool carriesBatch) const {
+  TensorSpec spec = tileSpec;
+  if (tiled() && carriesBatch)
+    spec.type.shape[0] = extent > 0 ? extent : symbolDim(symbol);
+  return spec;
+}
+
+int64_t BatchTiles::rowsOf(const std::vector<TensorSpec> &tileInputs, const std::vector<Tensor> &inputs) const {
+  checkCount("input", tileInputs, inputs);
+  int64_t rows = -1;
+  std::string rowsFrom;
+  for (size_t i = 0; i < tileInputs.size(); ++i) {
+    const TensorSpec &spec = tileInputs[i];
+    if (!tiled() || !batched[i]) {
+      checkExact("input", spec, spec.type, inputs[i]);
+      continue;
+    }
+    const Tensor &tensor = inputs[i];
+    auto expected = [&] { return declared(spec, true).type.toString(); }; // only for messages
+    if (!tensor.defined())
+      fail("input '{}': expected {}, got an undefined tensor", spec.name, expected());
+    // Compared in place: a warm run allocates nothing (ExecutableTest).
+    if (!sameRowShape(tensor.type(), spec.type) || (extent > 0 && tensor.shape()[0] != extent))
+      fail("input '{}': expected {}, got {}", spec.name, expected(), tensor.type().toString());
+    int64_t n = tensor.shape()[0];
+    if (n % tile != 0)
+      fail("input '{}': {} rows, but the model runs tiles of {}: give a multiple of {}", spec.name, n, tile, tile);
+    if (rows >= 0 && n != rows)
+      fail("the batch {} has two extents: {} from input '{}' but {} from input '{}'",
+           extent > 0 ? std::to_string(extent) : symbol, rows, rowsFrom, n, spec.name);
+    rows = n;
+    rowsFrom = spec.name;
+  }
+  if (!tiled())
+    return 0;
+  // A model whose inputs all ignore the batch serves the extent it was declared for.
+  return rows >= 0 ? rows : (extent > 0 ? extent : tile);
+}
+
+TensorType BatchTiles::outputType(const TensorSpec &tileSpec, int64_t rows) const {
+  TensorType type = tileSpec.type;
+  if (tiled())
+    type.shape[0] = rows;
+  return type;
+}
+
+void BatchTiles::checkOutputs(const std::vector<TensorSpec> &tileOutputs, const std::vector<Tensor> &outputs,
+                              int64_t rows) const {
+  checkCount("output", tileOutputs, outputs);
+  for (size_t i = 0; i < tileOutputs.size(); ++i) {
+    const Tensor &output = outputs[i];
+    bool fits = output.defined() && (tiled() ? sameRowShape(output.type(), tileOutputs[i].type) && output.shape()[0] == rows
+                                             : output.type() == tileOutputs[i].type);
+    if (!fits)
+      checkExact("output", tileOutputs[i], outputType(tileOutputs[i], rows), output); // says how it differs
+  }
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,45 @@
+#pragma once
+// How a batch-tiled model (kiln_model_desc::batch_tile, ir/BatchTiling.h) meets its callers:
+// its kernels compute one tile of `tile` rows, the caller hands it a whole batch. This checks a
+// run's tensors against the model's declared specs and says how many rows they hold; the
+// Executable then runs one tile per run of `tile` rows (runtime/Executable.cpp).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/Tensor.h"
+
+namespace kiln::runtime {
+
+struct TensorSpec;
+
+struct BatchTiles {
+  /// Rows one run of the kernels computes; 0 for a model that runs whole.
+  int64_t tile = 0;
+  /// The batch served: a constant, or 0 for any multiple of tile (the symbolic dim `symbol`).
+  int64_t extent = 0;
+  std::string symbol;
+  /// Per input: whether it carries the batch (on axis 0). Every output does.
+  std::vector<bool> batched;
+
+  bool tiled() const { return tile > 0; }
+
+  /// The spec a caller sees for a tile's `spec`: axis 0 holds the served batch (the constant
+  /// extent, or the symbol) where `carriesBatch`.
+  TensorSpec declared(const TensorSpec &tileSpec, bool carriesBatch) const;
+
+  /// The rows that `inputs` hold (kiln::Error, naming the input, for a count, dtype or shape
+  /// that the declared specs do not allow, or two batched inputs of different rows), given
+  /// the specs of one tile. For an untiled model, the inputs must match the specs exactly and
+  /// the result is 0.
+  int64_t rowsOf(const std::vector<TensorSpec> &tileInputs, const std::vector<Tensor> &inputs) const;
+
+  /// The type of a tile's output `tileSpec` at `rows` rows (untiled: the spec's own type).
+  TensorType outputType(const TensorSpec &tileSpec, int64_t rows) const;
+
+  /// Checks caller-provided outputs against outputType at `rows`.
+  void checkOutputs(const std::vector<TensorSpec> &tileOutputs, const std::vector<Tensor> &outputs,
+                    int64_t rows) const;
+};
+
+} // namespace kiln::runtime
