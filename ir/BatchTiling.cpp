@@ -475,7 +475,14 @@ bool servesEveryBatch(const Graph &graph) {
   if (symbols.size() != 1)
     return false;
   BatchAxes axes = findBatchAxes(graph);
-  return axes.separable && dimSymbolName(axes.extent) == symbols[0];
+  if (!axes.separable || dimSymbolName(axes.extent) != symbols[0])
+    return false;
+  // The symbol only as the batch: a tile's graph is then static.
+  for (const Value *input : graph.inputs())
+    for (size_t d = 0; d < input->shape().size(); ++d)
+      if (isSymbolicDim(input->shape()[d]) && (d != 0 || !axes.axisOf.count(input)))
+        return false;
+  return true;
 }
 
 namespace {

@@ -63,7 +63,8 @@ struct BatchAxes {
 BatchAxes findBatchAxes(const Graph &graph);
 
 /// Whether one compile of `graph` serves every batch size: its inputs' one symbol is the
-/// batch (axis 0 of its first input) and the graph is batch-separable.
+/// batch (axis 0 of its first input), appearing nowhere but on axis 0 of the inputs that
+/// carry the batch, and the graph is batch-separable.
 bool servesEveryBatch(const Graph &graph);
 
 /// A copy of `graph` (batch-separable: findBatchAxes says so) computing `tile` rows: every

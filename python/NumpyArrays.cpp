@@ -73,7 +73,8 @@ std::string numpyDTypeName(DType dtype) { return dtypeText(numpyDType(dtype)); }
 std::string shapeAsTuple(const Shape &shape) {
   std::string text = "(";
   for (size_t d = 0; d < shape.size(); ++d)
-    text += (d ? ", " : "") + dimToString(shape[d]);
+    // A symbolic dim as Python shows its name in a tuple: ('batch', 3).
+    text += (d ? ", " : "") + (isSymbolicDim(shape[d]) ? "'" + dimToString(shape[d]) + "'" : std::to_string(shape[d]));
   return text + (shape.size() == 1 ? ",)" : ")");
 }
 

@@ -97,6 +97,7 @@ int runGraphCommand(const RunOptions &options) {
   // Every name checked and every expected file read before the (possibly long) evaluation.
   OutputRequests requests(names, options, "the graph's");
   std::vector<Tensor> inputs = bindInputs(inputSpecs(*graph), options, given, "graph @" + graph->name());
+  std::string inputTypes = inputTypesOf(inputSpecs(*graph), inputs);
   ir::ParamValues params = bindParams(*graph, options.params, options.seed, true);
   if (options.bisectPasses)
     return bisect(*graph, options, inputs, params, names);
@@ -116,6 +117,7 @@ int runGraphCommand(const RunOptions &options) {
     executable = compileOrFallBack(graph, options, params, tiling);
   RunTarget target;
   target.loadMs = loadMs;
+  target.inputTypes = inputTypes;
   if (executable) {
     target.compileMs = millisecondsSince(compileStart);
     runtime::Executable &compiled = *executable;

@@ -26,6 +26,7 @@ int runModelCommand(const RunOptions &options) {
   RunTarget target;
   target.description = fmt::format("compiled model {} ({} threads)", path, model.numThreads());
   target.arenaBytes = model.arenaBytes();
+  target.inputTypes = inputTypesOf(model.inputs(), inputs);
   target.weightBytes = weightBytesOf(model);
   target.executable = &model;
   target.run = [&](std::vector<Tensor> &outputs) {

@@ -26,7 +26,8 @@ options:
                           [0,10)), input number i drawn with seed S+i. For an ONNX model the
                           given inputs' shapes also fix the model's symbolic dims
   --dim NAME=N            give the graph's symbolic dim NAME (f32[N,3] in a .kir graph, an ONNX
-                          dim_param) the extent N; dims not given take their extents from the
+                          dim_param; for a MODEL.so that serves every batch, the size of its random
+                          inputs) the extent N; dims not given take their extents from the
                           --input files' shapes, and two sources that disagree are an error. The
                           bound (static) graph is what runs
   --param NAME=FILE       bind parameter NAME; parameters whose value is not in the file (printed
@@ -39,8 +40,9 @@ options:
   --seed S                seed of the random inputs (default 0)
   --reference             run with the reference evaluator instead of compiling
   --threads N             run compiled kernels on N threads (default: one per core)
-  --bench N               after the run (the warm-up), time N more runs and print batch_tiling
-                          (how the batch runs, and why: --batch-tile), arena_bytes,
+  --bench N               after the run (the warm-up), time N more runs and print inputs (the
+                          sizes they ran at), batch_tiling (how the batch runs, and why:
+                          --batch-tile), then after the bench line arena_bytes,
                           weight_bytes, peak_rss_bytes, load_ms (reading the model), compile_ms
                           (passes, codegen, and the system compiler or the disk cache's load)
                           and, last, median_ms
@@ -209,7 +211,6 @@ void checkModel(const RunOptions &options) {
   };
   refuse(options.reference, "--reference");
   refuse(!options.params.empty(), "--param");
-  refuse(!options.dims.empty(), "--dim");
   refuse(!options.pipeline.empty(), "--pipeline");
   refuse(!options.passList.empty(), "--passes");
   refuse(options.precisionGiven, "--precision");

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/Error.h"
+#include "core/SymbolicDim.h"
 #include "runtime/Npy.h"
 #include "runtime/Profiler.h"
 
@@ -26,18 +27,38 @@ std::vector<Tensor> bindInputs(const std::vector<runtime::TensorSpec> &inputs, c
       fail("input '{}' is given twice", binding.name);
     auto read = given.find(binding.name);
     Tensor tensor = read != given.end() ? read->second : readTensorFile(binding.path);
-    if (tensor.type() != inputs[index].type)
+    // A symbolic dim (a model that serves every batch) takes the file's extent.
+    bool fits = tensor.dtype() == inputs[index].type.dtype && tensor.rank() == inputs[index].type.rank();
+    for (size_t d = 0; fits && d < tensor.shape().size(); ++d)
+      fits = isSymbolicDim(inputs[index].type.shape[d]) || tensor.shape()[d] == inputs[index].type.shape[d];
+    if (!fits)
       fail("input '{}' expects {}, but {} holds {}", binding.name, inputs[index].type.toString(), binding.path,
            tensor.type().toString());
     bound[index] = tensor;
   }
+  // Random inputs take their symbolic dims' extents from --dim, else from the inputs given.
+  DimBindings extents = options.dims;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t d = 0; bound[i].defined() && d < inputs[i].type.shape.size(); ++d)
+      if (std::optional<std::string> symbol = dimSymbolName(inputs[i].type.shape[d]))
+        extents.emplace(*symbol, bound[i].shape()[d]);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (bound[i].defined())
       continue;
-    checkFitsInMemory(inputs[i].type, fmt::format("input '{}'", names[i]));
-    bound[i] = randomTensor(inputs[i].type, options.seed + i);
+    TensorType type{inputs[i].type.dtype,
+                    evaluateShape(inputs[i].type.shape, extents,
+                                  fmt::format("input '{}' (give it with --input, or its dims with --dim)", names[i]))};
+    checkFitsInMemory(type, fmt::format("input '{}'", names[i]));
+    bound[i] = randomTensor(type, options.seed + i);
   }
   return bound;
+}
+
+std::string inputTypesOf(const std::vector<runtime::TensorSpec> &specs, const std::vector<Tensor> &inputs) {
+  std::string text;
+  for (size_t i = 0; i < specs.size() && i < inputs.size(); ++i)
+    text += fmt::format("{}{} {}", i ? ", " : "", specs[i].name, inputs[i].type().toString());
+  return text;
 }
 
 OutputRequests::OutputRequests(std::vector<std::string> names, const RunOptions &options, const std::string &whose)
@@ -133,10 +154,12 @@ int runAndReport(const RunTarget &target, const OutputRequests &requests, const 
     executable->setProfiling(false);
     writeProfile(*executable, options.profile, options.bench);
   }
-  std::cout << fmt::format("bench: {} runs on the {}\n", times.size(), target.description);
-  std::cout << fmt::format("min_ms {:.4f}\n", *std::min_element(times.begin(), times.end()));
+  if (!target.inputTypes.empty())
+    std::cout << fmt::format("inputs {}\n", target.inputTypes);
   if (!target.batchTiling.empty())
     std::cout << fmt::format("batch_tiling {}\n", target.batchTiling);
+  std::cout << fmt::format("bench: {} runs on the {}\n", times.size(), target.description);
+  std::cout << fmt::format("min_ms {:.4f}\n", *std::min_element(times.begin(), times.end()));
   std::cout << fmt::format("arena_bytes {}\n", target.arenaBytes);
   std::cout << fmt::format("weight_bytes {}\n", target.weightBytes);
   std::cout << fmt::format("peak_rss_bytes {}\n", peakResidentBytes());

@@ -43,6 +43,7 @@ struct RunTarget {
   std::string description;                         // "compiled model (4 threads)"
   int64_t arenaBytes = 0, weightBytes = 0;
   std::string batchTiling; // codegen::chooseBatchTile's reason; "" when not compiled from a graph
+  std::string inputTypes;  // "x f32[5,3], z f32[5,3]": the sizes the runs take (inputTypesOf)
   /// Wall time of reading the model (ONNX import or IR parse) and of compiling it (passes,
   /// codegen and the system compiler, or the disk cache's load); negative when not measured.
   double loadMs = -1, compileMs = -1;
@@ -54,6 +55,9 @@ struct RunTarget {
 /// the timed runs (profiled with --profile), the profile's top-kernels table and trace, and the
 /// bench lines ending with median_ms. Returns the report's exit status.
 int runAndReport(const RunTarget &target, const OutputRequests &requests, const RunOptions &options);
+
+/// "x f32[5,3], z f32[5,3]": each input's name and the type of the tensor bound to it.
+std::string inputTypesOf(const std::vector<runtime::TensorSpec> &specs, const std::vector<Tensor> &inputs);
 
 /// The bytes of `executable`'s weights as it declares them.
 int64_t weightBytesOf(const runtime::Executable &executable);

@@ -34,7 +34,7 @@ not put in the compile cache. Prints one line: what was written, its size and th
 An ONNX model whose batch is its only dim_param ("N" of [N, 3, 224, 224]), and whose graph
 computes each row of the batch from its own rows, compiles for a batch tile of one row:
 MODEL.so then runs every batch size (kiln-run MODEL.so takes inputs of any batch). Any other
-dim_param needs --input-shape.
+dim_param needs --input-shape or --dim.
 
 With --train LOSS, MODEL.so is the model's whole training step instead, as `kiln-run FILE
 --train LOSS` compiles it: forward, loss, backward and optimizer update (the training
@@ -49,6 +49,8 @@ options:
   --passes A,B,...             run these passes, in this order, on the graph first
   --input-shape NAME=D0,D1,... ONNX models: the static shape of input NAME, fixing its symbolic
                                dims (repeatable; "NAME=" is a scalar)
+  --dim NAME=N                 give the symbolic dim NAME (an ONNX dim_param, N of f32[N,3] in a
+                               .kir graph) the extent N: the model is compiled for that size only
   --param NAME=FILE            the value of parameter NAME (.npy, or an ONNX TensorProto .pb)
   --random-params              parameters with neither a value of their own nor --param get
                                random ones, drawn as kiln-run draws them with the same --seed
@@ -76,6 +78,7 @@ struct CompileCommand {
   std::vector<std::string> paths;
   std::string output, pipeline, passList, buildDir, load;
   std::map<std::string, Shape> inputShapes;
+  DimBindings dims; // --dim
   std::vector<Binding> params;
   bool randomParams = false;
   uint64_t seed = 0;
@@ -112,6 +115,9 @@ CompileCommand parseArgs(int argc, char **argv) {
   });
   parser.addOption("--build-dir", [&](const std::string &flag, const std::string &value) {
     command.buildDir = nonEmpty(flag, value);
+  });
+  parser.addOption("--dim", [&](const std::string &flag, const std::string &value) {
+    addDimBinding(flag, value, command.dims);
   });
   parser.addOption("--input-shape", [&](const std::string &flag, const std::string &value) {
     auto [name, shape] = parseShapeBinding(flag, value);
@@ -167,6 +173,7 @@ int compileCommand(const CompileCommand &command) {
   GraphSource source;
   source.path = command.paths[0];
   source.inputShapes = command.inputShapes;
+  source.dims = command.dims;
   source.keepBatchSymbol = !command.train; // a symbolic batch: one model for every batch size
   std::unique_ptr<ir::Graph> graph = loadGraph(source, given);
   ir::ParamValues params = bindParams(*graph, command.params, command.seed, command.randomParams);

@@ -78,4 +78,5 @@ def main():
         export(out, name, zoo[name])
 
 
-main()
+if __name__ == '__main__':
+    main()

@@ -9,18 +9,20 @@
 namespace kiln::frontend {
 
 bool mappingHandlesSymbols(std::string_view opType) {
-  // Mappings that copy dims or map one to one onto ops of ir::inferenceHandlesSymbols
-  // (Reshape's 0 copies the symbol, Flatten multiplies with dimMul, Gather checks constant
+  // Mappings that copy dims or map one to one onto ops of ir::inferenceHandlesSymbols (Clip's
+  // bounds and the activations' attributes are constants; Max and Min chain broadcasting
+  // binary ops; Reshape's 0 copies the symbol, Flatten multiplies with dimMul, Gather checks constant
   // indices only against a static axis). Shape and Size are absent: their results would be
   // values of symbols, which kiln does not fold yet.
   static const std::set<std::string_view> kOps = {
-      "Abs",       "Add",           "AveragePool",  "BatchNormalization", "Cast",       "Concat",
-      "Conv",      "Div",           "Erf",          "Exp",                "Flatten",    "Gather",
-      "Gemm",      "GlobalAveragePool", "GlobalMaxPool", "Identity",       "LayerNormalization",
-      "LeakyRelu", "Log",           "LogSoftmax",   "MatMul",             "MaxPool",    "Mul",
+      "Abs",       "Add",           "AveragePool",  "BatchNormalization", "Cast",       "Clip",
+      "Concat",    "Conv",          "Div",          "Elu",                "Erf",        "Exp",
+      "Flatten",   "Gather",        "Gemm",         "GlobalAveragePool",  "GlobalMaxPool",
+      "HardSigmoid", "HardSwish",   "Identity",     "LayerNormalization", "LeakyRelu",  "Log",
+      "LogSoftmax", "MatMul",       "Max",          "MaxPool",            "Min",        "Mul",
       "Neg",       "Pow",           "ReduceMax",    "ReduceMean",         "ReduceMin",  "ReduceSum",
-      "Relu",      "Reshape",       "Sigmoid",      "Softmax",            "Sqrt",       "Squeeze",
-      "Sub",       "Tanh",          "Transpose",    "Unsqueeze"};
+      "Relu",      "Reshape",       "Selu",         "Sigmoid",            "Softmax",    "Softplus",
+      "Sqrt",      "Squeeze",       "Sub",          "Tanh",               "Transpose",  "Unsqueeze"};
   return kOps.count(opType) != 0;
 }
 

@@ -9,11 +9,13 @@
 #include "codegen/CompileModel.h"
 #include "core/SymbolicDim.h"
 #include "frontend/Frontend.h"
+#include "ir/BatchTiling.h"
 #include "ir/Evaluator.h"
 #include "runtime/ThreadPool.h"
 #include "tests/ErrorMatchers.h"
 #include "tests/TempDir.h"
 #include "tests/codegen/CodegenTestUtil.h"
+#include "tests/ir/RandomChain.h"
 
 namespace kiln::codegen::test {
 namespace {
@@ -87,6 +89,32 @@ TEST(BatchTiles, AheadOfTimeModelServesEverySize) {
                                   randomTensor({DType::F32, {rows, 5}}, 9 + rows)};
     Comparison comparison = compareTensors(executable.run(inputs)[0], ir::evaluate(*graph, inputs)[0], 1e-4, 1e-5);
     EXPECT_TRUE(comparison.ok) << comparison.message;
+  }
+}
+
+TEST(BatchTiles, RandomChainsCompileOnceAndRunEveryBatch) {
+  // Random chains over a batch N (tests/ir/RandomChain.h, M fixed): those that serve every
+  // batch compile once, together, and run at 1, 3, 4 and 7 rows as the reference evaluator does.
+  std::vector<std::unique_ptr<ir::Graph>> graphs;
+  for (uint64_t seed = 0; seed < 80; ++seed) {
+    auto graph = kiln::test::RandomChain(seed).build({{"N", GraphBuilder::dim("N")}, {"M", 5}});
+    if (ir::servesEveryBatch(*graph))
+      graphs.push_back(std::move(graph));
+  }
+  ASSERT_GE(graphs.size(), 10u);
+  std::vector<const ir::Graph *> batch;
+  for (const auto &graph : graphs)
+    batch.push_back(graph.get());
+  std::vector<runtime::Executable> executables = compileBatch(batch, withThreads(2));
+  for (size_t g = 0; g < graphs.size(); ++g) {
+    EXPECT_EQ(executables[g].batchTile(), 1);
+    for (int64_t rows : {1, 3, 4, 7}) {
+      std::vector<Tensor> inputs;
+      for (const ir::Value *input : graphs[g]->inputs())
+        inputs.push_back(randomTensor({DType::F32, evaluateShape(input->shape(), {{"N", rows}}, "input")}, rows + g));
+      Comparison comparison = compareTensors(executables[g].run(inputs)[0], ir::evaluate(*graphs[g], inputs)[0], 1e-4, 1e-5);
+      EXPECT_TRUE(comparison.ok) << "chain " << g << " at " << rows << " rows: " << comparison.message;
+    }
   }
 }
 

@@ -48,6 +48,32 @@ TEST(OnnxImportSymbolic, ADynamicBatchImportsOnceAndRunsAtEverySize) {
   }
 }
 
+TEST(OnnxImportSymbolic, MobileNetActivationsTakeASymbolicBatch) {
+  // ReLU6 (Clip with constant bounds), hard sigmoid and swish, Max and Min: each maps to kiln
+  // ops whose inference carries symbols, and evaluates at any batch as the fixed import does.
+  auto model = [] {
+    ModelBuilder m(14);
+    m.input("x", DType::F32, {-1, 3});
+    m.constant("lo", Tensor::scalar(DType::F32, 0));
+    m.constant("hi", Tensor::scalar(DType::F32, 0.5));
+    m.node("Clip", {"x", "lo", "hi"}, {"six"});
+    m.node("HardSigmoid", {"x"}, {"gate"});
+    m.node("HardSwish", {"x"}, {"swish"});
+    m.node("Max", {"six", "gate"}, {"top"});
+    m.node("Min", {"top", "swish"}, {"y"});
+    m.output("y", DType::F32, {-1, 3});
+    return m;
+  };
+  std::unique_ptr<ir::Graph> graph = import(model(), symbolic());
+  EXPECT_EQ(graph->outputs()[0]->type().toString(), "f32[d0,3]");
+  for (int64_t batch : {1, 5}) {
+    Tensor x = randomTensor({DType::F32, {batch, 3}}, static_cast<uint64_t>(batch));
+    frontend::OnnxImportOptions fixed;
+    fixed.dimParams["d0"] = batch;
+    EXPECT_TRUE(ir::evaluate(*graph, {x})[0].identical(run(model(), {x}, fixed)[0])) << batch;
+  }
+}
+
 TEST(OnnxImportSymbolic, OptionsStillFixDims) {
   frontend::OnnxImportOptions options = symbolic();
   options.dimParams["d0"] = 4;

@@ -152,7 +152,8 @@ def test_a_symbolic_batch_compiles_once_for_every_size(tmp_path):
         y = np.empty((rows, 3), np.float32)
         session.run_into({"x": x}, {"y": y})
         assert np.array_equal(y, np.maximum(x, 0))
-    with pytest.raises(ValueError, match=r"input 'x' expects shape \(batch, 3\), got \(2, 4\)"):
+    assert repr(session.inputs[0]) == "TensorInfo(name='x', shape=('batch', 3), dtype=float32)"
+    with pytest.raises(ValueError, match=r"input 'x' expects shape \('batch', 3\), got \(2, 4\)"):
         session.run({"x": np.zeros((2, 4), np.float32)})
 
 

@@ -1,0 +1,151 @@
+"""Shapes that vary (issue 26): zoo models exported with a symbolic batch, compiled once by kiln
+and run at batch sizes a server receives, against kiln's static compile at each size and ONNX
+Runtime running the same dynamic model, in one run.
+
+usage: python3 dynamic_batch.py --kiln-bin BUILD [--out DIR] [--models resnet50,...]
+                                [--sizes 1,2,3,5,8,13,32] [--threads 1,2] [--reps N]
+
+Per model and thread count:
+  - kiln dynamic: `kiln-compile` once (a fresh compile cache, so the compile is real) writes one
+    MODEL.so for every batch; `kiln-run MODEL.so --input ...` times each size (median of REPS);
+  - kiln static: `kiln-run MODEL.onnx --input ...` at each size (the batch bound, then compiled
+    for that size: the compile kiln did per size before, cached on disk after its first run);
+  - ORT: one session on the dynamic model, every size in turn (bench/zoo/ort_sweep.js);
+  - the sweep, as a server sees it: kiln's compile, one process loading MODEL.so once and
+    running every size (a first run and REPS timed runs each, kiln.Session), against ORT's session
+    and the same runs.
+Every size's kiln output is checked against the static compile's (rtol 1e-4). Prints a markdown
+table per model.
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def export_dynamic(out, name):
+    """NAME_dyn.onnx with the batch of its one input and output named N."""
+    import torch
+    import export
+    import models
+    path = f'{out}/{name}_dyn.onnx'
+    if os.path.exists(path):
+        return path
+    entry = models.zoo()[f'{name}_b1']  # the batch-1 entry; the export makes its batch symbolic
+    torch.manual_seed(0)
+    model = entry.build()
+    export.randomize_norms(model)
+    model.eval()
+    inputs = export.make_inputs(entry.inputs)
+    tmp = f'{out}/.{name}_dyn.onnx'
+    torch.onnx.export(model, tuple(inputs), tmp, opset_version=17, input_names=['in0'], output_names=['out'],
+                      dynamic_axes={'in0': {0: 'N'}, 'out': {0: 'N'}}, do_constant_folding=True)
+    os.replace(tmp, path)
+    return path
+
+
+def field(text, key):
+    m = re.search(rf'^{key} (\S+)', text, re.M)
+    if not m:
+        raise RuntimeError(f'no {key} in:\n{text[-2000:]}')
+    return float(m.group(1))
+
+
+def run(cmd, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f'{" ".join(cmd)} failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}')
+    return p.stdout + p.stderr
+
+
+SWEEP = r'''
+import sys, time, numpy as np, kiln
+so, threads, reps, paths = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+start = time.perf_counter()
+session = kiln.Session(so, threads=threads)
+name = session.inputs[0].name
+for path in paths:
+    feeds = {name: np.load(path)}
+    session.run(feeds)
+    for _ in range(reps):
+        session.run(feeds)
+print('sweep_ms %.1f' % ((time.perf_counter() - start) * 1e3))
+'''
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--kiln-bin', required=True)
+    parser.add_argument('--out', default=None)
+    parser.add_argument('--models', default='resnet50,mobilenet_v2')
+    parser.add_argument('--sizes', default='1,2,3,5,8,13,32')
+    parser.add_argument('--threads', default='1,2')
+    parser.add_argument('--reps', type=int, default=5)
+    args = parser.parse_args()
+    kiln_bin = os.path.abspath(args.kiln_bin)
+    out = os.path.abspath(args.out or os.path.join(kiln_bin, 'dynamic'))
+    os.makedirs(out, exist_ok=True)
+    sizes = [int(s) for s in args.sizes.split(',')]
+    node_env = dict(os.environ, NODE_PATH=os.path.expanduser('~/.cache/kiln-peers/node_modules'))
+    for name in args.models.split(','):
+        model = export_dynamic(out, name)
+        rng = np.random.default_rng(0)
+        shape = None
+        import onnx
+        dims = onnx.load(model, load_external_data=False).graph.input[0].type.tensor_type.shape.dim
+        inputs = {}
+        for n in sizes:
+            path = f'{out}/{name}_x{n}.npy'
+            if not os.path.exists(path):
+                shape = [n] + [d.dim_value for d in dims[1:]]
+                np.save(path, rng.standard_normal(shape).astype(np.float32))
+            inputs[n] = path
+        for threads in [int(t) for t in args.threads.split(',')]:
+            cache = tempfile.mkdtemp(prefix='kiln-dynamic-cache-')
+            env = dict(os.environ, KILN_CACHE_DIR=cache, PYTHONPATH=os.path.join(kiln_bin, 'python'))
+            so = f'{out}/{name}_dyn_t{threads}.so'
+            start = time.perf_counter()
+            run([f'{kiln_bin}/kiln-compile', model, '-o', so], env)
+            compile_ms = (time.perf_counter() - start) * 1e3
+            rows = []
+            for n in sizes:
+                dyn = run(['taskset', '-c', '0' if threads == 1 else '0,1', f'{kiln_bin}/kiln-run', so, '--input',
+                           f'in0={inputs[n]}', '--threads', str(threads), '--bench', str(args.reps), '--output',
+                           f'out={out}/dyn_out.npy'], env)
+                sta = run(['taskset', '-c', '0' if threads == 1 else '0,1', f'{kiln_bin}/kiln-run', model, '--input',
+                           f'in0={inputs[n]}', '--threads', str(threads), '--bench', str(args.reps), '--check',
+                           f'out={out}/dyn_out.npy'], env)
+                rows.append((n, field(dyn, 'median_ms'), field(sta, 'median_ms'), field(dyn, 'arena_bytes'),
+                             field(sta, 'arena_bytes')))
+            ort = run(['taskset', '-c', '0' if threads == 1 else '0,1', 'node', f'{HERE}/ort_sweep.js', str(threads),
+                       str(args.reps), model] + [inputs[n] for n in sizes], node_env)
+            ort_ms = {int(re.search(r'_x(\d+)\.npy', line).group(1)): float(line.split()[3])
+                      for line in ort.splitlines() if line.startswith('size_ms')}
+            kiln_sweep = run(['taskset', '-c', '0' if threads == 1 else '0,1', sys.executable, '-c', SWEEP, so,
+                              str(threads), str(args.reps)] + [inputs[n] for n in sizes], env)
+            shutil.rmtree(cache, ignore_errors=True)
+            print(f'\n### {name}, {threads} thread{"s" if threads > 1 else ""}: one compile ({compile_ms / 1e3:.1f} s)'
+                  f' serves every batch\n')
+            print('| batch | kiln dynamic ms | kiln static ms | dynamic / static | ORT ms | kiln dynamic / ORT |'
+                  ' arena dynamic / static |')
+            print('| ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+            for n, d, s, ad, ast in rows:
+                print(f'| {n} | {d:.2f} | {s:.2f} | {d / s:.2f} | {ort_ms[n]:.2f} | {d / ort_ms[n]:.2f} | '
+                      f'{ad / 2**20:.1f} / {ast / 2**20:.1f} MiB |')
+            ks, os_ = compile_ms + field(kiln_sweep, 'sweep_ms'), field(ort, 'sweep_ms')
+            print(f'\nWhole sweep (compile or session, then a first run and {args.reps} timed runs per size, one '
+                  f'process): kiln {ks / 1e3:.2f} s, ORT {os_ / 1e3:.2f} s, kiln/ORT {ks / os_:.2f}', flush=True)
+
+
+if __name__ == '__main__':
+    main()

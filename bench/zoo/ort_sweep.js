@@ -1,0 +1,41 @@
+// ONNX Runtime CPU on one model with a symbolic batch, as a server sees it: one session, then
+// for each input file in turn (batches of different sizes) a first run and REPS timed runs.
+// Prints session_ms (creating the session), then per input "size_ms FILE FIRST MEDIAN", then
+// sweep_ms: the session, every first run and every timed run.
+// usage: node ort_sweep.js THREADS REPS MODEL.onnx INPUT.npy...   (NODE_PATH must reach onnxruntime-node)
+const ort = require('onnxruntime-node');
+const npy = require('../npy.js');
+
+function readNpy(path) {
+  const { descr, shape, data } = npy.readNpy(path);
+  if (descr !== '<f4') throw new Error(`${path}: dtype ${descr} not handled`);
+  return new ort.Tensor('float32', new Float32Array(data), shape);
+}
+
+const msSince = (start) => Number(process.hrtime.bigint() - start) / 1e6;
+
+(async () => {
+  const [threads, reps, file, ...inputs] = [parseInt(process.argv[2]), parseInt(process.argv[3]), ...process.argv.slice(4)];
+  const sweep = process.hrtime.bigint();
+  let t = process.hrtime.bigint();
+  const session = await ort.InferenceSession.create(file, {
+    intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
+  console.log(`session_ms ${msSince(t).toFixed(1)}`);
+  for (const path of inputs) {
+    const feeds = { [session.inputNames[0]]: readNpy(path) };
+    t = process.hrtime.bigint();
+    await session.run(feeds);
+    const first = msSince(t);
+    const times = [];
+    for (let i = 0; i < reps; i++) {
+      t = process.hrtime.bigint();
+      await session.run(feeds);
+      times.push(msSince(t));
+    }
+    times.sort((a, b) => a - b);
+    const mid = times.length >> 1;
+    const median = times.length % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
+    console.log(`size_ms ${path} ${first.toFixed(3)} ${median.toFixed(3)}`);
+  }
+  console.log(`sweep_ms ${msSince(sweep).toFixed(1)}`);
+})().catch(e => { console.error(`ort_sweep.js: ${e.message}`); process.exit(1); });
