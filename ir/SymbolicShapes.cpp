@@ -16,8 +16,8 @@ bool inferenceHandlesSymbols(OpKind op) {
   static const std::set<std::string_view> kFamilies = {"Unary",  "Binary",    "Elementwise",     "Activation",
                                                        "Reduce", "ReduceComposite", "Movement", "NN",
                                                        "Source", "Pooling"};
-  static const std::set<OpKind> kOps = {OpKind::Slice,  OpKind::Concat, OpKind::Gather,
-                                        OpKind::MatMul, OpKind::Conv,   OpKind::ConvTranspose};
+  static const std::set<OpKind> kOps = {OpKind::Slice,  OpKind::Split, OpKind::Concat,       OpKind::Gather,
+                                        OpKind::MatMul, OpKind::Conv,  OpKind::ConvTranspose};
   return kFamilies.count(opTraits(op).family) != 0 || kOps.count(op) != 0;
 }
 

@@ -2,6 +2,8 @@
 // known values, and typed attribute reads.
 #include "frontend/onnx/OnnxContext.h"
 
+#include "frontend/onnx/OnnxSymbolic.h"
+
 #include <algorithm>
 
 namespace kiln::frontend {
@@ -185,8 +187,15 @@ void ImportContext::defineValue(const std::string &name, ir::Value *value) {
   entry.value = value;
   entry.type = value->type();
   // A mapper that computed a constant (Shape, Size) made it known for later static reads.
-  if (value->producer() && value->producer()->op() == ir::OpKind::Constant)
+  if (value->producer() && value->producer()->op() == ir::OpKind::Constant) {
     entry.known = value->producer()->attrTensor("value");
+    // One holding a symbolic dim (Shape of a symbolic input) stays known only, for the ops
+    // that move it or read it as dims; materialize() refuses it as a tensor of the graph.
+    if (holdsSymbolicDims(entry.known) && !value->hasUses() && !scratch_) {
+      value->graph()->eraseNode(value->producer());
+      entry.value = nullptr;
+    }
+  }
   values_[name] = entry;
 }
 
@@ -235,6 +244,12 @@ ir::Value *ImportContext::materialize(const std::string &name, const OnnxValue &
   }
   if (entry.value)
     return entry.value;
+  // A symbolic dim's value may move through folded shape computations and come back as a dim
+  // (frontend/onnx/OnnxSymbolic.h), but a tensor of the graph would hold its encoding.
+  if (holdsSymbolicDims(entry.known))
+    fail("'{}' holds a symbolic dim (from a Shape of a symbolic input), which a tensor of the graph cannot hold "
+         "yet; fix the dims (kiln-run --dim, or input shapes) to import this model",
+         name);
   OnnxValue &stored = values_.at(name);
   stored.value =
       entry.isInitializer ? mainBuilder_->param(name, entry.type, entry.known) : mainBuilder_->constant(entry.known);

@@ -233,8 +233,10 @@ std::unique_ptr<ir::Graph> importModel(onnx::ModelProto &model, int64_t opset, L
   for (int i = 0; i < onnxGraph.node_size(); ++i) {
     const onnx::NodeProto &node = onnxGraph.node(i);
     try {
-      if (symbolicInputs)
+      if (symbolicInputs) {
         checkSymbolicOperands(ctx, node);
+        checkDimValuedOperands(ctx, node);
+      }
       mapNode(ctx, node);
     } catch (const Error &e) {
       fail("{}: {}", describeNode(node, i), e.what());

@@ -71,7 +71,7 @@ std::vector<ir::Value *> mapExpand(ImportContext &ctx, const onnx::NodeProto &no
   ir::Value *x = ctx.input(node, 0);
   std::vector<int64_t> shape = ctx.staticInts(node, 1, "target shape");
   for (int64_t dim : shape)
-    if (dim < 0)
+    if (dim < 0 && !isSymbolicDim(dim))
       fail("target shape {} has a negative dim", shapeToString(shape));
   // Expand broadcasts both ways: a 1 in `shape` keeps the input's dim.
   return {broadcastTo(ctx, x, ir::ops::broadcastShapes(x->shape(), shape))};

@@ -89,7 +89,7 @@ std::vector<ir::Value *> mapSplit(ImportContext &ctx, const onnx::NodeProto &nod
   ir::Value *x = ctx.input(node, 0);
   OnnxAttrs attrs(node);
   int64_t axis = normalizeAxis(attrs.getInt("axis", 0), x->rank(), "axis");
-  int64_t dim = x->shape()[axis];
+  int64_t dim = requireStaticDim(x->shape(), static_cast<size_t>(axis), "Split");
   auto outputs = static_cast<int64_t>(node.output_size());
   std::vector<int64_t> sizes;
   if (ctx.opset() < 2 && ctx.hasInput(node, 1)) // opset 1 also took the sizes as an input

@@ -91,9 +91,10 @@ std::vector<ir::Value *> mapShape(ImportContext &ctx, const onnx::NodeProto &nod
   auto clampDim = [rank](int64_t d) { return std::clamp<int64_t>(d < 0 ? d + rank : d, 0, rank); };
   int64_t start = ctx.opset() >= 15 ? clampDim(attrs.getInt("start", 0)) : 0;
   int64_t end = ctx.opset() >= 15 ? clampDim(attrs.getInt("end", rank)) : rank;
-  std::vector<int64_t> dims;
-  for (int64_t d = start; d < end; ++d)
-    dims.push_back(requireStaticDim(shape, static_cast<size_t>(d), "Shape (folded at import)"));
+  // A symbolic dim becomes its value as a dim (core/SymbolicDim.h): the shape computations
+  // that move it (Gather, Concat, Unsqueeze, ...) fold with it exactly, and Reshape and Expand
+  // take it back as a dim (frontend/onnx/OnnxSymbolic.h says which ops may see one).
+  std::vector<int64_t> dims(shape.begin() + start, shape.begin() + std::max(start, end));
   return {ctx.constant(int64Vector(dims))};
 }
 

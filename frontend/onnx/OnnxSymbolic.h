@@ -19,4 +19,16 @@ bool mappingHandlesSymbols(std::string_view opType);
 /// A kiln::Error unless every operand of `node` is static or its mapping handles symbols.
 void checkSymbolicOperands(const ImportContext &ctx, const onnx::NodeProto &node);
 
+/// Whether `value` is an integer tensor holding a symbolic dim: what Shape gives for a
+/// symbolic input (torch's dynamic axes export x.size(0) as Shape -> Gather -> Concat ->
+/// Reshape). Such values only move: the ops that fold them (Gather, Concat, Unsqueeze,
+/// Squeeze, Slice, Identity, Reshape and Cast to int64 copy elements) and the mappings that
+/// read them back as dims (Reshape's and Expand's target shape) may see one; arithmetic on a
+/// symbolic dim (x.size(0) * 2) is not supported yet.
+bool holdsSymbolicDims(const Tensor &value);
+
+/// A kiln::Error naming `node` when one of its known operands holds a symbolic dim and the
+/// node is not among the ops that move such values or read them as dims.
+void checkDimValuedOperands(const ImportContext &ctx, const onnx::NodeProto &node);
+
 } // namespace kiln::frontend

@@ -248,7 +248,8 @@ OpDef defineSplit() {
     const auto &sizes = attrInts(attrs, "sizes");
     if (sizes.empty())
       fail("'sizes' is empty: split needs at least one output");
-    int64_t dim = in[0].shape[axis], total = 0;
+    // The other dims are copied, so they may be symbolic; the split one is cut by extents.
+    int64_t dim = requireStaticDim(in[0].shape, static_cast<size_t>(axis), "split"), total = 0;
     std::vector<TensorType> outs;
     for (int64_t size : sizes) {
       if (size < 0 || size > dim)

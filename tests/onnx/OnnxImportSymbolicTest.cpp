@@ -74,6 +74,42 @@ TEST(OnnxImportSymbolic, MobileNetActivationsTakeASymbolicBatch) {
   }
 }
 
+TEST(OnnxImportSymbolic, ShapeOfASymbolicDimMovesIntoAReshape) {
+  // torch's x.view(x.size(0), -1) with a dynamic batch: Shape -> Gather -> Unsqueeze -> Concat
+  // -> Reshape. The symbolic dim travels as a value and comes back as the reshape's dim.
+  auto model = [] {
+    ModelBuilder m(13);
+    m.input("x", DType::F32, {-1, 3, 4});
+    m.constant("zero", Tensor::scalar(DType::I64, 0));
+    m.constant("axes", Tensor::fromDoubles(DType::I64, {1}, {0}));
+    m.constant("rest", Tensor::fromDoubles(DType::I64, {1}, {12}));
+    m.node("Shape", {"x"}, {"shape"});
+    m.node("Gather", {"shape", "zero"}, {"batch"});
+    m.node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+    setInt(m.node("Concat", {"batch1", "rest"}, {"target"}), "axis", 0);
+    m.node("Reshape", {"x", "target"}, {"y"});
+    m.output("y", DType::F32, {-1, 12});
+    return m;
+  };
+  std::unique_ptr<ir::Graph> graph = import(model(), symbolic());
+  EXPECT_EQ(graph->outputs()[0]->type().toString(), "f32[d0,12]");
+  for (int64_t batch : {1, 5}) {
+    Tensor x = randomTensor({DType::F32, {batch, 3, 4}}, static_cast<uint64_t>(batch));
+    frontend::OnnxImportOptions fixed;
+    fixed.dimParams["d0"] = batch;
+    EXPECT_TRUE(ir::evaluate(*graph, {x})[0].identical(run(model(), {x}, fixed)[0])) << batch;
+  }
+  // Arithmetic on it (x.size(0) * 2) is not supported yet, and says so.
+  ModelBuilder twice(13);
+  twice.input("x", DType::F32, {-1, 3});
+  twice.constant("two", Tensor::fromDoubles(DType::I64, {1}, {2}));
+  twice.node("Shape", {"x"}, {"shape"});
+  twice.node("Mul", {"shape", "two"}, {"doubled"});
+  twice.node("Reshape", {"x", "doubled"}, {"y"});
+  twice.output("y", DType::F32, {-1});
+  expectError([&] { import(twice, symbolic()); }, {"Mul of a symbolic dim", "input 0 'shape' holds one"});
+}
+
 TEST(OnnxImportSymbolic, OptionsStillFixDims) {
   frontend::OnnxImportOptions options = symbolic();
   options.dimParams["d0"] = 4;
@@ -87,8 +123,9 @@ TEST(OnnxImportSymbolic, MappingsThatNeedExtentsAreErrors) {
   shape.input("x", DType::F32, {-1, 3});
   shape.node("Shape", {"x"}, {"s"});
   shape.output("s", DType::I64, {2});
-  // Shape's result would be a value of the symbol, which import-time folding cannot hold.
-  expectError([&] { import(shape, symbolic()); }, {"Shape does not take symbolic dims yet", "f32[d0,3]"});
+  // Shape's result holds the symbol as a value, which may move into a dims operand but not
+  // become a tensor of the graph.
+  expectError([&] { import(shape, symbolic()); }, {"'s' holds a symbolic dim", "cannot hold yet"});
 
   ModelBuilder pad(13);
   pad.input("x", DType::F32, {-1, 3});
