@@ -137,7 +137,8 @@ void mapNode(ImportContext &ctx, const onnx::NodeProto &node) {
   if (!entry) // the scan reports these first; kept for safety
     fail("kiln has no mapping for op type '{}'", node.op_type());
 
-  bool folded = ctx.canFold(node) && !isTrainingDropout(ctx, node) && tryFold(ctx, *entry, node);
+  bool folded = foldDimValues(ctx, node) ||
+                (ctx.canFold(node) && !isTrainingDropout(ctx, node) && tryFold(ctx, *entry, node));
   if (!folded) {
     std::vector<ir::Value *> outputs = entry->map(ctx, node);
     for (int k = 0; k < node.output_size(); ++k) {

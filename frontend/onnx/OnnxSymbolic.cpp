@@ -1,10 +1,12 @@
 #include "frontend/onnx/OnnxSymbolic.h"
 
+#include <functional>
 #include <set>
 #include <string>
 
 #include "core/Error.h"
 #include "core/SymbolicDim.h"
+#include "ir/ops/Common.h"
 
 namespace kiln::frontend {
 
@@ -23,7 +25,7 @@ bool mappingHandlesSymbols(std::string_view opType) {
       "Neg",       "Pow",           "ReduceMax",    "ReduceMean",         "ReduceMin",  "ReduceSum",
       "Relu",      "Reshape",       "Selu",         "Sigmoid",            "Softmax",    "Softplus",
       "Shape",     "Slice",         "Split",        "Sqrt",               "Squeeze",    "Sub",
-      "Tanh",      "Transpose",     "Unsqueeze",    "Expand"};
+      "Tanh",      "Transpose",     "Unsqueeze",    "Expand",             "Where",      "Equal"};
   return kOps.count(opType) != 0;
 }
 
@@ -53,9 +55,92 @@ bool holdsSymbolicDims(const Tensor &value) {
   return false;
 }
 
+namespace {
+
+// The ops foldDimValues computes on dims.
+const std::set<std::string_view> kDimArithmetic = {"Mul", "Add", "Sub", "Div", "Equal", "Where"};
+
+/// Numpy broadcasting over small known tensors: each output element `combine`s the operands'
+/// elements at its index (read as int64: dims keep their encodings).
+Tensor broadcastCombine(const std::vector<Tensor> &operands, DType dtype,
+                        const std::function<int64_t(const std::vector<int64_t> &)> &combine) {
+  Shape shape = operands[0].shape();
+  for (size_t i = 1; i < operands.size(); ++i)
+    shape = ir::ops::broadcastShapes(shape, operands[i].shape());
+  Tensor out(dtype, shape);
+  std::vector<int64_t> values(operands.size());
+  ir::ops::forEachIndex(shape, [&](const std::vector<int64_t> &index, int64_t flat) {
+    for (size_t i = 0; i < operands.size(); ++i)
+      values[i] = operands[i].getInt(ir::ops::broadcastSourceIndex(index, operands[i].shape()));
+    out.setInt(flat, combine(values));
+  });
+  return out;
+}
+
+} // namespace
+
+bool foldDimValues(ImportContext &ctx, const onnx::NodeProto &node) {
+  const std::string &op = node.op_type();
+  if (!kDimArithmetic.count(op) || node.output_size() != 1)
+    return false;
+  std::vector<Tensor> operands;
+  bool holdsDims = false;
+  for (int i = 0; i < node.input_size(); ++i) {
+    const OnnxValue *value = node.input(i).empty() ? nullptr : ctx.lookup(node.input(i));
+    if (!value || !value->known.defined())
+      return false;
+    holdsDims = holdsDims || holdsSymbolicDims(value->known);
+    operands.push_back(value->known);
+  }
+  if (!holdsDims)
+    return false;
+  auto undecided = [&](int64_t a, int64_t b) -> int64_t {
+    fail("{} of the symbolic dims {} and {} has no one value for every size; fix the dims (kiln-run --dim, or input "
+         "shapes) to import this model",
+         op, dimToString(a), dimToString(b));
+  };
+  bool where = op == "Where";
+  if (operands.size() != (where ? 3u : 2u) || (where && operands[0].dtype() != DType::Bool) ||
+      operands[where ? 1 : 0].dtype() != DType::I64 || operands[where ? 2 : 1].dtype() != DType::I64)
+    fail("{} of a symbolic dim takes int64 dims{}", op, where ? " and a bool condition" : "");
+  std::string what = op + " of a symbolic dim";
+  Tensor result;
+  if (where) {
+    result = broadcastCombine(operands, DType::I64, [](const std::vector<int64_t> &v) { return v[0] ? v[1] : v[2]; });
+  } else if (op == "Equal") {
+    result = broadcastCombine(operands, DType::Bool, [&](const std::vector<int64_t> &v) -> int64_t {
+      if (v[0] == v[1])
+        return 1;
+      if (!isSymbolicDim(v[0]) && !isSymbolicDim(v[1]))
+        return 0;
+      int64_t constant = isSymbolicDim(v[0]) ? v[1] : v[0];
+      if (!isSymbolicDim(constant) && constant < 0)
+        return 0; // a dim is never negative
+      return undecided(v[0], v[1]);
+    });
+  } else {
+    result = broadcastCombine(operands, DType::I64, [&](const std::vector<int64_t> &v) -> int64_t {
+      if (op == "Mul")
+        return dimMul(v[0], v[1], what);
+      if (op == "Add")
+        return dimAdd(v[0], v[1], what);
+      if (op == "Sub")
+        return dimAdd(v[0], dimMul(v[1], -1, what), what);
+      if (!isSymbolicDim(v[0]) && !isSymbolicDim(v[1]) && v[1] != 0)
+        return v[0] / v[1]; // ONNX's integer Div truncates, as C++ does
+      std::optional<int64_t> quotient = dimDivExact(v[0], v[1]);
+      return quotient ? *quotient : undecided(v[0], v[1]);
+    });
+  }
+  ctx.defineKnown(node.output(0), result);
+  return true;
+}
+
 void checkDimValuedOperands(const ImportContext &ctx, const onnx::NodeProto &node) {
   static const std::set<std::string_view> kMovesOrReadsDims = {
       "Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Identity", "Reshape", "Cast", "Expand", "Shape"};
+  if (kDimArithmetic.count(node.op_type()))
+    return; // foldDimValues computes it, or says why it cannot
   bool moves = kMovesOrReadsDims.count(node.op_type()) != 0;
   for (int i = 0; i < node.input_size(); ++i) {
     const OnnxValue *value = node.input(i).empty() ? nullptr : ctx.lookup(node.input(i));

@@ -28,7 +28,16 @@ void checkSymbolicOperands(const ImportContext &ctx, const onnx::NodeProto &node
 bool holdsSymbolicDims(const Tensor &value);
 
 /// A kiln::Error naming `node` when one of its known operands holds a symbolic dim and the
-/// node is not among the ops that move such values or read them as dims.
+/// node is not among the ops that move such values, read them as dims or compute on them
+/// (foldDimValues).
 void checkDimValuedOperands(const ImportContext &ctx, const onnx::NodeProto &node);
+
+/// Folds `node` when every operand is known, one holds a symbolic dim, and the node computes
+/// on dims: Mul, Add and Sub as polynomials of the symbols, Div when exact (x.size(0) * heads,
+/// c // heads), Equal where it is decidable (a dim never equals a negative constant: torch's
+/// Expand exports compare its shape with -1), and Where selecting elements. Defines the result
+/// as known and returns true; false when the node is not such a node. A kiln::Error when the
+/// result cannot be known (N == 3, N / 2).
+bool foldDimValues(ImportContext &ctx, const onnx::NodeProto &node);
 
 } // namespace kiln::frontend

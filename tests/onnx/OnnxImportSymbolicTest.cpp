@@ -99,15 +99,56 @@ TEST(OnnxImportSymbolic, ShapeOfASymbolicDimMovesIntoAReshape) {
     fixed.dimParams["d0"] = batch;
     EXPECT_TRUE(ir::evaluate(*graph, {x})[0].identical(run(model(), {x}, fixed)[0])) << batch;
   }
-  // Arithmetic on it (x.size(0) * 2) is not supported yet, and says so.
-  ModelBuilder twice(13);
-  twice.input("x", DType::F32, {-1, 3});
-  twice.constant("two", Tensor::fromDoubles(DType::I64, {1}, {2}));
-  twice.node("Shape", {"x"}, {"shape"});
-  twice.node("Mul", {"shape", "two"}, {"doubled"});
-  twice.node("Reshape", {"x", "doubled"}, {"y"});
-  twice.output("y", DType::F32, {-1});
-  expectError([&] { import(twice, symbolic()); }, {"Mul of a symbolic dim", "input 0 'shape' holds one"});
+  // A dim divided where no one quotient holds for every size says so.
+  ModelBuilder half(13);
+  half.input("x", DType::F32, {-1, 3});
+  half.constant("two", Tensor::fromDoubles(DType::I64, {1}, {2}));
+  half.node("Shape", {"x"}, {"shape"});
+  half.node("Div", {"shape", "two"}, {"halved"});
+  half.node("Reshape", {"x", "halved"}, {"y"});
+  half.output("y", DType::F32, {-1});
+  expectError([&] { import(half, symbolic()); }, {"Div of the symbolic dims d0 and 2 has no one value"});
+}
+
+TEST(OnnxImportSymbolic, ArithmeticOnSymbolicDimsFoldsToExpressions) {
+  // Attention's x.view(S, N * heads, D) and a class token expanded to every image as torch
+  // exports it: Expand's shape with -1 replaced through Equal and Where.
+  auto model = [] {
+    ModelBuilder m(13);
+    m.input("x", DType::F32, {-1, 6});
+    m.initializer("token", randomTensor({DType::F32, {1, 3}}, 3));
+    m.constant("zero", Tensor::scalar(DType::I64, 0));
+    m.constant("axes", Tensor::fromDoubles(DType::I64, {1}, {0}));
+    m.constant("heads", Tensor::scalar(DType::I64, 2));
+    m.constant("width", Tensor::fromDoubles(DType::I64, {1}, {3}));
+    m.constant("minus", Tensor::fromDoubles(DType::I64, {1}, {-1}));
+    m.constant("ones", Tensor::fromDoubles(DType::I64, {2}, {1, 1}));
+    m.node("Shape", {"x"}, {"shape"});
+    m.node("Gather", {"shape", "zero"}, {"batch"});
+    m.node("Mul", {"batch", "heads"}, {"rows"});
+    m.node("Unsqueeze", {"rows", "axes"}, {"rows1"});
+    setInt(m.node("Concat", {"rows1", "width"}, {"split"}), "axis", 0);
+    m.node("Reshape", {"x", "split"}, {"y"});
+    m.node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+    setInt(m.node("Concat", {"batch1", "minus"}, {"wanted"}), "axis", 0);
+    m.node("Equal", {"wanted", "minus"}, {"keep"});
+    m.node("Where", {"keep", "ones", "wanted"}, {"target"});
+    m.node("Expand", {"token", "target"}, {"tokens"});
+    m.output("y", DType::F32, {-1, 3});
+    m.output("tokens", DType::F32, {-1, 3});
+    return m;
+  };
+  std::unique_ptr<ir::Graph> graph = import(model(), symbolic());
+  EXPECT_EQ(graph->outputs()[0]->type().toString(), "f32[2*d0,3]");
+  EXPECT_EQ(graph->outputs()[1]->type().toString(), "f32[d0,3]");
+  for (int64_t batch : {1, 4}) {
+    Tensor x = randomTensor({DType::F32, {batch, 6}}, static_cast<uint64_t>(batch));
+    frontend::OnnxImportOptions fixed;
+    fixed.dimParams["d0"] = batch;
+    std::vector<Tensor> got = ir::evaluate(*graph, {x}), want = run(model(), {x}, fixed);
+    EXPECT_TRUE(got[0].identical(want[0])) << batch;
+    EXPECT_TRUE(got[1].identical(want[1])) << batch;
+  }
 }
 
 TEST(OnnxImportSymbolic, OptionsStillFixDims) {
