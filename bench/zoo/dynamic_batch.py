@@ -2,7 +2,7 @@
 and run at batch sizes a server receives, against kiln's static compile at each size and ONNX
 Runtime running the same dynamic model, in one run.
 
-usage: python3 dynamic_batch.py --kiln-bin BUILD [--out DIR] [--models resnet50,...]
+usage: python3 dynamic_batch.py --kiln-bin BUILD [--out DIR] [--models resnet50,gpt2_s64,...]
                                 [--sizes 1,2,3,5,8,13,32] [--threads 1,2] [--reps N]
 
 Per model and thread count:
@@ -48,10 +48,29 @@ def export_dynamic(out, name):
     model.eval()
     inputs = export.make_inputs(entry.inputs)
     tmp = f'{out}/.{name}_dyn.onnx'
-    torch.onnx.export(model, tuple(inputs), tmp, opset_version=17, input_names=['in0'], output_names=['out'],
-                      dynamic_axes={'in0': {0: 'N'}, 'out': {0: 'N'}}, do_constant_folding=True)
+    names = [f'in{i}' for i in range(len(inputs))]
+    axes = {n: {0: 'N'} for n in names + ['out']}
+    torch.onnx.export(model, tuple(inputs), tmp, opset_version=17, input_names=names, output_names=['out'],
+                      dynamic_axes=axes, do_constant_folding=True)
     os.replace(tmp, path)
     return path
+
+
+def make_inputs(out, name, n, rng):
+    """NAME_x<n>_<i>.npy per input at batch n, as the zoo entry declares them (float, or int64
+    token ids below their bound)."""
+    import models
+    paths = []
+    for i, spec in enumerate(models.zoo()[f'{name}_b1'].inputs):
+        path = f'{out}/{name}_x{n}_{i}.npy'
+        if not os.path.exists(path):
+            if spec[0] == 'i64':
+                _, shape, high = spec
+                np.save(path, rng.integers(0, high, [n] + list(shape[1:])).astype(np.int64))
+            else:
+                np.save(path, rng.standard_normal([n] + list(spec[1:])).astype(np.float32))
+        paths.append(path)
+    return paths
 
 
 def field(text, key):
@@ -73,9 +92,9 @@ import sys, time, numpy as np, kiln
 model, threads, reps, paths = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 start = time.perf_counter()
 session = kiln.Session(model, threads=threads)
-name = session.inputs[0].name
-for path in paths:
-    feeds = {name: np.load(path)}
+names = [info.name for info in session.inputs]
+for group in paths:
+    feeds = {name: np.load(path) for name, path in zip(names, group.split(','))}
     session.run(feeds)
     for _ in range(reps):
         session.run(feeds)
@@ -100,16 +119,8 @@ def main():
     for name in args.models.split(','):
         model = export_dynamic(out, name)
         rng = np.random.default_rng(0)
-        shape = None
-        import onnx
-        dims = onnx.load(model, load_external_data=False).graph.input[0].type.tensor_type.shape.dim
-        inputs = {}
-        for n in sizes:
-            path = f'{out}/{name}_x{n}.npy'
-            if not os.path.exists(path):
-                shape = [n] + [d.dim_value for d in dims[1:]]
-                np.save(path, rng.standard_normal(shape).astype(np.float32))
-            inputs[n] = path
+        inputs = {n: make_inputs(out, name, n, rng) for n in sizes}
+        bind = lambda n: [a for i, p in enumerate(inputs[n]) for a in ('--input', f'in{i}={p}')]
         for threads in [int(t) for t in args.threads.split(',')]:
             cache = tempfile.mkdtemp(prefix='kiln-dynamic-cache-')
             env = dict(os.environ, KILN_CACHE_DIR=cache, PYTHONPATH=os.path.join(kiln_bin, 'python'))
@@ -119,21 +130,19 @@ def main():
             compile_ms = (time.perf_counter() - start) * 1e3
             rows = []
             for n in sizes:
-                dyn = run(['taskset', '-c', '0' if threads == 1 else '0,1', f'{kiln_bin}/kiln-run', so, '--input',
-                           f'in0={inputs[n]}', '--threads', str(threads), '--bench', str(args.reps), '--output',
-                           f'out={out}/dyn_out.npy'], env)
-                sta = run(['taskset', '-c', '0' if threads == 1 else '0,1', f'{kiln_bin}/kiln-run', model, '--input',
-                           f'in0={inputs[n]}', '--threads', str(threads), '--bench', str(args.reps), '--check',
-                           f'out={out}/dyn_out.npy'], env)
+                dyn = run(['taskset', '-c', '0' if threads == 1 else '0,1', f'{kiln_bin}/kiln-run', so] + bind(n) +
+                          ['--threads', str(threads), '--bench', str(args.reps), '--output', f'out={out}/dyn_out.npy'], env)
+                sta = run(['taskset', '-c', '0' if threads == 1 else '0,1', f'{kiln_bin}/kiln-run', model] + bind(n) +
+                          ['--threads', str(threads), '--bench', str(args.reps), '--check', f'out={out}/dyn_out.npy'], env)
                 rows.append((n, field(dyn, 'median_ms'), field(sta, 'median_ms'), field(dyn, 'arena_bytes'),
                              field(sta, 'arena_bytes')))
             ort = run(['taskset', '-c', '0' if threads == 1 else '0,1', 'node', f'{HERE}/ort_sweep.js', str(threads),
-                       str(args.reps), model] + [inputs[n] for n in sizes], node_env)
-            ort_ms = {int(re.search(r'_x(\d+)\.npy', line).group(1)): float(line.split()[3])
+                       str(args.reps), model] + [','.join(inputs[n]) for n in sizes], node_env)
+            ort_ms = {int(re.search(r'_x(\d+)_0\.npy', line).group(1)): float(line.split()[3])
                       for line in ort.splitlines() if line.startswith('size_ms')}
             sweep_env = dict(env, KILN_CACHE_DIR=tempfile.mkdtemp(prefix='kiln-sweep-cache-'))
             kiln_sweep = run(['taskset', '-c', '0' if threads == 1 else '0,1', sys.executable, '-c', SWEEP, model,
-                              str(threads), str(args.reps)] + [inputs[n] for n in sizes], sweep_env)
+                              str(threads), str(args.reps)] + [','.join(inputs[n]) for n in sizes], sweep_env)
             shutil.rmtree(sweep_env['KILN_CACHE_DIR'], ignore_errors=True)
             shutil.rmtree(cache, ignore_errors=True)
             print(f'\n### {name}, {threads} thread{"s" if threads > 1 else ""}: one compile serves every batch'

@@ -2,14 +2,17 @@
 // for each input file in turn (batches of different sizes) a first run and REPS timed runs.
 // Prints session_ms (creating the session), then per input "size_ms FILE FIRST MEDIAN", then
 // sweep_ms: the session, every first run and every timed run.
-// usage: node ort_sweep.js THREADS REPS MODEL.onnx INPUT.npy...   (NODE_PATH must reach onnxruntime-node)
+// usage: node ort_sweep.js THREADS REPS MODEL.onnx IN0.npy[,IN1.npy...]...   (one argument per batch;
+// NODE_PATH must reach onnxruntime-node)
 const ort = require('onnxruntime-node');
 const npy = require('../npy.js');
 
 function readNpy(path) {
   const { descr, shape, data } = npy.readNpy(path);
-  if (descr !== '<f4') throw new Error(`${path}: dtype ${descr} not handled`);
-  return new ort.Tensor('float32', new Float32Array(data), shape);
+  const kinds = { '<f4': ['float32', Float32Array], '<i8': ['int64', BigInt64Array] };
+  if (!kinds[descr]) throw new Error(`${path}: dtype ${descr} not handled`);
+  const [type, Arr] = kinds[descr];
+  return new ort.Tensor(type, new Arr(data), shape);
 }
 
 const msSince = (start) => Number(process.hrtime.bigint() - start) / 1e6;
@@ -22,7 +25,9 @@ const msSince = (start) => Number(process.hrtime.bigint() - start) / 1e6;
     intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
   console.log(`session_ms ${msSince(t).toFixed(1)}`);
   for (const path of inputs) {
-    const feeds = { [session.inputNames[0]]: readNpy(path) };
+    // One batch: its inputs' files, comma-separated, in the model's input order.
+    const feeds = {};
+    path.split(',').forEach((file, i) => { feeds[session.inputNames[i]] = readNpy(file); });
     t = process.hrtime.bigint();
     await session.run(feeds);
     const first = msSince(t);
