@@ -13,8 +13,8 @@
 #include "core/SymbolicDim.h"
 #include "ir/BatchTiling.h"
 #include "ir/ContractionCost.h"
-#include "runtime/ThreadPool.h"
 #include "ir/SymbolicShapes.h"
+#include "runtime/ThreadPool.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
 
@@ -77,9 +77,10 @@ int64_t smallestDivisorAtLeast(int64_t n, double minimum) {
 
 /// A static batch of `extent` rows: tiles of the fewest rows that still buy enough work per
 /// weight byte, since a small tile keeps each layer's activations in cache where the whole
-/// batch's spill to memory (and none when they do not: kCachedActivationBytes). With P threads the tiles run side by side, P of them streaming
-/// weights at once, each with a P-th of the bandwidth: P times the rows; and there must be a
-/// tile for every thread, else the batch runs whole, each kernel split over the threads.
+/// batch's spill to memory (and none when they do not: kCachedActivationBytes). With P
+/// threads the tiles run side by side, P of them streaming weights at once, each with a P-th
+/// of the bandwidth: P times the rows; and there must be a tile for every thread, else the
+/// batch runs whole, each kernel split over the threads.
 /// (Recurrences, which read their recurrent weights every step, never tile: at 2 threads
 /// their batch of 16 in two tiles took 1.05 and 1.09 times as long as whole.)
 int64_t chooseStaticTile(const ir::Graph &graph, int64_t extent, const CompileOptions &options,
@@ -94,7 +95,8 @@ int64_t chooseStaticTile(const ir::Graph &graph, int64_t extent, const CompileOp
     tile = extent;
   say(fmt::format("{:.1f} multiply-adds per weight byte and row, largest activation {:.1f} MiB, {} thread{}: {}",
                   weights > 0 ? perRow / weights : 0.0, largest / (1 << 20), threads, threads == 1 ? "" : "s",
-                  tile >= extent ? fmt::format("whole batch of {}", extent) : fmt::format("tiles of {} row{}", tile, tile == 1 ? "" : "s")));
+                  tile >= extent ? fmt::format("whole batch of {}", extent)
+                                 : fmt::format("tiles of {} row{}", tile, tile == 1 ? "" : "s")));
   return tile >= extent ? 0 : tile;
 }
 
@@ -135,37 +137,39 @@ LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options) {
   LoweredModel lowered;
   EmitOptions emit;
   emit.precision = options.precision;
-  int64_t tile = chooseBatchTile(graph, options);
-  if (tile > 0 && options.batchTile == CompileOptions::kBatchTileAuto && !isSymbolicDim(ir::findBatchAxes(graph).extent)) {
-    // A static batch tiles only as an optimisation: if the tile copy fails to infer (a
-    // defensive check of findBatchAxes's rules), the batch runs whole.
+  int64_t tile = chooseBatchTile(graph, options, &lowered.batchTiling);
+  if (tile > 0) {
+    ir::BatchAxes axes = ir::findBatchAxes(graph);
     try {
       lowered.graph = ir::retileBatch(graph, tile);
     } catch (const Error &) {
+      // A static batch tiles only as an optimisation chosen here: if the tile copy fails to
+      // infer (a defensive check of findBatchAxes's rules), the batch runs whole.
+      if (options.batchTile != CompileOptions::kBatchTileAuto || isSymbolicDim(axes.extent))
+        throw;
+      lowered.batchTiling += "; the tile copy failed, so the whole batch";
       tile = 0;
     }
-  }
-  if (tile > 0) {
-    ir::BatchAxes axes = ir::findBatchAxes(graph);
-    if (!lowered.graph)
-      lowered.graph = ir::retileBatch(graph, tile);
-    if (!ir::isStaticGraph(*lowered.graph))
-      fail("codegen: graph @{} has symbolic dims other than its batch {}; bind them first (kiln-run --dim)",
-           graph.name(), dimToString(axes.extent));
-    emit.batchTiling.tile = tile;
-    if (isSymbolicDim(axes.extent)) {
-      std::optional<std::string> name = dimSymbolName(axes.extent);
-      if (!name)
-        fail("codegen: graph @{}'s batch {} is an expression, not one symbol", graph.name(), dimToString(axes.extent));
-      emit.batchTiling.symbol = *name;
-    } else {
-      emit.batchTiling.extent = axes.extent;
+    if (tile > 0) {
+      if (!ir::isStaticGraph(*lowered.graph))
+        fail("codegen: graph @{} has symbolic dims other than its batch {}; bind them first (kiln-run --dim)",
+             graph.name(), dimToString(axes.extent));
+      emit.batchTiling.tile = tile;
+      if (isSymbolicDim(axes.extent)) {
+        std::optional<std::string> name = dimSymbolName(axes.extent);
+        if (!name)
+          fail("codegen: graph @{}'s batch {} is an expression, not one symbol", graph.name(),
+               dimToString(axes.extent));
+        emit.batchTiling.symbol = *name;
+      } else {
+        emit.batchTiling.extent = axes.extent;
+      }
+      for (const ir::Value *input : graph.inputs())
+        emit.batchTiling.batchedInputs.push_back(axes.axisOf.count(input) != 0);
     }
-    for (const ir::Value *input : graph.inputs())
-      emit.batchTiling.batchedInputs.push_back(axes.axisOf.count(input) != 0);
-  } else {
-    lowered.graph = graph.clone();
   }
+  if (tile == 0)
+    lowered.graph = graph.clone();
   runLoweringPasses(lowered, loweringPasses(options, "inference"));
   lowered.model = emitModel(*lowered.graph, lowered.plan, options.symbolPrefix, {}, emit);
   return lowered;

@@ -49,8 +49,9 @@ struct CompileOptions {
 };
 
 /// The tile lowerGraph compiles `graph` for under `options` (CompileOptions::batchTile), or 0
-/// to run it whole; `why`, when given, gets a sentence saying why (for kiln-dump and kiln-run's
-/// --stats). A symbolic batch is always tiled: one compile then serves every size.
+/// to run it whole; `why`, when given, gets a sentence saying why (LoweredModel::batchTiling,
+/// kiln-run --bench's batch_tiling). A symbolic batch is always tiled: one compile then serves
+/// every size.
 int64_t chooseBatchTile(const ir::Graph &graph, const CompileOptions &options, std::string *why = nullptr);
 
 /// The graph after the pipeline, its memory plan and its C++ source.
@@ -61,6 +62,8 @@ struct LoweredModel {
   ModelSource model;
   /// One record per pass that ran, in order.
   std::vector<passes::PassRecord> passRecords;
+  /// How the batch runs and why (chooseBatchTile's sentence); empty for lowerPrepared.
+  std::string batchTiling;
 };
 
 /// Runs the pipeline on a copy of `graph` and lowers it to C++ (no compiler involved).

@@ -100,6 +100,15 @@ bool isStaticShape(const Shape &shape) {
 
 bool isStaticType(const TensorType &type) { return isStaticShape(type.shape); }
 
+bool shapeFits(const Shape &shape, const Shape &declared) {
+  if (shape.size() != declared.size())
+    return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!isSymbolicDim(declared[d]) && shape[d] != declared[d])
+      return false;
+  return true;
+}
+
 bool isInternedSymbolicDim(int64_t dim) {
   return isSymbolicDim(dim) && ExprTable::instance().find(dim).has_value();
 }

@@ -32,6 +32,10 @@ bool isInternedSymbolicDim(int64_t dim);
 /// True when no dim of `shape` is symbolic (the common, static case).
 bool isStaticShape(const Shape &shape);
 bool isStaticType(const TensorType &type);
+/// Whether a concrete `shape` fits `declared`: the same rank, each dim equal to the declared
+/// one or taking a symbolic dim's place (any extent: a model that serves every batch). Whether
+/// the extents agree on a symbol is the binding's or the executable's check.
+bool shapeFits(const Shape &shape, const Shape &declared);
 
 /// The dim for the symbol `name` (an identifier: [A-Za-z_][A-Za-z0-9_]*, not a dtype name);
 /// anything else is a kiln::Error.

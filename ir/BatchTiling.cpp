@@ -57,15 +57,8 @@ namespace {
 
 using Axis = std::optional<BatchAxis>; // none: the value does not carry the batch
 
-int64_t intAttrOr(const Node &node, const std::string &name, int64_t fallback) {
-  return node.hasAttr(name) ? node.attrInt(name) : fallback;
-}
-
-std::vector<int64_t> intsAttrOr(const Node &node, const std::string &name) {
-  return node.hasAttr(name) ? node.attrInts(name) : std::vector<int64_t>{};
-}
-
-int64_t normalized(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+// Attributes are read directly: the Builder fills every declared default (ir/Attribute.h).
+int64_t normalized(int64_t axis, int64_t rank) { return normalizeAxis(axis, rank, "axis"); }
 
 /// Why a node is not separable (thrown inside the walk, caught by findBatchAxes).
 struct NotSeparable {
@@ -196,7 +189,7 @@ public:
 
   Axis gatherRule(const Node &node) {
     const Value *data = node.input(0), *indices = node.input(1);
-    int64_t gatherAxis = normalized(intAttrOr(node, "axis", 0), data->rank());
+    int64_t gatherAxis = normalized(node.attrInt("axis"), data->rank());
     Axis a = axis(data), b = axis(indices);
     if (a && b)
       refuse(node, "has the batch in both data and indices");
@@ -277,7 +270,7 @@ public:
     std::string_view family = opTraits(node.op()).family;
     switch (node.op()) {
     case OpKind::Squeeze:
-      if (intsAttrOr(node, "axes").empty())
+      if (node.attrInts("axes").empty())
         refuse(node, "drops every dim of extent 1, the batch's too at a tile of one row");
       return same(reshapeRule(node));
     case OpKind::Reshape:
@@ -307,7 +300,7 @@ public:
     case OpKind::Slice: {
       Axis a = axis(node.input(0));
       int64_t rank = node.input(0)->rank();
-      std::vector<int64_t> sliced = intsAttrOr(node, "axes");
+      std::vector<int64_t> sliced = node.attrInts("axes");
       if (sliced.empty())
         for (size_t i = 0; i < node.attrInts("starts").size(); ++i)
           sliced.push_back(static_cast<int64_t>(i));
@@ -335,7 +328,7 @@ public:
     }
     case OpKind::Split: {
       Axis a = axis(node.input(0));
-      if (normalized(intAttrOr(node, "axis", 0), outRank) == a->axis)
+      if (normalized(node.attrInt("axis"), outRank) == a->axis)
         refuse(node, "splits the batch axis");
       return same(a);
     }
@@ -369,9 +362,8 @@ public:
     case OpKind::Resize: {
       Axis a = firstOperandOnly(node);
       auto at = static_cast<size_t>(a->axis);
-      std::vector<int64_t> sizes = intsAttrOr(node, "sizes");
-      std::vector<double> scales =
-          node.hasAttr("scales") ? std::get<std::vector<double>>(node.attrs().at("scales")) : std::vector<double>{};
+      const std::vector<int64_t> &sizes = node.attrInts("sizes");
+      const std::vector<double> &scales = attrFloats(node.attrs(), "scales");
       if ((!sizes.empty() && sizes.at(at) != node.input(0)->shape()[at]) || (!scales.empty() && scales.at(at) != 1.0))
         refuse(node, "resizes the batch axis");
       return same(a);
@@ -386,24 +378,24 @@ public:
     case OpKind::ReduceLogSum:
     case OpKind::ReduceLogSumExp:
     case OpKind::ReduceSumSquare: {
-      std::vector<int64_t> reduced = intsAttrOr(node, "axes");
+      std::vector<int64_t> reduced = node.attrInts("axes");
       if (reduced.empty())
         refuse(node, "reduces every axis");
-      return same(alongAxes(node, reduced, intAttrOr(node, "keepdims", 0) != 0));
+      return same(alongAxes(node, reduced, node.attrInt("keepdims") != 0));
     }
     case OpKind::ArgMax:
     case OpKind::ArgMin:
-      return same(alongAxes(node, {intAttrOr(node, "axis", 0)}, intAttrOr(node, "keepdims", 0) != 0));
+      return same(alongAxes(node, {node.attrInt("axis")}, node.attrInt("keepdims") != 0));
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
     case OpKind::Hardmax:
     case OpKind::CumSum:
     case OpKind::TopK:
-      return same(alongAxes(node, {intAttrOr(node, "axis", -1)}, true));
+      return same(alongAxes(node, {node.attrInt("axis")}, true));
     case OpKind::LayerNorm: {
       int64_t rank = node.input(0)->rank();
       std::vector<int64_t> normalisedAxes;
-      for (int64_t d = normalized(intAttrOr(node, "axis", -1), rank); d < rank; ++d)
+      for (int64_t d = normalized(node.attrInt("axis"), rank); d < rank; ++d)
         normalisedAxes.push_back(d);
       return same(alongAxes(node, normalisedAxes, true));
     }

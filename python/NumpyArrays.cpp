@@ -33,10 +33,7 @@ void checkArray(const char *role, const runtime::TensorSpec &spec, const py::arr
   Shape got = shapeOf(array);
   // A symbolic dim (a batch one compile serves at every size) takes any extent here; the
   // executable checks that the inputs agree on it.
-  bool fits = got.size() == spec.type.shape.size();
-  for (size_t d = 0; fits && d < got.size(); ++d)
-    fits = isSymbolicDim(spec.type.shape[d]) || got[d] == spec.type.shape[d];
-  if (!fits)
+  if (!shapeFits(got, spec.type.shape))
     throw py::value_error(fmt::format("{} '{}' expects shape {}, got {}", role, spec.name,
                                       shapeAsTuple(spec.type.shape), shapeAsTuple(got)));
   int flags = array.flags();

@@ -6,18 +6,29 @@
 
 namespace kiln::runtime {
 
-namespace {
+std::string countOf(size_t count, const std::string &noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
 
-std::string describe(const std::vector<TensorSpec> &specs, const char *role) {
+std::string namesOf(const std::vector<TensorSpec> &specs) {
   std::string names;
   for (const TensorSpec &spec : specs)
     names += (names.empty() ? "'" : ", '") + spec.name + "'";
-  return fmt::format("{} {}{} ({})", specs.size(), role, specs.size() == 1 ? "" : "s", names.empty() ? "none" : names);
+  return names.empty() ? "none" : names;
 }
+
+void checkType(const char *role, const TensorSpec &spec, const TensorType &expected, const Tensor &tensor) {
+  if (!tensor.defined())
+    fail("{} '{}': expected {}, got an undefined tensor", role, spec.name, expected.toString());
+  if (tensor.type() != expected)
+    fail("{} '{}': expected {}, got {}", role, spec.name, expected.toString(), tensor.type().toString());
+}
+
+namespace {
 
 void checkCount(const char *role, const std::vector<TensorSpec> &specs, const std::vector<Tensor> &tensors) {
   if (tensors.size() != specs.size())
-    fail("the model has {}, got {}", describe(specs, role), tensors.size());
+    fail("the model has {} ({}), got {}", countOf(specs.size(), role), namesOf(specs), tensors.size());
 }
 
 /// Same dtype and rank, and the same dims but for axis 0 (the batch).
@@ -28,13 +39,6 @@ bool sameRowShape(const TensorType &got, const TensorType &tile) {
     if (got.shape[d] != tile.shape[d])
       return false;
   return true;
-}
-
-void checkExact(const char *role, const TensorSpec &spec, const TensorType &expected, const Tensor &tensor) {
-  if (!tensor.defined())
-    fail("{} '{}': expected {}, got an undefined tensor", role, spec.name, expected.toString());
-  if (tensor.type() != expected)
-    fail("{} '{}': expected {}, got {}", role, spec.name, expected.toString(), tensor.type().toString());
 }
 
 } // namespace
@@ -53,7 +57,7 @@ int64_t BatchTiles::rowsOf(const std::vector<TensorSpec> &tileInputs, const std:
   for (size_t i = 0; i < tileInputs.size(); ++i) {
     const TensorSpec &spec = tileInputs[i];
     if (!tiled() || !batched[i]) {
-      checkExact("input", spec, spec.type, inputs[i]);
+      checkType("input", spec, spec.type, inputs[i]);
       continue;
     }
     const Tensor &tensor = inputs[i];
@@ -93,7 +97,7 @@ void BatchTiles::checkOutputs(const std::vector<TensorSpec> &tileOutputs, const 
     bool fits = output.defined() && (tiled() ? sameRowShape(output.type(), tileOutputs[i].type) && output.shape()[0] == rows
                                              : output.type() == tileOutputs[i].type);
     if (!fits)
-      checkExact("output", tileOutputs[i], outputType(tileOutputs[i], rows), output); // says how it differs
+      checkType("output", tileOutputs[i], outputType(tileOutputs[i], rows), output); // says how it differs
   }
 }
 

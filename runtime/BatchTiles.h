@@ -1,5 +1,6 @@
 #pragma once
-// How a batch-tiled model (kiln_model_desc::batch_tile, ir/BatchTiling.h) meets its callers:
+// How a run's tensors meet a model's specs, and how a batch-tiled model (kiln_model_desc::
+// batch_tile, ir/BatchTiling.h) meets its callers:
 // its kernels compute one tile of `tile` rows, the caller hands it a whole batch. This checks a
 // run's tensors against the model's declared specs and says how many rows they hold; the
 // Executable then runs one tile per run of `tile` rows (runtime/Executable.cpp).
@@ -12,6 +13,13 @@
 namespace kiln::runtime {
 
 struct TensorSpec;
+
+/// How run and load errors name a model's tensors: "1 input", "2 inputs"; "'x', 'z'" (or
+/// "none").
+std::string countOf(size_t count, const std::string &noun);
+std::string namesOf(const std::vector<TensorSpec> &specs);
+/// A kiln::Error naming `role` and `spec` unless `tensor` is defined and of type `expected`.
+void checkType(const char *role, const TensorSpec &spec, const TensorType &expected, const Tensor &tensor);
 
 struct BatchTiles {
   /// Rows one run of the kernels computes; 0 for a model that runs whole.

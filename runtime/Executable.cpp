@@ -49,17 +49,6 @@ struct RunContext {
   std::vector<Profiler::Event> events; // used only when profiling
 };
 
-/// "1 input", "2 inputs".
-std::string countOf(size_t count, const std::string &noun) {
-  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
-}
-
-std::string namesOf(const std::vector<TensorSpec> &specs) {
-  std::string names;
-  for (const TensorSpec &spec : specs)
-    names += (names.empty() ? "'" : ", '") + spec.name + "'";
-  return names.empty() ? "none" : names;
-}
 
 // A description read from a file (Executable::load) is data a damaged file can change: a count
 // or a rank that grew points past its table, a string may have lost its end. So before each
@@ -118,13 +107,6 @@ std::vector<TensorSpec> readSpecs(const kiln_tensor_desc *descs, int32_t count, 
   return specs;
 }
 
-void checkType(const char *role, const TensorSpec &spec, const Tensor &tensor) {
-  if (!tensor.defined())
-    fail("{} '{}': expected {}, got an undefined tensor", role, spec.name, spec.type.toString());
-  if (tensor.type() != spec.type)
-    fail("{} '{}': expected {}, got {}", role, spec.name, spec.type.toString(),
-         tensor.type().toString());
-}
 
 /// dlopen maps a shared object's segments where its program headers say, and touching a
 /// mapped page past the end of the file is a SIGBUS, not an error: a model file cut short (an
@@ -464,7 +446,7 @@ void Executable::Impl::bindWeights(std::vector<Tensor> supplied) {
            namesOf(weights), supplied.size());
     for (size_t i = 0; i < weights.size(); ++i) {
       try {
-        checkType("weight", weights[i], supplied[i]);
+        checkType("weight", weights[i], weights[i].type, supplied[i]);
       } catch (const Error &error) {
         fail("{}: {}", what, error.what()); // load errors name the file
       }

@@ -32,8 +32,8 @@ std::optional<runtime::Executable> compileOrFallBack(std::unique_ptr<ir::Graph> 
     compileOptions.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
   codegen::LoweredModel lowered;
   try {
-    codegen::chooseBatchTile(*graph, compileOptions, &tiling);
     lowered = codegen::lowerGraph(*graph, compileOptions);
+    tiling = lowered.batchTiling;
   } catch (const Error &e) {
     std::string message = e.what();
     if (message.rfind("codegen: ", 0) != 0 || message.find("is not supported yet") == std::string::npos)

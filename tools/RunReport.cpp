@@ -28,10 +28,7 @@ std::vector<Tensor> bindInputs(const std::vector<runtime::TensorSpec> &inputs, c
     auto read = given.find(binding.name);
     Tensor tensor = read != given.end() ? read->second : readTensorFile(binding.path);
     // A symbolic dim (a model that serves every batch) takes the file's extent.
-    bool fits = tensor.dtype() == inputs[index].type.dtype && tensor.rank() == inputs[index].type.rank();
-    for (size_t d = 0; fits && d < tensor.shape().size(); ++d)
-      fits = isSymbolicDim(inputs[index].type.shape[d]) || tensor.shape()[d] == inputs[index].type.shape[d];
-    if (!fits)
+    if (tensor.dtype() != inputs[index].type.dtype || !shapeFits(tensor.shape(), inputs[index].type.shape))
       fail("input '{}' expects {}, but {} holds {}", binding.name, inputs[index].type.toString(), binding.path,
            tensor.type().toString());
     bound[index] = tensor;
