@@ -135,15 +135,14 @@ const ir::Value *geluInput(const KernelPlan &plan, const ir::Value *value) {
   return nullptr;
 }
 
-} // namespace
-
-std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim) {
+/// The post ops that make `value` of the stage's product, or nothing.
+std::optional<ContractionPostOps> postOpsOf(const KernelEmitter &e, int stageIndex, const ir::Value *value,
+                                            size_t channelDim) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   const ir::Value *anchor = stage.anchor->output();
-  if (stage.stores.size() != 1 || stage.stores[0].buffer != stage.tileBuffer || stage.stores[0].value == anchor)
-    return std::nullopt;
   ContractionPostOps post;
-  const ir::Value *value = stage.stores[0].value;
+  if (value == anchor)
+    return post;
   if (value->dtype() != DType::F32 || !value->producer())
     return std::nullopt;
   const ir::Node *node = value->producer();
@@ -192,6 +191,65 @@ std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stage
   if (!post.bias)
     return std::nullopt;
   return post;
+}
+
+/// A C expression of one-element f32 `value` as the stage reads it: its literal when a
+/// constant, else a load from its buffer; nothing when it is neither.
+std::optional<std::string> scalarOperand(const KernelEmitter &e, int stageIndex, const ir::Value *value) {
+  if (value->dtype() != DType::F32 || value->type().numElements() != 1)
+    return std::nullopt;
+  if (std::optional<double> constant = scalarConstant(e.plan(), value))
+    return literal(DType::F32, *constant);
+  std::optional<StridedAccess> access = stridedAccess(e.plan(), stageIndex, *value);
+  if (!access)
+    return std::nullopt;
+  return fmt::format("((const float *){})[{}]", e.kernelAddress(access->buffer), access->offset);
+}
+
+} // namespace
+
+std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  if (stage.stores.size() != 1 || stage.stores[0].buffer != stage.tileBuffer ||
+      stage.stores[0].value == stage.anchor->output())
+    return std::nullopt;
+  return postOpsOf(e, stageIndex, stage.stores[0].value, channelDim);
+}
+
+std::optional<QuantizedStore> matchQuantizedStore(const KernelEmitter &e, int stageIndex, size_t channelDim) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  if (stage.stores.size() != 1 || stage.stores[0].buffer == stage.tileBuffer)
+    return std::nullopt;
+  // quantize_linear as decompose spells it: cast(add(round(div(v, scale)), zero)) to u8 or i8.
+  const ir::Value *stored = stage.stores[0].value;
+  const ir::Node *cast = stored->producer();
+  if (!cast || cast->op() != OpKind::Cast || (stored->dtype() != DType::U8 && stored->dtype() != DType::I8) ||
+      stored->shape() != stage.anchor->output()->shape())
+    return std::nullopt;
+  auto isRounded = [](const ir::Value *v) { return v->producer() && v->producer()->op() == OpKind::Round; };
+  auto [rounded, zero] = operandsOf(cast->input(0)->producer(), OpKind::Add, isRounded);
+  if (!rounded)
+    return std::nullopt;
+  const ir::Node *divide = rounded->producer()->input(0)->producer();
+  if (!divide || divide->op() != OpKind::Div || divide->output()->shape() != stored->shape())
+    return std::nullopt;
+  QuantizedStore store;
+  std::optional<std::string> scaleCode = scalarOperand(e, stageIndex, divide->input(1));
+  std::optional<std::string> zeroCode = scalarOperand(e, stageIndex, zero);
+  std::optional<ContractionPostOps> post = postOpsOf(e, stageIndex, divide->input(0), channelDim);
+  if (!scaleCode || !zeroCode || !post)
+    return std::nullopt;
+  store.post = *post, store.scale = *scaleCode, store.zero = *zeroCode;
+  store.output = stage.stores[0].buffer;
+  store.isSigned = stored->dtype() == DType::I8;
+  return store;
+}
+
+std::string quantizedStoreArguments(const KernelEmitter &e, const QuantizedStore &store) {
+  return postOpsArguments(e, store.post) +
+         fmt::format("  g.quantized.q = {}; g.quantized.is_signed = {};\n  g.quantized.scale = {}; "
+                     "g.quantized.zero = {};\n",
+                     e.kernelAddress(store.output), store.isSigned ? 1 : 0, store.scale, store.zero);
 }
 
 std::string postOpsArguments(const KernelEmitter &e, const ContractionPostOps &post) {

@@ -5,7 +5,8 @@
 // PyTorch's export spell them), the call passes them as kiln_post_ops (runtime/KernelAbi.h),
 // which the runtime applies in registers as it stores each tile, and no epilogue at all.
 // Anything else (a second stored value, a residual added after the bias, tanh) keeps the
-// generated epilogue.
+// generated epilogue. An int8 product (qmatmul, qconv) takes the same post ops, and when the
+// stage stores them quantized for the next layer, that quantize_linear too.
 #include <optional>
 #include <string>
 
@@ -27,5 +28,20 @@ std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stage
 
 /// The generated call's `g.post` assignments.
 std::string postOpsArguments(const KernelEmitter &e, const ContractionPostOps &post);
+
+/// An int8 product stage whose one store is its value, after post ops, quantized by the next
+/// layer's quantize_linear (kiln_quantized_output): the kernel writes those bytes itself.
+struct QuantizedStore {
+  ContractionPostOps post;
+  int output = 0;          // the u8 or i8 buffer, laid out as the product
+  bool isSigned = false;   // i8
+  std::string scale, zero; // C expressions of the f32 scalars
+};
+
+/// The quantized store stage `stageIndex` amounts to, or nothing (any other epilogue).
+std::optional<QuantizedStore> matchQuantizedStore(const KernelEmitter &e, int stageIndex, size_t channelDim);
+
+/// The generated call's `g.post` and `g.quantized` assignments.
+std::string quantizedStoreArguments(const KernelEmitter &e, const QuantizedStore &store);
 
 } // namespace kiln::codegen

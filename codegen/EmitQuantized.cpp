@@ -2,11 +2,13 @@
 // runtime's int8 GEMM (rt->qgemm, runtime/kernels/QGemm.cpp) or convolution (rt->qconv2d,
 // runtime/kernels/QConv2d.cpp) over contiguous operands (the planner copies any other view
 // first), with the kernel group's elementwise tail (bias, activation, the next layer's
-// quantize_linear) as the epilogue on each tile while it is in cache (as gemm's and conv's:
-// emitEpilogue, codegen/EmitContraction.cpp). Scale and zero point operands are read from
+// quantize_linear) applied in registers as the kernel stores each tile when it is only those
+// (matchQuantizedStore, matchPostOps: ContractionPostOps.h), else as a generated epilogue on
+// each tile while it is in cache (as gemm's and conv's: emitEpilogue, EmitContraction.cpp). Scale and zero point operands are read from
 // their buffers at run time; an i8 weight that only this kernel reads, straight from the
 // weight, is packed once at load (KILN_PACK_QGEMM_B, KILN_PACK_QCONV_WEIGHTS), any other on
 // every call.
+#include "codegen/ContractionPostOps.h"
 #include "codegen/IndexExpr.h"
 #include "codegen/StageEmitters.h"
 #include "core/Error.h"
@@ -42,6 +44,23 @@ bool tileOnlyFeedsEpilogue(KernelEmitter &e, const Stage &stage) {
          e.plan().buffers.at(static_cast<size_t>(stage.tileBuffer)).kind == KernelBuffer::Kind::Temp;
 }
 
+/// The call's epilogue arguments: when the stage's epilogue is only a bias, an activation and
+/// perhaps the next layer's quantize_linear, those as the call's post ops and quantized
+/// output, which the kernel applies in registers, and no epilogue (`channelDim`: the output
+/// dim a bias varies along); otherwise the generated epilogue `generated` writes.
+template <typename Generate>
+std::string epilogueArguments(KernelEmitter &e, int stageIndex, size_t channelDim, Generate generated) {
+  const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
+  if (std::optional<QuantizedStore> store = matchQuantizedStore(e, stageIndex, channelDim))
+    return quantizedStoreArguments(e, *store);
+  if (std::optional<ContractionPostOps> post = matchPostOps(e, stageIndex, channelDim))
+    return postOpsArguments(e, *post);
+  std::string text = fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", generated());
+  if (tileOnlyFeedsEpilogue(e, stage))
+    text += "  g.tile_in_scratch = 1;\n";
+  return text;
+}
+
 void emitQMatMul(KernelEmitter &e, int stageIndex, KernelText &out) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   const ir::Node &node = *stage.anchor;
@@ -50,12 +69,14 @@ void emitQMatMul(KernelEmitter &e, int stageIndex, KernelText &out) {
   auto address = [&](size_t i) { return operandAddress(e, stage, i); };
   // Rows are every [.., M] index of the output, flattened: its tail's coordinates unflatten them.
   Shape rowShape(node.output()->shape().begin(), node.output()->shape().end() - 1);
-  std::string epilogue = emitEpilogue(e, stageIndex, out, 1, m, n,
-                                      [&](IndexArena &arena, const Index &, const Index &row, const Index &col) {
-                                        std::vector<Index> coords = unflattenIndex(arena, row, rowShape);
-                                        coords.push_back(col);
-                                        return coords;
-                                      });
+  const std::string epilogue = epilogueArguments(e, stageIndex, rowShape.size(), [&] {
+    return emitEpilogue(e, stageIndex, out, 1, m, n,
+                        [&](IndexArena &arena, const Index &, const Index &row, const Index &col) {
+                          std::vector<Index> coords = unflattenIndex(arena, row, rowShape);
+                          coords.push_back(col);
+                          return coords;
+                        });
+  });
   const std::string result = fmt::format("(float *){}", e.kernelAddress(stage.tileBuffer));
   const bool packed = weightPackable(e, stage);
   if (packed)
@@ -71,10 +92,7 @@ void emitQMatMul(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.b_scales = (const float *)({}); g.b_per_column = {};\n", address(4),
                       node.input(4)->rank() == 1 ? 1 : 0);
   text += fmt::format("  g.c = {}; g.ldc = {};\n", result, n);
-  text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", epilogue);
-  if (tileOnlyFeedsEpilogue(e, stage))
-    text += "  g.tile_in_scratch = 1;\n";
-  text += "  rt->qgemm(rt, &g);\n}";
+  text += epilogue + "  rt->qgemm(rt, &g);\n}";
   out.body.push_back(text);
 }
 
@@ -89,7 +107,8 @@ void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
   const std::vector<int64_t> dilations = ir::ops::perSpatialDim(node.attrs(), "dilations", 2, 1, 1);
   const std::vector<int64_t> pads = ir::ops::spatialPads(node.attrs(), 2);
   const int64_t ow = y[3];
-  std::string epilogue = emitChannelPlaneEpilogue(e, stageIndex, out, y);
+  const std::string epilogue =
+      epilogueArguments(e, stageIndex, 1, [&] { return emitChannelPlaneEpilogue(e, stageIndex, out, y); });
   const bool packed = weightPackable(e, stage);
   if (packed)
     out.packedOperands.push_back({e.plan().buffers.at(static_cast<size_t>(stage.anchorOperands[1].buffer)).index,
@@ -109,10 +128,7 @@ void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.w_scales = (const float *)({}); g.w_per_channel = {};\n", address(4),
                       node.input(4)->rank() == 1 ? 1 : 0);
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
-  text += fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", epilogue);
-  if (tileOnlyFeedsEpilogue(e, stage))
-    text += "  g.tile_in_scratch = 1;\n";
-  text += "  rt->qconv2d(rt, &g);\n}";
+  text += epilogue + "  rt->qconv2d(rt, &g);\n}";
   out.body.push_back(text);
 }
 

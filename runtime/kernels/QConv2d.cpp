@@ -27,8 +27,10 @@
 #include "runtime/kernels/GemmDriver.h" // parallelForIfWorth
 #include "runtime/kernels/GemmPack.h"   // scratch
 #include "runtime/kernels/Kernels.h"
+#include "runtime/kernels/PostOps.h" // tilePostOps, wrapPostOps
 #include "runtime/kernels/QConv2dDepthwise.h"
-#include "runtime/kernels/QTile.h" // qTile, kMaxRows, kPanelWidth, makeTable
+#include "runtime/kernels/QTile.h"           // qTile, kMaxRows, kPanelWidth, makeTable
+#include "runtime/kernels/QuantizedOutput.h" // QuantizedOutputEpilogue
 
 namespace kiln::runtime::kernels {
 
@@ -256,11 +258,16 @@ void productItems(void *ctx, int64_t begin, int64_t end) {
       for (int j = 0; j < r; ++j)
         scales[j] = g.x_scale * g.w_scales[g.w_per_channel ? channel + j : 0];
       const bool scratchTile = g.tile_in_scratch && g.epilogue;
-      float *c = scratchTile ? tile : g.y + ((t.image * g.k + channel) * t.pixels + p0);
+      const int64_t at = (t.image * g.k + channel) * t.pixels + p0; // the tile's first output
+      float *c = scratchTile ? tile : g.y + at;
       const int64_t ldc = scratchTile ? kPanelWidth : t.pixels;
+      const detail::TilePostOps post = detail::tilePostOps(g.post, true, channel, p0);
+      const detail::QuantizedTile quantized{static_cast<uint8_t *>(g.quantized.q) + at, t.pixels, &g.quantized};
       kQTiles.fns[r - 1][vectors - 1](t.quads, reinterpret_cast<const uint8_t *>(t.rows + channel * rowBytes),
-                                      rowBytes, panel, t.rowSums + channel, scales, zero, c, ldc, cols);
-      if (g.epilogue)
+                                      rowBytes, panel, t.rowSums + channel, scales, zero, c, ldc, cols,
+                                      detail::hasPostOps(g.post) ? &post : nullptr,
+                                      detail::hasQuantizedOutput(g.quantized) ? &quantized : nullptr);
+      if (g.epilogue && !detail::hasQuantizedOutput(g.quantized))
         g.epilogue(g.epilogue_ctx, c, ldc, t.image, channel, p0, r, cols);
     }
   }
@@ -352,12 +359,23 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     weights = packed;
   }
   const int64_t quads = quadsOf(taps), panels = ceilDiv(pixels, kPanelWidth);
-  if (detail::qconvDepthwiseShape(g)) {
-    detail::qconvDepthwise(rt, g, weights, 4 * quads);
-    return;
-  }
-  if (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(taps)) {
-    qconvThroughFloats(rt, g, taps, weights, 4 * quads);
+  const bool depthwise = detail::qconvDepthwiseShape(g);
+  if (depthwise || (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(taps))) {
+    // These paths finish f32 tiles: the post ops and requantisation run on each as an epilogue.
+    kiln_qconv2d_args f = g;
+    detail::QuantizedOutputEpilogue requantise;
+    detail::PostOpsEpilogue postOps;
+    if (detail::hasQuantizedOutput(g.quantized)) {
+      requantise = {g.post, true, g.quantized, g.k * pixels, pixels};
+      f.epilogue = detail::QuantizedOutputEpilogue::call, f.epilogue_ctx = &requantise, f.tile_in_scratch = 1;
+      f.post = kiln_post_ops{}, f.quantized = kiln_quantized_output{};
+    } else {
+      detail::wrapPostOps(f.post, true, f.epilogue, f.epilogue_ctx, postOps);
+    }
+    if (depthwise)
+      detail::qconvDepthwise(rt, f, weights, 4 * quads);
+    else
+      qconvThroughFloats(rt, f, taps, weights, 4 * quads);
     return;
   }
   const uint8_t zeroByte = static_cast<uint8_t>(g.x_zero);

@@ -86,11 +86,16 @@ void qgemmItems(void *ctx, int64_t begin, int64_t end) {
         const int r = static_cast<int>(std::min<int64_t>(kMaxRows, rowCount - i));
         const int vectors = static_cast<int>(ceilDiv(cols, kVector));
         const bool scratchTile = g.tile_in_scratch && g.epilogue;
-        float *c = scratchTile ? tile : g.c + (row0 + i) * g.ldc + col0;
+        const int64_t at = (row0 + i) * g.ldc + col0; // the tile's first output
+        float *c = scratchTile ? tile : g.c + at;
         const int64_t ldc = scratchTile ? kPanelWidth : g.ldc;
+        const detail::TilePostOps post = detail::tilePostOps(g.post, false, row0 + i, col0);
+        const detail::QuantizedTile quantized{static_cast<uint8_t *>(g.quantized.q) + at, g.ldc, &g.quantized};
         kQTiles.fns[r - 1][vectors - 1](t.quads, block + i * blockStride, blockStride,
-                                        reinterpret_cast<const uint8_t *>(panel), sums, scales, t.zero, c, ldc, cols);
-        if (g.epilogue)
+                                        reinterpret_cast<const uint8_t *>(panel), sums, scales, t.zero, c, ldc, cols,
+                                        detail::hasPostOps(g.post) ? &post : nullptr,
+                                        detail::hasQuantizedOutput(g.quantized) ? &quantized : nullptr);
+        if (g.epilogue && !detail::hasQuantizedOutput(g.quantized))
           g.epilogue(g.epilogue_ctx, c, ldc, 0, row0 + i, col0, r, cols);
       }
     }
@@ -123,7 +128,8 @@ void packQGemmB(const int8_t *src, int64_t k, int64_t n, int64_t strideK, int64_
 }
 
 void qgemm(const kiln_rt *rt, const kiln_qgemm_args *args) {
-  if (!args || args->m <= 0 || args->n <= 0 || args->k < 0 || !args->a || !args->b || !args->b_scales || !args->c ||
+  if (!args || args->m <= 0 || args->n <= 0 || args->k < 0 || !args->a || !args->b || !args->b_scales ||
+      (!args->c && !args->quantized.q) ||
       args->lda < args->k || args->ldc < args->n || (!args->b_packed && args->ldb < args->n))
     return; // the ABI has no error channel; codegen never emits these
   kiln_qgemm_args g = *args;

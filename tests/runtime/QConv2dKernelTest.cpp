@@ -10,10 +10,18 @@
 
 #include "runtime/kernels/Kernels.h"
 #include "tests/runtime/KernelTestRuntime.h"
+#include "tests/runtime/QuantizedOutputReference.h"
 
 namespace {
 
+using kiln::runtime::kernels::test::clipped;
+using kiln::runtime::kernels::test::kClipHi;
+using kiln::runtime::kernels::test::kClipLo;
+using kiln::runtime::kernels::test::kOutScale;
 using kiln::runtime::kernels::test::makeRuntime;
+using kiln::runtime::kernels::test::Output;
+using kiln::runtime::kernels::test::outZero;
+using kiln::runtime::kernels::test::requantised;
 
 struct QConvCase {
   int64_t n, c, h, w, k, r, s;
@@ -22,6 +30,7 @@ struct QConvCase {
   int threads = 1;
   int64_t padBottom = -1; // -1: as pad
   bool tileInScratch = false;
+  Output output = Output::Epilogue;
 };
 
 struct CountingBias {
@@ -81,8 +90,23 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
   args.w_scales = scales.data(), args.w_per_channel = tc.perChannel;
   args.y = y.data(), args.epilogue = CountingBias::apply, args.epilogue_ctx = &epilogue;
   args.tile_in_scratch = tc.tileInScratch;
+  std::vector<float> biases(static_cast<size_t>(tc.k));
+  for (int64_t o = 0; o < tc.k; ++o)
+    biases[static_cast<size_t>(o)] = CountingBias::bias(o);
+  const bool quantized = tc.output == Output::U8 || tc.output == Output::S8;
+  std::vector<uint8_t> q(y.size(), 0xA5);
+  if (tc.output != Output::Epilogue) {
+    args.epilogue = nullptr, args.epilogue_ctx = nullptr;
+    args.post.bias = biases.data(), args.post.activation = KILN_ACTIVATION_CLIP;
+    args.post.lo = kClipLo, args.post.hi = kClipHi;
+  }
+  if (quantized)
+    args.quantized = {q.data(), tc.output == Output::S8, kOutScale, outZero(tc.output)};
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::qconv2d(&rt, &args);
+  if (tc.output == Output::PostOps) // what the epilogue would have seen, and counted
+    for (size_t i = 0; i < y.size(); ++i)
+      seen[i] = y[i], calls[i] = 1;
 
   int64_t failures = 0;
   for (int64_t image = 0; image < tc.n; ++image)
@@ -102,10 +126,20 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
                 const int64_t value = tc.xSigned ? int64_t{static_cast<int8_t>(raw)} : int64_t{raw};
                 sum += (value - zero) * w[static_cast<size_t>(o * taps + (c * tc.r + ky) * tc.s + kx)];
               }
-          const float want = static_cast<float>(static_cast<int32_t>(sum)) *
-                                 (xScale * scales[static_cast<size_t>(tc.perChannel ? o : 0)]) +
-                             CountingBias::bias(o);
+          float want = static_cast<float>(static_cast<int32_t>(sum)) *
+                           (xScale * scales[static_cast<size_t>(tc.perChannel ? o : 0)]) +
+                       CountingBias::bias(o);
           const size_t at = static_cast<size_t>((image * tc.k + o) * pixels + oy * ow + ox);
+          if (tc.output != Output::Epilogue)
+            want = clipped(want);
+          if (quantized) { // only the bytes: no f32 output is promised, and no epilogue runs
+            const uint8_t byte = requantised(want, tc.output);
+            if (q[at] != byte && failures++ < 5)
+              ADD_FAILURE() << "q[" << at << "] = " << int{q[at]} << ", expected " << int{byte} << " from " << want;
+            if (calls[at] != 0 && failures++ < 5)
+              ADD_FAILURE() << "an epilogue ran on output " << at;
+            continue;
+          }
           if (std::memcmp(&seen[at], &want, sizeof want) != 0 && failures++ < 5)
             ADD_FAILURE() << "y[" << image << "][" << o << "][" << oy << "][" << ox << "] = " << seen[at]
                           << ", expected " << want;
@@ -113,7 +147,7 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
           // depthwise) always writes it.
           const bool depthwise = tc.groups == tc.c && tc.k == tc.c && tc.stride == 1 && tc.r * tc.s * 255 * 128 < (1 << 24);
           const bool throughConv2d = !depthwise && tc.k / tc.groups < 8 && taps * 255 * 128 < (1 << 24);
-          const float inY = tc.tileInScratch && !throughConv2d ? 777.0f : want;
+          const float inY = tc.tileInScratch && !throughConv2d && tc.output == Output::Epilogue ? 777.0f : want;
           if (std::memcmp(&y[at], &inY, sizeof inY) != 0 && failures++ < 5)
             ADD_FAILURE() << "y holds " << y[at] << " at " << at << ", expected " << inY;
           if (calls[at] != 1 && failures++ < 5)
@@ -196,6 +230,22 @@ TEST(QConv2dKernel, TilesInScratchLeaveYAlone) {
   QConvCase grouped{1, 8, 7, 7, 12, 3, 3, 1, 1, 1, 4}; // 3 per group: through conv2d, which writes y
   grouped.tileInScratch = true;
   checkQConv(grouped);
+}
+
+TEST(QConv2dKernel, PostOpsAndRequantisationOnEveryPath) {
+  // Product tiles (pointwise in place, unfolded, partial panels), the depthwise kernel, and
+  // conv2d on exact floats: each with the bias and clip as post ops into y, and then
+  // requantised to u8 and s8, bit for bit against the reference's steps.
+  std::vector<QConvCase> cases = {{2, 13, 9, 11, 7, 1, 1}, {1, 16, 15, 15, 32, 3, 3, 1, 1},
+                                  {1, 40, 14, 14, 100, 1, 1, 2}, {2, 16, 11, 11, 16, 3, 3, 1, 1, 1, 16},
+                                  {1, 16, 11, 11, 16, 3, 3, 2, 1, 1, 16}, {1, 12, 9, 9, 18, 3, 3, 1, 1, 1, 6}};
+  cases[3].xSigned = true, cases[4].threads = 2, cases[1].threads = 2;
+  for (Output output : {Output::PostOps, Output::U8, Output::S8})
+    for (QConvCase tc : cases) {
+      SCOPED_TRACE(testing::Message() << "output " << static_cast<int>(output));
+      tc.output = output;
+      checkQConv(tc);
+    }
 }
 
 TEST(QConv2dKernel, PlainWeightsArePackedPerCall) {

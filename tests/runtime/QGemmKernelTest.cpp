@@ -9,10 +9,18 @@
 
 #include "runtime/kernels/Kernels.h"
 #include "tests/runtime/KernelTestRuntime.h"
+#include "tests/runtime/QuantizedOutputReference.h"
 
 namespace {
 
+using kiln::runtime::kernels::test::clipped;
+using kiln::runtime::kernels::test::kClipHi;
+using kiln::runtime::kernels::test::kClipLo;
+using kiln::runtime::kernels::test::kOutScale;
 using kiln::runtime::kernels::test::makeRuntime;
+using kiln::runtime::kernels::test::Output;
+using kiln::runtime::kernels::test::outZero;
+using kiln::runtime::kernels::test::requantised;
 
 struct QCase {
   int64_t m, n, k;
@@ -21,6 +29,7 @@ struct QCase {
   int64_t padA = 0, padC = 0;
   bool plainB = false;
   bool tileInScratch = false;
+  Output output = Output::Epilogue;
 };
 
 struct CountingBias {
@@ -75,8 +84,24 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
   args.c = c.data(), args.ldc = ldc;
   args.epilogue = CountingBias::apply, args.epilogue_ctx = &epilogue;
   args.tile_in_scratch = tc.tileInScratch;
+  std::vector<float> biases(static_cast<size_t>(tc.n));
+  for (int64_t j = 0; j < tc.n; ++j)
+    biases[static_cast<size_t>(j)] = CountingBias::bias(j);
+  const bool quantized = tc.output == Output::U8 || tc.output == Output::S8;
+  std::vector<uint8_t> q(c.size(), 0xA5);
+  if (tc.output != Output::Epilogue) {
+    args.epilogue = nullptr, args.epilogue_ctx = nullptr;
+    args.post.bias = biases.data(), args.post.activation = KILN_ACTIVATION_CLIP;
+    args.post.lo = kClipLo, args.post.hi = kClipHi;
+  }
+  if (quantized)
+    args.quantized = {q.data(), tc.output == Output::S8, kOutScale, outZero(tc.output)};
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::qgemm(&rt, &args);
+  if (tc.output == Output::PostOps) // what the epilogue would have seen, and counted
+    for (int64_t i = 0; i < tc.m; ++i)
+      for (int64_t j = 0; j < tc.n; ++j)
+        seen[i * tc.n + j] = c[i * ldc + j], calls[i * tc.n + j] = 1;
 
   int64_t failures = 0;
   for (int64_t i = 0; i < tc.m; ++i) {
@@ -86,8 +111,18 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
         const int64_t value = tc.aSigned ? int64_t{static_cast<int8_t>(a[i * lda + p])} : int64_t{a[i * lda + p]};
         sum += (value - zero) * b[p * tc.n + j];
       }
-      const float want =
+      float want =
           static_cast<float>(static_cast<int32_t>(sum)) * (aScale * scales[tc.perColumn ? j : 0]) + CountingBias::bias(j);
+      if (tc.output != Output::Epilogue)
+        want = clipped(want);
+      if (quantized) { // only the bytes, at C's layout: no f32 output is promised, and no epilogue runs
+        const uint8_t byte = requantised(want, tc.output);
+        if (q[i * ldc + j] != byte && failures++ < 5)
+          ADD_FAILURE() << "q[" << i << "][" << j << "] = " << int{q[i * ldc + j]} << ", expected " << int{byte};
+        if (calls[i * tc.n + j] != 0 && failures++ < 5)
+          ADD_FAILURE() << "an epilogue ran on C[" << i << "][" << j << "]";
+        continue;
+      }
       const float got = seen[i * tc.n + j];
       const float inC = tc.tileInScratch ? sentinel : want; // a tile kept in scratch never reaches C
       if (std::memcmp(&c[i * ldc + j], &inC, sizeof inC) != 0 && failures++ < 5)
@@ -98,7 +133,7 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
         ADD_FAILURE() << "epilogue ran " << calls[i * tc.n + j] << " times on C[" << i << "][" << j << "]";
     }
     for (int64_t j = tc.n; j < ldc; ++j)
-      if (c[i * ldc + j] != sentinel && failures++ < 5)
+      if ((c[i * ldc + j] != sentinel || q[i * ldc + j] != 0xA5) && failures++ < 5)
         ADD_FAILURE() << "wrote past column n in row " << i;
   }
   EXPECT_EQ(failures, 0);
@@ -134,6 +169,17 @@ TEST(QGemmKernel, TilesInScratchLeaveCAlone) {
   QCase scratch{19, 130, 40, false, true, 2};
   scratch.tileInScratch = true;
   checkQGemm(scratch);
+}
+
+TEST(QGemmKernel, PostOpsAndRequantisation) {
+  // The bias per column and a clip as post ops into C, then requantised to u8 and s8 (C's
+  // layout, padded rows), bit for bit against the reference's steps.
+  for (Output output : {Output::PostOps, Output::U8, Output::S8})
+    for (QCase tc : {QCase{13, 70, 31}, QCase{97, 257, 77, true, true, 2, 0, 9}, QCase{5, 3, 7}}) {
+      SCOPED_TRACE(testing::Message() << "output " << static_cast<int>(output));
+      tc.output = output;
+      checkQGemm(tc);
+    }
 }
 
 TEST(QGemmKernel, InvalidArgumentsLeaveTheOutputAlone) {

@@ -1,0 +1,32 @@
+#pragma once
+// What the int8 kernel tests (qgemm, qconv2d) ask of an output beyond its f32 value: the post
+// ops (a bias and a clip as kiln_post_ops) and the requantisation of kiln_quantized_output,
+// computed here as generated code's div, nearbyint, add and saturating cast (kiln_sat, through
+// a double) compute them.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace kiln::runtime::kernels::test {
+
+/// Where a test's outputs go: f32 through its epilogue (which adds the bias), or with the bias
+/// and the clip as kiln_post_ops, then f32 into the output or requantised to u8 or s8 bytes.
+enum class Output { Epilogue, PostOps, U8, S8 };
+
+constexpr float kClipLo = -0.75f, kClipHi = 1.5f;          // the post ops' clip
+constexpr float kOutScale = 0.004f;                         // narrow enough that some saturate
+inline float outZero(Output output) { return output == Output::S8 ? -9.0f : 71.0f; }
+
+inline float clipped(float v) { return std::min(std::max(v, kClipLo), kClipHi); }
+
+inline uint8_t requantised(float v, Output output) {
+  const bool isSigned = output == Output::S8;
+  const double r = static_cast<double>(std::nearbyint(v / kOutScale) + outZero(output));
+  const double lo = isSigned ? -128 : 0, hi = isSigned ? 127 : 255;
+  if (r != r)
+    return 0;
+  const double clamped = r <= lo ? lo : (r >= hi ? hi : r);
+  return isSigned ? static_cast<uint8_t>(static_cast<int8_t>(clamped)) : static_cast<uint8_t>(clamped);
+}
+
+} // namespace kiln::runtime::kernels::test
