@@ -135,9 +135,29 @@ const ir::Value *geluInput(const KernelPlan &plan, const ir::Value *value) {
   return nullptr;
 }
 
-/// The post ops that make `value` of the stage's product, or nothing.
+/// Whether `value` is the product `tile` or the product plus a bias: what a residual is added to.
+bool isProductOrBiased(const ir::Value *value, const ir::Value *tile) {
+  const ir::Node *add = value->producer();
+  return value == tile || (add && add->op() == OpKind::Add && (add->input(0) == tile || add->input(1) == tile));
+}
+
+/// A read of f32 `value`, shaped as the product, laid out densely (row-major) in its buffer.
+std::optional<StridedAccess> denseAccess(const KernelPlan &plan, int stageIndex, const ir::Value &value,
+                                         const Shape &shape) {
+  if (value.dtype() != DType::F32 || value.shape() != shape)
+    return std::nullopt;
+  std::optional<StridedAccess> access = stridedAccess(plan, stageIndex, value);
+  int64_t stride = 1;
+  for (size_t d = shape.size(); access && d-- > 0; stride *= shape[d])
+    if (shape[d] > 1 && access->strides[d] != stride)
+      return std::nullopt;
+  return access;
+}
+
+/// The post ops that make `value` of the stage's product, or nothing; with `addendAllowed`, a
+/// residual added after the bias (and before the activation) too.
 std::optional<ContractionPostOps> postOpsOf(const KernelEmitter &e, int stageIndex, const ir::Value *value,
-                                            size_t channelDim) {
+                                            size_t channelDim, bool addendAllowed) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   const ir::Value *anchor = stage.anchor->output();
   ContractionPostOps post;
@@ -171,6 +191,12 @@ std::optional<ContractionPostOps> postOpsOf(const KernelEmitter &e, int stageInd
     if (post.activation == KILN_ACTIVATION_NONE)
       return std::nullopt;
   }
+  // A residual r: (product + bias) + r, either way round.
+  if (const ir::Node *add = value->producer(); addendAllowed && add && add->op() == OpKind::Add)
+    for (int i = 0; i < 2 && !post.addend; ++i)
+      if (isProductOrBiased(add->input(i), anchor))
+        if ((post.addend = denseAccess(e.plan(), stageIndex, *add->input(1 - i), anchor->shape())))
+          value = add->input(i);
   // A convolution that accumulated into its residual r computes the body's `X + r` node as X
   // with the tile (conv + r) for the convolution's value (passes/fusion/AccumulatedOperand.h).
   if (const passes::AccumulatedAdd &sum = e.accumulatedAdd(); sum.add && stage.anchor->op() == OpKind::Conv) {
@@ -208,20 +234,27 @@ std::optional<std::string> scalarOperand(const KernelEmitter &e, int stageIndex,
 
 } // namespace
 
-std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim) {
+std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim,
+                                               bool addendAllowed) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   if (stage.stores.size() != 1 || stage.stores[0].buffer != stage.tileBuffer ||
       stage.stores[0].value == stage.anchor->output())
     return std::nullopt;
-  return postOpsOf(e, stageIndex, stage.stores[0].value, channelDim);
+  return postOpsOf(e, stageIndex, stage.stores[0].value, channelDim, addendAllowed);
 }
 
 std::optional<QuantizedStore> matchQuantizedStore(const KernelEmitter &e, int stageIndex, size_t channelDim) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
-  if (stage.stores.size() != 1 || stage.stores[0].buffer == stage.tileBuffer)
+  // One store of bytes, and perhaps the f32 value they quantize into the product's buffer.
+  if (stage.stores.empty() || stage.stores.size() > 2)
+    return std::nullopt;
+  const bool bytesFirst = stage.stores.size() == 1 || stage.stores[0].buffer != stage.tileBuffer;
+  const Store &bytes = stage.stores[bytesFirst ? 0 : 1];
+  const Store *kept = stage.stores.size() == 2 ? &stage.stores[bytesFirst ? 1 : 0] : nullptr;
+  if (bytes.buffer == stage.tileBuffer || (kept && kept->buffer != stage.tileBuffer))
     return std::nullopt;
   // quantize_linear as decompose spells it: cast(add(round(div(v, scale)), zero)) to u8 or i8.
-  const ir::Value *stored = stage.stores[0].value;
+  const ir::Value *stored = bytes.value;
   const ir::Node *cast = stored->producer();
   if (!cast || cast->op() != OpKind::Cast || (stored->dtype() != DType::U8 && stored->dtype() != DType::I8) ||
       stored->shape() != stage.anchor->output()->shape())
@@ -231,17 +264,19 @@ std::optional<QuantizedStore> matchQuantizedStore(const KernelEmitter &e, int st
   if (!rounded)
     return std::nullopt;
   const ir::Node *divide = rounded->producer()->input(0)->producer();
-  if (!divide || divide->op() != OpKind::Div || divide->output()->shape() != stored->shape())
+  if (!divide || divide->op() != OpKind::Div || divide->output()->shape() != stored->shape() ||
+      (kept && kept->value != divide->input(0)))
     return std::nullopt;
   QuantizedStore store;
   std::optional<std::string> scaleCode = scalarOperand(e, stageIndex, divide->input(1));
   std::optional<std::string> zeroCode = scalarOperand(e, stageIndex, zero);
-  std::optional<ContractionPostOps> post = postOpsOf(e, stageIndex, divide->input(0), channelDim);
+  std::optional<ContractionPostOps> post = postOpsOf(e, stageIndex, divide->input(0), channelDim, true);
   if (!scaleCode || !zeroCode || !post)
     return std::nullopt;
   store.post = *post, store.scale = *scaleCode, store.zero = *zeroCode;
-  store.output = stage.stores[0].buffer;
+  store.output = bytes.buffer;
   store.isSigned = stored->dtype() == DType::I8;
+  store.keepF32 = kept != nullptr;
   return store;
 }
 
@@ -249,13 +284,17 @@ std::string quantizedStoreArguments(const KernelEmitter &e, const QuantizedStore
   return postOpsArguments(e, store.post) +
          fmt::format("  g.quantized.q = {}; g.quantized.is_signed = {};\n  g.quantized.scale = {}; "
                      "g.quantized.zero = {};\n",
-                     e.kernelAddress(store.output), store.isSigned ? 1 : 0, store.scale, store.zero);
+                     e.kernelAddress(store.output), store.isSigned ? 1 : 0, store.scale, store.zero) +
+         (store.keepF32 ? "  g.quantized.keep_f32 = 1;\n" : "");
 }
 
 std::string postOpsArguments(const KernelEmitter &e, const ContractionPostOps &post) {
   std::string text;
   if (post.bias)
     text += fmt::format("  g.post.bias = (const float *){} + {};\n", e.kernelAddress(post.bias->buffer), post.bias->offset);
+  if (post.addend)
+    text += fmt::format("  g.addend = (const float *){} + {};\n", e.kernelAddress(post.addend->buffer),
+                        post.addend->offset);
   if (post.activation == KILN_ACTIVATION_RELU)
     text += "  g.post.activation = KILN_ACTIVATION_RELU;\n";
   if (post.activation == KILN_ACTIVATION_SILU)

@@ -15,7 +15,8 @@
 namespace kiln::codegen {
 
 struct ContractionPostOps {
-  std::optional<StridedAccess> bias; // one contiguous f32 per channel
+  std::optional<StridedAccess> bias;   // one contiguous f32 per channel
+  std::optional<StridedAccess> addend; // int8 products only: a residual, dense, added after the bias
   int32_t activation = 0;            // kiln_activation
   double lo = 0, hi = 0;             // clip's bounds
   double alpha = 0, beta = 0;        // the hard sigmoid's line
@@ -23,18 +24,22 @@ struct ContractionPostOps {
 
 /// The post ops stage `stageIndex`'s epilogue amounts to, or nothing: x is the contraction's
 /// value (with a residual the convolution accumulated into, that sum), the bias varies along
-/// output dim `channelDim` only.
-std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim);
+/// output dim `channelDim` only; with `addendAllowed` (the int8 products'), a residual tensor
+/// added after the bias too.
+std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim,
+                                               bool addendAllowed = false);
 
 /// The generated call's `g.post` assignments.
 std::string postOpsArguments(const KernelEmitter &e, const ContractionPostOps &post);
 
-/// An int8 product stage whose one store is its value, after post ops, quantized by the next
-/// layer's quantize_linear (kiln_quantized_output): the kernel writes those bytes itself.
+/// An int8 product stage that stores its value, after post ops, quantized by the next layer's
+/// quantize_linear (kiln_quantized_output), and perhaps that f32 value too (which a residual
+/// connection reads): the kernel writes them itself.
 struct QuantizedStore {
   ContractionPostOps post;
   int output = 0;          // the u8 or i8 buffer, laid out as the product
   bool isSigned = false;   // i8
+  bool keepF32 = false;    // the f32 value to the product's buffer as well
   std::string scale, zero; // C expressions of the f32 scalars
 };
 

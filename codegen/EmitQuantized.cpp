@@ -44,16 +44,16 @@ bool tileOnlyFeedsEpilogue(KernelEmitter &e, const Stage &stage) {
          e.plan().buffers.at(static_cast<size_t>(stage.tileBuffer)).kind == KernelBuffer::Kind::Temp;
 }
 
-/// The call's epilogue arguments: when the stage's epilogue is only a bias, an activation and
-/// perhaps the next layer's quantize_linear, those as the call's post ops and quantized
-/// output, which the kernel applies in registers, and no epilogue (`channelDim`: the output
+/// The call's epilogue arguments: when the stage's epilogue is only a bias, a residual, an
+/// activation and perhaps the next layer's quantize_linear, those as the call's post ops,
+/// addend and quantized output, which the kernel applies in registers, and no epilogue (`channelDim`: the output
 /// dim a bias varies along); otherwise the generated epilogue `generated` writes.
 template <typename Generate>
 std::string epilogueArguments(KernelEmitter &e, int stageIndex, size_t channelDim, Generate generated) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));
   if (std::optional<QuantizedStore> store = matchQuantizedStore(e, stageIndex, channelDim))
     return quantizedStoreArguments(e, *store);
-  if (std::optional<ContractionPostOps> post = matchPostOps(e, stageIndex, channelDim))
+  if (std::optional<ContractionPostOps> post = matchPostOps(e, stageIndex, channelDim, true))
     return postOpsArguments(e, *post);
   std::string text = fmt::format("  g.epilogue = {}; g.epilogue_ctx = &ctx;\n  ctx.batch0 = 0;\n", generated());
   if (tileOnlyFeedsEpilogue(e, stage))

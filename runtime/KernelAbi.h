@@ -123,12 +123,15 @@ typedef struct kiln_gemm_args {
 ///   q = saturate(round_half_even(v / scale) + zero)
 /// saturate clamping to u8 (s8 when is_signed) and taking NaN to 0, exactly as generated code's
 /// div, round, add and saturating cast compute it. q has the layout the f32 output would have;
-/// with q set the kernel writes no f32 output and calls no epilogue. (As a generated epilogue
-/// on each f32 tile, this step took 0.40 of MobileNetV2's 0.54 ms 16 -> 96 expand layer.)
+/// with q set the kernel calls no epilogue and writes the f32 values (after the post ops) to c
+/// or y only when keep_f32 (a layer whose float value a residual connection reads as well).
+/// (As a generated epilogue on each f32 tile, this step took 0.40 of MobileNetV2's 0.54 ms
+/// 16 -> 96 expand layer.)
 typedef struct kiln_quantized_output {
   void *q; /* NULL: the output is f32, through c or y and the epilogue */
   int32_t is_signed;
   float scale, zero;
+  int32_t keep_f32;
 } kiln_quantized_output;
 
 /// An int8 GEMM whose output is dequantized to f32 (ONNX's DequantizeLinear -> MatMul with
@@ -159,6 +162,9 @@ typedef struct kiln_qgemm_args {
      buffer of the calling thread (ld 64) instead of c, which is not written. */
   int32_t tile_in_scratch;
   kiln_post_ops post;
+  /* NULL, or an f32 tensor laid out as the f32 output, added to every output after the bias
+     and before the activation (a residual connection; no epilogue may be given with it). */
+  const float *addend;
   kiln_quantized_output quantized;
 } kiln_qgemm_args;
 
@@ -191,6 +197,9 @@ typedef struct kiln_qconv2d_args {
      buffer of the calling thread where qconv2d can (its product tiles), to y otherwise. */
   int32_t tile_in_scratch;
   kiln_post_ops post;
+  /* NULL, or an f32 tensor laid out as the f32 output, added to every output after the bias
+     and before the activation (a residual connection; no epilogue may be given with it). */
+  const float *addend;
   kiln_quantized_output quantized;
 } kiln_qconv2d_args;
 

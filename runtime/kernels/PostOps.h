@@ -176,8 +176,9 @@ struct ClampPost {
   __m512 bias(__m512 rowBias, int64_t j, __mmask16 lanes) const {
     return post_ && post_->columnBias ? _mm512_maskz_loadu_ps(lanes, post_->columnBias + j) : rowBias;
   }
-  __m512 apply(__m512 v, __m512 bias) const {
-    v = _mm512_add_ps(v, bias);
+  __m512 apply(__m512 v, __m512 bias) const { return activation(_mm512_add_ps(v, bias)); }
+  /// The activation alone, for a value that has its bias (and any residual) added.
+  __m512 activation(__m512 v) const {
     if (other)
       return activate(v, *post_);
     return _mm512_add_ps(_mm512_min_ps(hi, _mm512_max_ps(lo, v)), fix);

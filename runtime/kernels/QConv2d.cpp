@@ -30,7 +30,7 @@
 #include "runtime/kernels/PostOps.h" // tilePostOps, wrapPostOps
 #include "runtime/kernels/QConv2dDepthwise.h"
 #include "runtime/kernels/QTile.h"           // qTile, kMaxRows, kPanelWidth, makeTable
-#include "runtime/kernels/QuantizedOutput.h" // QuantizedOutputEpilogue
+#include "runtime/kernels/QuantizedOutput.h" // FinishEpilogue, finishedTile
 
 namespace kiln::runtime::kernels {
 
@@ -262,12 +262,12 @@ void productItems(void *ctx, int64_t begin, int64_t end) {
       float *c = scratchTile ? tile : g.y + at;
       const int64_t ldc = scratchTile ? kPanelWidth : t.pixels;
       const detail::TilePostOps post = detail::tilePostOps(g.post, true, channel, p0);
-      const detail::QuantizedTile quantized{static_cast<uint8_t *>(g.quantized.q) + at, t.pixels, &g.quantized};
+      const detail::FinishedTile finish = detail::finishedTile(g, g.y, at, t.pixels);
+      const bool finishing = detail::finishesOutputs(g);
       kQTiles.fns[r - 1][vectors - 1](t.quads, reinterpret_cast<const uint8_t *>(t.rows + channel * rowBytes),
                                       rowBytes, panel, t.rowSums + channel, scales, zero, c, ldc, cols,
-                                      detail::hasPostOps(g.post) ? &post : nullptr,
-                                      detail::hasQuantizedOutput(g.quantized) ? &quantized : nullptr);
-      if (g.epilogue && !detail::hasQuantizedOutput(g.quantized))
+                                      detail::hasPostOps(g.post) ? &post : nullptr, finishing ? &finish : nullptr);
+      if (g.epilogue && !finishing)
         g.epilogue(g.epilogue_ctx, c, ldc, t.image, channel, p0, r, cols);
     }
   }
@@ -361,14 +361,15 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
   const int64_t quads = quadsOf(taps), panels = ceilDiv(pixels, kPanelWidth);
   const bool depthwise = detail::qconvDepthwiseShape(g);
   if (depthwise || (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(taps))) {
-    // These paths finish f32 tiles: the post ops and requantisation run on each as an epilogue.
+    // These paths finish f32 tiles: the post ops (and addend and requantisation) run on each
+    // as an epilogue.
     kiln_qconv2d_args f = g;
-    detail::QuantizedOutputEpilogue requantise;
+    detail::FinishEpilogue finish;
     detail::PostOpsEpilogue postOps;
-    if (detail::hasQuantizedOutput(g.quantized)) {
-      requantise = {g.post, true, g.quantized, g.k * pixels, pixels};
-      f.epilogue = detail::QuantizedOutputEpilogue::call, f.epilogue_ctx = &requantise, f.tile_in_scratch = 1;
-      f.post = kiln_post_ops{}, f.quantized = kiln_quantized_output{};
+    if (detail::finishesOutputs(g)) {
+      finish = {g.post, true, g.addend, g.y, g.quantized, g.k * pixels, pixels};
+      f.epilogue = detail::FinishEpilogue::call, f.epilogue_ctx = &finish, f.tile_in_scratch = 1;
+      f.post = kiln_post_ops{}, f.addend = nullptr, f.quantized = kiln_quantized_output{};
     } else {
       detail::wrapPostOps(f.post, true, f.epilogue, f.epilogue_ctx, postOps);
     }

@@ -90,12 +90,12 @@ void qgemmItems(void *ctx, int64_t begin, int64_t end) {
         float *c = scratchTile ? tile : g.c + at;
         const int64_t ldc = scratchTile ? kPanelWidth : g.ldc;
         const detail::TilePostOps post = detail::tilePostOps(g.post, false, row0 + i, col0);
-        const detail::QuantizedTile quantized{static_cast<uint8_t *>(g.quantized.q) + at, g.ldc, &g.quantized};
+        const detail::FinishedTile finish = detail::finishedTile(g, g.c, at, g.ldc);
+        const bool finishing = detail::finishesOutputs(g);
         kQTiles.fns[r - 1][vectors - 1](t.quads, block + i * blockStride, blockStride,
                                         reinterpret_cast<const uint8_t *>(panel), sums, scales, t.zero, c, ldc, cols,
-                                        detail::hasPostOps(g.post) ? &post : nullptr,
-                                        detail::hasQuantizedOutput(g.quantized) ? &quantized : nullptr);
-        if (g.epilogue && !detail::hasQuantizedOutput(g.quantized))
+                                        detail::hasPostOps(g.post) ? &post : nullptr, finishing ? &finish : nullptr);
+        if (g.epilogue && !finishing)
           g.epilogue(g.epilogue_ctx, c, ldc, 0, row0 + i, col0, r, cols);
       }
     }
@@ -129,7 +129,7 @@ void packQGemmB(const int8_t *src, int64_t k, int64_t n, int64_t strideK, int64_
 
 void qgemm(const kiln_rt *rt, const kiln_qgemm_args *args) {
   if (!args || args->m <= 0 || args->n <= 0 || args->k < 0 || !args->a || !args->b || !args->b_scales ||
-      (!args->c && !args->quantized.q) ||
+      (!args->c && (!args->quantized.q || args->quantized.keep_f32 || args->addend)) ||
       args->lda < args->k || args->ldc < args->n || (!args->b_packed && args->ldb < args->n))
     return; // the ABI has no error channel; codegen never emits these
   kiln_qgemm_args g = *args;

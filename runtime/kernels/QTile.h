@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "runtime/kernels/GemmMicroKernel.h" // storeTile, kMaxRows, kPanelWidth, makeTable
-#include "runtime/kernels/QuantizedOutput.h" // storeQuantizedTile, QuantizedTile
+#include "runtime/kernels/QuantizedOutput.h" // storeFinishedTile, FinishedTile
 
 namespace kiln::runtime::kernels::detail {
 
@@ -36,15 +36,15 @@ inline RowBlocks equalRowBlocks(int64_t m) {
   return {count, ((m + count - 1) / count + kMaxRows - 1) / kMaxRows * kMaxRows};
 }
 
-/// The tile's f32 values go to c (ldc apart), with `post` applied when not null; with
-/// `quantized`, after `post`, to its bytes instead (c unused).
+/// The tile's f32 values go to c (ldc apart), with `post` applied when not null; with `finish`,
+/// finished as it says instead (c unused).
 using QTileFn = void (*)(int64_t quads, const uint8_t *rows, int64_t rowBytes, const uint8_t *panel,
                          const int32_t *sums, const float *scales, int32_t zero, float *c, int64_t ldc, int64_t cols,
-                         const TilePostOps *post, const QuantizedTile *quantized);
+                         const TilePostOps *post, const FinishedTile *finish);
 
 template <int R, int NV, bool RowsSigned>
 void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const int32_t *sums, const float *scales,
-           int32_t zero, float *c, int64_t ldc, int64_t cols, const TilePostOps *post, const QuantizedTile *quantized) {
+           int32_t zero, float *c, int64_t ldc, int64_t cols, const TilePostOps *post, const FinishedTile *finish) {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
   // The sums in the builtin's own type: through _mm512_dpbusd_epi32, whose __m512i is a vector of
   // 8 int64 converted to and from 16 int32 at every call, g++ 12 kept all 24 accumulators on
@@ -88,8 +88,8 @@ void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const
       const __m512 scale = RowsSigned ? _mm512_set1_ps(scales[i]) : _mm512_loadu_ps(scales + j * kVector);
       out[i][j] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32((__m512i)acc[i][j], correction)), scale);
     }
-  if (quantized)
-    storeQuantizedTile(out, post, *quantized, cols);
+  if (finish)
+    storeFinishedTile(out, post, *finish, cols);
   else
     storeTile(out, c, ldc, cols, 0, post);
 #else
@@ -108,8 +108,8 @@ void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const
     for (int j = 0; j < W; ++j)
       values[i][j] = RowsSigned ? static_cast<float>(acc[i][j] - zero * sums[i]) * scales[i]
                                 : static_cast<float>(acc[i][j] - zero * sums[j]) * scales[j];
-  if (quantized) {
-    quantizeTile(&values[0][0], W, post ? *post : TilePostOps{}, *quantized, R, cols);
+  if (finish) {
+    finishTile(&values[0][0], W, post ? *post : TilePostOps{}, *finish, R, cols);
     return;
   }
 #ifdef __AVX512F__ // AVX-512 without VNNI: the store takes vectors

@@ -1,9 +1,10 @@
 #pragma once
-// The requantisation kiln_quantized_output asks of qgemm and qconv2d: each f32 output, after
-// the post ops, stored as saturate(round_half_even(v / scale) + zero) in one byte, bit for bit
-// as generated code's div, round, add and saturating cast compute it. The product tiles do it
-// in registers (storeQuantizedTile, from qTile); every other path hands its finished f32 tiles
-// to QuantizedOutputEpilogue. Internal to runtime/kernels/.
+// How qgemm and qconv2d finish an output beyond the post ops when asked to: a residual addend
+// (kiln_qgemm_args::addend), then the activation, then the f32 value and/or its requantisation
+// (kiln_quantized_output): saturate(round_half_even(v / scale) + zero) in one byte, bit for bit
+// as generated code's add, div, round, add and saturating cast compute them. The product
+// tiles do it in registers (storeFinishedTile, from qTile); the other paths hand their f32
+// tiles to FinishEpilogue. Internal to runtime/kernels/.
 #include <cmath>
 #include <cstdint>
 
@@ -14,6 +15,9 @@
 namespace kiln::runtime::kernels::detail {
 
 inline bool hasQuantizedOutput(const kiln_quantized_output &out) { return out.q != nullptr; }
+
+/// Whether a call's outputs need finishing here rather than a plain (post-op) store.
+template <typename Args> bool finishesOutputs(const Args &g) { return g.addend || hasQuantizedOutput(g.quantized); }
 
 /// One output as kiln_quantized_output stores it, for the scalar paths: what generated code's
 /// kiln_sat does to the rounded value (NaN to 0, clamped, truncated toward zero).
@@ -26,12 +30,23 @@ inline uint8_t quantizeValue(float v, const kiln_quantized_output &out) {
   return static_cast<uint8_t>(value);
 }
 
-/// Where one tile's bytes go: element (i, j) to q[i * ldq + j].
-struct QuantizedTile {
-  uint8_t *q;
-  int64_t ldq;
-  const kiln_quantized_output *out;
+/// Where one tile's finished outputs come from and go: element (i, j) of each at [i * ld + j],
+/// each pointer at the tile's first element, or null when the call has none.
+struct FinishedTile {
+  const float *addend = nullptr;
+  float *c = nullptr;  // the f32 values
+  uint8_t *q = nullptr; // the requantised ones
+  int64_t ld = 0;
+  const kiln_quantized_output *quantized = nullptr;
 };
+
+/// The pointers of the tile whose first element is output `at` of a call with these outputs
+/// (`y` its f32 output, laid out with leading dimension `ld`).
+template <typename Args> FinishedTile finishedTile(const Args &g, float *y, int64_t at, int64_t ld) {
+  const bool quantized = hasQuantizedOutput(g.quantized);
+  return {g.addend ? g.addend + at : nullptr, !quantized || g.quantized.keep_f32 ? y + at : nullptr,
+          quantized ? static_cast<uint8_t *>(g.quantized.q) + at : nullptr, ld, &g.quantized};
+}
 
 #ifdef __AVX512F__
 /// The requantisation in 16 lanes: max(v, lo) takes a NaN lane to lo, which the mask of
@@ -52,13 +67,34 @@ struct QuantizeLanes {
   __m512 scale, zero, lo, hi;
 };
 
-/// A product tile's R x (16*NV) values (its first `cols` columns) with `post` applied (as
-/// ClampPost applies them in the f32 stores), requantised into the tile's bytes.
+/// 16 lanes of row i of a tile (columns j.., `lanes` of them real) finished: the bias, the
+/// addend, the activation, then stored as the tile asks.
+inline __attribute__((always_inline)) void finishLanes(__m512 v, __m512 bias, const ClampPost &clamp,
+                                                       const QuantizeLanes &quantize, const FinishedTile &to,
+                                                       int64_t i, int64_t j, __mmask16 lanes) {
+  const int64_t at = i * to.ld + j;
+  v = _mm512_add_ps(v, bias);
+  if (to.addend)
+    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, to.addend + at));
+  v = clamp.activation(v);
+  if (to.c)
+    _mm512_mask_storeu_ps(to.c + at, lanes, v);
+  if (to.q)
+    quantize.store(to.q + at, lanes, v);
+}
+
+inline const kiln_quantized_output &quantizedOrNone(const FinishedTile &to) {
+  static const kiln_quantized_output kNone{nullptr, 0, 1.0f, 0.0f, 0};
+  return to.q ? *to.quantized : kNone;
+}
+
+/// A product tile's R x (16*NV) values (its first `cols` columns) finished into `to`, with
+/// `post` as ClampPost applies it in the f32 stores.
 template <int R, int NV>
-inline __attribute__((always_inline)) void storeQuantizedTile(const __m512 (&acc)[R][NV], const TilePostOps *post,
-                                                              const QuantizedTile &tile, int64_t cols) {
+inline __attribute__((always_inline)) void storeFinishedTile(const __m512 (&acc)[R][NV], const TilePostOps *post,
+                                                             const FinishedTile &to, int64_t cols) {
   const ClampPost clamp(post);
-  const QuantizeLanes lanes(*tile.out);
+  const QuantizeLanes quantize(quantizedOrNone(to));
   const __mmask16 lastMask = firstLanes(cols - (NV - 1) * 16);
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
@@ -66,24 +102,26 @@ inline __attribute__((always_inline)) void storeQuantizedTile(const __m512 (&acc
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) {
       const __mmask16 mask = j == NV - 1 ? lastMask : static_cast<__mmask16>(0xFFFF);
-      lanes.store(tile.q + i * tile.ldq + j * 16, mask, clamp.apply(acc[i][j], clamp.bias(rowBias, j * 16, mask)));
+      finishLanes(acc[i][j], clamp.bias(rowBias, j * 16, mask), clamp, quantize, to, i, j * 16, mask);
     }
   }
 }
 #endif
 
-/// Applies `post` to the rows x cols f32 tile at `tile` (leading dimension ld), then
-/// requantises it into `to`.
-void quantizeTile(const float *tile, int64_t ld, const TilePostOps &post, const QuantizedTile &to, int64_t rows,
-                  int64_t cols);
+/// The rows x cols f32 tile at `tile` (leading dimension ld) with `post`'s bias, finished into
+/// `to` (the tile may be to.c itself).
+void finishTile(const float *tile, int64_t ld, const TilePostOps &post, const FinishedTile &to, int64_t rows,
+                int64_t cols);
 
-/// An epilogue that does the post ops and the requantisation on each finished f32 tile, for
-/// the paths that cannot in registers: output (batch, row, col) goes to
-/// q + batch * batchStride + row * rowStride + col.
-struct QuantizedOutputEpilogue {
+/// An epilogue that finishes each f32 tile of a call whose outputs need it (finishesOutputs),
+/// for the paths that cannot in registers: output (batch, row, col) is element
+/// batch * batchStride + row * rowStride + col of y, the addend and q.
+struct FinishEpilogue {
   kiln_post_ops post{};
   bool perRow = true;
-  kiln_quantized_output out{};
+  const float *addend = nullptr;
+  float *y = nullptr;
+  kiln_quantized_output quantized{};
   int64_t batchStride = 0, rowStride = 0;
 
   static void call(void *self, float *tile, int64_t ld, int64_t batch, int64_t row0, int64_t col0, int64_t rows,

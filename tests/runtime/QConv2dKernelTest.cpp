@@ -14,7 +14,11 @@
 
 namespace {
 
+using kiln::runtime::kernels::test::addendAt;
+using kiln::runtime::kernels::test::addsResidual;
 using kiln::runtime::kernels::test::clipped;
+using kiln::runtime::kernels::test::keepsF32;
+using kiln::runtime::kernels::test::requantises;
 using kiln::runtime::kernels::test::kClipHi;
 using kiln::runtime::kernels::test::kClipLo;
 using kiln::runtime::kernels::test::kOutScale;
@@ -93,7 +97,7 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
   std::vector<float> biases(static_cast<size_t>(tc.k));
   for (int64_t o = 0; o < tc.k; ++o)
     biases[static_cast<size_t>(o)] = CountingBias::bias(o);
-  const bool quantized = tc.output == Output::U8 || tc.output == Output::S8;
+  const bool quantized = requantises(tc.output);
   std::vector<uint8_t> q(y.size(), 0xA5);
   if (tc.output != Output::Epilogue) {
     args.epilogue = nullptr, args.epilogue_ctx = nullptr;
@@ -101,10 +105,15 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
     args.post.lo = kClipLo, args.post.hi = kClipHi;
   }
   if (quantized)
-    args.quantized = {q.data(), tc.output == Output::S8, kOutScale, outZero(tc.output)};
+    args.quantized = {q.data(), tc.output == Output::S8, kOutScale, outZero(tc.output), keepsF32(tc.output)};
+  std::vector<float> addends(q.size());
+  for (size_t at = 0; at < addends.size(); ++at)
+    addends[at] = addendAt(static_cast<int64_t>(at));
+  if (addsResidual(tc.output))
+    args.addend = addends.data();
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::qconv2d(&rt, &args);
-  if (tc.output == Output::PostOps) // what the epilogue would have seen, and counted
+  if (tc.output != Output::Epilogue && keepsF32(tc.output)) // what the epilogue would have seen, and counted
     for (size_t i = 0; i < y.size(); ++i)
       seen[i] = y[i], calls[i] = 1;
 
@@ -130,15 +139,19 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
                            (xScale * scales[static_cast<size_t>(tc.perChannel ? o : 0)]) +
                        CountingBias::bias(o);
           const size_t at = static_cast<size_t>((image * tc.k + o) * pixels + oy * ow + ox);
+          if (addsResidual(tc.output))
+            want += addendAt(static_cast<int64_t>(at));
           if (tc.output != Output::Epilogue)
             want = clipped(want);
-          if (quantized) { // only the bytes: no f32 output is promised, and no epilogue runs
+          if (quantized) { // the bytes, and f32 only when kept; no epilogue runs
             const uint8_t byte = requantised(want, tc.output);
             if (q[at] != byte && failures++ < 5)
               ADD_FAILURE() << "q[" << at << "] = " << int{q[at]} << ", expected " << int{byte} << " from " << want;
-            if (calls[at] != 0 && failures++ < 5)
-              ADD_FAILURE() << "an epilogue ran on output " << at;
-            continue;
+            if (!keepsF32(tc.output)) {
+              if (calls[at] != 0 && failures++ < 5)
+                ADD_FAILURE() << "an epilogue ran on output " << at;
+              continue;
+            }
           }
           if (std::memcmp(&seen[at], &want, sizeof want) != 0 && failures++ < 5)
             ADD_FAILURE() << "y[" << image << "][" << o << "][" << oy << "][" << ox << "] = " << seen[at]
@@ -236,11 +249,12 @@ TEST(QConv2dKernel, PostOpsAndRequantisationOnEveryPath) {
   // Product tiles (pointwise in place, unfolded, partial panels), the depthwise kernel, and
   // conv2d on exact floats: each with the bias and clip as post ops into y, and then
   // requantised to u8 and s8, bit for bit against the reference's steps.
+  // The residual outputs add an addend before the clip and keep f32 beside the bytes.
   std::vector<QConvCase> cases = {{2, 13, 9, 11, 7, 1, 1}, {1, 16, 15, 15, 32, 3, 3, 1, 1},
                                   {1, 40, 14, 14, 100, 1, 1, 2}, {2, 16, 11, 11, 16, 3, 3, 1, 1, 1, 16},
                                   {1, 16, 11, 11, 16, 3, 3, 2, 1, 1, 16}, {1, 12, 9, 9, 18, 3, 3, 1, 1, 1, 6}};
   cases[3].xSigned = true, cases[4].threads = 2, cases[1].threads = 2;
-  for (Output output : {Output::PostOps, Output::U8, Output::S8})
+  for (Output output : {Output::PostOps, Output::U8, Output::S8, Output::ResidualF32, Output::ResidualU8})
     for (QConvCase tc : cases) {
       SCOPED_TRACE(testing::Message() << "output " << static_cast<int>(output));
       tc.output = output;

@@ -13,7 +13,11 @@
 
 namespace {
 
+using kiln::runtime::kernels::test::addendAt;
+using kiln::runtime::kernels::test::addsResidual;
 using kiln::runtime::kernels::test::clipped;
+using kiln::runtime::kernels::test::keepsF32;
+using kiln::runtime::kernels::test::requantises;
 using kiln::runtime::kernels::test::kClipHi;
 using kiln::runtime::kernels::test::kClipLo;
 using kiln::runtime::kernels::test::kOutScale;
@@ -87,7 +91,7 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
   std::vector<float> biases(static_cast<size_t>(tc.n));
   for (int64_t j = 0; j < tc.n; ++j)
     biases[static_cast<size_t>(j)] = CountingBias::bias(j);
-  const bool quantized = tc.output == Output::U8 || tc.output == Output::S8;
+  const bool quantized = requantises(tc.output);
   std::vector<uint8_t> q(c.size(), 0xA5);
   if (tc.output != Output::Epilogue) {
     args.epilogue = nullptr, args.epilogue_ctx = nullptr;
@@ -95,10 +99,15 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
     args.post.lo = kClipLo, args.post.hi = kClipHi;
   }
   if (quantized)
-    args.quantized = {q.data(), tc.output == Output::S8, kOutScale, outZero(tc.output)};
+    args.quantized = {q.data(), tc.output == Output::S8, kOutScale, outZero(tc.output), keepsF32(tc.output)};
+  std::vector<float> addends(q.size());
+  for (size_t at = 0; at < addends.size(); ++at)
+    addends[at] = addendAt(static_cast<int64_t>(at));
+  if (addsResidual(tc.output))
+    args.addend = addends.data();
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::qgemm(&rt, &args);
-  if (tc.output == Output::PostOps) // what the epilogue would have seen, and counted
+  if (tc.output != Output::Epilogue && keepsF32(tc.output)) // what the epilogue would have seen, and counted
     for (int64_t i = 0; i < tc.m; ++i)
       for (int64_t j = 0; j < tc.n; ++j)
         seen[i * tc.n + j] = c[i * ldc + j], calls[i * tc.n + j] = 1;
@@ -113,15 +122,19 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
       }
       float want =
           static_cast<float>(static_cast<int32_t>(sum)) * (aScale * scales[tc.perColumn ? j : 0]) + CountingBias::bias(j);
+      if (addsResidual(tc.output))
+        want += addendAt(i * ldc + j);
       if (tc.output != Output::Epilogue)
         want = clipped(want);
-      if (quantized) { // only the bytes, at C's layout: no f32 output is promised, and no epilogue runs
+      if (quantized) { // the bytes, at C's layout, and f32 only when kept; no epilogue runs
         const uint8_t byte = requantised(want, tc.output);
         if (q[i * ldc + j] != byte && failures++ < 5)
           ADD_FAILURE() << "q[" << i << "][" << j << "] = " << int{q[i * ldc + j]} << ", expected " << int{byte};
-        if (calls[i * tc.n + j] != 0 && failures++ < 5)
-          ADD_FAILURE() << "an epilogue ran on C[" << i << "][" << j << "]";
-        continue;
+        if (!keepsF32(tc.output)) {
+          if (calls[i * tc.n + j] != 0 && failures++ < 5)
+            ADD_FAILURE() << "an epilogue ran on C[" << i << "][" << j << "]";
+          continue;
+        }
       }
       const float got = seen[i * tc.n + j];
       const float inC = tc.tileInScratch ? sentinel : want; // a tile kept in scratch never reaches C
@@ -173,8 +186,9 @@ TEST(QGemmKernel, TilesInScratchLeaveCAlone) {
 
 TEST(QGemmKernel, PostOpsAndRequantisation) {
   // The bias per column and a clip as post ops into C, then requantised to u8 and s8 (C's
-  // layout, padded rows), bit for bit against the reference's steps.
-  for (Output output : {Output::PostOps, Output::U8, Output::S8})
+  // layout, padded rows), bit for bit against the reference's steps; a residual addend before
+  // the clip, the f32 kept beside the bytes.
+  for (Output output : {Output::PostOps, Output::U8, Output::S8, Output::ResidualF32, Output::ResidualU8})
     for (QCase tc : {QCase{13, 70, 31}, QCase{97, 257, 77, true, true, 2, 0, 9}, QCase{5, 3, 7}}) {
       SCOPED_TRACE(testing::Message() << "output " << static_cast<int>(output));
       tc.output = output;

@@ -10,8 +10,16 @@
 namespace kiln::runtime::kernels::test {
 
 /// Where a test's outputs go: f32 through its epilogue (which adds the bias), or with the bias
-/// and the clip as kiln_post_ops, then f32 into the output or requantised to u8 or s8 bytes.
-enum class Output { Epilogue, PostOps, U8, S8 };
+/// and the clip as kiln_post_ops, then f32 into the output or requantised to u8 or s8 bytes;
+/// the residual ones add an addend after the bias, then keep f32 (and requantise to u8).
+enum class Output { Epilogue, PostOps, U8, S8, ResidualF32, ResidualU8 };
+
+inline bool addsResidual(Output o) { return o == Output::ResidualF32 || o == Output::ResidualU8; }
+inline bool requantises(Output o) { return o == Output::U8 || o == Output::S8 || o == Output::ResidualU8; }
+inline bool keepsF32(Output o) { return !requantises(o) || o == Output::ResidualU8; }
+
+/// The residual addend of output element `at`.
+inline float addendAt(int64_t at) { return 0.0625f * static_cast<float>(at * 7 % 37) - 1.0f; }
 
 constexpr float kClipLo = -0.75f, kClipHi = 1.5f;          // the post ops' clip
 constexpr float kOutScale = 0.004f;                         // narrow enough that some saturate
