@@ -359,8 +359,8 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     weights = packed;
   }
   const int64_t quads = quadsOf(taps), panels = ceilDiv(pixels, kPanelWidth);
-  const bool depthwise = detail::qconvDepthwiseShape(g);
-  if (depthwise || (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(taps))) {
+  const bool bytes = detail::qconvDepthwiseBytesShape(g), depthwise = !bytes && detail::qconvDepthwiseShape(g);
+  if (bytes || depthwise || (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(taps))) {
     // These paths finish f32 tiles: the post ops (and addend and requantisation) run on each
     // as an epilogue.
     kiln_qconv2d_args f = g;
@@ -373,7 +373,9 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     } else {
       detail::wrapPostOps(f.post, true, f.epilogue, f.epilogue_ctx, postOps);
     }
-    if (depthwise)
+    if (bytes)
+      detail::qconvDepthwiseBytes(rt, f, weights, 4 * quads);
+    else if (depthwise)
       detail::qconvDepthwise(rt, f, weights, 4 * quads);
     else
       qconvThroughFloats(rt, f, taps, weights, 4 * quads);

@@ -1,7 +1,8 @@
 #pragma once
 // qconv2d's routes in f32 on exact integers (QConv2dDepthwise.cpp): the bound that keeps them
-// exact, the centring both use, and the direct kernel for depthwise layers. Internal to
-// runtime/kernels/.
+// exact, the centring both use, and the direct kernel for depthwise layers; and the direct
+// kernel that sums depthwise layers in int32 where VNNI can (QConv2dDepthwiseBytes.cpp).
+// Internal to runtime/kernels/.
 #include <cstdint>
 
 #include "runtime/KernelAbi.h"
@@ -21,5 +22,12 @@ bool qconvDepthwiseShape(const kiln_qconv2d_args &g);
 
 /// The depthwise qconv2d `g` with its weights as rows of rowBytes bytes (packed or plain).
 void qconvDepthwise(const kiln_rt *rt, const kiln_qconv2d_args &g, const int8_t *weights, int64_t rowBytes);
+
+/// Whether `g` is a depthwise layer qconvDepthwiseBytes takes (QConv2dDepthwiseBytes.cpp): one
+/// input and one output channel per group, column stride 1 or 2, on a CPU with VNNI and VBMI.
+bool qconvDepthwiseBytesShape(const kiln_qconv2d_args &g);
+
+/// The depthwise qconv2d `g` summed in int32 from the bytes, weights as for qconvDepthwise.
+void qconvDepthwiseBytes(const kiln_rt *rt, const kiln_qconv2d_args &g, const int8_t *weights, int64_t rowBytes);
 
 } // namespace kiln::runtime::kernels::detail

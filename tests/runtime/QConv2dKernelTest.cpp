@@ -210,10 +210,11 @@ TEST(QConv2dKernel, ChunksOfPixelsSplitRows) {
 }
 
 TEST(QConv2dKernel, FewRowsPerGroupGoThroughExactFloats) {
-  // Depthwise (one output channel per group): the direct kernel at stride 1 (dilated, padded,
-  // a trailing pad cut short), conv2d's in f32 at strides 2 and 3, products for a 23 x 23
-  // kernel (529 taps: past f32's exact range); 6 per group: conv2d's grouped kernels in f32 on
-  // the centred integers; 2 per group but 5400 taps: products.
+  // Depthwise (one output channel per group): the direct kernels at strides 1 and 2 (the
+  // int32 one with VNNI, the f32 one without; dilated, padded, a trailing pad cut short),
+  // conv2d's in f32 at stride 3, products for a 23 x 23 kernel (529 taps: past f32's exact
+  // range); 6 per group: conv2d's grouped kernels in f32 on the centred integers; 2 per group
+  // but 5400 taps: products.
   QConvCase depthwise{2, 16, 11, 11, 16, 3, 3, 2, 1, 1, 16};
   depthwise.xSigned = true;
   checkQConv(depthwise);
@@ -228,6 +229,26 @@ TEST(QConv2dKernel, FewRowsPerGroupGoThroughExactFloats) {
   QConvCase grouped{1, 16, 9, 9, 32, 3, 3, 1, 1, 1, 2}; // 16 per group: products
   grouped.perChannel = false;
   checkQConv(grouped);
+}
+
+TEST(QConv2dKernel, DepthwiseSumsFromTheBytes) {
+  // The int32 depthwise kernel (QConv2dDepthwiseBytes.cpp, on CPUs with VNNI and VBMI): 3x3 at
+  // strides 1 and 2, rows wider than 64 outputs (two runs of vectors, a ragged last one), 5x5,
+  // 7x7 and 9x9 (2 and 3 quads of taps per kernel row), dilation, asymmetric padding, s8 input,
+  // one weight scale, two images on two threads.
+  checkQConv({1, 7, 9, 70, 7, 3, 3, 1, 1, 1, 7});
+  QConvCase strided{2, 9, 23, 131, 9, 3, 3, 2, 1, 1, 9};
+  strided.threads = 2, strided.xSigned = true;
+  checkQConv(strided);
+  checkQConv({1, 5, 12, 17, 5, 5, 5, 2, 2, 1, 5});
+  checkQConv({1, 4, 15, 15, 4, 7, 7, 1, 3, 1, 4});
+  QConvCase nine{1, 3, 20, 33, 3, 9, 9, 2, 4, 1, 3};
+  nine.perChannel = false;
+  checkQConv(nine);
+  checkQConv({1, 6, 13, 13, 6, 3, 3, 1, 4, 3, 6}); // dilated
+  QConvCase asymmetric{1, 6, 12, 12, 6, 3, 3, 2, 1, 1, 6};
+  asymmetric.padBottom = 0;
+  checkQConv(asymmetric);
 }
 
 TEST(QConv2dKernel, TilesInScratchLeaveYAlone) {
