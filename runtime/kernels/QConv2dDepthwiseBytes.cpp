@@ -10,6 +10,7 @@
 // half its int8 time.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "runtime/kernels/GemmDriver.h" // parallelForIfWorth
 #include "runtime/kernels/GemmPack.h"   // scratch
@@ -39,14 +40,27 @@ struct BytesCall {
   int32_t zero;               // the zero point of the u8 values vpdpbusd multiplies
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
   __m512i gather[4];          // per quad of a kernel row: lane l's 4 bytes' offsets
+  // Narrow planes (ow <= kLanes) as runs of 16 outputs of the flattened output plane, which
+  // span output rows: per run, where its first output's window starts in the plane, and per
+  // run and quad, lane l's offsets from there (runs x quadsPerRow vectors).
+  struct alignas(64) Gather {
+    uint8_t offsets[64];
+  };
+  std::vector<int64_t> runStarts;
+  std::vector<Gather> runGathers;
 #endif
 };
 
-/// The padded u8 plane of (image, channel): plane[y * planeW + j] is padded row y, column j.
+/// Fills the padding of the calling thread's plane with the zero point: the same for every
+/// channel, so once per call of bytesItems; paddedPlane then writes only the input's bytes.
+void padPlane(const BytesCall &t, uint8_t *plane) {
+  std::memset(plane, static_cast<uint8_t>(t.zeroByte ^ t.flip), static_cast<size_t>(t.paddedH * t.planeW + kSlack));
+}
+
+/// The padded u8 plane of (image, channel): plane[y * planeW + j] is padded row y, column j
+/// (the padding as padPlane left it).
 void paddedPlane(const BytesCall &t, int64_t image, int64_t channel, uint8_t *plane) {
   const kiln_qconv2d_args &g = t.g;
-  const uint8_t padding = static_cast<uint8_t>(t.zeroByte ^ t.flip);
-  std::memset(plane, padding, static_cast<size_t>(t.paddedH * t.planeW + kSlack));
   const auto *x = static_cast<const uint8_t *>(g.x) + (image * g.c + channel) * g.h * g.w;
   for (int64_t iy = 0; iy < g.h; ++iy) {
     uint8_t *row = plane + (iy + g.pad_top) * t.planeW + g.pad_left;
@@ -91,6 +105,31 @@ void rowVectors(const BytesCall &t, const uint8_t *row0, const int32_t *quadWeig
 }
 #endif
 
+#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+/// The whole output plane of a narrow layer in runs of 16 flattened outputs (BytesCall::runStarts).
+void planeRuns(const BytesCall &t, const uint8_t *plane, const int32_t *quadWeights, int32_t correction, float scale,
+               float *out) {
+  const kiln_qconv2d_args &g = t.g;
+  const int64_t pixels = g.oh * g.ow;
+  for (size_t run = 0; run < t.runStarts.size(); ++run) {
+    __m512i acc = _mm512_setzero_si512();
+    const BytesCall::Gather *gathers = &t.runGathers[run * static_cast<size_t>(t.quadsPerRow)];
+    for (int64_t ky = 0; ky < g.r; ++ky) {
+      const uint8_t *from = plane + t.runStarts[run] + ky * g.dilation_h * t.planeW;
+      for (int64_t q = 0; q < t.quadsPerRow; ++q) {
+        const uint8_t *at = from + 4 * q * g.dilation_w;
+        const __m512i bytes = _mm512_permutex2var_epi8(
+            _mm512_loadu_si512(at), _mm512_load_si512(gathers[q].offsets), _mm512_loadu_si512(at + 64));
+        acc = _mm512_dpbusd_epi32(acc, bytes, _mm512_set1_epi32(quadWeights[ky * t.quadsPerRow + q]));
+      }
+    }
+    const int64_t first = static_cast<int64_t>(run) * kLanes;
+    const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, _mm512_set1_epi32(correction)));
+    _mm512_mask_storeu_ps(out + first, firstLanes(pixels - first), _mm512_mul_ps(sums, _mm512_set1_ps(scale)));
+  }
+}
+#endif
+
 /// Work items: (image, channel) pairs.
 void bytesItems(void *ctx, int64_t begin, int64_t end) {
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
@@ -109,6 +148,7 @@ void bytesItems(void *ctx, int64_t begin, int64_t end) {
                                         {rowVectors<1, true>, rowVectors<2, true>, rowVectors<3, true>,
                                          rowVectors<4, true>}};
   const RowFn *rows = kRows[windowOf(g) + 3 * g.dilation_w <= 64 ? 1 : 0];
+  padPlane(t, plane);
   for (int64_t item = begin; item < end; ++item) {
     const int64_t image = item / g.c, channel = item % g.c;
     paddedPlane(t, image, channel, plane);
@@ -124,6 +164,12 @@ void bytesItems(void *ctx, int64_t begin, int64_t end) {
     const int32_t correction = t.zero * weightSum;
     const float scale = g.x_scale * g.w_scales[g.w_per_channel ? channel : 0];
     float *out = scratchTile ? own : g.y + (image * g.k + channel) * pixels;
+    if (!t.runStarts.empty()) {
+      planeRuns(t, plane, quadWeights, correction, scale, out);
+      if (g.epilogue)
+        g.epilogue(g.epilogue_ctx, out, pixels, image, channel, 0, 1, pixels);
+      continue;
+    }
     for (int64_t oy = 0; oy < g.oh; ++oy) {
       const uint8_t *row0 = plane + oy * g.stride_h * t.planeW;
       for (int64_t ox0 = 0; ox0 < g.ow; ox0 += 4 * kLanes) {
@@ -161,7 +207,7 @@ void qconvDepthwiseBytes(const kiln_rt *rt, const kiln_qconv2d_args &g, const in
   BytesCall t{g, weights, rowBytes, ceilDiv(g.s, 4), paddedH, planeW, static_cast<uint8_t>(g.x_zero),
               static_cast<uint8_t>(g.x_signed ? 0x80 : 0), g.x_zero + (g.x_signed ? 128 : 0)
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
-              , {}
+              , {}, {}, {}
 #endif
   };
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
@@ -171,6 +217,28 @@ void qconvDepthwiseBytes(const kiln_rt *rt, const kiln_qconv2d_args &g, const in
       for (int64_t i = 0; i < 4; ++i) // a tap past the row's last reads any byte: its weight is 0
         offsets[4 * lane + i] = static_cast<uint8_t>(lane * g.stride_w + (4 * q + i < g.s ? i * g.dilation_w : 0));
     t.gather[q] = _mm512_load_si512(offsets);
+  }
+  // A narrow plane (MobileNetV2's 14 x 14 and 7 x 7 layers filled 14 or 7 of a row's 16
+  // lanes) runs as flattened runs of 16 outputs where every run's window fits in 128 bytes.
+  if (g.ow <= kLanes) {
+    const int64_t pixels = g.oh * g.ow;
+    auto start = [&](int64_t o) { return o / g.ow * g.stride_h * planeW + o % g.ow * g.stride_w; };
+    bool fits = true;
+    for (int64_t first = 0; first < pixels && fits; first += kLanes) {
+      t.runStarts.push_back(start(first));
+      for (int64_t q = 0; q < t.quadsPerRow; ++q) {
+        BytesCall::Gather gather{};
+        for (int64_t lane = 0; lane < kLanes && first + lane < pixels; ++lane)
+          for (int64_t i = 0; i < 4; ++i) {
+            const int64_t offset = start(first + lane) - start(first) + (4 * q + i < g.s ? i * g.dilation_w : 0);
+            fits = fits && offset < kWindow;
+            gather.offsets[4 * lane + i] = static_cast<uint8_t>(offset);
+          }
+        t.runGathers.push_back(gather);
+      }
+    }
+    if (!fits)
+      t.runStarts.clear(), t.runGathers.clear();
   }
 #endif
   parallelForIfWorth(rt, g.n * g.c, g.n * g.c * g.oh * g.ow * g.r * g.s, int64_t{1} << 16, bytesItems, &t, true);
