@@ -57,14 +57,14 @@ constexpr double kMinMultiplyAddsPerWeightByte = 20;
 // 2 MiB, took 1.06 times as long in tiles of 2 rows at one thread.
 constexpr double kCachedActivationBytes = 4 << 20;
 
-/// The bytes of the largest value a node of `graph` computes (weights and constants aside).
-double largestActivationBytes(const ir::Graph &graph) {
+/// The bytes of the largest value of the graph that carries the batch (an activation: a
+/// weight computed from constants, such as a QDQ model's dequantized 25088 x 4096 classifier
+/// of 392 MiB, is none).
+double largestActivationBytes(const ir::BatchAxes &axes) {
   double largest = 0;
-  for (const ir::Node *node : graph.nodes())
-    if (node->op() != ir::OpKind::Param && node->op() != ir::OpKind::Constant)
-      for (const ir::Value *value : node->outputs())
-        if (isStaticShape(value->shape()))
-          largest = std::max(largest, static_cast<double>(value->type().byteSize()));
+  for (const auto &[value, axis] : axes.axisOf)
+    if (isStaticShape(value->shape()))
+      largest = std::max(largest, static_cast<double>(value->type().byteSize()));
   return largest;
 }
 
@@ -83,14 +83,15 @@ int64_t smallestDivisorAtLeast(int64_t n, double minimum) {
 /// batch runs whole, each kernel split over the threads.
 /// (Recurrences, which read their recurrent weights every step, never tile: at 2 threads
 /// their batch of 16 in two tiles took 1.05 and 1.09 times as long as whole.)
-int64_t chooseStaticTile(const ir::Graph &graph, int64_t extent, const CompileOptions &options,
+int64_t chooseStaticTile(const ir::Graph &graph, const ir::BatchAxes &axes, const CompileOptions &options,
                          const std::function<void(std::string)> &say) {
+  const int64_t extent = axes.extent;
   int threads = (options.runtime.pool ? options.runtime.pool : runtime::defaultThreadPool())->numThreads();
   double perRow = ir::multiplyAdds(graph) / static_cast<double>(extent);
   double weights = ir::weightTraffic(graph);
   double minRows = perRow > 0 ? kMinMultiplyAddsPerWeightByte * weights * threads / perRow : 1;
   int64_t tile = smallestDivisorAtLeast(extent, minRows);
-  double largest = largestActivationBytes(graph);
+  double largest = largestActivationBytes(axes);
   if (tile * threads > extent || largest <= kCachedActivationBytes)
     tile = extent;
   say(fmt::format("{:.1f} multiply-adds per weight byte and row, largest activation {:.1f} MiB, {} thread{}: {}",
@@ -130,7 +131,7 @@ int64_t chooseBatchTile(const ir::Graph &graph, const CompileOptions &options, s
     say(fmt::format("tiles of 1 row: the batch {} is symbolic", dimToString(axes.extent)));
     return 1;
   }
-  return chooseStaticTile(graph, axes.extent, options, say);
+  return chooseStaticTile(graph, axes, options, say);
 }
 
 LoweredModel lowerGraph(const ir::Graph &graph, const CompileOptions &options) {

@@ -153,6 +153,20 @@ TEST(BatchTiles, WhatCannotTileIsSaidOrRefused) {
   EXPECT_EQ(chooseBatchTile(*convClassifier(GraphBuilder::dim("N")), off), 0);
 }
 
+TEST(BatchTiles, OnlyValuesCarryingTheBatchAreActivations) {
+  // A weight computed from a param (as a QDQ model's dequantized weights are), 8 MiB, is no
+  // activation: the largest that carries the batch is the 0.5 MiB product, which a core's
+  // cache holds, so the batch of 4 runs whole.
+  GraphBuilder gb("computedWeight");
+  Var x = gb.input("x", DType::F32, {4, 64});
+  Var w = gb.param("w", randomTensor({DType::F32, {64, 32768}}, 5));
+  auto graph = gb.finish({frontend::matmul(x, w * 2.0)});
+  std::string why;
+  EXPECT_EQ(chooseBatchTile(*graph, withThreads(1), &why), 0);
+  EXPECT_NE(why.find("largest activation 0.5 MiB"), std::string::npos) << why;
+  EXPECT_NE(why.find("whole batch of 4"), std::string::npos) << why;
+}
+
 TEST(BatchTiles, ConcurrentCallersAndLaunchWatchersGetEveryRow) {
   auto graph = convClassifier(8);
   runtime::Executable executable = compile(*graph, tiled(2, 1));
