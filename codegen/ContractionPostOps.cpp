@@ -263,14 +263,30 @@ std::optional<QuantizedStore> matchQuantizedStore(const KernelEmitter &e, int st
   auto [rounded, zero] = operandsOf(cast->input(0)->producer(), OpKind::Add, isRounded);
   if (!rounded)
     return std::nullopt;
+  // v / scale, or v * c where simplify-algebra turned the division by a power of two into a
+  // product with its reciprocal (then v / (1 / c) is the same value, exactly).
   const ir::Node *divide = rounded->producer()->input(0)->producer();
-  if (!divide || divide->op() != OpKind::Div || divide->output()->shape() != stored->shape() ||
-      (kept && kept->value != divide->input(0)))
+  if (!divide || divide->output()->shape() != stored->shape())
+    return std::nullopt;
+  const ir::Value *v = nullptr;
+  std::optional<std::string> scaleCode;
+  if (divide->op() == OpKind::Div) {
+    v = divide->input(0), scaleCode = scalarOperand(e, stageIndex, divide->input(1));
+  } else if (divide->op() == OpKind::Mul) {
+    auto isPowerOfTwo = [&](const ir::Value *c) {
+      const std::optional<double> value = scalarConstant(e.plan(), c);
+      int exponent = 0;
+      return value && *value > 0 && std::frexp(*value, &exponent) == 0.5;
+    };
+    auto [factor, x] = operandsOf(divide, OpKind::Mul, isPowerOfTwo);
+    if (factor)
+      v = x, scaleCode = literal(DType::F32, 1.0 / *scalarConstant(e.plan(), factor));
+  }
+  if (!v || (kept && kept->value != v))
     return std::nullopt;
   QuantizedStore store;
-  std::optional<std::string> scaleCode = scalarOperand(e, stageIndex, divide->input(1));
   std::optional<std::string> zeroCode = scalarOperand(e, stageIndex, zero);
-  std::optional<ContractionPostOps> post = postOpsOf(e, stageIndex, divide->input(0), channelDim, true);
+  std::optional<ContractionPostOps> post = postOpsOf(e, stageIndex, v, channelDim, true);
   if (!scaleCode || !zeroCode || !post)
     return std::nullopt;
   store.post = *post, store.scale = *scaleCode, store.zero = *zeroCode;

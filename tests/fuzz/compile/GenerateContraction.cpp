@@ -431,6 +431,50 @@ void emitRecurrence(Gen &gen, OpKind op) {
   }
 }
 
+/// Now and then, the tail an int8 product's next layer gives it in a QDQ model, which codegen
+/// hands the kernel to apply in registers (matchQuantizedStore): a bias along `channelDim`, a
+/// residual of the product's shape, ReLU or a clip, then quantize_linear to u8 or i8 with a
+/// scale that saturates some values or none. The product then feeds the tail
+/// alone; the f32 value before the quantize joins the pool now and then (read elsewhere or an
+/// output: the kernel keeps it beside the bytes). Whether it built the tail.
+bool quantizedTail(Gen &gen, const GenValue &product, size_t channelDim) {
+  if (!gen.chance(60))
+    return false;
+  const Shape &shape = product.shape();
+  GenValue v = product;
+  double bound = std::max(std::fabs(v.lo), std::fabs(v.hi));
+  if (gen.chance(60)) {
+    Shape biasShape(shape.size() - channelDim, 1);
+    biasShape[0] = shape[channelDim];
+    GenValue bias = gen.leaf(DType::F32, biasShape, InputDomain::Kind::Signed);
+    bound += bias.maxAbs();
+    v = gen.emit(OpKind::Add, {v, bias}, {}, -bound, bound, -1);
+  }
+  if (gen.chance(30)) {
+    GenValue residual = gen.leaf(DType::F32, shape, InputDomain::Kind::Signed);
+    bound += residual.maxAbs();
+    v = gen.emit(OpKind::Add, gen.chance(50) ? std::vector<GenValue>{residual, v} : std::vector<GenValue>{v, residual},
+                 {}, -bound, bound, -1);
+  }
+  const int activation = gen.pick(3);
+  if (activation == 1)
+    v = gen.emit(OpKind::Relu, {v}, {}, 0, bound, -1);
+  else if (activation == 2)
+    v = gen.emit(OpKind::Clip, {v}, {{"min", -2.0}, {"max", 6.0}}, -2, 6, -1);
+  const double top = std::max(1.0, std::min(bound, activation == 2 ? 6.0 : bound));
+  // A power of two (which simplify-algebra turns into a product) or three quarters of one.
+  const double scale = std::exp2(std::ceil(std::log2(top / 128.0)) + static_cast<double>(gen.between(-3, 1))) *
+                       (gen.chance(50) ? 1.0 : 0.75);
+  const DType dtype = gen.chance(50) ? DType::U8 : DType::I8;
+  GenValue zero = gen.scalarConstant(dtype, static_cast<double>(dtype == DType::U8 ? gen.between(0, 40) : gen.between(-8, 8)));
+  GenValue q = gen.emit(OpKind::QuantizeLinear, {v, gen.scalarConstant(DType::F32, scale), zero}, {},
+                        dtype == DType::U8 ? 0 : -128, dtype == DType::U8 ? 255 : 127, 0);
+  if (gen.chance(30))
+    gen.keepAsOutput(gen.add(v));
+  gen.keepAsOutput(gen.add(q));
+  return true;
+}
+
 void emitQuantizedProduct(Gen &gen, OpKind op) {
   // u8 or i8 rows (batched now and then) times an i8 weight, a zero point inside the
   // activations' range, power-of-two activation scales and a per-column or one weight scale:
@@ -455,7 +499,9 @@ void emitQuantizedProduct(Gen &gen, OpKind op) {
                                        : gen.scalarConstant(DType::F32, 0.5);
     const double bound = static_cast<double>(perGroupIn * w.kernel[0] * w.kernel[1]) *
                          (std::max(std::fabs(x.lo), std::fabs(x.hi)) + 128.0) * 128.0 * std::max(1.0, channels.maxAbs());
-    gen.add(gen.emit(op, {x, weight, scale, zero, channels}, attrs, -bound, bound, -1));
+    GenValue product = gen.emit(op, {x, weight, scale, zero, channels}, attrs, -bound, bound, -1);
+    if (!quantizedTail(gen, product, 1))
+      gen.add(product);
     return;
   }
   const int64_t m = gen.dim(8, 33), k = gen.dim(20, 70), n = gen.dim(12, 40);
@@ -468,7 +514,9 @@ void emitQuantizedProduct(Gen &gen, OpKind op) {
                                     : gen.scalarConstant(DType::F32, 0.5);
   const double bound = static_cast<double>(k) * (std::max(std::fabs(a.lo), std::fabs(a.hi)) + 128.0) * 128.0 *
                        std::max(1.0, columns.maxAbs());
-  gen.add(gen.emit(op, {a, b, scale, zero, columns}, {}, -bound, bound, -1));
+  GenValue product = gen.emit(op, {a, b, scale, zero, columns}, {}, -bound, bound, -1);
+  if (!quantizedTail(gen, product, product.shape().size() - 1))
+    gen.add(product);
 }
 
 } // namespace kiln::fuzz

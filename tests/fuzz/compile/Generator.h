@@ -87,6 +87,10 @@ public:
   /// its bounds are lost) and returns what was added.
   GenValue add(GenValue value);
   const std::vector<GenValue> &pool() const { return pool_; }
+  /// Makes `value` an output of the graph whatever later steps do (what an emitter tests
+  /// would otherwise often be dead code).
+  void keepAsOutput(const GenValue &value) { kept_.push_back(value.var); }
+  const std::vector<Var> &keptOutputs() const { return kept_; }
 
   // --- operands --------------------------------------------------------------------------------
   /// A new graph input (or now and then a constant or an initialised parameter) of `type`
@@ -149,6 +153,7 @@ public:
 private:
   std::mt19937_64 rng_;
   std::vector<GenValue> pool_;
+  std::vector<Var> kept_;
   int inputs_ = 0, params_ = 0;
 };
 

@@ -121,6 +121,8 @@ GeneratedCase generateCase(uint64_t seed) {
   std::vector<Var> outputs{pool.back().var};
   for (int extra = gen.pick(3); extra > 0 && pool.size() > 1; --extra)
     outputs.push_back(pool[static_cast<size_t>(gen.pick(static_cast<int>(pool.size()) - 1))].var);
+  for (const Var &kept : gen.keptOutputs())
+    outputs.push_back(kept);
   result.graph = gb.finish(outputs);
   return result;
 }
