@@ -373,8 +373,8 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     } else {
       detail::wrapPostOps(f.post, true, f.epilogue, f.epilogue_ctx, postOps);
     }
-    if (bytes)
-      detail::qconvDepthwiseBytes(rt, f, weights, 4 * quads);
+    if (bytes) // finishes the outputs itself when the call gives no epilogue
+      detail::qconvDepthwiseBytes(rt, g.epilogue ? f : g, weights, 4 * quads);
     else if (depthwise)
       detail::qconvDepthwise(rt, f, weights, 4 * quads);
     else

@@ -27,7 +27,8 @@ void qconvDepthwise(const kiln_rt *rt, const kiln_qconv2d_args &g, const int8_t 
 /// input and one output channel per group, column stride 1 or 2, on a CPU with VNNI and VBMI.
 bool qconvDepthwiseBytesShape(const kiln_qconv2d_args &g);
 
-/// The depthwise qconv2d `g` summed in int32 from the bytes, weights as for qconvDepthwise.
+/// The depthwise qconv2d `g` summed in int32 from the bytes, weights as for qconvDepthwise;
+/// without an epilogue, its post ops, addend and quantized output applied in registers.
 void qconvDepthwiseBytes(const kiln_rt *rt, const kiln_qconv2d_args &g, const int8_t *weights, int64_t rowBytes);
 
 } // namespace kiln::runtime::kernels::detail

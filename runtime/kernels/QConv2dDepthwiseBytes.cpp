@@ -4,8 +4,9 @@
 // outputs per vector, each kernel row's taps go four at a time to one vpdpbusd: vpermt2b
 // gathers, for lane ox, the four input bytes its taps (kx..kx+3) read at any column stride
 // and dilation, and the channel's four weights are broadcast. The zero point comes out per
-// channel as zero * sum(w). The int32 sums are scaled to f32 and handed to the epilogue, as
-// the f32 route's (QConv2dDepthwise.cpp) are, bit for bit. MobileNetV2's int8 depthwise layers
+// channel as zero * sum(w). The int32 sums are scaled to f32 and finished in registers as the
+// product tiles finish theirs (post ops, residual, requantisation: QuantizedOutput.h), or
+// handed to the epilogue as the f32 route's (QConv2dDepthwise.cpp) are, bit for bit. MobileNetV2's int8 depthwise layers
 // went through f32 (centred planes, or conv2d on the whole centred input at stride 2) and took
 // half its int8 time.
 #include <algorithm>
@@ -15,7 +16,8 @@
 #include "runtime/kernels/GemmDriver.h" // parallelForIfWorth
 #include "runtime/kernels/GemmPack.h"   // scratch
 #include "runtime/kernels/QConv2dDepthwise.h"
-#include "runtime/kernels/Simd.h" // <immintrin.h>
+#include "runtime/kernels/QuantizedOutput.h" // finishLanes, FinishedTile
+#include "runtime/kernels/Simd.h"            // <immintrin.h>
 
 namespace kiln::runtime::kernels::detail {
 
@@ -74,11 +76,35 @@ void paddedPlane(const BytesCall &t, int64_t image, int64_t channel, uint8_t *pl
 }
 
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
-/// One output row's sums, V (1-4) vectors of 16 outputs from output column ox0. With Narrow,
-/// every window lies within one 64-byte load (vpermb); else two (vpermt2b).
+/// Where one channel's scaled sums go: its f32 plane `out` (the epilogue then runs on it), or,
+/// when the call asks for post ops, an addend or requantisation and gives no epilogue,
+/// finished in registers into `finish` (element j of the plane: the bytes of a QDQ model's
+/// next layer, as the product tiles store theirs).
+struct ChannelOutput {
+  ChannelOutput(float *out, const FinishedTile *finish, const TilePostOps &post)
+      : out(out), finish(finish), clamp(&post), quantize(finish ? quantizedOrNone(*finish) : quantizedOrNone({})),
+        bias(clamp.rowBias(0)) {}
+
+  void store(int64_t j, __mmask16 lanes, __m512 v) const {
+    if (finish)
+      finishLanes(v, bias, clamp, quantize, *finish, 0, j, lanes);
+    else
+      _mm512_mask_storeu_ps(out + j, lanes, v);
+  }
+
+  float *out;
+  const FinishedTile *finish;
+  ClampPost clamp;
+  QuantizeLanes quantize;
+  __m512 bias;
+};
+
+/// One output row's sums, V (1-4) vectors of 16 outputs from output column ox0, the first
+/// element j0 of the channel's plane. With Narrow, every window lies within one 64-byte load
+/// (vpermb); else two (vpermt2b).
 template <int V, bool Narrow>
 void rowVectors(const BytesCall &t, const uint8_t *row0, const int32_t *quadWeights, int64_t ox0, int64_t outputs,
-                int32_t correction, float scale, float *out) {
+                int32_t correction, float scale, const ChannelOutput &out, int64_t j0) {
   const kiln_qconv2d_args &g = t.g;
   __m512i acc[V];
   for (int v = 0; v < V; ++v)
@@ -100,7 +126,7 @@ void rowVectors(const BytesCall &t, const uint8_t *row0, const int32_t *quadWeig
   for (int v = 0; v < V; ++v) {
     const __mmask16 lanes = firstLanes(outputs - v * kLanes);
     const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[v], _mm512_set1_epi32(correction)));
-    _mm512_mask_storeu_ps(out + v * kLanes, lanes, _mm512_mul_ps(sums, _mm512_set1_ps(scale)));
+    out.store(j0 + v * kLanes, lanes, _mm512_mul_ps(sums, _mm512_set1_ps(scale)));
   }
 }
 #endif
@@ -108,7 +134,7 @@ void rowVectors(const BytesCall &t, const uint8_t *row0, const int32_t *quadWeig
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
 /// The whole output plane of a narrow layer in runs of 16 flattened outputs (BytesCall::runStarts).
 void planeRuns(const BytesCall &t, const uint8_t *plane, const int32_t *quadWeights, int32_t correction, float scale,
-               float *out) {
+               const ChannelOutput &out) {
   const kiln_qconv2d_args &g = t.g;
   const int64_t pixels = g.oh * g.ow;
   for (size_t run = 0; run < t.runStarts.size(); ++run) {
@@ -125,7 +151,7 @@ void planeRuns(const BytesCall &t, const uint8_t *plane, const int32_t *quadWeig
     }
     const int64_t first = static_cast<int64_t>(run) * kLanes;
     const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, _mm512_set1_epi32(correction)));
-    _mm512_mask_storeu_ps(out + first, firstLanes(pixels - first), _mm512_mul_ps(sums, _mm512_set1_ps(scale)));
+    out.store(first, firstLanes(pixels - first), _mm512_mul_ps(sums, _mm512_set1_ps(scale)));
   }
 }
 #endif
@@ -141,8 +167,10 @@ void bytesItems(void *ctx, int64_t begin, int64_t end) {
   auto *plane = reinterpret_cast<uint8_t *>(block);
   float *own = block + ceilDiv(planeBytes, 4);
   const bool scratchTile = g.tile_in_scratch && g.epilogue;
+  const bool finishing = !g.epilogue && (finishesOutputs(g) || hasPostOps(g.post));
   int32_t quadWeights[64]; // the channel's taps as r rows of quadsPerRow words (zeros past s)
-  using RowFn = void (*)(const BytesCall &, const uint8_t *, const int32_t *, int64_t, int64_t, int32_t, float, float *);
+  using RowFn = void (*)(const BytesCall &, const uint8_t *, const int32_t *, int64_t, int64_t, int32_t, float,
+                         const ChannelOutput &, int64_t);
   static constexpr RowFn kRows[2][4] = {{rowVectors<1, false>, rowVectors<2, false>, rowVectors<3, false>,
                                          rowVectors<4, false>},
                                         {rowVectors<1, true>, rowVectors<2, true>, rowVectors<3, true>,
@@ -164,18 +192,19 @@ void bytesItems(void *ctx, int64_t begin, int64_t end) {
     const int32_t correction = t.zero * weightSum;
     const float scale = g.x_scale * g.w_scales[g.w_per_channel ? channel : 0];
     float *out = scratchTile ? own : g.y + (image * g.k + channel) * pixels;
+    const TilePostOps post = tilePostOps(g.post, true, channel, 0);
+    const FinishedTile finish = finishedTile(g, g.y, (image * g.k + channel) * pixels, pixels);
+    const ChannelOutput output(out, finishing ? &finish : nullptr, post);
     if (!t.runStarts.empty()) {
-      planeRuns(t, plane, quadWeights, correction, scale, out);
-      if (g.epilogue)
-        g.epilogue(g.epilogue_ctx, out, pixels, image, channel, 0, 1, pixels);
-      continue;
-    }
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      const uint8_t *row0 = plane + oy * g.stride_h * t.planeW;
-      for (int64_t ox0 = 0; ox0 < g.ow; ox0 += 4 * kLanes) {
-        const int64_t outputs = std::min<int64_t>(4 * kLanes, g.ow - ox0);
-        rows[ceilDiv(outputs, kLanes) - 1](t, row0, quadWeights, ox0, outputs, correction, scale,
-                                            out + oy * g.ow + ox0);
+      planeRuns(t, plane, quadWeights, correction, scale, output);
+    } else {
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        const uint8_t *row0 = plane + oy * g.stride_h * t.planeW;
+        for (int64_t ox0 = 0; ox0 < g.ow; ox0 += 4 * kLanes) {
+          const int64_t outputs = std::min<int64_t>(4 * kLanes, g.ow - ox0);
+          rows[ceilDiv(outputs, kLanes) - 1](t, row0, quadWeights, ox0, outputs, correction, scale, output,
+                                              oy * g.ow + ox0);
+        }
       }
     }
     if (g.epilogue)
