@@ -19,12 +19,9 @@ using kiln::runtime::kernels::test::addsResidual;
 using kiln::runtime::kernels::test::clipped;
 using kiln::runtime::kernels::test::keepsF32;
 using kiln::runtime::kernels::test::requantises;
-using kiln::runtime::kernels::test::kClipHi;
-using kiln::runtime::kernels::test::kClipLo;
-using kiln::runtime::kernels::test::kOutScale;
 using kiln::runtime::kernels::test::makeRuntime;
 using kiln::runtime::kernels::test::Output;
-using kiln::runtime::kernels::test::outZero;
+using kiln::runtime::kernels::test::OutputBuffers;
 using kiln::runtime::kernels::test::requantised;
 
 struct QConvCase {
@@ -94,23 +91,9 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
   args.w_scales = scales.data(), args.w_per_channel = tc.perChannel;
   args.y = y.data(), args.epilogue = CountingBias::apply, args.epilogue_ctx = &epilogue;
   args.tile_in_scratch = tc.tileInScratch;
-  std::vector<float> biases(static_cast<size_t>(tc.k));
-  for (int64_t o = 0; o < tc.k; ++o)
-    biases[static_cast<size_t>(o)] = CountingBias::bias(o);
   const bool quantized = requantises(tc.output);
-  std::vector<uint8_t> q(y.size(), 0xA5);
-  if (tc.output != Output::Epilogue) {
-    args.epilogue = nullptr, args.epilogue_ctx = nullptr;
-    args.post.bias = biases.data(), args.post.activation = KILN_ACTIVATION_CLIP;
-    args.post.lo = kClipLo, args.post.hi = kClipHi;
-  }
-  if (quantized)
-    args.quantized = {q.data(), tc.output == Output::S8, kOutScale, outZero(tc.output), keepsF32(tc.output)};
-  std::vector<float> addends(q.size());
-  for (size_t at = 0; at < addends.size(); ++at)
-    addends[at] = addendAt(static_cast<int64_t>(at));
-  if (addsResidual(tc.output))
-    args.addend = addends.data();
+  OutputBuffers buffers(args, tc.output, tc.k, y.size(), CountingBias::bias);
+  const std::vector<uint8_t> &q = buffers.q;
   kiln_rt rt = makeRuntime(tc.threads);
   kiln::runtime::kernels::qconv2d(&rt, &args);
   if (tc.output != Output::Epilogue && keepsF32(tc.output)) // what the epilogue would have seen, and counted

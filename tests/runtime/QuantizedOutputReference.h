@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
+
+#include "runtime/KernelAbi.h"
 
 namespace kiln::runtime::kernels::test {
 
@@ -26,6 +29,33 @@ constexpr float kOutScale = 0.004f;                         // narrow enough tha
 inline float outZero(Output output) { return output == Output::S8 ? -9.0f : 71.0f; }
 
 inline float clipped(float v) { return std::min(std::max(v, kClipLo), kClipHi); }
+
+/// The buffers a test's outputs need beyond its f32 one (a bias per channel, the addends, the
+/// bytes, 0xA5 until written), with the call's arguments pointed at them as `output` asks.
+struct OutputBuffers {
+  std::vector<float> biases, addends;
+  std::vector<uint8_t> q;
+
+  /// `args`: a kiln_qgemm_args or kiln_qconv2d_args; `channels` biases from biasOf(channel),
+  /// `elements` outputs laid out as the f32 output.
+  template <typename Args, typename BiasOf>
+  OutputBuffers(Args &args, Output output, int64_t channels, size_t elements, BiasOf biasOf)
+      : biases(static_cast<size_t>(channels)), addends(elements), q(elements, 0xA5) {
+    for (int64_t i = 0; i < channels; ++i)
+      biases[static_cast<size_t>(i)] = biasOf(i);
+    for (size_t at = 0; at < elements; ++at)
+      addends[at] = addendAt(static_cast<int64_t>(at));
+    if (output != Output::Epilogue) {
+      args.epilogue = nullptr, args.epilogue_ctx = nullptr;
+      args.post.bias = biases.data(), args.post.activation = KILN_ACTIVATION_CLIP;
+      args.post.lo = kClipLo, args.post.hi = kClipHi;
+    }
+    if (requantises(output))
+      args.quantized = {q.data(), output == Output::S8, kOutScale, outZero(output), keepsF32(output)};
+    if (addsResidual(output))
+      args.addend = addends.data();
+  }
+};
 
 inline uint8_t requantised(float v, Output output) {
   const bool isSigned = output == Output::S8;
