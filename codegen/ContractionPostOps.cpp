@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "codegen/ScalarOps.h"
 #include "runtime/KernelAbi.h"
@@ -276,7 +277,8 @@ std::optional<QuantizedStore> matchQuantizedStore(const KernelEmitter &e, int st
     auto isPowerOfTwo = [&](const ir::Value *c) {
       const std::optional<double> value = scalarConstant(e.plan(), c);
       int exponent = 0;
-      return value && *value > 0 && std::frexp(*value, &exponent) == 0.5;
+      return value && *value > 0 && std::frexp(*value, &exponent) == 0.5 &&
+             1.0 / *value <= std::numeric_limits<float>::max();
     };
     auto [factor, x] = operandsOf(divide, OpKind::Mul, isPowerOfTwo);
     if (factor)
@@ -287,7 +289,8 @@ std::optional<QuantizedStore> matchQuantizedStore(const KernelEmitter &e, int st
   QuantizedStore store;
   std::optional<std::string> zeroCode = scalarOperand(e, stageIndex, zero);
   std::optional<ContractionPostOps> post = postOpsOf(e, stageIndex, v, channelDim, true);
-  if (!scaleCode || !zeroCode || !post)
+  // Bytes written over the residual they are computed from would clobber other tiles' floats.
+  if (!scaleCode || !zeroCode || !post || (post->addend && post->addend->buffer == bytes.buffer))
     return std::nullopt;
   store.post = *post, store.scale = *scaleCode, store.zero = *zeroCode;
   store.output = bytes.buffer;

@@ -6,9 +6,9 @@
 // and dilation, and the channel's four weights are broadcast. The zero point comes out per
 // channel as zero * sum(w). The int32 sums are scaled to f32 and finished in registers as the
 // product tiles finish theirs (post ops, residual, requantisation: QuantizedOutput.h), or
-// handed to the epilogue as the f32 route's (QConv2dDepthwise.cpp) are, bit for bit. MobileNetV2's int8 depthwise layers
-// went through f32 (centred planes, or conv2d on the whole centred input at stride 2) and took
-// half its int8 time.
+// handed to the epilogue as the f32 route's (QConv2dDepthwise.cpp) are, bit for bit.
+// MobileNetV2's int8 depthwise layers went through f32 (centred planes, or conv2d on the whole
+// centred input at stride 2) and took half its int8 time.
 #include <algorithm>
 #include <cstring>
 #include <vector>

@@ -466,7 +466,8 @@ bool quantizedTail(Gen &gen, const GenValue &product, size_t channelDim) {
   const double scale = std::exp2(std::ceil(std::log2(top / 128.0)) + static_cast<double>(gen.between(-3, 1))) *
                        (gen.chance(50) ? 1.0 : 0.75);
   const DType dtype = gen.chance(50) ? DType::U8 : DType::I8;
-  GenValue zero = gen.scalarConstant(dtype, static_cast<double>(dtype == DType::U8 ? gen.between(0, 40) : gen.between(-8, 8)));
+  const int64_t zeroPoint = dtype == DType::U8 ? gen.between(0, 40) : gen.between(-8, 8);
+  GenValue zero = gen.scalarConstant(dtype, static_cast<double>(zeroPoint));
   GenValue q = gen.emit(OpKind::QuantizeLinear, {v, gen.scalarConstant(DType::F32, scale), zero}, {},
                         dtype == DType::U8 ? 0 : -128, dtype == DType::U8 ? 255 : 127, 0);
   if (gen.chance(30))
