@@ -4,8 +4,8 @@
 // first), with the kernel group's elementwise tail (bias, activation, the next layer's
 // quantize_linear) applied in registers as the kernel stores each tile when it is only those
 // (matchQuantizedStore, matchPostOps: ContractionPostOps.h), else as a generated epilogue on
-// each tile while it is in cache (as gemm's and conv's: emitEpilogue, EmitContraction.cpp). Scale and zero point operands are read from
-// their buffers at run time; an i8 weight that only this kernel reads, straight from the
+// each tile while it is in cache (as gemm's and conv's: emitEpilogue, EmitContraction.cpp).
+// Scale and zero point operands are read from their buffers at run time; an i8 weight that only this kernel reads, straight from the
 // weight, is packed once at load (KILN_PACK_QGEMM_B, KILN_PACK_QCONV_WEIGHTS), any other on
 // every call.
 #include "codegen/ContractionPostOps.h"
@@ -46,8 +46,9 @@ bool tileOnlyFeedsEpilogue(KernelEmitter &e, const Stage &stage) {
 
 /// The call's epilogue arguments: when the stage's epilogue is only a bias, a residual, an
 /// activation and perhaps the next layer's quantize_linear, those as the call's post ops,
-/// addend and quantized output, which the kernel applies in registers, and no epilogue (`channelDim`: the output
-/// dim a bias varies along); otherwise the generated epilogue `generated` writes.
+/// addend and quantized output, which the kernel applies in registers, and no epilogue
+/// (`channelDim`: the output dim a bias varies along); otherwise the generated epilogue
+/// `generated` writes.
 template <typename Generate>
 std::string epilogueArguments(KernelEmitter &e, int stageIndex, size_t channelDim, Generate generated) {
   const Stage &stage = e.plan().stages.at(static_cast<size_t>(stageIndex));

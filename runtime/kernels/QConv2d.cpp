@@ -360,6 +360,10 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
   }
   const int64_t quads = quadsOf(taps), panels = ceilDiv(pixels, kPanelWidth);
   const bool bytes = detail::qconvDepthwiseBytesShape(g), depthwise = !bytes && detail::qconvDepthwiseShape(g);
+  if (bytes && !g.epilogue) { // it finishes its outputs itself, in registers
+    detail::qconvDepthwiseBytes(rt, g, weights, 4 * quads);
+    return;
+  }
   if (bytes || depthwise || (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(taps))) {
     // These paths finish f32 tiles: the post ops (and addend and requantisation) run on each
     // as an epilogue.
@@ -373,8 +377,8 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     } else {
       detail::wrapPostOps(f.post, true, f.epilogue, f.epilogue_ctx, postOps);
     }
-    if (bytes) // finishes the outputs itself when the call gives no epilogue
-      detail::qconvDepthwiseBytes(rt, g.epilogue ? f : g, weights, 4 * quads);
+    if (bytes)
+      detail::qconvDepthwiseBytes(rt, f, weights, 4 * quads);
     else if (depthwise)
       detail::qconvDepthwise(rt, f, weights, 4 * quads);
     else
