@@ -14,6 +14,7 @@
 #include "core/Error.h"
 #include "ir/ops/Window.h" // perSpatialDim, spatialPads
 #include "runtime/KernelAbi.h"
+#include "runtime/kernels/Kernels.h" // qconvChannelQuadRows
 
 namespace kiln::codegen {
 
@@ -110,10 +111,16 @@ void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
   const int64_t ow = y[3];
   const std::string epilogue =
       epilogueArguments(e, stageIndex, 1, [&] { return emitChannelPlaneEpilogue(e, stageIndex, out, y); });
+  kiln_qconv2d_args shape{};
+  shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3], shape.k = w[0], shape.r = w[2], shape.s = w[3];
+  shape.oh = y[2], shape.ow = ow, shape.stride_h = strides[0], shape.stride_w = strides[1];
+  shape.pad_top = pads[0], shape.pad_left = pads[1], shape.dilation_h = dilations[0];
+  shape.dilation_w = dilations[1], shape.groups = node.attrInt("groups");
+  const bool channelQuads = runtime::kernels::qconvChannelQuadRows(shape);
   const bool packed = weightPackable(e, stage);
   if (packed)
     out.packedOperands.push_back({e.plan().buffers.at(static_cast<size_t>(stage.anchorOperands[1].buffer)).index,
-                                  KILN_PACK_QCONV_WEIGHTS, w[0], w[1] * w[2] * w[3], 0, 0});
+                                  KILN_PACK_QCONV_WEIGHTS, w[0], w[1], w[2] * w[3], channelQuads ? 1 : 0});
   const bool xSigned = node.input(0)->dtype() == DType::I8;
   std::string text = "{\n  kiln_qconv2d_args g;\n  memset(&g, 0, sizeof g);\n";
   text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", x[0], x[1], x[2], x[3]);
@@ -125,7 +132,8 @@ void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
   text += fmt::format("  g.x = {}; g.x_signed = {};\n", address(0), xSigned ? 1 : 0);
   text += fmt::format("  g.x_scale = *(const float *)({});\n", address(2));
   text += fmt::format("  g.x_zero = (int32_t)*(const {} *)({});\n", xSigned ? "int8_t" : "uint8_t", address(3));
-  text += fmt::format("  g.weights = (const int8_t *)({}); g.weights_packed = {};\n", address(1), packed ? 1 : 0);
+  text += fmt::format("  g.weights = (const int8_t *)({}); g.weights_packed = {};\n", address(1),
+                      packed ? (channelQuads ? 2 : 1) : 0);
   text += fmt::format("  g.w_scales = (const float *)({}); g.w_per_channel = {};\n", address(4),
                       node.input(4)->rank() == 1 ? 1 : 0);
   text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));

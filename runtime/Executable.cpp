@@ -356,10 +356,18 @@ void Executable::Impl::packWeights() {
       kernels::packQGemmB(reinterpret_cast<const int8_t *>(plain), packing.k, packing.n, packing.stride_k,
                           packing.stride_n, static_cast<int8_t *>(packed.data()));
     } else if (packing.kind == KILN_PACK_QCONV_WEIGHTS) {
-      checkRows(DType::I8, "int8 convolution rows");
-      packed = Tensor(DType::I8, {kernels::qconvPackedBytes(packing.k, packing.n)});
-      kernels::packQConvWeights(reinterpret_cast<const int8_t *>(plain), packing.k, packing.n,
-                                static_cast<int8_t *>(packed.data()));
+      // The weight must hold exactly k x n x stride_k s8 weights.
+      int64_t taps = 0, size = 0;
+      if (spec.type.dtype != DType::I8 || packing.k <= 0 || packing.n <= 0 || packing.stride_k <= 0 ||
+          (packing.stride_n != 0 && packing.stride_n != 1) ||
+          __builtin_mul_overflow(packing.n, packing.stride_k, &taps) ||
+          __builtin_mul_overflow(packing.k, taps, &size) || size != elements)
+        fail("{}: weight packing {} (int8 convolution rows, {} x {} x {}, order {}) does not fit weight '{}' ({})",
+             what, p, packing.k, packing.n, packing.stride_k, packing.stride_n, spec.name, spec.type.toString());
+      const bool channelQuads = packing.stride_n == 1;
+      packed = Tensor(DType::I8, {kernels::qconvPackedBytes(packing.k, packing.n, packing.stride_k, channelQuads)});
+      kernels::packQConvWeights(reinterpret_cast<const int8_t *>(plain), packing.k, packing.n, packing.stride_k,
+                                channelQuads, static_cast<int8_t *>(packed.data()));
     } else if (packing.kind == KILN_PACK_RECURRENT_GATES) {
       // The weight must be exactly the k directions x (gates * n) x n recurrent weights (its
       // dims are within kiln's limit, so gates * n is compared without overflow).

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 13
+#define KILN_ABI_VERSION 14
 
 typedef struct kiln_rt kiln_rt;
 
@@ -175,9 +175,11 @@ typedef struct kiln_qgemm_args {
 ///   y = (float)acc * (x_scale * w_scales[w_per_channel ? k : 0])
 /// then the post ops (bias per output channel), then the epilogue on every tile, which sees
 /// image `batch` as a K x (OH*OW) matrix, as conv2d's does, or, with quantized.q, the
-/// requantisation instead. x is u8, or s8 when x_signed; weights are s8, plain or, with
-/// weights_packed, as kiln::runtime::kernels::packQConvWeights writes them, which the runtime
-/// does at load for weights one kernel reads (KILN_PACK_QCONV_WEIGHTS). vpdpbusd products.
+/// requantisation instead. x is u8, or s8 when x_signed; weights are s8, plain
+/// (weights_packed 0) or as kiln::runtime::kernels::packQConvWeights writes them, in tap order
+/// (1) or channel-quad order (2), which the runtime does at load for weights one kernel reads
+/// (KILN_PACK_QCONV_WEIGHTS); packed in the other order than the one the call reads
+/// (qconvChannelQuadRows), they are repacked on every call. vpdpbusd products.
 typedef struct kiln_qconv2d_args {
   int64_t n, c, h, w;
   int64_t k, r, s;
@@ -421,8 +423,9 @@ enum kiln_weight_packing_kind {
   /// qgemm's prepacked B, from an s8 weight plain[i*stride_k + j*stride_n], k x n
   /// (kiln::runtime::kernels::qgemmPackedBytes bytes).
   KILN_PACK_QGEMM_B = 8,
-  /// qconv2d's packed weights, from s8 plain[o*n + d] for k = output channels rows of n =
-  /// c/groups*r*s taps (kiln::runtime::kernels::qconvPackedBytes bytes).
+  /// qconv2d's packed weights, from s8 plain weights of k output channels, n = c/groups input
+  /// channels and stride_k = r*s taps each, in channel-quad order when stride_n is 1, tap order
+  /// when 0 (kiln::runtime::kernels::qconvPackedBytes bytes).
   KILN_PACK_QCONV_WEIGHTS = 9
 };
 

@@ -23,13 +23,21 @@ void packQGemmB(const int8_t *src, int64_t k, int64_t n, int64_t strideK, int64_
 
 /// int8 2-D convolution dequantized to f32 with a fused epilogue (kiln_qconv2d_args; QConv2d.cpp).
 void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args);
-/// Bytes of qconv2d's packed weights for k output channels of `taps` = c/groups*r*s s8 weights
-/// each (KILN_PACK_QCONV_WEIGHTS).
-int64_t qconvPackedBytes(int64_t k, int64_t taps);
-/// s8 weights src[o*taps + d] as qconv2d's packed weights: each output channel's row rounded
-/// up to a multiple of 4 bytes with zeros, dst[o*T4 + d], then the int32 sum of each row
-/// (the zero point's correction), k of them.
-void packQConvWeights(const int8_t *src, int64_t k, int64_t taps, int8_t *dst);
+/// Whether qconv2d reads `shape`'s weights (its geometry: c, k, r, s, strides, dilations,
+/// groups) in channel-quad order (its product tiles) rather than tap order (its depthwise and
+/// f32 routes); KILN_PACK_QCONV_WEIGHTS's stride_n and kiln_qconv2d_args::weights_packed say
+/// which order a packing holds.
+bool qconvChannelQuadRows(const kiln_qconv2d_args &shape);
+/// Bytes of qconv2d's packed weights for k output channels of `channels` x `spatial` (= c/groups
+/// x r*s) s8 weights each (KILN_PACK_QCONV_WEIGHTS).
+int64_t qconvPackedBytes(int64_t k, int64_t channels, int64_t spatial, bool channelQuads);
+/// Plain s8 weights src[(o*channels + c)*spatial + t] as qconv2d's packed weights: each output
+/// channel's row, in tap order (byte c*spatial + t, the row rounded up to a multiple of 4 bytes
+/// with zeros) or in channel-quad order (byte ((c/4)*spatial + t)*4 + c%4, channels rounded up
+/// to a multiple of 4 with zeros), then the int32 sum of each row (the zero point's
+/// correction), k of them.
+void packQConvWeights(const int8_t *src, int64_t k, int64_t channels, int64_t spatial, bool channelQuads,
+                      int8_t *dst);
 
 /// f32 2-D convolution (any stride, padding, dilation, groups incl. depthwise) with a fused
 /// epilogue.

@@ -1,28 +1,32 @@
 // kiln::runtime::kernels::qconv2d: an int8 2-D convolution as a product of the weights (rows:
-// output channels, s8) and the unfolded input (columns: output pixels, u8), summed exactly in
+// output channels, s8) and the input's pixels (columns: output pixels, u8), summed exactly in
 // int32 on QTile.h's tile with the weights' words broadcast, dequantized to f32 in registers,
 // then the epilogue (kiln_qconv2d_args).
 //
-// Per image, group and chunk of pixels (sized to stay in L2), three steps, each split over the
-// pool:
-//  1. Unfold: one line of OH*OW bytes per tap d = (c, r, s) of the group, the input value each
-//     output pixel reads through it, x's zero point where it reads padding (so padding adds
-//     nothing to (x - zero) * w). A 1x1, stride-1, unpadded convolution reads x's channel rows
-//     as its lines, without a copy.
-//  2. Interleave: the lines into panels of 64 pixels, the taps in quads (4 bytes of a pixel
-//     per lane, as vpdpbusd multiplies them), s8 moved to u8 by flipping the sign bit (x_zero
-//     moves with it, leaving every x - zero as it was); work items of kItemQuads quads.
-//  3. Products: one panel by one block of output channels per work item, each tile over all
-//     the quads, the zero point taken out with the weights' row sums (packed with them at
-//     load), the scales applied per output channel.
+// Per image and group, two steps, each split over the pool:
+//  1. Planes: for each quad of input channels, kernel column kx and row phase (the rows a
+//     stride of sh reads: row a of phase f is padded input row a*sh + f), the output pixels
+//     OH x OW laid out as the output is, each holding the 4 channels' bytes that pixel reads
+//     through column kx, the zero point where it reads padding (so padding adds nothing to
+//     (x - zero) * w), s8 moved to u8 by flipping the sign bit (x's zero moves with it). Output
+//     pixel j = oy*OW + ox reads tap (ky, kx) of quad q at plane(q, kx, ky*dh % sh) + 4 * (j +
+//     (ky*dh / sh) * OW): the same offset for every pixel, so a tile of 64 consecutive pixels
+//     reads each quad's 64 x 4 bytes as one run, in place (quadOffsets). This writes S copies of
+//     the input (3 for 3x3), where an unfolding of every tap wrote R*S and interleaved them again
+//     (VGG16 int8 spent 11% of its time there, and its 2-thread speed-up was 1.4x, on the three
+//     barriers per chunk of pixels).
+//  2. Products: one run of panels (64 pixels) by one block of output channels per work item,
+//     each tile over all the quads, the zero point taken out with the weights' row sums (packed
+//     with them at load, in the quads' order: channel quad, ky, kx), the scales per channel.
 // Groups of fewer than kMinGroupRows output channels would leave those tiles nearly empty
-// (MobileNetV2's depthwise layers ran at 1-12 GOP/s so). Depthwise layers have a direct kernel
-// of their own (QConv2dDepthwise.cpp); other thin groups go to conv2d's grouped kernels, in f32
+// (MobileNetV2's depthwise layers ran at 1-12 GOP/s so). Depthwise layers have direct kernels
+// of their own (QConv2dDepthwise*.cpp); other thin groups go to conv2d's grouped kernels, in f32
 // on the centred integers x - zero and w. Both sum in f32 exactly: every product and partial sum
 // is an integer below 2^24 in magnitude (detail::sumsExactInF32), so the sums equal the int32
-// ones, bit for bit.
+// ones, bit for bit. Those paths read the weights in tap order (c, ky, kx), 4 taps a quad.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "runtime/kernels/GemmDriver.h" // parallelForIfWorth
 #include "runtime/kernels/GemmPack.h"   // scratch
@@ -40,40 +44,67 @@ using detail::kMaxRows;
 using detail::quadsOf;
 using detail::kPanelWidth;
 
-constexpr int64_t kQuadBytes = 4 * kPanelWidth; // one quad of taps for a panel's 64 pixels
-constexpr int64_t kItemQuads = 128;            // quads a step-2 work item interleaves (32 KB)
-constexpr int64_t kMinGroupRows = 8;            // fewer output channels per group: through f32
-constexpr int64_t kChunkBytes = 768 << 10;      // packed panels per chunk of pixels (see qconv2d)
+constexpr int64_t kMinGroupRows = 8; // fewer output channels per group: through f32
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 const auto kQTiles = detail::makeTable<detail::QTileFn, detail::QConvTileOf>(detail::RowCounts{},
                                                                             detail::VectorCounts{});
 
+/// Where a weight sits in one output channel's packed row: tap t (= ky*s + kx) of input
+/// channel c of the group. In tap order, byte c*spatial + t, the row rounded up to whole quads
+/// (the f32 and depthwise routes); in channel-quad order, the 4 channels of quad c/4 at tap t
+/// side by side, ((c/4)*spatial + t)*4 + c%4 (the product tiles' order). Past the weights: 0.
+struct RowOrder {
+  bool channelQuads;
+  int64_t channels, spatial;
+  int64_t rowBytes() const {
+    return channelQuads ? 4 * spatial * quadsOf(channels) : 4 * quadsOf(channels * spatial);
+  }
+  int64_t byteOf(int64_t c, int64_t t) const {
+    return channelQuads ? ((c / 4) * spatial + t) * 4 + c % 4 : c * spatial + t;
+  }
+};
+
+/// k rows of `from`'s order, fromRowBytes apart, as rows of `to`'s order, then the int32 sum of
+/// each row (the zero point's correction).
+void packRows(const int8_t *src, const RowOrder &from, int64_t fromRowBytes, int64_t k, const RowOrder &to,
+              int8_t *dst) {
+  const int64_t rowBytes = to.rowBytes();
+  std::memset(dst, 0, static_cast<size_t>(k * rowBytes));
+  int8_t *sums = dst + k * rowBytes;
+  for (int64_t o = 0; o < k; ++o) {
+    int32_t sum = 0;
+    for (int64_t c = 0; c < to.channels; ++c)
+      for (int64_t t = 0; t < to.spatial; ++t) {
+        const int8_t value = src[o * fromRowBytes + from.byteOf(c, t)];
+        dst[o * rowBytes + to.byteOf(c, t)] = value;
+        sum += value;
+      }
+    std::memcpy(sums + o * static_cast<int64_t>(sizeof sum), &sum, sizeof sum);
+  }
+}
+
 /// One call's shapes, and the image and group its steps are on.
 struct QConvCall {
   const kiln_qconv2d_args &g;
-  int64_t taps, quads, pixels, perGroup;         // per group: D, ceil(D/4), OH*OW, K/groups
-  const int8_t *rows;                            // packed weights: K rows of 4*quads bytes
-  const int32_t *rowSums;                        // then one sum per row
-  uint8_t xZeroByte;                             // x's zero point as x stores it
-  uint8_t flip;                                  // 0x80 for s8 x
-  const uint8_t *lines = nullptr;                // step 1's lines (or x's rows), lineStride apart
-  int64_t lineStride = 0;
-  uint8_t *unfolded = nullptr; // where step 1 writes
-  bool shiftedLines = false;   // step 1 shifts whole planes (shiftedLine)
-  uint8_t *packed = nullptr;   // where step 2 writes: the chunk's panels x quads x 256 bytes
+  int64_t channels, quads, pixels, perGroup; // per group: C/groups, quads of a row, OH*OW, K/groups
+  const int8_t *rows;                        // packed weights: K rows of 4*quads bytes
+  const int32_t *rowSums;                    // then one sum per row
+  uint8_t xZeroByte;                         // x's zero point as x stores it
+  uint8_t flip;                              // 0x80 for s8 x
+  int64_t planeRows = 0;                     // rows of each plane of step 1
+  uint8_t *planes = nullptr;                 // step 1's planes
+  const int64_t *quadOffsets = nullptr;      // each quad's plane offset for pixel 0
   int64_t image = 0, group = 0;
-  // The chunk of pixels the steps are on: panels [firstPanel, firstPanel + chunkPanels), whose
-  // output rows [row0, row1) step 1 unfolds; lines[d * lineStride + i] is pixel lineOrigin + i.
-  int64_t firstPanel = 0, chunkPanels = 0, row0 = 0, row1 = 0, lineOrigin = 0;
-  int64_t blockRows = 0, rowBlocks = 0; // step 3's blocks of output channels (equalRowBlocks)
+  int64_t blockRows = 0, rowBlocks = 0; // step 2's blocks of output channels (equalRowBlocks)
+  int64_t runPanels = 0, runs = 0;      // and runs of panels
+  int64_t planeBytes() const { return planeRows * g.ow * 4; }
 };
 
 const uint8_t *groupInput(const QConvCall &t) {
   const kiln_qconv2d_args &g = t.g;
-  const int64_t channels = g.c / g.groups;
-  return static_cast<const uint8_t *>(g.x) + (t.image * g.c + t.group * channels) * g.h * g.w;
+  return static_cast<const uint8_t *>(g.x) + (t.image * g.c + t.group * t.channels) * g.h * g.w;
 }
 
 #if defined(__AVX512BW__) && defined(__AVX512VBMI__)
@@ -87,188 +118,189 @@ __mmask64 laneRange(int64_t begin, int64_t end) {
 }
 #endif
 
-/// One output row of a tap's line: line[ox] = row[x0 + ox*stride] where that lies in [0, w),
-/// `zero` elsewhere, for ox in [0, ow); [first, last) are the ox that read inside the row.
-void unfoldRow(const uint8_t *row, int64_t x0, int64_t stride, int64_t w, int64_t ow, int64_t first, int64_t last,
-               uint8_t zero, uint8_t *line) {
+/// The output columns [first, last) of `count` whose input column x0 + i*stride lies in [0, w).
+struct InsideColumns {
+  int64_t first, last;
+};
+InsideColumns insideColumns(int64_t x0, int64_t stride, int64_t w, int64_t count) {
+  const int64_t first = x0 >= 0 ? 0 : std::min(count, ceilDiv(-x0, stride));
+  return {first, std::max(first, std::min(count, x0 >= w ? 0 : ceilDiv(w - x0, stride)))};
+}
+
 #if defined(__AVX512BW__) && defined(__AVX512VBMI__)
-  // 64 outputs at a time: stride 1 as one load masked to the row, stride 2 as two loads whose
-  // even bytes vpermt2b gathers; a masked lane never touches memory, so the padding needs no
-  // branch. Other strides take the loop below.
-  if (stride <= 2) {
-    const __m512i zeros = _mm512_set1_epi8(static_cast<char>(zero));
+/// row[x0 + i*stride] for the 64 lanes i, `zeros`' byte where that is outside [0, w): stride 1
+/// as one load masked to the row, stride 2 as two whose even bytes vpermt2b gathers, others a
+/// lane at a time. A masked lane never touches memory, so the padding needs no branch.
+__m512i gatherColumns(const uint8_t *row, int64_t x0, int64_t stride, int64_t w, __m512i zeros) {
+  if (stride == 1)
+    return _mm512_mask_loadu_epi8(zeros, laneRange(-x0, w - x0), row + x0);
+  const InsideColumns inside = insideColumns(x0, stride, w, 64);
+  __m512i v;
+  if (stride == 2) {
     static const __m512i kEven = [] {
       alignas(64) uint8_t index[64];
       for (int i = 0; i < 64; ++i)
         index[i] = static_cast<uint8_t>(2 * i);
       return _mm512_load_si512(index);
     }();
-    for (int64_t ox0 = 0; ox0 < ow; ox0 += 64) {
-      const int64_t base = x0 + ox0 * stride; // the input column of lane 0
-      __m512i v;
-      if (stride == 1) {
-        v = _mm512_maskz_loadu_epi8(laneRange(-base, w - base), row + base);
-      } else {
-        const __m512i low = _mm512_maskz_loadu_epi8(laneRange(-base, w - base), row + base);
-        const __m512i high = _mm512_maskz_loadu_epi8(laneRange(-base - 64, w - base - 64), row + base + 64);
-        v = _mm512_permutex2var_epi8(low, kEven, high);
-      }
-      v = _mm512_mask_mov_epi8(zeros, laneRange(first - ox0, last - ox0), v);
-      _mm512_mask_storeu_epi8(line + ox0, laneRange(0, ow - ox0), v);
-    }
-    return;
+    const __m512i low = _mm512_maskz_loadu_epi8(laneRange(-x0, w - x0), row + x0);
+    const __m512i high = _mm512_maskz_loadu_epi8(laneRange(-x0 - 64, w - x0 - 64), row + x0 + 64);
+    v = _mm512_permutex2var_epi8(low, kEven, high);
+  } else {
+    alignas(64) uint8_t lanes[64] = {};
+    for (int64_t i = inside.first; i < inside.last; ++i)
+      lanes[i] = row[x0 + i * stride];
+    v = _mm512_load_si512(lanes);
   }
+  return _mm512_mask_mov_epi8(zeros, laneRange(inside.first, inside.last), v);
+}
+
+/// 64 pixels of 4 channels (a, b, c, d) as 64 x 4 bytes, pixel by pixel, the first `bytes`
+/// of them stored: bytes within each 128-bit lane, then the lanes transposed.
+void storeInterleaved(__m512i a, __m512i b, __m512i c, __m512i d, int64_t bytes, uint8_t *out) {
+  const __m512i abLow = _mm512_unpacklo_epi8(a, b), abHigh = _mm512_unpackhi_epi8(a, b);
+  const __m512i cdLow = _mm512_unpacklo_epi8(c, d), cdHigh = _mm512_unpackhi_epi8(c, d);
+  // Lane k of q[i] holds pixels 16k + 4i .. 16k + 4i + 3.
+  const __m512i q0 = _mm512_unpacklo_epi16(abLow, cdLow), q1 = _mm512_unpackhi_epi16(abLow, cdLow);
+  const __m512i q2 = _mm512_unpacklo_epi16(abHigh, cdHigh), q3 = _mm512_unpackhi_epi16(abHigh, cdHigh);
+  const __m512i t0 = _mm512_shuffle_i32x4(q0, q1, 0x44), t1 = _mm512_shuffle_i32x4(q2, q3, 0x44);
+  const __m512i t2 = _mm512_shuffle_i32x4(q0, q1, 0xEE), t3 = _mm512_shuffle_i32x4(q2, q3, 0xEE);
+  const __m512i out4[4] = {_mm512_shuffle_i32x4(t0, t1, 0x88), _mm512_shuffle_i32x4(t0, t1, 0xDD),
+                           _mm512_shuffle_i32x4(t2, t3, 0x88), _mm512_shuffle_i32x4(t2, t3, 0xDD)};
+  for (int i = 0; i < 4; ++i)
+    _mm512_mask_storeu_epi8(out + 64 * i, laneRange(0, bytes - 64 * i), out4[i]);
+}
 #endif
-  std::memset(line, zero, static_cast<size_t>(first));
-  for (int64_t ox = first; ox < last; ++ox)
-    line[ox] = row[x0 + ox * stride];
-  std::memset(line + last, zero, static_cast<size_t>(ow - last));
-}
 
-/// A tap's line where the output rows are as wide as the input's and the strides are 1: the
-/// plane itself shifted by the tap's offset, copied in one piece, then the columns and rows it
-/// reads from padding set to the zero point (with the masked row copies alone, ResNet-50 int8
-/// took 33.7 ms at one thread; with this, 32.1).
-void shiftedLine(const QConvCall &t, const uint8_t *plane, int64_t y0, int64_t x0, int64_t first, int64_t last,
-                 uint8_t *line) {
+/// One plane row: for the ow output columns, the 4 bytes of channels 4*quad .. +3 of input row
+/// iy (of the group's input x) at columns x0 + ox*stride_w, the zero point outside the input
+/// or past the group's channels, flipped to u8.
+void planeRow(const QConvCall &t, const uint8_t *x, int64_t quad, int64_t iy, int64_t x0, uint8_t *out) {
   const kiln_qconv2d_args &g = t.g;
-  const int64_t base = t.row0 * g.ow + y0 * g.w + x0; // line[i] = plane[base + i]
-  const int64_t count = (t.row1 - t.row0) * g.ow;
-  // The outputs whose source lies inside the plane, [from, to): the rest is padding.
-  const int64_t from = std::clamp<int64_t>(-base, 0, count), to = std::clamp<int64_t>(g.h * g.w - base, from, count);
-  std::memset(line, t.xZeroByte, static_cast<size_t>(from));
-  std::memcpy(line + from, plane + base + from, static_cast<size_t>(to - from));
-  std::memset(line + to, t.xZeroByte, static_cast<size_t>(count - to));
-  // Rows reading above or below the plane, and columns reading left or right of it.
-  const int64_t rowFirst = std::clamp<int64_t>(-y0, t.row0, t.row1);
-  const int64_t rowLast = std::clamp<int64_t>(g.h - y0, rowFirst, t.row1);
-  std::memset(line, t.xZeroByte, static_cast<size_t>((rowFirst - t.row0) * g.ow));
-  std::memset(line + (rowLast - t.row0) * g.ow, t.xZeroByte, static_cast<size_t>((t.row1 - rowLast) * g.ow));
-  if (first > 0 || last < g.ow)
-    for (int64_t oy = rowFirst; oy < rowLast; ++oy) {
-      uint8_t *row = line + (oy - t.row0) * g.ow;
-      for (int64_t ox = 0; ox < first; ++ox)
-        row[ox] = t.xZeroByte;
-      for (int64_t ox = last; ox < g.ow; ++ox)
-        row[ox] = t.xZeroByte;
+  const uint8_t *rows[4] = {}; // null: a channel past the group's, or a row of padding
+  for (int i = 0; i < 4; ++i)
+    if (4 * quad + i < t.channels && iy >= 0 && iy < g.h)
+      rows[i] = x + ((4 * quad + i) * g.h + iy) * g.w;
+#if defined(__AVX512BW__) && defined(__AVX512VBMI__)
+  const __m512i zeros = _mm512_set1_epi8(static_cast<char>(t.xZeroByte)), flips = _mm512_set1_epi8(static_cast<char>(t.flip));
+  for (int64_t ox0 = 0; ox0 < g.ow; ox0 += 64) {
+    const int64_t start = x0 + ox0 * g.stride_w;
+    __m512i v[4];
+    for (int i = 0; i < 4; ++i)
+      v[i] = _mm512_xor_si512(rows[i] ? gatherColumns(rows[i], start, g.stride_w, g.w, zeros) : zeros, flips);
+    storeInterleaved(v[0], v[1], v[2], v[3], 4 * (g.ow - ox0), out + 4 * ox0);
+  }
+#else
+  const InsideColumns inside = insideColumns(x0, g.stride_w, g.w, g.ow);
+  for (int64_t ox = 0; ox < g.ow; ++ox)
+    for (int i = 0; i < 4; ++i) {
+      const bool read = rows[i] && ox >= inside.first && ox < inside.last;
+      out[4 * ox + i] = (read ? rows[i][x0 + ox * g.stride_w] : t.xZeroByte) ^ t.flip;
     }
+#endif
 }
 
-/// Step 1 for taps [begin, end).
-void unfoldTaps(void *ctx, int64_t begin, int64_t end) {
-  QConvCall &t = *static_cast<QConvCall *>(ctx);
+#if defined(__AVX512BW__) && defined(__AVX512VBMI__)
+/// A whole plane where the rows are contiguous in x and in the plane alike (strides 1, output
+/// rows as wide as the input's): plane pixel j reads channel byte j + (x0 - pad_top * w), so
+/// 64 pixels are one masked load per channel across row ends, where one load per row of 14
+/// pixels made step 1 14% of ResNet-50 int8's time; then the columns that read left or right
+/// of the row (|x0| of them) set to the zero point.
+void flatPlane(const QConvCall &t, const uint8_t *x, int64_t quad, int64_t x0, uint8_t *out) {
+  const kiln_qconv2d_args &g = t.g;
+  const __m512i zeros = _mm512_set1_epi8(static_cast<char>(t.xZeroByte)), flips = _mm512_set1_epi8(static_cast<char>(t.flip));
+  const int64_t pixels = t.planeRows * g.ow, shift = x0 - g.pad_top * g.w, size = g.h * g.w;
+  for (int64_t j0 = 0; j0 < pixels; j0 += 64) {
+    __m512i v[4];
+    for (int i = 0; i < 4; ++i) {
+      const int64_t at = j0 + shift; // channel byte of lane 0
+      v[i] = 4 * quad + i < t.channels
+                 ? _mm512_mask_loadu_epi8(zeros, laneRange(-at, size - at), x + (4 * quad + i) * size + at)
+                 : zeros;
+      v[i] = _mm512_xor_si512(v[i], flips);
+    }
+    storeInterleaved(v[0], v[1], v[2], v[3], 4 * (pixels - j0), out + 4 * j0);
+  }
+  const InsideColumns inside = insideColumns(x0, 1, g.w, g.ow);
+  if (inside.first == 0 && inside.last == g.ow)
+    return;
+  const uint8_t zero = t.xZeroByte ^ t.flip;
+  for (int64_t a = 0; a < t.planeRows; ++a) {
+    uint8_t *row = out + 4 * a * g.ow;
+    std::memset(row, zero, static_cast<size_t>(4 * inside.first));
+    std::memset(row + 4 * inside.last, zero, static_cast<size_t>(4 * (g.ow - inside.last)));
+  }
+}
+#endif
+
+/// Whether some kernel row reads row phase `phase` (step 1 leaves the others unwritten: a 1x1
+/// convolution of stride 2 reads one phase of two).
+bool phaseRead(const kiln_qconv2d_args &g, int64_t phase) {
+  for (int64_t ky = 0; ky < g.r; ++ky)
+    if (ky * g.dilation_h % g.stride_h == phase)
+      return true;
+  return false;
+}
+
+/// Step 1 for planes [begin, end): plane (quad, kx, phase) is plane (quad*S + kx)*sh + phase,
+/// its row a at input row a*sh + phase - pad_top.
+void planesOf(void *ctx, int64_t begin, int64_t end) {
+  const QConvCall &t = *static_cast<const QConvCall *>(ctx);
   const kiln_qconv2d_args &g = t.g;
   const uint8_t *x = groupInput(t);
-  for (int64_t d = begin; d < end; ++d) {
-    const int64_t c = d / (g.r * g.s), ky = d / g.s % g.r, kx = d % g.s;
-    const uint8_t *plane = x + c * g.h * g.w;
-    uint8_t *line = t.unfolded + d * t.lineStride;
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const int64_t phase = plane % g.stride_h, kx = plane / g.stride_h % g.s, quad = plane / g.stride_h / g.s;
     const int64_t x0 = kx * g.dilation_w - g.pad_left;
-    // The output columns whose input column lies inside x: [first, last).
-    const int64_t first = x0 >= 0 ? 0 : std::min(g.ow, ceilDiv(-x0, g.stride_w));
-    const int64_t last = std::max(first, std::min(g.ow, x0 >= g.w ? 0 : ceilDiv(g.w - x0, g.stride_w)));
-    if (t.shiftedLines) {
-      shiftedLine(t, plane, ky * g.dilation_h - g.pad_top, x0, first, last, line);
+    uint8_t *out = t.planes + plane * t.planeBytes();
+    if (!phaseRead(g, phase))
+      continue;
+#if defined(__AVX512BW__) && defined(__AVX512VBMI__)
+    if (g.stride_h == 1 && g.stride_w == 1 && g.ow == g.w) {
+      flatPlane(t, x, quad, x0, out);
       continue;
     }
-    for (int64_t oy = t.row0; oy < t.row1; ++oy, line += g.ow) {
-      const int64_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
-      if (iy < 0 || iy >= g.h)
-        unfoldRow(plane, x0, g.stride_w, g.w, g.ow, 0, 0, t.xZeroByte, line); // all padding
-      else
-        unfoldRow(plane + iy * g.w, x0, g.stride_w, g.w, g.ow, first, last, t.xZeroByte, line);
-    }
-  }
-}
-
-/// 16 pixels of 4 lines as 16 x 4 bytes, pixel by pixel.
-void interleave16(const uint8_t *const lines[4], int64_t at, uint8_t flip, uint8_t *out) {
-#ifdef __SSE2__
-  const __m128i flips = _mm_set1_epi8(static_cast<char>(flip));
-  __m128i v[4];
-  for (int t = 0; t < 4; ++t)
-    v[t] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(lines[t] + at)), flips);
-  const __m128i abLow = _mm_unpacklo_epi8(v[0], v[1]), abHigh = _mm_unpackhi_epi8(v[0], v[1]);
-  const __m128i cdLow = _mm_unpacklo_epi8(v[2], v[3]), cdHigh = _mm_unpackhi_epi8(v[2], v[3]);
-  auto *to = reinterpret_cast<__m128i *>(out);
-  _mm_storeu_si128(to + 0, _mm_unpacklo_epi16(abLow, cdLow));
-  _mm_storeu_si128(to + 1, _mm_unpackhi_epi16(abLow, cdLow));
-  _mm_storeu_si128(to + 2, _mm_unpacklo_epi16(abHigh, cdHigh));
-  _mm_storeu_si128(to + 3, _mm_unpackhi_epi16(abHigh, cdHigh));
-#else
-  for (int p = 0; p < 16; ++p)
-    for (int t = 0; t < 4; ++t)
-      out[4 * p + t] = lines[t][at + p] ^ flip;
 #endif
-}
-
-/// Step 2, work item = kItemQuads quads of one of the chunk's panels: a 7 x 7 layer has a
-/// single panel, which ResNet-50's 512-channel layers interleaved on one thread while the
-/// other waited.
-void interleavePanels(void *ctx, int64_t begin, int64_t end) {
-  QConvCall &t = *static_cast<QConvCall *>(ctx);
-  alignas(64) uint8_t edge[4][kPanelWidth]; // a last panel's lines, padded to 64 pixels
-  static const uint8_t kZeros[kPanelWidth] = {};
-  const int64_t slices = ceilDiv(t.quads, kItemQuads);
-  for (int64_t item = begin; item < end; ++item) {
-    const int64_t q = item / slices, firstQuad = item % slices * kItemQuads;
-    const int64_t p0 = (t.firstPanel + q) * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
-    uint8_t *out = t.packed + (q * t.quads + firstQuad) * kQuadBytes;
-    const uint8_t *chunkLines = t.lines + (p0 - t.lineOrigin);
-    for (int64_t quad = firstQuad; quad < std::min(t.quads, firstQuad + kItemQuads); ++quad, out += kQuadBytes) {
-      const uint8_t *lines[4];
-      for (int i = 0; i < 4; ++i) {
-        const int64_t d = 4 * quad + i;
-        if (d >= t.taps) { // its weights are 0
-          lines[i] = kZeros;
-        } else if (cols == kPanelWidth) { // read in place
-          lines[i] = chunkLines + d * t.lineStride;
-        } else {
-          std::memcpy(edge[i], chunkLines + d * t.lineStride, static_cast<size_t>(cols));
-          std::memset(edge[i] + cols, 0, static_cast<size_t>(kPanelWidth - cols));
-          lines[i] = edge[i];
-        }
-      }
-      for (int64_t at = 0; at < kPanelWidth; at += 16)
-        interleave16(lines, at, t.flip, out + 4 * at);
-    }
+    for (int64_t a = 0; a < t.planeRows; ++a)
+      planeRow(t, x, quad, a * g.stride_h + phase - g.pad_top, x0, out + a * g.ow * 4);
   }
 }
 
-/// Step 3: work item = one panel of the chunk by one block of output channels
-/// (detail::equalRowBlocks), panel-major, so that the items a thread runs in a row share their
-/// panel; the pool hands them out as threads come free (VGG16's 128-channel layers, split
-/// statically as 96 + 32, ran 1.25x faster on two threads, not 2x).
+/// Step 2: work item = one run of panels by one block of output channels, run-major, so that
+/// items the pool hands out together share their pixels; within an item, the block's weights
+/// stay in L2 while its panels pass (VGG16's 512-channel layers hold 2.4 MB of weights).
 void productItems(void *ctx, int64_t begin, int64_t end) {
   const QConvCall &t = *static_cast<const QConvCall *>(ctx);
   const kiln_qconv2d_args &g = t.g;
-  const int64_t rowBytes = 4 * t.quads;
+  const int64_t rowBytes = 4 * t.quads, panels = ceilDiv(t.pixels, kPanelWidth);
   const int32_t zero = int32_t{static_cast<uint8_t>(t.xZeroByte ^ t.flip)};
   float scales[kMaxRows];
   alignas(64) float tile[kMaxRows * kPanelWidth]; // for tile_in_scratch
   for (int64_t item = begin; item < end; ++item) {
-    const int64_t q = item / t.rowBlocks, row0 = item % t.rowBlocks * t.blockRows;
+    const int64_t run = item / t.rowBlocks, row0 = item % t.rowBlocks * t.blockRows;
     const int64_t rowCount = std::min(t.blockRows, t.perGroup - row0);
-    const int64_t p0 = (t.firstPanel + q) * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
-    const int vectors = static_cast<int>(ceilDiv(cols, detail::kVector));
-    const uint8_t *panel = t.packed + q * t.quads * kQuadBytes;
-    for (int64_t i = 0; i < rowCount; i += kMaxRows) {
-      const int r = static_cast<int>(std::min<int64_t>(kMaxRows, rowCount - i));
-      const int64_t channel = t.group * t.perGroup + row0 + i; // of all K
-      for (int j = 0; j < r; ++j)
-        scales[j] = g.x_scale * g.w_scales[g.w_per_channel ? channel + j : 0];
-      const bool scratchTile = g.tile_in_scratch && g.epilogue;
-      const int64_t at = (t.image * g.k + channel) * t.pixels + p0; // the tile's first output
-      float *c = scratchTile ? tile : g.y + at;
-      const int64_t ldc = scratchTile ? kPanelWidth : t.pixels;
-      const detail::TilePostOps post = detail::tilePostOps(g.post, true, channel, p0);
-      const detail::FinishedTile finish = detail::finishedTile(g, g.y, at, t.pixels);
-      const bool finishing = detail::finishesOutputs(g);
-      kQTiles.fns[r - 1][vectors - 1](t.quads, reinterpret_cast<const uint8_t *>(t.rows + channel * rowBytes),
-                                      rowBytes, panel, t.rowSums + channel, scales, zero, c, ldc, cols,
-                                      detail::hasPostOps(g.post) ? &post : nullptr, finishing ? &finish : nullptr);
-      if (g.epilogue && !finishing)
-        g.epilogue(g.epilogue_ctx, c, ldc, t.image, channel, p0, r, cols);
+    for (int64_t q = run * t.runPanels; q < std::min(panels, (run + 1) * t.runPanels); ++q) {
+      const int64_t p0 = q * kPanelWidth, cols = std::min<int64_t>(kPanelWidth, t.pixels - p0);
+      const int vectors = static_cast<int>(ceilDiv(cols, detail::kVector));
+      const uint8_t *panel = t.planes + p0 * 4;
+      for (int64_t i = 0; i < rowCount; i += kMaxRows) {
+        const int r = static_cast<int>(std::min<int64_t>(kMaxRows, rowCount - i));
+        const int64_t channel = t.group * t.perGroup + row0 + i; // of all K
+        for (int j = 0; j < r; ++j)
+          scales[j] = g.x_scale * g.w_scales[g.w_per_channel ? channel + j : 0];
+        const bool scratchTile = g.tile_in_scratch && g.epilogue;
+        const int64_t at = (t.image * g.k + channel) * t.pixels + p0; // the tile's first output
+        float *c = scratchTile ? tile : g.y + at;
+        const int64_t ldc = scratchTile ? kPanelWidth : t.pixels;
+        const detail::TilePostOps post = detail::tilePostOps(g.post, true, channel, p0);
+        const detail::FinishedTile finish = detail::finishedTile(g, g.y, at, t.pixels);
+        const bool finishing = detail::finishesOutputs(g);
+        kQTiles.fns[r - 1][vectors - 1](t.quads, reinterpret_cast<const uint8_t *>(t.rows + channel * rowBytes),
+                                        rowBytes, panel, t.quadOffsets, t.rowSums + channel, scales, zero, c, ldc,
+                                        cols, detail::hasPostOps(g.post) ? &post : nullptr,
+                                        finishing ? &finish : nullptr);
+        if (g.epilogue && !finishing)
+          g.epilogue(g.epilogue_ctx, c, ldc, t.image, channel, p0, r, cols);
+      }
     }
   }
 }
@@ -325,46 +357,48 @@ void qconvThroughFloats(const kiln_rt *rt, const kiln_qconv2d_args &g, int64_t t
 
 } // namespace
 
-int64_t qconvPackedBytes(int64_t k, int64_t taps) {
-  return k * (4 * quadsOf(taps) + static_cast<int64_t>(sizeof(int32_t)));
+bool qconvChannelQuadRows(const kiln_qconv2d_args &g) {
+  return !detail::qconvDepthwiseBytesShape(g) && !detail::qconvDepthwiseShape(g) &&
+         !(g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(g.c / g.groups * g.r * g.s));
 }
 
-void packQConvWeights(const int8_t *src, int64_t k, int64_t taps, int8_t *dst) {
-  const int64_t rowBytes = 4 * quadsOf(taps);
-  int8_t *sums = dst + k * rowBytes;
-  for (int64_t o = 0; o < k; ++o) {
-    int32_t sum = 0;
-    for (int64_t d = 0; d < rowBytes; ++d) {
-      const int8_t value = d < taps ? src[o * taps + d] : int8_t{0};
-      dst[o * rowBytes + d] = value;
-      sum += value;
-    }
-    std::memcpy(sums + o * static_cast<int64_t>(sizeof sum), &sum, sizeof sum);
-  }
+int64_t qconvPackedBytes(int64_t k, int64_t channels, int64_t spatial, bool channelQuads) {
+  return k * (RowOrder{channelQuads, channels, spatial}.rowBytes() + static_cast<int64_t>(sizeof(int32_t)));
+}
+
+void packQConvWeights(const int8_t *src, int64_t k, int64_t channels, int64_t spatial, bool channelQuads,
+                      int8_t *dst) {
+  packRows(src, RowOrder{false, channels, spatial}, channels * spatial, k, RowOrder{channelQuads, channels, spatial},
+           dst);
 }
 
 void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
   if (!args || args->n <= 0 || args->c <= 0 || args->k <= 0 || args->groups <= 0 || args->c % args->groups != 0 ||
       args->k % args->groups != 0 || args->r <= 0 || args->s <= 0 || args->oh <= 0 || args->ow <= 0 ||
       args->stride_h <= 0 || args->stride_w <= 0 || args->dilation_h <= 0 || args->dilation_w <= 0 || !args->x ||
-      !args->weights || !args->w_scales || !args->y)
+      !args->weights || !args->w_scales || !args->y || args->weights_packed < 0 || args->weights_packed > 2)
     return; // the ABI has no error channel; codegen never emits these
   const kiln_qconv2d_args &g = *args;
-  const int64_t taps = g.c / g.groups * g.r * g.s, pixels = g.oh * g.ow;
+  const int64_t channels = g.c / g.groups, spatial = g.r * g.s, taps = channels * spatial, pixels = g.oh * g.ow;
+  // The weights in the order this call's route reads (qconvChannelQuadRows), packed here into
+  // the calling thread's scratch, which the workers only read, unless they came so.
+  const bool channelQuads = qconvChannelQuadRows(g);
+  const RowOrder order{channelQuads, channels, spatial};
   const int8_t *weights = g.weights;
-  if (!g.weights_packed) { // packed here, into the calling thread's scratch, which the workers only read
-    auto *packed = reinterpret_cast<int8_t *>(
-        detail::scratch(detail::Scratch::PackedB, static_cast<size_t>(ceilDiv(qconvPackedBytes(g.k, taps), 4))));
-    packQConvWeights(g.weights, g.k, taps, packed);
+  if (g.weights_packed != (channelQuads ? 2 : 1)) {
+    const RowOrder given{g.weights_packed == 2, channels, spatial};
+    auto *packed = reinterpret_cast<int8_t *>(detail::scratch(
+        detail::Scratch::PackedB, static_cast<size_t>(ceilDiv(qconvPackedBytes(g.k, channels, spatial, channelQuads), 4))));
+    packRows(g.weights, given, g.weights_packed ? given.rowBytes() : taps, g.k, order, packed);
     weights = packed;
   }
-  const int64_t quads = quadsOf(taps), panels = ceilDiv(pixels, kPanelWidth);
+  const int64_t quads = order.rowBytes() / 4;
   const bool bytes = detail::qconvDepthwiseBytesShape(g), depthwise = !bytes && detail::qconvDepthwiseShape(g);
   if (bytes && !g.epilogue) { // it finishes its outputs itself, in registers
     detail::qconvDepthwiseBytes(rt, g, weights, 4 * quads);
     return;
   }
-  if (bytes || depthwise || (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(taps))) {
+  if (!channelQuads) {
     // These paths finish f32 tiles: the post ops (and addend and requantisation) run on each
     // as an epilogue.
     kiln_qconv2d_args f = g;
@@ -385,43 +419,43 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
       qconvThroughFloats(rt, f, taps, weights, 4 * quads);
     return;
   }
-  const uint8_t zeroByte = static_cast<uint8_t>(g.x_zero);
-  QConvCall t{g,          taps,     quads, pixels, g.k / g.groups, weights,
-              reinterpret_cast<const int32_t *>(weights + g.k * 4 * quads), zeroByte,
+  QConvCall t{g,       channels,
+              quads,   pixels,
+              g.k / g.groups,
+              weights, reinterpret_cast<const int32_t *>(weights + g.k * 4 * quads),
+              static_cast<uint8_t>(g.x_zero),
               static_cast<uint8_t>(g.x_signed ? 0x80 : 0)};
-  const bool direct = g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
-                      g.pad_left == 0 && g.oh == g.h && g.ow == g.w;
-  // Chunks of panels whose packed quads take about kChunkBytes (the unfolded lines as much
-  // again), so that each step reads what the one before wrote from L2, not from memory (VGG16's
-  // 224 x 224 layers unfold 29 MB whole).
-  const int64_t chunkPanels = std::clamp<int64_t>(kChunkBytes / (quads * kQuadBytes), 1, panels);
-  const int64_t chunkRows = std::min(g.oh, ceilDiv(chunkPanels * kPanelWidth, g.ow) + 1);
-  if (!direct)
-    t.unfolded = reinterpret_cast<uint8_t *>(
-        detail::scratch(detail::Scratch::Conv, static_cast<size_t>(ceilDiv(taps * chunkRows * g.ow, 4))));
-  t.packed = reinterpret_cast<uint8_t *>(
-      detail::scratch(detail::Scratch::SharedB, static_cast<size_t>(chunkPanels * quads * kQuadBytes / 4)));
-  t.lineStride = direct ? g.h * g.w : chunkRows * g.ow;
-  t.shiftedLines = g.stride_h == 1 && g.stride_w == 1 && g.ow == g.w;
+  // Step 1's planes: a row phase's rows reach the last output row's furthest kernel row. A
+  // last vector of 16 pixels reads up to 15 pixels past the last plane's end.
+  t.planeRows = g.oh + (g.r - 1) * g.dilation_h / g.stride_h;
+  const int64_t planeCount = ceilDiv(channels, 4) * g.s * g.stride_h;
+  const int64_t planesBytes = planeCount * t.planeBytes() + 4 * kPanelWidth;
+  t.planes = reinterpret_cast<uint8_t *>(
+      detail::scratch(detail::Scratch::Conv, static_cast<size_t>(ceilDiv(planesBytes, 4))));
+  std::memset(t.planes + planeCount * t.planeBytes(), t.xZeroByte, 4 * kPanelWidth);
+  static thread_local std::vector<int64_t> offsets;
+  offsets.resize(static_cast<size_t>(quads));
+  for (int64_t quad = 0; quad < ceilDiv(channels, 4); ++quad)
+    for (int64_t ky = 0; ky < g.r; ++ky)
+      for (int64_t kx = 0; kx < g.s; ++kx) {
+        const int64_t plane = (quad * g.s + kx) * g.stride_h + ky * g.dilation_h % g.stride_h;
+        offsets[static_cast<size_t>((quad * g.r + ky) * g.s + kx)] =
+            plane * t.planeBytes() + ky * g.dilation_h / g.stride_h * g.ow * 4;
+      }
+  t.quadOffsets = offsets.data();
+  // Step 2's items: blocks of output channels by runs of panels, about 32 of them (a run of
+  // 16 panels at most), so that two threads share them out evenly as they come free.
   const detail::RowBlocks blocks = detail::equalRowBlocks(t.perGroup);
   t.rowBlocks = blocks.count, t.blockRows = blocks.rows;
+  const int64_t panels = ceilDiv(pixels, kPanelWidth);
+  t.runPanels = std::clamp<int64_t>(ceilDiv(panels * t.rowBlocks, 32), 1, 16);
+  t.runs = ceilDiv(panels, t.runPanels);
   for (t.image = 0; t.image < g.n; ++t.image)
-    for (t.group = 0; t.group < g.groups; ++t.group)
-      for (t.firstPanel = 0; t.firstPanel < panels; t.firstPanel += chunkPanels) {
-        t.chunkPanels = std::min(chunkPanels, panels - t.firstPanel);
-        const int64_t p0 = t.firstPanel * kPanelWidth, p1 = std::min(pixels, p0 + t.chunkPanels * kPanelWidth);
-        if (direct) {
-          t.lines = groupInput(t), t.lineOrigin = 0;
-        } else {
-          t.row0 = p0 / g.ow, t.row1 = ceilDiv(p1, g.ow);
-          t.lines = t.unfolded, t.lineOrigin = t.row0 * g.ow;
-          detail::parallelForIfWorth(rt, taps, taps * (p1 - p0), int64_t{1} << 18, unfoldTaps, &t);
-        }
-        detail::parallelForIfWorth(rt, t.chunkPanels * ceilDiv(quads, kItemQuads), t.chunkPanels * quads * kQuadBytes,
-                                   int64_t{1} << 18, interleavePanels, &t);
-        detail::parallelForIfWorth(rt, t.chunkPanels * t.rowBlocks, t.perGroup * (p1 - p0) * taps, int64_t{1} << 20,
-                                   productItems, &t, true);
-      }
+    for (t.group = 0; t.group < g.groups; ++t.group) {
+      detail::parallelForIfWorth(rt, planeCount, planeCount * t.planeBytes(), int64_t{1} << 18, planesOf, &t);
+      detail::parallelForIfWorth(rt, t.runs * t.rowBlocks, t.perGroup * pixels * taps, int64_t{1} << 20,
+                                 productItems, &t, true);
+    }
 }
 
 } // namespace kiln::runtime::kernels

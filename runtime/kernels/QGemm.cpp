@@ -93,7 +93,7 @@ void qgemmItems(void *ctx, int64_t begin, int64_t end) {
         const detail::FinishedTile finish = detail::finishedTile(g, g.c, at, g.ldc);
         const bool finishing = detail::finishesOutputs(g);
         kQTiles.fns[r - 1][vectors - 1](t.quads, block + i * blockStride, blockStride,
-                                        reinterpret_cast<const uint8_t *>(panel), sums, scales, t.zero, c, ldc, cols,
+                                        reinterpret_cast<const uint8_t *>(panel), nullptr, sums, scales, t.zero, c, ldc, cols,
                                         detail::hasPostOps(g.post) ? &post : nullptr, finishing ? &finish : nullptr);
         if (g.epilogue && !finishing)
           g.epilogue(g.epilogue_ctx, c, ldc, 0, row0 + i, col0, r, cols);

@@ -37,14 +37,17 @@ inline RowBlocks equalRowBlocks(int64_t m) {
 }
 
 /// The tile's f32 values go to c (ldc apart), with `post` applied when not null; with `finish`,
-/// finished as it says instead (c unused).
+/// finished as it says instead (c unused). Quad p of the panel (its 64 columns x 4 bytes) lies
+/// at panel + p * 4 * kPanelWidth (a packed panel: quadOffsets is null) or, for the tiles that
+/// read their quads in place (QuadOffsets), at panel + quadOffsets[p].
 using QTileFn = void (*)(int64_t quads, const uint8_t *rows, int64_t rowBytes, const uint8_t *panel,
-                         const int32_t *sums, const float *scales, int32_t zero, float *c, int64_t ldc, int64_t cols,
-                         const TilePostOps *post, const FinishedTile *finish);
+                         const int64_t *quadOffsets, const int32_t *sums, const float *scales, int32_t zero, float *c,
+                         int64_t ldc, int64_t cols, const TilePostOps *post, const FinishedTile *finish);
 
-template <int R, int NV, bool RowsSigned>
-void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const int32_t *sums, const float *scales,
-           int32_t zero, float *c, int64_t ldc, int64_t cols, const TilePostOps *post, const FinishedTile *finish) {
+template <int R, int NV, bool RowsSigned, bool QuadOffsets>
+void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const int64_t *quadOffsets,
+           const int32_t *sums, const float *scales, int32_t zero, float *c, int64_t ldc, int64_t cols,
+           const TilePostOps *post, const FinishedTile *finish) {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
   // The sums in the builtin's own type: through _mm512_dpbusd_epi32, whose __m512i is a vector of
   // 8 int64 converted to and from 16 int32 at every call, g++ 12 kept all 24 accumulators on
@@ -60,10 +63,11 @@ void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const
   for (int i = 0; i < R; ++i)
     rows[i] = a + i * lda;
   for (int64_t p = 0; p < quads; ++p) {
+    const uint8_t *quad = QuadOffsets ? b + quadOffsets[p] : b + p * 4 * kPanelWidth;
     __v16si bv[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j)
-      bv[j] = (__v16si)_mm512_loadu_si512(b + j * 4 * kVector);
+      bv[j] = (__v16si)_mm512_loadu_si512(quad + j * 4 * kVector);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       int32_t word = 0;
@@ -75,7 +79,6 @@ void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const
                                : __builtin_ia32_vpdpbusd_v16si(acc[i][j], av, bv[j]);
       rows[i] += 4;
     }
-    b += 4 * kPanelWidth;
   }
   __m512 out[R][NV];
   const __m512i zeros = _mm512_set1_epi32(zero);
@@ -100,7 +103,7 @@ void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const
       for (int j = 0; j < W; ++j)
         for (int t = 0; t < 4; ++t) {
           const int32_t row = RowsSigned ? int32_t{static_cast<int8_t>(a[i * lda + 4 * p + t])} : a[i * lda + 4 * p + t];
-          const uint8_t byte = b[p * 4 * kPanelWidth + j * 4 + t];
+          const uint8_t byte = (QuadOffsets ? b + quadOffsets[p] : b + p * 4 * kPanelWidth)[j * 4 + t];
           acc[i][j] += row * (RowsSigned ? int32_t{byte} : int32_t{static_cast<int8_t>(byte)});
         }
   float values[R][W];
@@ -125,10 +128,10 @@ void qTile(int64_t quads, const uint8_t *a, int64_t lda, const uint8_t *b, const
 }
 
 template <int R, int NV> struct QGemmTileOf {
-  static constexpr QTileFn fn = &qTile<R, NV, false>;
+  static constexpr QTileFn fn = &qTile<R, NV, false, false>;
 };
 template <int R, int NV> struct QConvTileOf {
-  static constexpr QTileFn fn = &qTile<R, NV, true>;
+  static constexpr QTileFn fn = &qTile<R, NV, true, true>;
 };
 
 } // namespace kiln::runtime::kernels::detail

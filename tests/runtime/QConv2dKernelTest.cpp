@@ -24,10 +24,16 @@ using kiln::runtime::kernels::test::Output;
 using kiln::runtime::kernels::test::OutputBuffers;
 using kiln::runtime::kernels::test::requantised;
 
+/// How the case hands over its weights: plain, packed in the order the call reads them
+/// (kiln::runtime::kernels::qconvChannelQuadRows), or packed in the other order.
+enum class Weights { Plain, Packed, PackedOtherOrder };
+
 struct QConvCase {
   int64_t n, c, h, w, k, r, s;
   int64_t stride = 1, pad = 0, dilation = 1, groups = 1;
-  bool xSigned = false, perChannel = true, packed = true;
+  bool xSigned = false, perChannel = true;
+  Weights weights = Weights::Packed;
+  int64_t strideW = -1, dilationW = -1; // -1: as stride, dilation
   int threads = 1;
   int64_t padBottom = -1; // -1: as pad
   bool tileInScratch = false;
@@ -54,15 +60,18 @@ struct CountingBias {
 
 void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
   SCOPED_TRACE(testing::Message() << "n=" << tc.n << " c=" << tc.c << " " << tc.h << "x" << tc.w << " k=" << tc.k
-                                  << " kernel " << tc.r << "x" << tc.s << " stride=" << tc.stride << " pad=" << tc.pad
-                                  << " dilation=" << tc.dilation << " groups=" << tc.groups
+                                  << " kernel " << tc.r << "x" << tc.s << " stride=" << tc.stride << "," << tc.strideW
+                                  << " pad=" << tc.pad
+                                  << " dilation=" << tc.dilation << "," << tc.dilationW << " groups=" << tc.groups
                                   << " signed=" << tc.xSigned << " threads=" << tc.threads);
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255), weight(-127, 127);
   std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
   const int64_t padBottom = tc.padBottom < 0 ? tc.pad : tc.padBottom;
   const int64_t oh = (tc.h + tc.pad + padBottom - (tc.r - 1) * tc.dilation - 1) / tc.stride + 1;
-  const int64_t ow = (tc.w + 2 * tc.pad - (tc.s - 1) * tc.dilation - 1) / tc.stride + 1;
+  const int64_t strideW = tc.strideW < 0 ? tc.stride : tc.strideW;
+  const int64_t dilationW = tc.dilationW < 0 ? tc.dilation : tc.dilationW;
+  const int64_t ow = (tc.w + 2 * tc.pad - (tc.s - 1) * dilationW - 1) / strideW + 1;
   const int64_t perGroup = tc.c / tc.groups, taps = perGroup * tc.r * tc.s, pixels = oh * ow;
   std::vector<uint8_t> x(static_cast<size_t>(tc.n * tc.c * tc.h * tc.w));
   for (uint8_t &v : x)
@@ -75,8 +84,6 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
     v = scale(rng);
   const int32_t zero = tc.xSigned ? byte(rng) - 128 : byte(rng);
   const float xScale = scale(rng);
-  std::vector<int8_t> packed(static_cast<size_t>(kiln::runtime::kernels::qconvPackedBytes(tc.k, taps)));
-  kiln::runtime::kernels::packQConvWeights(w.data(), tc.k, taps, packed.data());
   std::vector<float> y(static_cast<size_t>(tc.n * tc.k * pixels), 777.0f);
   std::vector<int> calls(y.size(), 0);
   std::vector<float> seen(y.size(), 0.0f);
@@ -84,10 +91,17 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
 
   kiln_qconv2d_args args{};
   args.n = tc.n, args.c = tc.c, args.h = tc.h, args.w = tc.w, args.k = tc.k, args.r = tc.r, args.s = tc.s;
-  args.oh = oh, args.ow = ow, args.stride_h = args.stride_w = tc.stride, args.pad_top = args.pad_left = tc.pad;
-  args.dilation_h = args.dilation_w = tc.dilation, args.groups = tc.groups;
+  args.oh = oh, args.ow = ow, args.stride_h = tc.stride, args.stride_w = strideW;
+  args.pad_top = args.pad_left = tc.pad;
+  args.dilation_h = tc.dilation, args.dilation_w = dilationW, args.groups = tc.groups;
   args.x = x.data(), args.x_signed = tc.xSigned, args.x_zero = zero, args.x_scale = xScale;
-  args.weights = tc.packed ? packed.data() : w.data(), args.weights_packed = tc.packed;
+  const bool channelQuads =
+      kiln::runtime::kernels::qconvChannelQuadRows(args) == (tc.weights == Weights::Packed);
+  std::vector<int8_t> packed(
+      static_cast<size_t>(kiln::runtime::kernels::qconvPackedBytes(tc.k, perGroup, tc.r * tc.s, channelQuads)));
+  kiln::runtime::kernels::packQConvWeights(w.data(), tc.k, perGroup, tc.r * tc.s, channelQuads, packed.data());
+  args.weights = tc.weights == Weights::Plain ? w.data() : packed.data();
+  args.weights_packed = tc.weights == Weights::Plain ? 0 : channelQuads ? 2 : 1;
   args.w_scales = scales.data(), args.w_per_channel = tc.perChannel;
   args.y = y.data(), args.epilogue = CountingBias::apply, args.epilogue_ctx = &epilogue;
   args.tile_in_scratch = tc.tileInScratch;
@@ -111,7 +125,7 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
             for (int64_t ky = 0; ky < tc.r; ++ky)
               for (int64_t kx = 0; kx < tc.s; ++kx) {
                 const int64_t iy = oy * tc.stride + ky * tc.dilation - tc.pad;
-                const int64_t ix = ox * tc.stride + kx * tc.dilation - tc.pad;
+                const int64_t ix = ox * strideW + kx * dilationW - tc.pad;
                 if (iy < 0 || iy >= tc.h || ix < 0 || ix >= tc.w)
                   continue;
                 const uint8_t raw = x[static_cast<size_t>(((image * tc.c + group * perGroup + c) * tc.h + iy) * tc.w + ix)];
@@ -141,7 +155,7 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
                           << ", expected " << want;
           // Tiles kept in the thread's buffer never reach y; conv2d (thin groups that are not
           // depthwise) always writes it.
-          const bool depthwise = tc.groups == tc.c && tc.k == tc.c && tc.stride == 1 && tc.r * tc.s * 255 * 128 < (1 << 24);
+          const bool depthwise = tc.groups == tc.c && tc.k == tc.c && strideW == 1 && tc.r * tc.s * 255 * 128 < (1 << 24);
           const bool throughConv2d = !depthwise && tc.k / tc.groups < 8 && taps * 255 * 128 < (1 << 24);
           const float inY = tc.tileInScratch && !throughConv2d && tc.output == Output::Epilogue ? 777.0f : want;
           if (std::memcmp(&y[at], &inY, sizeof inY) != 0 && failures++ < 5)
@@ -153,10 +167,10 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
   EXPECT_EQ(failures, 0);
 }
 
-TEST(QConv2dKernel, PointwiseReadsChannelRowsInPlace) {
+TEST(QConv2dKernel, PointwiseKernels) {
   checkQConv({1, 64, 8, 8, 24, 1, 1});      // one whole panel
-  checkQConv({2, 13, 9, 11, 7, 1, 1});     // taps not a multiple of 4, a partial panel, two images
-  checkQConv({1, 40, 14, 14, 100, 1, 1, 2}); // strided: unfolded
+  checkQConv({2, 13, 9, 11, 7, 1, 1});     // channels not a multiple of 4, a partial panel, two images
+  checkQConv({1, 40, 14, 14, 100, 1, 1, 2}); // strided: one row phase of two is read
 }
 
 TEST(QConv2dKernel, PaddedStridedDilatedKernels) {
@@ -170,6 +184,17 @@ TEST(QConv2dKernel, PaddedStridedDilatedKernels) {
   QConvCase shorter{1, 4, 8, 8, 5, 3, 3, 1, 1}; // rows as wide as the input's, one fewer of them
   shorter.padBottom = 0;
   checkQConv(shorter);
+  // Strides and dilations that differ between rows and columns (three row phases, column
+  // stride 3 through the scalar gather); a 5x1 kernel; rows of more than 64 outputs, whole
+  // blocks and a ragged last one, at column strides 1 and 2.
+  QConvCase uneven{1, 9, 17, 23, 10, 3, 5, 3, 2, 2};
+  uneven.strideW = 3, uneven.dilationW = 1;
+  checkQConv(uneven);
+  QConvCase tall{2, 5, 20, 9, 7, 5, 1, 2, 2};
+  tall.strideW = 1;
+  checkQConv(tall);
+  checkQConv({1, 8, 5, 150, 12, 3, 3, 1, 1});
+  checkQConv({1, 6, 7, 200, 9, 3, 3, 2, 1});
 }
 
 TEST(QConv2dKernel, SignedInputOneScaleGroupsAndThreads) {
@@ -184,9 +209,8 @@ TEST(QConv2dKernel, SignedInputOneScaleGroupsAndThreads) {
   checkQConv(wide);
 }
 
-TEST(QConv2dKernel, ChunksOfPixelsSplitRows) {
-  // Deep enough that a chunk holds one panel of 64 pixels, 5.3 rows of 12: unfolded (strided,
-  // then shifted) and read in place.
+TEST(QConv2dKernel, DeepInputsFewOutputChannels) {
+  // Many quads of input channels (planes) for a few rows of weights: strided, padded, 1x1.
   checkQConv({1, 512, 24, 24, 8, 3, 3, 2, 1});
   checkQConv({1, 512, 12, 12, 7, 3, 3, 1, 1});
   checkQConv({2, 4000, 16, 16, 4, 1, 1});
@@ -266,10 +290,15 @@ TEST(QConv2dKernel, PostOpsAndRequantisationOnEveryPath) {
     }
 }
 
-TEST(QConv2dKernel, PlainWeightsArePackedPerCall) {
-  QConvCase plain{1, 10, 7, 7, 13, 3, 3, 1, 1};
-  plain.packed = false;
-  checkQConv(plain);
+TEST(QConv2dKernel, WeightsNotInTheOrderTheCallReadsArePackedPerCall) {
+  for (Weights weights : {Weights::Plain, Weights::PackedOtherOrder}) {
+    QConvCase product{1, 10, 7, 7, 13, 3, 3, 1, 1}; // channel-quad order
+    product.weights = weights;
+    checkQConv(product);
+    QConvCase depthwise{1, 8, 9, 9, 8, 3, 3, 1, 1, 1, 8}; // tap order
+    depthwise.weights = weights;
+    checkQConv(depthwise);
+  }
 }
 
 TEST(QConv2dKernel, InvalidArgumentsLeaveTheOutputAlone) {
