@@ -28,7 +28,8 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/kernels/GemmDriver.h" // parallelForIfWorth
+#include "runtime/kernels/ByteColumns.h" // gatherColumns, insideColumns, laneRange
+#include "runtime/kernels/GemmDriver.h"  // parallelForIfWorth
 #include "runtime/kernels/GemmPack.h"   // scratch
 #include "runtime/kernels/Kernels.h"
 #include "runtime/kernels/PostOps.h" // tilePostOps, wrapPostOps
@@ -42,7 +43,13 @@ namespace {
 
 using detail::kMaxRows;
 using detail::quadsOf;
+using detail::gatherColumns;
+using detail::InsideColumns;
+using detail::insideColumns;
 using detail::kPanelWidth;
+#if defined(__AVX512BW__) && defined(__AVX512VBMI__)
+using detail::laneRange;
+#endif
 
 constexpr int64_t kMinGroupRows = 8; // fewer output channels per group: through f32
 
@@ -108,53 +115,6 @@ const uint8_t *groupInput(const QConvCall &t) {
 }
 
 #if defined(__AVX512BW__) && defined(__AVX512VBMI__)
-/// Bits [begin, end) of a 64-bit lane mask, clipped to [0, 64).
-__mmask64 laneRange(int64_t begin, int64_t end) {
-  begin = std::max<int64_t>(begin, 0), end = std::min<int64_t>(end, 64);
-  if (end <= begin)
-    return 0;
-  const uint64_t upTo = end == 64 ? ~uint64_t{0} : (uint64_t{1} << end) - 1;
-  return upTo & ~((uint64_t{1} << begin) - 1);
-}
-#endif
-
-/// The output columns [first, last) of `count` whose input column x0 + i*stride lies in [0, w).
-struct InsideColumns {
-  int64_t first, last;
-};
-InsideColumns insideColumns(int64_t x0, int64_t stride, int64_t w, int64_t count) {
-  const int64_t first = x0 >= 0 ? 0 : std::min(count, ceilDiv(-x0, stride));
-  return {first, std::max(first, std::min(count, x0 >= w ? 0 : ceilDiv(w - x0, stride)))};
-}
-
-#if defined(__AVX512BW__) && defined(__AVX512VBMI__)
-/// row[x0 + i*stride] for the 64 lanes i, `zeros`' byte where that is outside [0, w): stride 1
-/// as one load masked to the row, stride 2 as two whose even bytes vpermt2b gathers, others a
-/// lane at a time. A masked lane never touches memory, so the padding needs no branch.
-__m512i gatherColumns(const uint8_t *row, int64_t x0, int64_t stride, int64_t w, __m512i zeros) {
-  if (stride == 1)
-    return _mm512_mask_loadu_epi8(zeros, laneRange(-x0, w - x0), row + x0);
-  const InsideColumns inside = insideColumns(x0, stride, w, 64);
-  __m512i v;
-  if (stride == 2) {
-    static const __m512i kEven = [] {
-      alignas(64) uint8_t index[64];
-      for (int i = 0; i < 64; ++i)
-        index[i] = static_cast<uint8_t>(2 * i);
-      return _mm512_load_si512(index);
-    }();
-    const __m512i low = _mm512_maskz_loadu_epi8(laneRange(-x0, w - x0), row + x0);
-    const __m512i high = _mm512_maskz_loadu_epi8(laneRange(-x0 - 64, w - x0 - 64), row + x0 + 64);
-    v = _mm512_permutex2var_epi8(low, kEven, high);
-  } else {
-    alignas(64) uint8_t lanes[64] = {};
-    for (int64_t i = inside.first; i < inside.last; ++i)
-      lanes[i] = row[x0 + i * stride];
-    v = _mm512_load_si512(lanes);
-  }
-  return _mm512_mask_mov_epi8(zeros, laneRange(inside.first, inside.last), v);
-}
-
 /// 64 pixels of 4 channels (a, b, c, d) as 64 x 4 bytes, pixel by pixel, the first `bytes`
 /// of them stored: bytes within each 128-bit lane, then the lanes transposed.
 void storeInterleaved(__m512i a, __m512i b, __m512i c, __m512i d, int64_t bytes, uint8_t *out) {
@@ -163,10 +123,13 @@ void storeInterleaved(__m512i a, __m512i b, __m512i c, __m512i d, int64_t bytes,
   // Lane k of q[i] holds pixels 16k + 4i .. 16k + 4i + 3.
   const __m512i q0 = _mm512_unpacklo_epi16(abLow, cdLow), q1 = _mm512_unpackhi_epi16(abLow, cdLow);
   const __m512i q2 = _mm512_unpacklo_epi16(abHigh, cdHigh), q3 = _mm512_unpackhi_epi16(abHigh, cdHigh);
-  const __m512i t0 = _mm512_shuffle_i32x4(q0, q1, 0x44), t1 = _mm512_shuffle_i32x4(q2, q3, 0x44);
-  const __m512i t2 = _mm512_shuffle_i32x4(q0, q1, 0xEE), t3 = _mm512_shuffle_i32x4(q2, q3, 0xEE);
-  const __m512i out4[4] = {_mm512_shuffle_i32x4(t0, t1, 0x88), _mm512_shuffle_i32x4(t0, t1, 0xDD),
-                           _mm512_shuffle_i32x4(t2, t3, 0x88), _mm512_shuffle_i32x4(t2, t3, 0xDD)};
+  // vpermt2q, not vshufi32x4, whose intrinsic trips GCC 12's -Wuninitialized.
+  const __m512i lanes01 = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), lanes23 = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+  const __m512i low = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), high = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+  const __m512i t0 = _mm512_permutex2var_epi64(q0, lanes01, q1), t1 = _mm512_permutex2var_epi64(q2, lanes01, q3);
+  const __m512i t2 = _mm512_permutex2var_epi64(q0, lanes23, q1), t3 = _mm512_permutex2var_epi64(q2, lanes23, q3);
+  const __m512i out4[4] = {_mm512_permutex2var_epi64(t0, low, t1), _mm512_permutex2var_epi64(t0, high, t1),
+                           _mm512_permutex2var_epi64(t2, low, t3), _mm512_permutex2var_epi64(t2, high, t3)};
   for (int i = 0; i < 4; ++i)
     _mm512_mask_storeu_epi8(out + 64 * i, laneRange(0, bytes - 64 * i), out4[i]);
 }
