@@ -353,8 +353,16 @@ void emitPoolStage(KernelEmitter &e, int stageIndex, KernelText &out) {
                       oneD ? 0 : pads[0], pads[spatial - 1], oneD ? 1 : dilations[0], dilations.back());
   text += fmt::format("  g.is_max = {}; g.count_include_pad = {};\n", isMax ? 1 : 0, countIncludePad ? 1 : 0);
   const StridedAccess &xs = stage.anchorOperands[0];
-  text += fmt::format("  g.x = (const float *){} + {};\n", e.kernelAddress(xs.buffer), xs.offset);
-  text += fmt::format("  g.y = (float *){};\n  rt->pool2d(rt, &g);\n}}", e.kernelAddress(stage.tileBuffer));
+  const DType dtype = pool.output()->dtype();
+  if (dtype == DType::F32) {
+    text += fmt::format("  g.x = (const float *){} + {};\n", e.kernelAddress(xs.buffer), xs.offset);
+    text += fmt::format("  g.y = (float *){};\n", e.kernelAddress(stage.tileBuffer));
+  } else { // u8 or s8 max pooling (needsGenericStage sends the others to loops)
+    text += fmt::format("  g.element = {};\n", dtype == DType::U8 ? "KILN_POOL_U8" : "KILN_POOL_S8");
+    text += fmt::format("  g.x_bytes = (const uint8_t *){} + {};\n", e.kernelAddress(xs.buffer), xs.offset);
+    text += fmt::format("  g.y_bytes = {};\n", e.kernelAddress(stage.tileBuffer));
+  }
+  text += "  rt->pool2d(rt, &g);\n}";
   out.body.push_back(text);
 }
 

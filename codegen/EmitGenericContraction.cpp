@@ -278,7 +278,8 @@ bool needsGenericStage(const ir::Node &node) {
   case OpKind::MatMul: return dtype != DType::F32;
   case OpKind::Conv: return dtype != DType::F32 || node.input(0)->rank() > 4;
   case OpKind::ConvTranspose: return dtype != DType::F32;
-  case OpKind::MaxPool:
+  case OpKind::MaxPool: // the runtime's pool2d takes f32, and u8 and s8 for max pooling
+    return (dtype != DType::F32 && dtype != DType::U8 && dtype != DType::I8) || node.input(0)->rank() > 4;
   case OpKind::AvgPool: return dtype != DType::F32 || node.input(0)->rank() > 4 || poolNeedsTrailingPads(node);
   case OpKind::Einsum: return true;
   default: return false;

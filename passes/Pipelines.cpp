@@ -43,6 +43,9 @@ PipelineInfo inferencePipeline() {
               // weight's into f32).
               "quantized-matmul",
               "quantized-conv",
+              // Max pools that a quantize reads pool its bytes; after quantized-conv, whose
+              // qconvs bound the pools' inputs.
+              "quantized-max-pool",
               // Shape arithmetic and constant subgraphs become data first, so that every later
               // pattern sees constants rather than computations.
               "constant-fold",

@@ -260,14 +260,22 @@ typedef struct kiln_conv2d_args {
   kiln_post_ops post; /* bias per output channel */
 } kiln_conv2d_args;
 
+/// What kiln_pool2d_args pools: f32 through x and y, or u8 or s8 (max pooling only) through
+/// x_bytes and y_bytes.
+enum kiln_pool_element { KILN_POOL_F32 = 0, KILN_POOL_U8 = 1, KILN_POOL_S8 = 2 };
+
 /// 2-D max or average pooling over NCHW f32 (pads count as -inf for max; for average they
-/// count in the divisor when count_include_pad).
+/// count in the divisor when count_include_pad), or max pooling over NCHW bytes (pads and
+/// empty windows give the type's lowest value, as -inf does in f32).
 typedef struct kiln_pool2d_args {
   int64_t n, c, h, w, oh, ow;
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w;
   int32_t is_max, count_include_pad;
   const float *x;
   float *y;
+  int32_t element; /* kiln_pool_element */
+  const void *x_bytes;
+  void *y_bytes;
 } kiln_pool2d_args;
 
 /// The weight gradient of a 2-D convolution with one group, f32, NCHW x and dy:

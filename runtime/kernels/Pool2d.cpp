@@ -1,5 +1,6 @@
-// kiln::runtime::kernels::pool2d: NCHW f32 max and average pooling. Pools with small output
-// planes run in channel blocks (Pool2dBlocks.cpp); the rest plane by plane here, parallel over
+// kiln::runtime::kernels::pool2d: NCHW f32 max and average pooling (u8 and s8 max pooling in
+// Pool2dBytes.cpp). Pools with small output planes run in channel blocks (Pool2dBlocks.cpp);
+// the rest plane by plane here, parallel over
 // (image, output row) pairs, each thread taking a run of output rows of every channel. That is
 // how the convolutions around a pool split their pixels (the GEMM driver numbers its shares
 // product by product, pixels within; Winograd splits blocks of tile rows), so each core pools
@@ -443,7 +444,9 @@ bool validPool(const kiln_pool2d_args &a) {
     return false;
   if (a.stride_h < 1 || a.stride_w < 1 || a.dilation_h < 1 || a.dilation_w < 1 || a.pad_top < 0 || a.pad_left < 0)
     return false;
-  return a.x && a.y;
+  if (a.element == KILN_POOL_U8 || a.element == KILN_POOL_S8)
+    return a.is_max && a.x_bytes && a.y_bytes;
+  return a.element == KILN_POOL_F32 && a.x && a.y;
 }
 
 } // namespace
@@ -471,6 +474,8 @@ void pool2d(const kiln_rt *rt, const kiln_pool2d_args *args) {
   const kiln_pool2d_args &a = *args;
   if (a.n * a.c == 0 || a.oh == 0 || a.ow == 0)
     return;
+  if (a.element != KILN_POOL_F32)
+    return detail::maxPoolBytes(rt, a);
   // Small planes in channel blocks, but for the plain 2 x 2 stride-2 pool, whose plane-by-plane
   // form streams at ~55 GB/s (256 channels 56x56: 0.072 ms against 0.145 in blocks).
   if (!isPlainTwoByTwo(a) && detail::channelBlockPool(a))

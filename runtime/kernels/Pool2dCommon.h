@@ -42,4 +42,7 @@ void poolPlaneByPlane(const kiln_rt *rt, const kiln_pool2d_args &args);
 bool channelBlockPool(const kiln_pool2d_args &args);
 void poolChannelBlocks(const kiln_rt *rt, const kiln_pool2d_args &args);
 
+/// Max pooling of u8 or s8 planes (Pool2dBytes.cpp). Arguments already validated, some output.
+void maxPoolBytes(const kiln_rt *rt, const kiln_pool2d_args &args);
+
 } // namespace kiln::runtime::kernels::detail

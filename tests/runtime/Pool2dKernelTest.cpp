@@ -300,3 +300,80 @@ TEST(Pool2dKernel, NaNWinsAMax) {
 }
 
 } // namespace
+
+namespace {
+
+/// A max pool of u8 or s8 planes (KILN_POOL_U8, KILN_POOL_S8) against the loops here: taps
+/// outside the input never win; a window with none inside gives the type's lowest value.
+void checkBytePool(const PoolCase &tc, bool isSigned, uint32_t seed = 1) {
+  const int64_t oh = outputSize(tc.h, tc.padTop, tc.padBottom, tc.kernelH, tc.strideH, tc.dilationH, tc.ceilMode);
+  const int64_t ow = outputSize(tc.w, tc.padLeft, tc.padRight, tc.kernelW, tc.strideW, tc.dilationW, tc.ceilMode);
+  SCOPED_TRACE(testing::Message() << (isSigned ? "s8 " : "u8 ") << tc.n << "x" << tc.c << "x" << tc.h << "x" << tc.w
+                                  << " kernel " << tc.kernelH << "x" << tc.kernelW << " stride " << tc.strideH << ","
+                                  << tc.strideW << " pads " << tc.padTop << "," << tc.padLeft << " dilation "
+                                  << tc.dilationH << "," << tc.dilationW << " threads " << tc.threads);
+  ASSERT_GE(oh, 1);
+  ASSERT_GE(ow, 1);
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> x(static_cast<size_t>(tc.n * tc.c * tc.h * tc.w));
+  for (uint8_t &v : x)
+    v = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> y(static_cast<size_t>(tc.n * tc.c * oh * ow), 0x5a);
+  kiln_pool2d_args args{};
+  args.n = tc.n, args.c = tc.c, args.h = tc.h, args.w = tc.w, args.oh = oh, args.ow = ow;
+  args.kernel_h = tc.kernelH, args.kernel_w = tc.kernelW, args.stride_h = tc.strideH, args.stride_w = tc.strideW;
+  args.pad_top = tc.padTop, args.pad_left = tc.padLeft, args.dilation_h = tc.dilationH, args.dilation_w = tc.dilationW;
+  args.is_max = 1, args.element = isSigned ? KILN_POOL_S8 : KILN_POOL_U8;
+  args.x_bytes = x.data(), args.y_bytes = y.data();
+  kiln_rt rt = makeRuntime(tc.threads);
+  kiln::runtime::kernels::pool2d(&rt, &args);
+  auto value = [&](uint8_t byte) { return isSigned ? int{static_cast<int8_t>(byte)} : int{byte}; };
+  int64_t failures = 0;
+  for (int64_t plane = 0; plane < tc.n * tc.c; ++plane)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        int best = isSigned ? -128 : 0;
+        for (int64_t r = 0; r < tc.kernelH; ++r)
+          for (int64_t s = 0; s < tc.kernelW; ++s) {
+            const int64_t ih = i * tc.strideH - tc.padTop + r * tc.dilationH;
+            const int64_t iw = j * tc.strideW - tc.padLeft + s * tc.dilationW;
+            if (ih >= 0 && ih < tc.h && iw >= 0 && iw < tc.w)
+              best = std::max(best, value(x[static_cast<size_t>((plane * tc.h + ih) * tc.w + iw)]));
+          }
+        const int got = value(y[static_cast<size_t>((plane * oh + i) * ow + j)]);
+        if (got != best && failures++ < 5)
+          ADD_FAILURE() << "y[" << plane << "][" << i << "][" << j << "] = " << got << ", expected " << best;
+      }
+  EXPECT_EQ(failures, 0);
+}
+
+} // namespace
+
+TEST(Pool2dKernel, MaxOfBytes) {
+  for (bool isSigned : {false, true}) {
+    // 2x2 stride 2 without padding (registers only): rows of one partial vector, two, and of
+    // more than 128 bytes; odd sizes whose last row and column no window reads.
+    for (int64_t width : {7, 10, 33, 130, 224})
+      checkBytePool({2, 3, width == 224 ? 6 : 9, width, 2, 2, 2, 2}, isSigned);
+    // The rows of maxima and strided gathers: ResNet's 3x3 stride-2 pad-1 at widths past 128,
+    // stride 1 and 3 (the scalar gather), dilation, a 1x4 kernel, ceil mode, padding as wide
+    // as the kernel (windows with no tap inside), two threads.
+    for (int64_t width : {5, 64, 150})
+      checkBytePool({1, 4, 11, width, 3, 3, 2, 2, 1, 1, 1, 1}, isSigned);
+    checkBytePool({1, 3, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1}, isSigned);
+    checkBytePool({1, 2, 13, 40, 2, 3, 3, 3, 0, 1, 0, 1}, isSigned);
+    PoolCase dilated{1, 2, 12, 70, 3, 2, 2, 2, 2, 1, 2, 1};
+    dilated.dilationH = 2, dilated.dilationW = 3;
+    checkBytePool(dilated, isSigned);
+    checkBytePool({2, 3, 8, 17, 1, 4, 1, 2}, isSigned);
+    PoolCase ceil{1, 3, 10, 21, 3, 3, 2, 2, 0, 0, 1, 1};
+    ceil.ceilMode = true;
+    checkBytePool(ceil, isSigned);
+    PoolCase empty{1, 2, 4, 6, 2, 2, 2, 2, 2, 2, 2, 2}; // the first and last rows and columns: padding only
+    empty.threads = 2;
+    checkBytePool(empty, isSigned);
+    PoolCase threaded{2, 8, 30, 200, 3, 3, 2, 2, 1, 1, 1, 1};
+    threaded.threads = 2;
+    checkBytePool(threaded, isSigned);
+  }
+}
