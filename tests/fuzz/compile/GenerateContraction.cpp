@@ -244,7 +244,9 @@ void emitConv(Gen &gen, OpKind op) {
 }
 
 void emitPool(Gen &gen, OpKind op) {
-  DType dtype = contractionType(gen, false);
+  // Max pools of bytes too (what quantized-max-pool makes of a quantized model's pools).
+  DType dtype = op == OpKind::MaxPool && gen.chance(25) ? (gen.chance(50) ? DType::U8 : DType::I8)
+                                                        : contractionType(gen, false);
   int64_t spatial = spatialRank(gen);
   bool maxPool = op != OpKind::AvgPool;
   Window w = randomWindow(gen, spatial, maxPool);
@@ -461,6 +463,18 @@ bool quantizedTail(Gen &gen, const GenValue &product, size_t channelDim) {
     v = gen.emit(OpKind::Relu, {v}, {}, 0, bound, -1);
   else if (activation == 2)
     v = gen.emit(OpKind::Clip, {v}, {{"min", -2.0}, {"max", 6.0}}, -2, 6, -1);
+  if (shape.size() == 4 && gen.chance(35)) {
+    // A max pool before the quantize, which quantized-max-pool moves behind it where it can
+    // bound v (a bias or residual that is a graph input leaves the f32 pool in place).
+    const int form = gen.pick(3); // 2x2 stride 2; 3x3 stride 2 pad 1; 3x3 stride 1 pad 1
+    const int64_t kernel = form == 0 ? 2 : 3, stride = form == 2 ? 1 : 2, pad = form == 0 ? 0 : 1;
+    if (shape[2] + 2 * pad >= kernel && shape[3] + 2 * pad >= kernel) {
+      ir::AttrMap attrs{{"kernel", std::vector<int64_t>{kernel, kernel}},
+                        {"strides", std::vector<int64_t>{stride, stride}},
+                        {"pads", std::vector<int64_t>{pad, pad, pad, pad}}};
+      v = gen.emit(OpKind::MaxPool, {v}, attrs, v.lo, v.hi, -1);
+    }
+  }
   const double top = std::max(1.0, std::min(bound, activation == 2 ? 6.0 : bound));
   // A power of two (which simplify-algebra turns into a product) or three quarters of one.
   const double scale = std::exp2(std::ceil(std::log2(top / 128.0)) + static_cast<double>(gen.between(-3, 1))) *
