@@ -28,7 +28,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/kernels/ByteColumns.h" // gatherColumns, insideColumns, laneRange
+#include "runtime/kernels/ByteColumns.h" // ColumnGather, insideColumns, laneRange
 #include "runtime/kernels/GemmDriver.h"  // parallelForIfWorth
 #include "runtime/kernels/GemmPack.h"   // scratch
 #include "runtime/kernels/Kernels.h"
@@ -43,7 +43,6 @@ namespace {
 
 using detail::kMaxRows;
 using detail::quadsOf;
-using detail::gatherColumns;
 using detail::InsideColumns;
 using detail::insideColumns;
 using detail::kPanelWidth;
@@ -115,9 +114,18 @@ const uint8_t *groupInput(const QConvCall &t) {
 }
 
 #if defined(__AVX512BW__) && defined(__AVX512VBMI__)
-/// 64 pixels of 4 channels (a, b, c, d) as 64 x 4 bytes, pixel by pixel, the first `bytes`
-/// of them stored: bytes within each 128-bit lane, then the lanes transposed.
-void storeInterleaved(__m512i a, __m512i b, __m512i c, __m512i d, int64_t bytes, uint8_t *out) {
+/// The byte masks of storeInterleaved's four stores for the first `bytes` of its 256.
+struct InterleavedMasks {
+  __mmask64 part[4];
+  explicit InterleavedMasks(int64_t bytes) {
+    for (int i = 0; i < 4; ++i)
+      part[i] = laneRange(0, bytes - 64 * i);
+  }
+};
+
+/// 64 pixels of 4 channels (a, b, c, d) as 64 x 4 bytes, pixel by pixel, the bytes `masks`
+/// keeps stored: bytes within each 128-bit lane, then the lanes transposed.
+void storeInterleaved(__m512i a, __m512i b, __m512i c, __m512i d, const InterleavedMasks &masks, uint8_t *out) {
   const __m512i abLow = _mm512_unpacklo_epi8(a, b), abHigh = _mm512_unpackhi_epi8(a, b);
   const __m512i cdLow = _mm512_unpacklo_epi8(c, d), cdHigh = _mm512_unpackhi_epi8(c, d);
   // Lane k of q[i] holds pixels 16k + 4i .. 16k + 4i + 3.
@@ -131,35 +139,42 @@ void storeInterleaved(__m512i a, __m512i b, __m512i c, __m512i d, int64_t bytes,
   const __m512i out4[4] = {_mm512_permutex2var_epi64(t0, low, t1), _mm512_permutex2var_epi64(t0, high, t1),
                            _mm512_permutex2var_epi64(t2, low, t3), _mm512_permutex2var_epi64(t2, high, t3)};
   for (int i = 0; i < 4; ++i)
-    _mm512_mask_storeu_epi8(out + 64 * i, laneRange(0, bytes - 64 * i), out4[i]);
+    if (masks.part[i])
+      _mm512_mask_storeu_epi8(out + 64 * i, masks.part[i], out4[i]);
 }
 #endif
 
-/// One plane row: for the ow output columns, the 4 bytes of channels 4*quad .. +3 of input row
-/// iy (of the group's input x) at columns x0 + ox*stride_w, the zero point outside the input
-/// or past the group's channels, flipped to u8.
-void planeRow(const QConvCall &t, const uint8_t *x, int64_t quad, int64_t iy, int64_t x0, uint8_t *out) {
+/// The rows of one plane: row a holds, for the ow output columns, the 4 bytes of channels
+/// 4*quad .. +3 of input row a*stride_h + rowOffset (of the group's input x) at columns x0 +
+/// ox*stride_w, the zero point outside the input or past the group's channels, flipped to u8.
+void planeRows(const QConvCall &t, const uint8_t *x, int64_t quad, int64_t rowOffset, int64_t x0, uint8_t *out) {
   const kiln_qconv2d_args &g = t.g;
-  const uint8_t *rows[4] = {}; // null: a channel past the group's, or a row of padding
-  for (int i = 0; i < 4; ++i)
-    if (4 * quad + i < t.channels && iy >= 0 && iy < g.h)
-      rows[i] = x + ((4 * quad + i) * g.h + iy) * g.w;
+  auto channelRow = [&](int i, int64_t iy) -> const uint8_t * { // null: past the channels, or padding
+    return 4 * quad + i < t.channels && iy >= 0 && iy < g.h ? x + ((4 * quad + i) * g.h + iy) * g.w : nullptr;
+  };
 #if defined(__AVX512BW__) && defined(__AVX512VBMI__)
   const __m512i zeros = _mm512_set1_epi8(static_cast<char>(t.xZeroByte)), flips = _mm512_set1_epi8(static_cast<char>(t.flip));
   for (int64_t ox0 = 0; ox0 < g.ow; ox0 += 64) {
-    const int64_t start = x0 + ox0 * g.stride_w;
-    __m512i v[4];
-    for (int i = 0; i < 4; ++i)
-      v[i] = _mm512_xor_si512(rows[i] ? gatherColumns(rows[i], start, g.stride_w, g.w, zeros) : zeros, flips);
-    storeInterleaved(v[0], v[1], v[2], v[3], 4 * (g.ow - ox0), out + 4 * ox0);
+    const detail::ColumnGather gather(x0 + ox0 * g.stride_w, g.stride_w, g.w);
+    const InterleavedMasks masks(4 * (g.ow - ox0));
+    for (int64_t a = 0; a < t.planeRows; ++a) {
+      __m512i v[4];
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t *row = channelRow(i, a * g.stride_h + rowOffset);
+        v[i] = _mm512_xor_si512(row ? gather(row, zeros) : zeros, flips);
+      }
+      storeInterleaved(v[0], v[1], v[2], v[3], masks, out + 4 * (a * g.ow + ox0));
+    }
   }
 #else
   const InsideColumns inside = insideColumns(x0, g.stride_w, g.w, g.ow);
-  for (int64_t ox = 0; ox < g.ow; ++ox)
-    for (int i = 0; i < 4; ++i) {
-      const bool read = rows[i] && ox >= inside.first && ox < inside.last;
-      out[4 * ox + i] = (read ? rows[i][x0 + ox * g.stride_w] : t.xZeroByte) ^ t.flip;
-    }
+  for (int64_t a = 0; a < t.planeRows; ++a)
+    for (int64_t ox = 0; ox < g.ow; ++ox)
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t *row = channelRow(i, a * g.stride_h + rowOffset);
+        const bool read = row && ox >= inside.first && ox < inside.last;
+        out[4 * (a * g.ow + ox) + i] = (read ? row[x0 + ox * g.stride_w] : t.xZeroByte) ^ t.flip;
+      }
 #endif
 }
 
@@ -182,7 +197,7 @@ void flatPlane(const QConvCall &t, const uint8_t *x, int64_t quad, int64_t x0, u
                  : zeros;
       v[i] = _mm512_xor_si512(v[i], flips);
     }
-    storeInterleaved(v[0], v[1], v[2], v[3], 4 * (pixels - j0), out + 4 * j0);
+    storeInterleaved(v[0], v[1], v[2], v[3], InterleavedMasks(4 * (pixels - j0)), out + 4 * j0);
   }
   const InsideColumns inside = insideColumns(x0, 1, g.w, g.ow);
   if (inside.first == 0 && inside.last == g.ow)
@@ -223,8 +238,7 @@ void planesOf(void *ctx, int64_t begin, int64_t end) {
       continue;
     }
 #endif
-    for (int64_t a = 0; a < t.planeRows; ++a)
-      planeRow(t, x, quad, a * g.stride_h + phase - g.pad_top, x0, out + a * g.ow * 4);
+    planeRows(t, x, quad, phase - g.pad_top, x0, out);
   }
 }
 
