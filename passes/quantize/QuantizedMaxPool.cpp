@@ -58,6 +58,8 @@ Node *soleQuantize(const ir::Graph &graph, const Value *pooled, std::vector<Node
 }
 
 bool rewrite(ir::Graph &graph, Node *pool, FiniteBound &bounds) {
+  if (pool->output()->dtype() != DType::F32)
+    return false;
   std::vector<Node *> reshapes;
   Node *q = soleQuantize(graph, pool->output(), reshapes);
   if (!q || !bounds.of(pool->input(0)))
@@ -82,18 +84,9 @@ class QuantizedMaxPoolPass final : public Pass {
 public:
   std::string_view name() const override { return "quantized-max-pool"; }
   bool run(ir::Graph &graph, PassContext &context) override {
-    std::vector<Node *> pools;
-    for (Node *node : graph.nodes())
-      if (node->op() == OpKind::MaxPool && node->output()->dtype() == DType::F32)
-        pools.push_back(node);
     FiniteBound bounds;
-    bool changed = false;
-    for (Node *pool : pools)
-      if (rewrite(graph, pool, bounds)) {
-        context.stats.add("max pools on int8");
-        changed = true;
-      }
-    return changed;
+    return rewriteEach(graph, context, OpKind::MaxPool, "max pools on int8",
+                       [&](ir::Graph &g, Node *pool) { return rewrite(g, pool, bounds); });
   }
 };
 

@@ -80,7 +80,7 @@ void replaceWithIntegerProduct(ir::Graph &graph, Node *product, OpKind op, const
 }
 
 bool rewriteEach(ir::Graph &graph, PassContext &context, OpKind op, const char *statistic,
-                 bool (*rewrite)(ir::Graph &, Node *)) {
+                 const std::function<bool(ir::Graph &, Node *)> &rewrite) {
   std::vector<Node *> products;
   for (Node *node : graph.nodes())
     if (node->op() == op)

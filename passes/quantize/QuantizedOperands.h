@@ -1,7 +1,9 @@
 #pragma once
-// What the quantize passes (quantized-matmul, quantized-conv) share: what they recognise in a
-// QDQ graph (values the graph fixes, the dequantized activations of a product, its int8
-// weights), the rewrite into an integer product, and the walk over the products.
+// What the quantize passes (quantized-matmul, quantized-conv, quantized-max-pool) share: what
+// they recognise in a QDQ graph (values the graph fixes, the dequantized activations of a
+// product, its int8 weights), the rewrite into an integer product, and the walk over the ops
+// they rewrite.
+#include <functional>
 #include <optional>
 
 #include "core/Tensor.h"
@@ -42,6 +44,6 @@ void replaceWithIntegerProduct(ir::Graph &graph, ir::Node *product, ir::OpKind o
 /// Calls `rewrite` on every `op` node of the graph (those there when it starts), counting each
 /// one it rewrote under `statistic`; whether it rewrote any.
 bool rewriteEach(ir::Graph &graph, PassContext &context, ir::OpKind op, const char *statistic,
-                 bool (*rewrite)(ir::Graph &, ir::Node *));
+                 const std::function<bool(ir::Graph &, ir::Node *)> &rewrite);
 
 } // namespace kiln::passes::quantize
