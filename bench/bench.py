@@ -398,7 +398,7 @@ def precision_lines(rows):
              "rows' top-1 agreement). int8: the seed quantized by `kiln-quantize` (static QDQ, min-max, calibrated on "
              "the seed's input file; MobileNetV2: the zoo's), run by kiln (int8 matmuls and convolutions on VNNI, "
              "qgemm and qconv2d, with their bias, residual, activation and requantisation applied in registers; "
-             "depthwise layers summed in int32 from the bytes) and by ORT (`ort_bench.js`) on the same file; its SNR "
+             "depthwise layers summed in int32 from the bytes; max pools on bytes) and by ORT (`ort_bench.js`) on the same file; its SNR "
              "is its output against the f32 model's, on that input.", "",
              "| workload | threads | f32 | bf16 | bf16/f32 | bf16 SNR, dB | bf16 top-1 | int8 | int8/f32 | ORT int8 | "
              "kiln/ORT int8 | int8 SNR, dB |",
