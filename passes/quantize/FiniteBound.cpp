@@ -68,7 +68,9 @@ std::optional<double> FiniteBound::bounded(const Value *v, int depth) {
   std::optional<double> bound = depth > kMaxDepth ? std::nullopt : compute(v, depth + 1);
   if (bound && !(*bound <= kLargest))
     bound = std::nullopt;
-  if (depth <= kMaxDepth) // a cut-off walk may succeed from nearer
+  // The value where the walk was cut off is not remembered (asked first, it may be proven);
+  // those above it are, unproven: sound, if weaker than a walk that started nearer.
+  if (depth <= kMaxDepth)
     known_[v] = bound;
   return bound;
 }
