@@ -448,7 +448,8 @@ bool quantizedTail(Gen &gen, const GenValue &product, size_t channelDim) {
   if (gen.chance(60)) {
     Shape biasShape(shape.size() - channelDim, 1);
     biasShape[0] = shape[channelDim];
-    GenValue bias = gen.leaf(DType::F32, biasShape, InputDomain::Kind::Signed);
+    GenValue bias = gen.chance(50) ? gen.known(DType::F32, biasShape, InputDomain::Kind::Signed)
+                                   : gen.leaf(DType::F32, biasShape, InputDomain::Kind::Signed);
     bound += bias.maxAbs();
     v = gen.emit(OpKind::Add, {v, bias}, {}, -bound, bound, -1);
   }
@@ -510,7 +511,12 @@ void emitQuantizedProduct(Gen &gen, OpKind op) {
                                InputDomain::Kind::Signed);
     GenValue scale = gen.scalarConstant(DType::F32, gen.chance(50) ? 0.25 : 0.0625);
     GenValue zero = gen.scalarConstant(dtype, static_cast<double>(gen.between(dtype == DType::U8 ? 0 : -5, 5)));
-    GenValue channels = gen.chance(60) ? gen.leaf(DType::F32, {groups * perGroupOut}, InputDomain::Kind::Positive)
+    // Known scales half the time, as a quantized model's are (quantized-max-pool bounds a
+    // product only through known scales).
+    GenValue channels = gen.chance(60) ? (gen.chance(50) ? gen.known(DType::F32, {groups * perGroupOut},
+                                                                     InputDomain::Kind::Positive)
+                                                         : gen.leaf(DType::F32, {groups * perGroupOut},
+                                                                    InputDomain::Kind::Positive))
                                        : gen.scalarConstant(DType::F32, 0.5);
     const double bound = static_cast<double>(perGroupIn * w.kernel[0] * w.kernel[1]) *
                          (std::max(std::fabs(x.lo), std::fabs(x.hi)) + 128.0) * 128.0 * std::max(1.0, channels.maxAbs());
