@@ -111,6 +111,41 @@ Value *divPowerOfTwo(Builder &b, Node *n) {
   return keepType(b, binary(b, OpKind::Mul, n->input(0), b.scalar(dtype, reciprocal)), n);
 }
 
+/// The one value of a constant or an initialised parameter holding a single element.
+std::optional<double> singleValue(const Value *v) {
+  const Node *node = v->producer();
+  if (!node || (node->op() != OpKind::Constant && node->op() != OpKind::Param) || v->type().numElements() != 1)
+    return std::nullopt;
+  const Tensor &value = node->attrTensor("value");
+  return value.defined() && value.numElements() == 1 ? std::optional<double>(value.getDouble(0)) : std::nullopt;
+}
+
+/// Whether a and b are one value: the same, or single known values that are equal.
+bool sameSingle(const Value *a, const Value *b) {
+  if (a == b)
+    return a->type().numElements() == 1;
+  const std::optional<double> x = singleValue(a), y = singleValue(b);
+  return x && y && *x == *y && a->dtype() == b->dtype();
+}
+
+/// quantize_linear(dequantize_linear(q, s, z), s, z) is q, of q's type, with one scale s and
+/// one zero point z: (q - z) * s is within 2^-24 relative of the exact product, the division
+/// by s within 2^-23 of q - z, at most 255 in magnitude, so the rounding gives q - z back.
+/// Only where s is a known positive normal float whose 255-fold stays finite (an overflowed
+/// product saturates; subnormal scales are left alone too, to keep the argument simple): ONNX
+/// Runtime's QDQ models wrap pools and reshapes so, and quantized-max-pool leaves such a pair
+/// in front of a byte pool.
+Value *quantizeOfDequantize(Builder &, Node *n) {
+  Node *dq = producerIf(n->input(0), OpKind::DequantizeLinear);
+  if (!dq || dq->input(0)->type() != n->output()->type() || !sameSingle(dq->input(1), n->input(1)) ||
+      !sameSingle(dq->input(2), n->input(2)))
+    return nullptr;
+  const std::optional<double> scale = singleValue(n->input(1));
+  const bool normal = scale && std::isnormal(static_cast<float>(*scale)) &&
+                      std::isfinite(static_cast<float>(std::fabs(*scale) * 255.0)) && *scale > 0;
+  return normal ? dq->input(0) : nullptr;
+}
+
 // ---- unary pairs and powers -------------------------------------------------------------------
 
 Value *negNeg(Builder &, Node *n) {
@@ -201,6 +236,7 @@ const std::vector<Rule> &rules() {
       {"mul-minus-one", {OpKind::Mul}, mulMinusOne},
       {"div-one", {OpKind::Div}, divOne},
       {"div-power-of-two", {OpKind::Div}, divPowerOfTwo},
+      {"quantize-of-dequantize", {OpKind::QuantizeLinear}, quantizeOfDequantize},
       {"pow-one", {OpKind::Pow}, powOne},
       {"pow-two", {OpKind::Pow}, powTwo},
       {"pow-half", {OpKind::Pow}, powHalf},

@@ -1,7 +1,8 @@
 #pragma once
 // simplify-algebra: local algebraic identities (x+0, x*1, neg(neg(x)), permute of permute,
-// reshape chains, no-op broadcasts, casts and slices, and the scale and power idioms of
-// PyTorch exports), applied from a table of named rules to a fixed point in one run.
+// reshape chains, no-op broadcasts, casts and slices, the scale and power idioms of PyTorch
+// exports, and a quantize of a dequantize with the same known scale), applied from a table of
+// named rules to a fixed point in one run.
 //
 // Before: a verified graph. After: a verified graph whose outputs keep their types and their
 // values. "Values" means bit for bit, with three stated exceptions, each taken on purpose and

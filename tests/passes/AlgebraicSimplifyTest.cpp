@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <random>
 
+#include "ir/Evaluator.h"
 #include "ir/Verifier.h"
 #include "passes/simplify/AlgebraicSimplify.h"
 #include "tests/passes/PassTestUtil.h"
@@ -649,3 +652,77 @@ TEST(AlgebraicSimplifyMatMul, SharedProductsAndOtherPermutesStay) {
 
 } // namespace
 } // namespace kiln
+
+namespace {
+
+/// quantize_linear(dequantize_linear(q, s, z), s, z) on the reference evaluator, for every byte.
+std::vector<double> requantizedBytes(kiln::DType dtype, float scale, double zero) {
+  using kiln::ir::OpKind;
+  kiln::Tensor q(dtype, {256});
+  for (int64_t i = 0; i < 256; ++i)
+    q.setDouble(i, static_cast<double>(dtype == kiln::DType::U8 ? i : i - 128));
+  const kiln::Tensor s = kiln::Tensor::scalar(kiln::DType::F32, scale), z = kiln::Tensor::scalar(dtype, zero);
+  const kiln::Tensor d = kiln::ir::evaluateOp(OpKind::DequantizeLinear, {q, s, z}, {}, {{kiln::DType::F32, {256}}})[0];
+  const kiln::Tensor back = kiln::ir::evaluateOp(OpKind::QuantizeLinear, {d, s, z}, {}, {{dtype, {256}}})[0];
+  std::vector<double> values;
+  for (int64_t i = 0; i < 256; ++i)
+    values.push_back(back.getDouble(i) - q.getDouble(i));
+  return values;
+}
+
+} // namespace
+
+TEST(AlgebraicSimplify, QuantizeOfDequantizeIsTheBytesForNormalScales) {
+  // The rule's ground: for every byte, zero point and normal scale whose 255-fold is finite,
+  // the pair gives the byte back exactly on the reference evaluator (scales log-uniform over
+  // f32's normal range, and the range's ends).
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> exponent(-125.0f, 119.0f);
+  std::vector<float> scales = {std::numeric_limits<float>::min(), std::numeric_limits<float>::max() / 256.0f, 1.0f};
+  for (int i = 0; i < 150; ++i)
+    scales.push_back(std::exp2(exponent(rng)) * (1.0f + static_cast<float>(rng() % 1000) / 1000.0f));
+  for (float scale : scales)
+    for (kiln::DType dtype : {kiln::DType::U8, kiln::DType::I8}) {
+      const double zero = dtype == kiln::DType::U8 ? static_cast<double>(rng() % 256) : static_cast<double>(rng() % 256) - 128;
+      for (double difference : requantizedBytes(dtype, scale, zero))
+        ASSERT_EQ(difference, 0.0) << "scale " << scale << " zero " << zero;
+    }
+  // A scale whose 255-fold overflows loses the bytes (q - z = 2 dequantizes to inf, which
+  // saturates): the rule leaves such scales alone.
+  bool lost = false;
+  for (double difference : requantizedBytes(kiln::DType::U8, 3e38f, 0))
+    lost = lost || difference != 0.0;
+  EXPECT_TRUE(lost);
+}
+
+TEST(AlgebraicSimplify, QuantizeOfDequantizeFoldsOnlyOneKnownNormalScale) {
+  kiln::passes::PassContext context;
+  auto graph = kiln::test::parseKir(R"(
+graph @g(%q: u8[4], %r: i8[4]) -> (u8[4], u8[4], u8[4], u8[4], i8[4]) {
+  %s = constant tensor<f32[]>[0.0173] : f32[]
+  %z = constant tensor<u8[]>[119] : u8[]
+  %sp = param "sp" {value = tensor<f32[]>[0.0173]} : f32[]
+  %s2 = constant tensor<f32[]>[0.0174] : f32[]
+  %tiny = constant tensor<f32[]>[1e-40] : f32[]
+  %zi = constant tensor<i8[]>[-3] : i8[]
+  %d = dequantize_linear(%q, %s, %z) : f32[4]
+  %same = quantize_linear(%d, %s, %z) : u8[4]
+  %viaParam = quantize_linear(%d, %sp, %z) : u8[4]
+  %other = quantize_linear(%d, %s2, %z) : u8[4]
+  %dt = dequantize_linear(%q, %tiny, %z) : f32[4]
+  %subnormal = quantize_linear(%dt, %tiny, %z) : u8[4]
+  %di = dequantize_linear(%r, %s, %zi) : f32[4]
+  %signed = quantize_linear(%di, %s, %zi) : i8[4]
+  return %same, %viaParam, %other, %subnormal, %signed
+}
+)");
+  ASSERT_TRUE(graph);
+  auto pass = kiln::passes::createAlgebraicSimplifyPass();
+  pass->run(*graph, context);
+  const std::vector<kiln::ir::Value *> outputs = graph->outputs();
+  EXPECT_EQ(outputs[0], graph->inputs()[0]);
+  EXPECT_EQ(outputs[1], graph->inputs()[0]); // the scale a parameter with the same value
+  EXPECT_NE(outputs[2], graph->inputs()[0]); // another scale
+  EXPECT_NE(outputs[3], graph->inputs()[0]); // a subnormal scale
+  EXPECT_EQ(outputs[4], graph->inputs()[1]);
+}
