@@ -108,12 +108,12 @@ void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
   const std::vector<int64_t> strides = ir::ops::perSpatialDim(node.attrs(), "strides", 2, 1, 1);
   const std::vector<int64_t> dilations = ir::ops::perSpatialDim(node.attrs(), "dilations", 2, 1, 1);
   const std::vector<int64_t> pads = ir::ops::spatialPads(node.attrs(), 2);
-  const int64_t ow = y[3];
   const std::string epilogue =
       epilogueArguments(e, stageIndex, 1, [&] { return emitChannelPlaneEpilogue(e, stageIndex, out, y); });
+  // The call's geometry, which the kernel's route (and so the weights' packed order) depends on.
   kiln_qconv2d_args shape{};
   shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3], shape.k = w[0], shape.r = w[2], shape.s = w[3];
-  shape.oh = y[2], shape.ow = ow, shape.stride_h = strides[0], shape.stride_w = strides[1];
+  shape.oh = y[2], shape.ow = y[3], shape.stride_h = strides[0], shape.stride_w = strides[1];
   shape.pad_top = pads[0], shape.pad_left = pads[1], shape.dilation_h = dilations[0];
   shape.dilation_w = dilations[1], shape.groups = node.attrInt("groups");
   const bool channelQuads = runtime::kernels::qconvChannelQuadRows(shape);
@@ -123,12 +123,13 @@ void emitQConv(KernelEmitter &e, int stageIndex, KernelText &out) {
                                   KILN_PACK_QCONV_WEIGHTS, w[0], w[1], w[2] * w[3], channelQuads ? 1 : 0});
   const bool xSigned = node.input(0)->dtype() == DType::I8;
   std::string text = "{\n  kiln_qconv2d_args g;\n  memset(&g, 0, sizeof g);\n";
-  text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", x[0], x[1], x[2], x[3]);
-  text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", w[0], w[2], w[3], y[2], ow);
-  text += fmt::format("  g.stride_h = {}; g.stride_w = {}; g.pad_top = {}; g.pad_left = {};\n", strides[0], strides[1],
-                      pads[0], pads[1]);
-  text += fmt::format("  g.dilation_h = {}; g.dilation_w = {}; g.groups = {};\n", dilations[0], dilations[1],
-                      node.attrInt("groups"));
+  text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", shape.n, shape.c, shape.h, shape.w);
+  text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", shape.k, shape.r, shape.s, shape.oh,
+                      shape.ow);
+  text += fmt::format("  g.stride_h = {}; g.stride_w = {}; g.pad_top = {}; g.pad_left = {};\n", shape.stride_h,
+                      shape.stride_w, shape.pad_top, shape.pad_left);
+  text += fmt::format("  g.dilation_h = {}; g.dilation_w = {}; g.groups = {};\n", shape.dilation_h, shape.dilation_w,
+                      shape.groups);
   text += fmt::format("  g.x = {}; g.x_signed = {};\n", address(0), xSigned ? 1 : 0);
   text += fmt::format("  g.x_scale = *(const float *)({});\n", address(2));
   text += fmt::format("  g.x_zero = (int32_t)*(const {} *)({});\n", xSigned ? "int8_t" : "uint8_t", address(3));
