@@ -334,10 +334,24 @@ void qconvThroughFloats(const kiln_rt *rt, const kiln_qconv2d_args &g, int64_t t
 
 } // namespace
 
-bool qconvChannelQuadRows(const kiln_qconv2d_args &g) {
-  return !detail::qconvDepthwiseBytesShape(g) && !detail::qconvDepthwiseShape(g) &&
-         !(g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(g.c / g.groups * g.r * g.s));
+namespace {
+
+/// Which kernel a call runs on (see the top of the file); only Products reads channel quads.
+enum class Route { DepthwiseBytes, Depthwise, ThroughFloats, Products };
+
+Route routeOf(const kiln_qconv2d_args &g) {
+  if (detail::qconvDepthwiseBytesShape(g))
+    return Route::DepthwiseBytes;
+  if (detail::qconvDepthwiseShape(g))
+    return Route::Depthwise;
+  if (g.k / g.groups < kMinGroupRows && detail::sumsExactInF32(g.c / g.groups * g.r * g.s))
+    return Route::ThroughFloats;
+  return Route::Products;
 }
+
+} // namespace
+
+bool qconvChannelQuadRows(const kiln_qconv2d_args &g) { return routeOf(g) == Route::Products; }
 
 int64_t qconvPackedBytes(int64_t k, int64_t channels, int64_t spatial, bool channelQuads) {
   return k * (RowOrder{channelQuads, channels, spatial}.rowBytes() + static_cast<int64_t>(sizeof(int32_t)));
@@ -359,7 +373,8 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
   const int64_t channels = g.c / g.groups, spatial = g.r * g.s, taps = channels * spatial, pixels = g.oh * g.ow;
   // The weights in the order this call's route reads (qconvChannelQuadRows), packed here into
   // the calling thread's scratch, which the workers only read, unless they came so.
-  const bool channelQuads = qconvChannelQuadRows(g);
+  const Route route = routeOf(g);
+  const bool channelQuads = route == Route::Products;
   const RowOrder order{channelQuads, channels, spatial};
   const int8_t *weights = g.weights;
   if (g.weights_packed != (channelQuads ? 2 : 1)) {
@@ -370,8 +385,7 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     weights = packed;
   }
   const int64_t quads = order.rowBytes() / 4;
-  const bool bytes = detail::qconvDepthwiseBytesShape(g), depthwise = !bytes && detail::qconvDepthwiseShape(g);
-  if (bytes && !g.epilogue) { // it finishes its outputs itself, in registers
+  if (route == Route::DepthwiseBytes && !g.epilogue) { // it finishes its outputs itself, in registers
     detail::qconvDepthwiseBytes(rt, g, weights, 4 * quads);
     return;
   }
@@ -388,9 +402,9 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     } else {
       detail::wrapPostOps(f.post, true, f.epilogue, f.epilogue_ctx, postOps);
     }
-    if (bytes)
+    if (route == Route::DepthwiseBytes)
       detail::qconvDepthwiseBytes(rt, f, weights, 4 * quads);
-    else if (depthwise)
+    else if (route == Route::Depthwise)
       detail::qconvDepthwise(rt, f, weights, 4 * quads);
     else
       qconvThroughFloats(rt, f, taps, weights, 4 * quads);
