@@ -72,10 +72,6 @@ private:
   __mmask64 low_, high_, inside_ = 0;
 };
 
-/// ColumnGather for one row.
-inline __m512i gatherColumns(const uint8_t *row, int64_t x0, int64_t stride, int64_t w, __m512i outside) {
-  return ColumnGather(x0, stride, w)(row, outside);
-}
 #endif
 
 } // namespace kiln::runtime::kernels::detail

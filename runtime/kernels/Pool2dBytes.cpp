@@ -6,7 +6,8 @@
 //
 // Per output row, separably: the maxima of the window's input rows, 64 columns a vector, then
 // across each output's columns, 64 outputs a vector, each tap a strided gather of that row of
-// maxima (ByteColumns.h). Parallel over (plane, output row).
+// maxima (ByteColumns.h, its masks worked out once per call). Parallel over (plane, output
+// row).
 #include <vector>
 
 #include "runtime/kernels/ByteColumns.h"
@@ -66,6 +67,14 @@ template <bool Signed> void maxPoolRows(void *ctx, int64_t begin, int64_t end) {
 #endif
   static thread_local std::vector<uint8_t> maxima;
   maxima.resize(static_cast<size_t>(a.w));
+#if defined(__AVX512BW__) && defined(__AVX512VBMI__)
+  // The gathers across the window's columns, per block of 64 outputs and kernel column: the
+  // same for every row.
+  std::vector<ColumnGather> gathers;
+  for (int64_t ox0 = 0; ox0 < a.ow; ox0 += 64)
+    for (int64_t kx = 0; kx < a.kernel_w; ++kx)
+      gathers.emplace_back(ox0 * a.stride_w + kx * a.dilation_w - a.pad_left, a.stride_w, a.w);
+#endif
   for (int64_t unit = begin; unit < end; ++unit) {
     const int64_t plane = unit / a.oh, oy = unit % a.oh;
     const uint8_t *in = static_cast<const uint8_t *>(a.x_bytes) + plane * a.h * a.w;
@@ -101,10 +110,11 @@ template <bool Signed> void maxPoolRows(void *ctx, int64_t begin, int64_t end) {
     // Across the window's columns.
 #if defined(__AVX512BW__) && defined(__AVX512VBMI__)
     const __m512i lowest = _mm512_set1_epi8(static_cast<char>(B::kLowest));
+    const ColumnGather *gather = gathers.data();
     for (int64_t ox0 = 0; ox0 < a.ow; ox0 += 64) {
       __m512i v = lowest;
       for (int64_t kx = 0; kx < a.kernel_w; ++kx)
-        v = B::max(v, gatherColumns(row, ox0 * a.stride_w + kx * a.dilation_w - a.pad_left, a.stride_w, a.w, lowest));
+        v = B::max(v, (*gather++)(row, lowest));
       _mm512_mask_storeu_epi8(out + ox0, laneRange(0, a.ow - ox0), v);
     }
 #else
