@@ -244,11 +244,10 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   // transformed once at load rather than on every call (ResNet-50's 3x3 256-channel layers
   // spent ~0.25 ms of ~1.5 on it at one thread).
   const KernelBuffer &weightBuffer = e.plan().buffers.at(static_cast<size_t>(ws.buffer));
-  // The transform reads the buffer as plain w[k][c][3][3]: the convolution must read it so.
-  const std::vector<int64_t> plainStrides{w[1] * 9, 9, 3, 1};
-  const bool storableWeights = !oneD && ws.offset == 0 && ws.strides == plainStrides &&
-                               e.isSoleWeightOperand(ws.buffer) && weightReadOnlyBy(conv) &&
-                               weightBuffer.type.numElements() == w[0] * w[1] * 9;
+  // Every packing at load reads the buffer as plain w[k][c][r][s]: the convolution must read it
+  // so (a 1 x 1 kernel's taps step by anything), and nothing else may read it.
+  const bool storableWeights = !oneD && ws.offset == 0 && ws.rowMajor(w) && e.isSoleWeightOperand(ws.buffer) &&
+                               weightReadOnlyBy(conv) && weightBuffer.type.numElements() == numElements(w);
   const int winogradTile = e.exactConvolutions() ? 0 : runtime::kernels::convWinogradTile(shape, storableWeights);
   const bool winogradWeights = storableWeights && winogradTile != 0;
   // In bf16, F(2x2, 3x3)'s transformed weights are stored in bf16 too, and its products are
@@ -264,24 +263,19 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   // padding): laid out tap-major once at load, not gathered from w[k][c][r][s] on every call
   // (DeepLabV3's ASPP: ~0.3 ms per layer, a tenth of it).
   shape.exact = e.exactConvolutions();
-  const std::vector<int64_t> plainConvStrides{w[1] * shape.r * shape.s, shape.r * shape.s, shape.s, 1};
-  const bool tapMajorWeights = !oneD && !winogradWeights && ws.offset == 0 && ws.strides == plainConvStrides &&
-                               e.isSoleWeightOperand(ws.buffer) && weightReadOnlyBy(conv) &&
-                               weightBuffer.type.numElements() == w[0] * w[1] * shape.r * shape.s &&
-                               runtime::kernels::convSparseTaps(shape);
+  const bool tapMajorWeights = storableWeights && !winogradWeights && runtime::kernels::convSparseTaps(shape);
   if (tapMajorWeights)
     out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_TAP_MAJOR, w[0], w[1], shape.r, shape.s});
-  // In bf16, weights of a convolution the runtime computes as a GEMM are stored as bf16 rows
+  // In bf16, weights of a convolution the runtime computes as a GEMM are stored as bf16 panels
   // at load: no call rounds them again (ResNet-50's 1x1 layers on 7x7 maps spent ~a quarter of
   // their time on it).
   if (bf16)
     shape.precision = KILN_PRECISION_BF16;
-  const bool bf16Rows = !oneD && !winogradWeights && !tapMajorWeights && ws.offset == 0 &&
-                        ws.strides == plainConvStrides && e.isSoleWeightOperand(ws.buffer) && weightReadOnlyBy(conv) &&
-                        weightBuffer.type.numElements() == w[0] * w[1] * shape.r * shape.s &&
-                        runtime::kernels::convBf16Rows(shape);
-  if (bf16Rows)
-    out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_BF16_ROWS, w[0], w[1] * shape.r * shape.s, 0, 0});
+  const bool bf16Panels =
+      storableWeights && !winogradWeights && !tapMajorWeights && runtime::kernels::convBf16Panels(shape);
+  if (bf16Panels)
+    out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_BF16_PANELS, w[0], w[1] * shape.r * shape.s,
+                                  shape.groups, 0});
   std::string text = "{\n  kiln_conv2d_args g;\n  memset(&g, 0, sizeof g);\n";
   text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", shape.n, shape.c, shape.h, shape.w);
   text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", shape.k, shape.r, shape.s, shape.oh,
@@ -298,8 +292,8 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
                         bf16Winograd ? "_BF16" : "");
   if (tapMajorWeights)
     text += "  g.weights_layout = KILN_CONV_WEIGHTS_TAP_MAJOR;\n";
-  if (bf16Rows)
-    text += "  g.weights_layout = KILN_CONV_WEIGHTS_BF16_ROWS;\n";
+  if (bf16Panels)
+    text += "  g.weights_layout = KILN_CONV_WEIGHTS_BF16_PANELS;\n";
   if (e.exactConvolutions())
     text += "  g.exact = 1;\n";
   else if (e.precision() == ContractionPrecision::Bf16)

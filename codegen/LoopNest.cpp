@@ -163,6 +163,16 @@ std::optional<std::vector<Index>> operandCoords(IndexArena &arena, const ir::Nod
   }
 }
 
+bool StridedAccess::rowMajor(const Shape &shape) const {
+  const std::vector<int64_t> expected = contiguousStrides(shape);
+  if (strides.size() != expected.size())
+    return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] > 1 && strides[d] != expected[d])
+      return false;
+  return true;
+}
+
 std::optional<StridedAccess> stridedAccess(const KernelPlan &plan, int stage, const ir::Value &value) {
   IndexArena arena;
   std::vector<Index> coords;

@@ -135,6 +135,10 @@ struct StridedAccess {
   int buffer = 0;
   int64_t offset = 0;
   std::vector<int64_t> strides;
+
+  /// Whether the view reads a tensor of `shape` row-major (offset aside). A dimension of
+  /// size 1 is never stepped, so its stride (often 0) does not matter.
+  bool rowMajor(const Shape &shape) const;
 };
 
 struct Stage {

@@ -187,7 +187,7 @@ private:
   StridedAccess operandAccess(const ir::Value &value, bool gemm) {
     int stage = static_cast<int>(plan_.stages.size());
     std::optional<StridedAccess> access = stridedAccess(plan_, stage, value);
-    if (access && (gemm ? gemmLayoutOk(value.shape(), access->strides) : isContiguous(value.shape(), *access)))
+    if (access && (gemm ? gemmLayoutOk(value.shape(), access->strides) : access->rowMajor(value.shape())))
       return *access;
     int temp = addTemp(value.type());
     Stage copy;
@@ -200,14 +200,6 @@ private:
     contiguous.buffer = temp;
     contiguous.strides = contiguousStrides(value.shape());
     return contiguous;
-  }
-
-  static bool isContiguous(const Shape &shape, const StridedAccess &access) {
-    std::vector<int64_t> expected = contiguousStrides(shape);
-    for (size_t d = 0; d < shape.size(); ++d)
-      if (shape[d] > 1 && access.strides[d] != expected[d])
-        return false;
-    return true;
   }
 
   // A matrix [rows, cols] (the last two dims; a vector is one row) is usable when either

@@ -346,10 +346,14 @@ void Executable::Impl::packWeights() {
       packed = Tensor(spec.type);
       kernels::packConvTapMajor(plain, packing.k, packing.n, packing.stride_k, packing.stride_n,
                                 static_cast<float *>(packed.data()));
-    } else if (packing.kind == KILN_PACK_CONV_BF16_ROWS) {
-      checkRows(DType::F32, "bf16 convolution rows");
-      packed = Tensor(DType::BF16, {packing.k * kernels::convBf16RowWidth(packing.n)});
-      kernels::packConvBf16Rows(plain, packing.k, packing.n, static_cast<uint16_t *>(packed.data()));
+    } else if (packing.kind == KILN_PACK_CONV_BF16_PANELS) {
+      checkRows(DType::F32, "bf16 convolution panels");
+      const int64_t groups = packing.stride_k;
+      if (groups < 1 || packing.k % groups != 0)
+        fail("{}: weight packing {} (bf16 convolution panels, {} x {}) has {} groups, not a divisor of {}", what, p,
+             packing.k, packing.n, groups, packing.k);
+      packed = Tensor(DType::BF16, {kernels::convBf16PanelElements(packing.k, packing.n, groups)});
+      kernels::packConvBf16Panels(plain, packing.k, packing.n, groups, static_cast<uint16_t *>(packed.data()));
     } else if (packing.kind == KILN_PACK_QGEMM_B) {
       checkMatrix(DType::I8, 1, "int8 GEMM, ");
       packed = Tensor(DType::I8, {kernels::qgemmPackedBytes(packing.k, packing.n)});

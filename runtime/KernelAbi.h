@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 14
+#define KILN_ABI_VERSION 15
 
 typedef struct kiln_rt kiln_rt;
 
@@ -222,11 +222,11 @@ enum kiln_conv_weights_layout {
   /// multiplies them; transformed so at load for one-group convolutions that only one kernel
   /// reads.
   KILN_CONV_WEIGHTS_TAP_MAJOR = 3,
-  /// bf16 patterns (uint16), one row per output channel: w16[o*D2 + d] = bf16(w[o][d]) for the
-  /// D = c/groups*r*s weights of output channel o, D2 = D rounded up to even (a zero last).
-  /// For the convolutions conv2d computes as GEMMs in bf16 (kiln::runtime::kernels::
-  /// convBf16Rows); stored so at load for weights only that kernel reads.
-  KILN_CONV_WEIGHTS_BF16_ROWS = 4,
+  /// bf16 patterns (uint16) of w[o][d], the D = c/groups*r*s weights of each output channel
+  /// o, each group's output channels as the GEMM driver's row panels (kiln::runtime::kernels::
+  /// packConvBf16Panels). For the convolutions conv2d computes as GEMMs in bf16 (kiln::
+  /// runtime::kernels::convBf16Panels); stored so at load for weights only that kernel reads.
+  KILN_CONV_WEIGHTS_BF16_PANELS = 4,
   /// WINOGRAD_F2's transform as bf16 patterns (uint16), for the same convolutions in bf16
   /// (precision KILN_PRECISION_BF16, not exact): each of the 16 points' K x C matrices as rows
   /// of C rounded up to even (kiln::runtime::kernels::packWinogradWeightsBf16). F(4x4, 3x3)
@@ -423,9 +423,9 @@ enum kiln_weight_packing_kind {
   /// gemm's KILN_GEMM_B_PAIR_PANELS_BF16 (a bf16 weight of ceil(k/2)*2*n elements), from
   /// plain[i*stride_k + j*stride_n] as for KILN_PACK_GEMM_B_PANELS.
   KILN_PACK_GEMM_B_PAIR_PANELS_BF16 = 5,
-  /// conv2d's KILN_CONV_WEIGHTS_BF16_ROWS, from plain weights of k output channels of n
-  /// (= c/groups*r*s) weights each (the strides are unused).
-  KILN_PACK_CONV_BF16_ROWS = 6,
+  /// conv2d's KILN_CONV_WEIGHTS_BF16_PANELS, from plain weights of k output channels of n
+  /// (= c/groups*r*s) weights each, in stride_k groups (stride_n is unused).
+  KILN_PACK_CONV_BF16_PANELS = 6,
   /// conv2d's KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16, from plain w[k][n][3][3].
   KILN_PACK_CONV_WINOGRAD_F2_BF16 = 7,
   /// qgemm's prepacked B, from an s8 weight plain[i*stride_k + j*stride_n], k x n

@@ -41,8 +41,8 @@ bool validConv(const kiln_conv2d_args &a) {
   if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) {
     if (!sparseTapConvShape(a))
       return false;
-  } else if (a.weights_layout == KILN_CONV_WEIGHTS_BF16_ROWS) {
-    if (!convBf16Rows(a))
+  } else if (a.weights_layout == KILN_CONV_WEIGHTS_BF16_PANELS) {
+    if (!convBf16Panels(a))
       return false;
   } else if (a.weights_layout != KILN_CONV_WEIGHTS_PLAIN &&
              (a.exact || !winogradTileOfLayout(a.weights_layout) || !winogradShape(a))) {
@@ -293,12 +293,12 @@ const float *paddedImage(const kiln_conv2d_args &a, const PaddedInput &padded, u
 
 class ConvProducts final : public detail::ProductSet {
 public:
-  // Weights stored as bf16 rows are read as A where they lie: never swapped.
+  // Weights stored as bf16 panels are read as A where they lie: never swapped.
   // `deferredCall` != 0: padded has the geometry only, and each product pads its image
   // (paddedImage).
   ConvProducts(const kiln_conv2d_args &a, const PaddedInput &padded, bool pointwise, uint64_t deferredCall = 0)
       : ProductSet(a.n * a.groups, a.k / a.groups, a.oh * a.ow, a.c / a.groups * a.r * a.s,
-                   a.weights_layout != KILN_CONV_WEIGHTS_BF16_ROWS &&
+                   a.weights_layout != KILN_CONV_WEIGHTS_BF16_PANELS &&
                        withSources(a, padded, pointwise, 0, padded.data,
                                    [&](const detail::PanelSource &weights, const detail::PanelSource &pixels) {
                                      return detail::chooseSwap(a.k / a.groups, a.oh * a.ow, weights, pixels);
@@ -326,9 +326,9 @@ public:
                   product.packedB = packedB;
                   product.accumulate = a_.accumulate != 0;
                   product.post = detail::hasPostOps(a_.post) ? &a_.post : nullptr;
-                  if (a_.weights_layout == KILN_CONV_WEIGHTS_BF16_ROWS) { // convBf16Rows
-                    product.bf16A = reinterpret_cast<const uint16_t *>(a_.weights) + group * m * convBf16RowWidth(k);
-                    product.bf16Lda = convBf16RowWidth(k);
+                  if (a_.weights_layout == KILN_CONV_WEIGHTS_BF16_PANELS) { // convBf16Panels
+                    product.bf16A =
+                        reinterpret_cast<const uint16_t *>(a_.weights) + group * detail::bf16PanelElements(m, k);
                   }
                   product.bf16 = product.bf16A ||
                                  (a_.precision == KILN_PRECISION_BF16 && !a_.exact && detail::bf16Pays(m, n));
@@ -368,7 +368,7 @@ namespace {
 enum class ConvPath { Pointwise, SparseTaps, Winograd, ShiftedRows, ChannelBlocks, PhasePlanes, Depthwise, Grouped, Direct, Im2colGemm };
 
 /// conv2d's choice for these shapes and weights layout (its one decision, which the gates
-/// codegen asks, convSparseTaps and convBf16Rows, read with plain weights). `tile` gets the
+/// codegen asks, convSparseTaps and convBf16Panels, read with plain weights). `tile` gets the
 /// Winograd tile.
 ConvPath convPath(const kiln_conv2d_args &a, int &tile) {
   if (detail::pointwiseConv(a))
@@ -408,23 +408,21 @@ ConvPath plainWeightsPath(kiln_conv2d_args a) {
 
 bool convSparseTaps(const kiln_conv2d_args &a) { return plainWeightsPath(a) == ConvPath::SparseTaps; }
 
-bool convBf16Rows(const kiln_conv2d_args &a) {
+bool convBf16Panels(const kiln_conv2d_args &a) {
   if (a.precision != KILN_PRECISION_BF16 || a.exact)
     return false;
   const ConvPath path = plainWeightsPath(a);
   return path == ConvPath::Pointwise || path == ConvPath::Im2colGemm;
 }
 
-int64_t convBf16RowWidth(int64_t depth) { return (depth + 1) / 2 * 2; }
+int64_t convBf16PanelElements(int64_t rows, int64_t depth, int64_t groups) {
+  return groups * detail::bf16PanelElements(rows / groups, depth);
+}
 
-void packConvBf16Rows(const float *weights, int64_t rows, int64_t depth, uint16_t *dst) {
-  const int64_t width = convBf16RowWidth(depth);
-  for (int64_t o = 0; o < rows; ++o) {
-    for (int64_t d = 0; d < depth; ++d)
-      dst[o * width + d] = detail::toBf16(weights[o * depth + d]);
-    if (width > depth)
-      dst[o * width + depth] = 0;
-  }
+void packConvBf16Panels(const float *weights, int64_t rows, int64_t depth, int64_t groups, uint16_t *dst) {
+  const int64_t perGroup = rows / groups, groupElements = detail::bf16PanelElements(perGroup, depth);
+  for (int64_t g = 0; g < groups; ++g)
+    detail::packBf16Panels(weights + g * perGroup * depth, depth, perGroup, depth, dst + g * groupElements);
 }
 
 namespace {

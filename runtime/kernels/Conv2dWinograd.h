@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "runtime/KernelAbi.h"
+#include "runtime/kernels/GemmDriver.h" // bf16PanelElements
 
 namespace kiln::runtime::kernels::detail::winograd {
 
@@ -35,8 +36,8 @@ inline int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 /// planes the weight transform writes at once (1 MiB apart for 512 x 512) do not all map to
 /// the same cache sets.
 inline int64_t uPlaneOf(int64_t k, int64_t c) { return roundUp(k * c, 16) + 64; }
-/// The same in bf16 (KILN_CONV_WEIGHTS_WINOGRAD_F*_BF16): K rows of C rounded up to even.
-inline int64_t uPlaneBf16Of(int64_t k, int64_t c) { return roundUp(k * roundUp(c, 2), 32) + 64; }
+/// The same in bf16 (KILN_CONV_WEIGHTS_WINOGRAD_F*_BF16): K x C as the GEMM driver's row panels.
+inline int64_t uPlaneBf16Of(int64_t k, int64_t c) { return roundUp(bf16PanelElements(k, c), 32) + 64; }
 
 /// The shape of one call: tiles, blocks and buffer sizes. A block is either a range of tile
 /// rows of one image or, for small images, several whole images.

@@ -72,7 +72,6 @@ void multiplyBlock(const Plan &p, const Block &b, int64_t xi0, int64_t xi1, int6
     product.ldc = b.tiles;
     if (p.u16) { // U stored in bf16 at load: the products are bf16's
       product.bf16A = p.u16 + xi * uPlaneBf16Of(a.k, a.c);
-      product.bf16Lda = roundUp(a.c, 2);
       product.bf16 = true;
     }
     computeRegion(product, k0, k1, 0, b.tiles);

@@ -386,12 +386,10 @@ void packWinogradWeightsBf16(const float *weights, int64_t k, int64_t c, int til
   using namespace detail::winograd;
   std::vector<float> transformed(static_cast<size_t>(winogradWeightFloats(k, c, tile)));
   packWinogradWeights(weights, k, c, tile, transformed.data());
-  const int64_t plane = uPlaneOf(k, c), plane16 = uPlaneBf16Of(k, c), width = roundUp(c, 2);
+  const int64_t plane = uPlaneOf(k, c), plane16 = uPlaneBf16Of(k, c);
   std::fill(dst, dst + pointsOf(tile) * plane16, uint16_t{0});
   for (int64_t xi = 0; xi < pointsOf(tile); ++xi)
-    for (int64_t o = 0; o < k; ++o)
-      for (int64_t i = 0; i < c; ++i)
-        dst[xi * plane16 + o * width + i] = detail::toBf16(transformed[static_cast<size_t>(xi * plane + o * c + i)]);
+    detail::packBf16Panels(transformed.data() + xi * plane, c, k, c, dst + xi * plane16);
 }
 
 void packWinogradWeights(const float *weights, int64_t k, int64_t c, int tile, float *dst) {

@@ -67,16 +67,16 @@ void roundPanelToBf16Pairs(const float *src, int64_t ld, int64_t kc, int64_t wid
 
 namespace {
 
-/// A's k-pair p of a row: two bf16 in one word, the even element in the low half.
-inline int32_t pairWord(const Bf16 *row, int64_t p) {
+/// A k-pair of A: two bf16 in one word, the even element in the low half.
+inline int32_t pairWord(const Bf16 *pair) {
   int32_t word = 0;
-  std::memcpy(&word, row + 2 * p, sizeof word);
+  std::memcpy(&word, pair, sizeof word);
   return word;
 }
 
 template <int R, int NV>
-void microKernelBf16Impl(int64_t pairs, const Bf16 *a, int64_t lda, const Bf16 *b, int64_t ldb, float *c,
-                         int64_t ldc, int64_t cols, int flags) {
+void microKernelBf16Impl(int64_t pairs, const Bf16 *a, int64_t lda, int64_t pairStep, const Bf16 *b, int64_t ldb,
+                         float *c, int64_t ldc, int64_t cols, int flags) {
 #ifdef __AVX512F__
   __m512 acc[R][NV];
 #pragma GCC unroll 8
@@ -91,7 +91,7 @@ void microKernelBf16Impl(int64_t pairs, const Bf16 *a, int64_t lda, const Bf16 *
       bv[j] = _mm512_loadu_si512(b + j * 2 * kVector);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      const __m512i av = _mm512_set1_epi32(pairWord(a + i * lda, p));
+      const __m512i av = _mm512_set1_epi32(pairWord(a + i * lda));
 #ifdef __AVX512BF16__
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j)
@@ -109,6 +109,7 @@ void microKernelBf16Impl(int64_t pairs, const Bf16 *a, int64_t lda, const Bf16 *
       }
 #endif
     }
+    a += pairStep;
     b += ldb;
   }
 #else
@@ -117,9 +118,10 @@ void microKernelBf16Impl(int64_t pairs, const Bf16 *a, int64_t lda, const Bf16 *
   for (int64_t p = 0; p < pairs; ++p) {
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < W; ++j) {
-        acc[i][j] += fromBf16(a[i * lda + 2 * p + 1]) * fromBf16(b[2 * j + 1]);
-        acc[i][j] += fromBf16(a[i * lda + 2 * p]) * fromBf16(b[2 * j]);
+        acc[i][j] += fromBf16(a[i * lda + 1]) * fromBf16(b[2 * j + 1]);
+        acc[i][j] += fromBf16(a[i * lda]) * fromBf16(b[2 * j]);
       }
+    a += pairStep;
     b += ldb;
   }
 #endif

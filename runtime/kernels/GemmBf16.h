@@ -6,8 +6,11 @@
 // runtime/kernels/.
 //
 // Layouts, bf16 numbers as their 16-bit patterns:
-//  - A: rows of `lda` elements (a multiple of 16), k contiguous, zero past K. A k-pair
-//    (2p, 2p+1) of a row is one 32-bit word: the micro-kernel broadcasts it.
+//  - A: a k-pair (2p, 2p+1) of a row is one 32-bit word, which the micro-kernel broadcasts;
+//    row i's pair p at a + i*lda + p*pairStep. Rounded per call: rows of `lda` elements (a
+//    multiple of 16), k contiguous, zero past K (pairStep 2). Stored at load: row panels
+//    (GemmDriver.h, packBf16Panels), each pair's kMaxRows words side by side (lda 2,
+//    pairStep 2 * kMaxRows).
 //  - B pair panels: for each k-pair p, `width` columns (a multiple of 16) of two values each,
 //    rows 2p and 2p + 1: dst[(p*width + x)*2 + t]. One zmm is 16 columns' pairs, the second
 //    operand of vdpbf16ps, which adds a0*b0 + a1*b1 to each f32 lane.
@@ -31,10 +34,11 @@ void roundRowToBf16(const float *src, int64_t count, Bf16 *dst, int64_t width);
 /// The pair panel of kc rows of `width` floats (row k at src + k*ld; width a multiple of 16).
 void roundPanelToBf16Pairs(const float *src, int64_t ld, int64_t kc, int64_t width, Bf16 *dst);
 
-/// C[R x (16*NV)] (+)= A * B over `pairs` k-pairs, A rows `lda` apart, B pair panel rows
-/// `ldb` bf16 apart (2 * its width), stored as the f32 micro-kernels store (`flags`, `cols`).
-using MicroKernelBf16Fn = void (*)(int64_t pairs, const Bf16 *a, int64_t lda, const Bf16 *b, int64_t ldb, float *c,
-                                   int64_t ldc, int64_t cols, int flags);
+/// C[R x (16*NV)] (+)= A * B over `pairs` k-pairs, A rows `lda` apart and its k-pairs
+/// `pairStep` apart, B pair panel rows `ldb` bf16 apart (2 * its width), stored as the f32
+/// micro-kernels store (`flags`, `cols`).
+using MicroKernelBf16Fn = void (*)(int64_t pairs, const Bf16 *a, int64_t lda, int64_t pairStep, const Bf16 *b,
+                                   int64_t ldb, float *c, int64_t ldc, int64_t cols, int flags);
 MicroKernelBf16Fn microKernelBf16(int rows, int vectors);
 
 } // namespace kiln::runtime::kernels::detail

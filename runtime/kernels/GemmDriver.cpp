@@ -66,6 +66,14 @@ int64_t kBlockDepth(int64_t k) {
   return depth < k ? roundUp(depth, 2) : depth;
 }
 
+/// Where the row panel that holds row `row` (a multiple of kMaxRows) keeps its pairs of the K
+/// block that starts at row pc (kc deep) of bf16 row panels of an M x K matrix
+/// (packBf16Panels): every block before it holds kBlockDepth(k) (even) x M rounded up to
+/// kMaxRows elements.
+int64_t bf16PanelOffset(int64_t m, int64_t pc, int64_t kc, int64_t row) {
+  return pc * roundUp(m, kMaxRows) + row * roundUp(kc, 2);
+}
+
 /// Where a B packed whole (Product::packedB) holds the panels of the K block that starts at
 /// row pc (kc deep) from column x0 (a multiple of 64) on; runProducts writes it, blockedRegion
 /// reads it.
@@ -353,8 +361,9 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
         }
         for (int64_t jc = jo; jc < jo + nco; jc += kNc) {
           const int64_t nc = std::min(kNc, jo + nco - jc);
-          for (int64_t ir = ic; ir < ic + mc; ir += kMaxRows) {
-            const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, ic + mc - ir));
+          // Row tiles of stored panels end at the panels' edges (a region may start inside one).
+          for (int64_t ir = ic, rows = 0; ir < ic + mc; ir += rows) {
+            rows = std::min<int64_t>(kMaxRows - (p.bf16A ? ir % kMaxRows : 0), ic + mc - ir);
             // Tiles of up to 64 columns, cut at the panels' edges: a share of the columns may
             // start inside a stored panel (at a multiple of 16).
             for (int64_t jr = jc, next = 0; jr < jc + nc; jr = next) {
@@ -374,9 +383,12 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
               const int64_t cols = next - jr;
               const int vectors = static_cast<int>(ceilDiv(cols, kVector));
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
-              const Bf16 *aTile = p.bf16A ? p.bf16A + ir * p.bf16Lda + pc : rowsA + (ir - ic) * rowWidth;
-              microKernelBf16(rows, vectors)(kcEven / 2, aTile, p.bf16A ? p.bf16Lda : rowWidth, bTile, ldb, cTile,
-                                             p.ldc, cols, flags);
+              const MicroKernelBf16Fn kernel = microKernelBf16(static_cast<int>(rows), vectors);
+              if (p.bf16A)
+                kernel(kcEven / 2, p.bf16A + bf16PanelOffset(p.m, pc, kc, ir - ir % kMaxRows) + ir % kMaxRows * 2, 2,
+                       2 * kMaxRows, bTile, ldb, cTile, p.ldc, cols, flags);
+              else
+                kernel(kcEven / 2, rowsA + (ir - ic) * rowWidth, rowWidth, 2, bTile, ldb, cTile, p.ldc, cols, flags);
             }
             if (lastK)
               o.finishTile(ir, rows, jc, nc);
@@ -419,6 +431,22 @@ double productCycles(int64_t m, int64_t n, const PanelSource &a, const PanelSour
 }
 
 } // namespace
+
+int64_t bf16PanelElements(int64_t m, int64_t k) { return roundUp(m, kMaxRows) * roundUp(k, 2); }
+
+void packBf16Panels(const float *a, int64_t lda, int64_t m, int64_t k, uint16_t *dst) {
+  const int64_t kcMax = kBlockDepth(k);
+  for (int64_t pc = 0; pc < k; pc += kcMax) {
+    const int64_t kc = std::min(kcMax, k - pc);
+    for (int64_t row = 0; row < m; row += kMaxRows) {
+      uint16_t *panel = dst + bf16PanelOffset(m, pc, kc, row);
+      for (int64_t kk = 0; kk < roundUp(kc, 2); ++kk)
+        for (int64_t i = 0; i < kMaxRows; ++i)
+          panel[(kk / 2 * kMaxRows + i) * 2 + kk % 2] =
+              row + i < m && kk < kc ? toBf16(a[(row + i) * lda + pc + kk]) : Bf16{0};
+    }
+  }
+}
 
 bool chooseSwap(int64_t m, int64_t n, const PanelSource &a, const PanelSource &b) {
   // Swap only for a large gain: the model leaves out that the swapped A (often a weight

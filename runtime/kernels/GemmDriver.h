@@ -35,10 +35,9 @@ struct Product {
   /// When not null (with bf16, never with swap): all of op(B) stored as pair panels
   /// (KILN_GEMM_B_PAIR_PANELS_BF16), which the driver reads in place; `b` is then not read.
   const uint16_t *bf16Panels = nullptr;
-  /// When not null (with bf16, never with swap): all of op(A) as bf16 rows bf16Lda apart (even),
-  /// read in place (KILN_CONV_WEIGHTS_BF16_ROWS); `a` is then not read.
+  /// When not null (with bf16, never with swap): all of op(A) stored as bf16 row panels
+  /// (packBf16Panels, M x K), read in place; `a` is then not read.
   const uint16_t *bf16A = nullptr;
-  int64_t bf16Lda = 0;
   /// When not null: post ops applied to C before the epilogue sees it (PostOps.h), the bias
   /// indexed by C's row plus rowOffset when postPerRow (a convolution's output channel), by
   /// C's column otherwise (a linear layer's).
@@ -52,6 +51,17 @@ struct Product {
 /// VGG16's 1 x 25088 x 4096 classifier took 36 ms in bf16 against 18.7 in f32.
 constexpr int64_t kMinBf16Extent = 16;
 inline bool bf16Pays(int64_t m, int64_t n) { return m >= kMinBf16Extent && n >= kMinBf16Extent; }
+
+/// bf16 weights stored at load for the driver to read as A in place (Product::bf16A), M x K:
+/// for each of the driver's K blocks in turn, each panel of kMaxRows rows, each k-pair of the
+/// block, the panel's kMaxRows pair words side by side; zero past M and K. One row-major bf16
+/// row per output channel had the micro-kernel read kMaxRows rows a K block at a time, short
+/// runs that the hardware prefetcher never followed: weights streamed from memory (ResNet-50's
+/// 7 x 7 layers, 2048 x 2048 1 x 1 at 2.5 GB/s) ran slower in bf16 than in f32. In panels the
+/// row tiles of a K block are one stream.
+int64_t bf16PanelElements(int64_t m, int64_t k);
+/// Stores the M x K matrix a[i*lda + k] as bf16 row panels at dst (bf16PanelElements).
+void packBf16Panels(const float *a, int64_t lda, int64_t m, int64_t k, uint16_t *dst);
 
 /// Computes rows [row0, row1) x columns [col0, col1) of the product's C over the whole of K,
 /// then calls the epilogue exactly once on every element of that region, tile by tile, each

@@ -101,19 +101,20 @@ bool convCanAccumulate(const kiln_conv2d_args &args);
 bool convSparseTaps(const kiln_conv2d_args &args);
 
 /// Elements of KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16 (tile 2) of k x c x 3 x 3 weights, and the
-/// packing: packWinogradWeights' transform, each point's K x C matrix as bf16 rows of C
-/// rounded up to even.
+/// packing: packWinogradWeights' transform, each point's K x C matrix as bf16 row panels
+/// (detail::packBf16Panels).
 int64_t winogradWeightsBf16Elements(int64_t k, int64_t c, int tile);
 void packWinogradWeightsBf16(const float *weights, int64_t k, int64_t c, int tile, uint16_t *dst);
 
 /// Whether conv2d computes a convolution of these shapes and precision (bf16, not exact) as a
-/// GEMM (pointwise or im2col), whose weights codegen then has stored as bf16 rows at load
-/// (KILN_CONV_WEIGHTS_BF16_ROWS, packConvBf16Rows).
-bool convBf16Rows(const kiln_conv2d_args &args);
-/// The bf16 elements from one output channel's row to the next: depth = c/groups*r*s, even.
-int64_t convBf16RowWidth(int64_t depth);
-/// w[o][d] (rows x depth, plain) as bf16 rows convBf16RowWidth(depth) apart, zero-padded.
-void packConvBf16Rows(const float *weights, int64_t rows, int64_t depth, uint16_t *dst);
+/// GEMM (pointwise or im2col), whose weights codegen then has stored as bf16 row panels at
+/// load (KILN_CONV_WEIGHTS_BF16_PANELS, packConvBf16Panels).
+bool convBf16Panels(const kiln_conv2d_args &args);
+/// The bf16 elements of KILN_CONV_WEIGHTS_BF16_PANELS for `rows` output channels in `groups`
+/// groups of depth = c/groups*r*s weights each, and the packing of plain w[o][d]: each group's
+/// rows/groups x depth matrix as row panels (detail::packBf16Panels), one after another.
+int64_t convBf16PanelElements(int64_t rows, int64_t depth, int64_t groups);
+void packConvBf16Panels(const float *weights, int64_t rows, int64_t depth, int64_t groups, uint16_t *dst);
 
 /// Writes plain one-group weights w[k][c][r][s] tap-major, dst[((r*S + s)*K + k)*C + c]
 /// (KILN_CONV_WEIGHTS_TAP_MAJOR; as many floats as the weights).

@@ -188,6 +188,31 @@ TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
   expectMatchesReference(*graph, randomInputs(*graph, 58), withThreads(2));
 }
 
+TEST(CodegenContraction, Bf16GemmConvolutionsStoreTheirWeightsAsPanelsAtLoad) {
+  // In bf16, the weights of every convolution conv2d computes as a GEMM and only it reads are
+  // rounded into row panels once at load: 1 x 1 kernels (whose size-1 dimensions the access
+  // steps by 0), a grouped 1 x 1 one and a strided 3 x 3 one (im2col). A weight two
+  // convolutions read stays plain, rounded per call. The results are bf16's, within its
+  // rounding of the reference.
+  GraphBuilder gb("bf16_panels");
+  Var x = gb.input("x", DType::F32, {1, 32, 9, 9});
+  Var shared = gb.param("shared", convWeights({16, 32, 1, 1}, 91));
+  Var a = frontend::relu(frontend::conv2d(x, gb.param("w1", convWeights({40, 32, 1, 1}, 92)),
+                                          gb.param("b1", weights({40}, 93))));
+  Var grouped = frontend::conv2d(a, gb.param("wg", convWeights({26, 20, 1, 1}, 94)), Var(), {1}, {0}, {1}, 2);
+  Var strided = frontend::conv2d(x, gb.param("ws", convWeights({40, 32, 3, 3}, 95)), Var(), {2}, {1});
+  auto graph = gb.finish({grouped, strided, frontend::conv2d(x, shared), frontend::conv2d(x * 0.5, shared)});
+  CompileOptions bf16 = testOptions();
+  bf16.precision = ContractionPrecision::Bf16;
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_BF16_PANELS;", bf16), 3);
+  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[3]", bf16), 1);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_BF16_PANELS;"), 0) << "f32 keeps them plain";
+  expectMatchesReference(*graph, randomInputs(*graph, 96), bf16, 2e-2, 2e-2);
+  CompileOptions twoThreads = withThreads(2);
+  twoThreads.precision = ContractionPrecision::Bf16;
+  expectMatchesReference(*graph, randomInputs(*graph, 97), twoThreads, 2e-2, 2e-2);
+}
+
 TEST(CodegenContraction, TransformedWeightsStayWithinTheirMemoryBudget) {
   // Three 1024 -> 1024 3x3 layers on 7 x 7 maps would each store F(2,3)'s transformed weights
   // (16/9 of their 37.7 MB): 88 MB more than the plain weights, over the budget of 0.3 x 113 MB

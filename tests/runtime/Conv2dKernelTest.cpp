@@ -38,7 +38,7 @@ struct ConvCase {
   bool rows = false;   // call detail::depthwiseShiftedRows instead of conv2d
   bool tapMajor = false; // pass the weights tap-major (KILN_CONV_WEIGHTS_TAP_MAJOR)
   bool bf16 = false;     // KILN_PRECISION_BF16, for a convolution conv2d computes as a GEMM
-  bool bf16Rows = false; // with bf16: the weights stored as bf16 rows (KILN_CONV_WEIGHTS_BF16_ROWS)
+  bool bf16Panels = false; // with bf16: the weights stored as bf16 panels (KILN_CONV_WEIGHTS_BF16_PANELS)
 };
 
 struct BiasReluEpilogue {
@@ -109,14 +109,18 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   args.epilogue_ctx = &epi;
   args.accumulate = tc.accumulate;
   args.precision = tc.bf16 ? KILN_PRECISION_BF16 : KILN_PRECISION_F32;
-  std::vector<uint16_t> bf16Rows;
-  if (tc.bf16Rows) {
-    ASSERT_TRUE(kiln::runtime::kernels::convBf16Rows(args));
+  std::vector<uint16_t> bf16Panels;
+  if (tc.bf16Panels) {
+    ASSERT_TRUE(kiln::runtime::kernels::convBf16Panels(args));
     const int64_t depth = cg * tc.r * tc.s;
-    bf16Rows.resize(static_cast<size_t>(tc.k * kiln::runtime::kernels::convBf16RowWidth(depth)), 0xFFFF);
-    kiln::runtime::kernels::packConvBf16Rows(w.data(), tc.k, depth, bf16Rows.data());
-    args.weights = reinterpret_cast<const float *>(bf16Rows.data());
-    args.weights_layout = KILN_CONV_WEIGHTS_BF16_ROWS;
+    bf16Panels.resize(static_cast<size_t>(kiln::runtime::kernels::convBf16PanelElements(tc.k, depth, tc.groups)),
+                      0xFFFF);
+    kiln::runtime::kernels::packConvBf16Panels(w.data(), tc.k, depth, tc.groups, bf16Panels.data());
+    // Every element is written: the panels' padding is zero, never left as it was.
+    for (uint16_t element : bf16Panels)
+      ASSERT_NE(element, 0xFFFF);
+    args.weights = reinterpret_cast<const float *>(bf16Panels.data());
+    args.weights_layout = KILN_CONV_WEIGHTS_BF16_PANELS;
   }
   kiln_rt rt = makeRuntime(tc.threads);
   if (tc.direct)
@@ -218,17 +222,19 @@ TEST(Conv2dKernel, Bf16GemmConvolutions) {
   ConvCase summed = bf16({1, 20, 5, 5, 30, 1, 1});
   summed.accumulate = true;
   checkConv(summed);
-  // Weights stored as bf16 rows: odd depths (9*9 and 33), two groups, threads, accumulation,
-  // a depth of three K blocks (3x3 x 115 = 1035: blocks of 346, which start at even rows).
+  // Weights stored as bf16 panels: odd depths (9*9 and 33), two groups (of 20 and of 13
+  // output channels: panels that end short), threads, accumulation, a depth of three K blocks
+  // (3x3 x 115 = 1035: blocks of 346, which start at even rows).
   auto rows = [&](ConvCase tc) {
     tc = bf16(tc);
-    tc.bf16Rows = true;
+    tc.bf16Panels = true;
     return tc;
   };
   checkConv(rows({1, 9, 12, 12, 70, 3, 3, 2, 1, 1, 1, 1}));
   checkConv(rows({2, 33, 6, 6, 64, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2}));
   checkConv(rows({2, 12, 9, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2}));
   checkConv(rows({1, 115, 8, 8, 40, 3, 3, 2, 1, 1, 1, 1, 1, 1, 2}));
+  checkConv(rows({1, 10, 7, 7, 26, 1, 1, 1, 0, 0, 0, 0, 1, 2, 2}));
   ConvCase rowsSummed = rows({1, 20, 5, 5, 30, 1, 1});
   rowsSummed.accumulate = true;
   checkConv(rowsSummed);
@@ -240,15 +246,15 @@ TEST(Conv2dKernel, Bf16RowsOnlyForGemmConvolutions) {
   kiln_conv2d_args a{};
   a.n = 1, a.c = a.k = 64, a.h = a.w = a.oh = a.ow = 28, a.r = a.s = 3, a.stride_h = a.stride_w = 1;
   a.pad_top = a.pad_left = 1, a.dilation_h = a.dilation_w = 1, a.groups = 1;
-  EXPECT_FALSE(kiln::runtime::kernels::convBf16Rows(a)); // f32
+  EXPECT_FALSE(kiln::runtime::kernels::convBf16Panels(a)); // f32
   a.precision = KILN_PRECISION_BF16;
-  EXPECT_FALSE(kiln::runtime::kernels::convBf16Rows(a)); // Winograd
+  EXPECT_FALSE(kiln::runtime::kernels::convBf16Panels(a)); // Winograd
   a.exact = 1;
-  EXPECT_FALSE(kiln::runtime::kernels::convBf16Rows(a)); // exact sums stay f32
+  EXPECT_FALSE(kiln::runtime::kernels::convBf16Panels(a)); // exact sums stay f32
   a.exact = 0, a.r = a.s = 1, a.pad_top = a.pad_left = 0;
-  EXPECT_TRUE(kiln::runtime::kernels::convBf16Rows(a)); // pointwise
+  EXPECT_TRUE(kiln::runtime::kernels::convBf16Panels(a)); // pointwise
   a.groups = a.c, a.k = a.c, a.r = a.s = 3, a.pad_top = a.pad_left = 1;
-  EXPECT_FALSE(kiln::runtime::kernels::convBf16Rows(a)); // depthwise
+  EXPECT_FALSE(kiln::runtime::kernels::convBf16Panels(a)); // depthwise
 }
 
 TEST(Conv2dKernel, ThreeByThreePadOne) {

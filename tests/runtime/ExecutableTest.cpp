@@ -437,11 +437,19 @@ TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
   model.packing.stride_n = 5;
   EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (tap-major convolution weights, 2 x 64 x 3 x 5) does not "
                                "fit weight 'w' (f32[2,64,3,3])");
-  // bf16 convolution rows: exactly k x n weights.
-  model.packing = {0, KILN_PACK_CONV_BF16_ROWS, 2, 64 * 9, 0, 0};
+  // bf16 convolution panels: exactly k x n weights, in groups that divide k.
+  model.packing = {0, KILN_PACK_CONV_BF16_PANELS, 2, 64 * 9, 1, 0};
   EXPECT_EQ(errorOf(loadConv), "");
-  model.packing.n = 64;
-  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (bf16 convolution rows, 2 x 64) does not fit weight 'w' "
+  model.packing.stride_k = 2;
+  EXPECT_EQ(errorOf(loadConv), "");
+  model.packing.stride_k = 0;
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (bf16 convolution panels, 2 x 576) has 0 groups, not a "
+                               "divisor of 2");
+  model.packing.stride_k = 3;
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (bf16 convolution panels, 2 x 576) has 3 groups, not a "
+                               "divisor of 2");
+  model.packing = {0, KILN_PACK_CONV_BF16_PANELS, 2, 64, 1, 0};
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (bf16 convolution panels, 2 x 64) does not fit weight 'w' "
                                "(f32[2,64,3,3])");
   model.packing = {0, KILN_PACK_CONV_WINOGRAD_F2_BF16, 2, 64, 0, 0};
   EXPECT_EQ(errorOf(loadConv), "");
