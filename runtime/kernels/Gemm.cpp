@@ -232,7 +232,7 @@ void packGemmBPairsBf16(const float *src, int64_t k, int64_t n, int64_t strideK,
   const int64_t pairRows = (k + 1) / 2 * 2;
   for (int64_t q = 0; q < n / kGemmBPanelWidth; ++q) {
     packGemmB(src + q * kGemmBPanelWidth * strideN, k, kGemmBPanelWidth, strideK, strideN, panel.data());
-    detail::roundPanelToBf16Pairs(panel.data(), kGemmBPanelWidth, k, kGemmBPanelWidth,
+    detail::roundPanelToBf16Pairs(panel.data(), kGemmBPanelWidth, k, kGemmBPanelWidth, kGemmBPanelWidth,
                                   dst + q * kGemmBPanelWidth * pairRows);
   }
 }

@@ -31,8 +31,9 @@ float fromBf16(Bf16 x);
 
 /// dst[x] = toBf16(src[x]) for x < count, 0 for count <= x < width (width a multiple of 16).
 void roundRowToBf16(const float *src, int64_t count, Bf16 *dst, int64_t width);
-/// The pair panel of kc rows of `width` floats (row k at src + k*ld; width a multiple of 16).
-void roundPanelToBf16Pairs(const float *src, int64_t ld, int64_t kc, int64_t width, Bf16 *dst);
+/// The pair panel `width` wide (a multiple of 16) of kc rows of `cols` floats (row k at
+/// src + k*ld), zero past cols.
+void roundPanelToBf16Pairs(const float *src, int64_t ld, int64_t kc, int64_t cols, int64_t width, Bf16 *dst);
 
 /// C[R x (16*NV)] (+)= A * B over `pairs` k-pairs, A rows `lda` apart and its k-pairs
 /// `pairStep` apart, B pair panel rows `ldb` bf16 apart (2 * its width), stored as the f32

@@ -333,15 +333,25 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
       const bool lastK = pc + kc == p.k;
       const int flags = storeFlags | (pc > 0 || p.accumulate ? kAccumulate : 0);
       if (roundsB) {
-        int64_t panelStride = 0;
+        int64_t panelStride = 0, ld = 0;
         const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
         const float *packedB = sharedB ? sharedB + sharedPanelOffset(p.n, pc, kc, jo) : ownB;
-        if (!bPanels && !sharedB)
+        // Rows of B where they lie (a 1x1 convolution's pixels) are rounded straight into
+        // pairs: an f32 copy first took a third of the time of a 1x1 1024 -> 256 layer's
+        // products on 14 x 14 pixels.
+        const float *bRows = bPanels || sharedB ? nullptr : o.b->rowsInPlace(pc, jo, ld);
+        if (!bPanels && !sharedB && !bRows)
           o.b->packPanels(ownB, pc, kc, jo, nco);
         for (int64_t q = 0; q * kPanelWidth < nco; ++q) {
           const int64_t width = panelWidth(q, nco);
-          const float *panel = bPanels ? bPanels + q * panelStride : packedB + q * kPanelWidth * kc;
-          roundPanelToBf16Pairs(panel, bPanels ? kPanelWidth : width, kc, width, pairsB + q * kPanelWidth * kcEven);
+          Bf16 *pairs = pairsB + q * kPanelWidth * kcEven;
+          if (bRows)
+            roundPanelToBf16Pairs(bRows + q * kPanelWidth, ld, kc, std::min<int64_t>(kPanelWidth, nco - q * kPanelWidth), width,
+                                  pairs);
+          else if (bPanels)
+            roundPanelToBf16Pairs(bPanels + q * panelStride, kPanelWidth, kc, width, width, pairs);
+          else
+            roundPanelToBf16Pairs(packedB + q * kPanelWidth * kc, width, kc, width, width, pairs);
         }
       }
       for (int64_t ic = row0; ic < row1; ic += kMc) {

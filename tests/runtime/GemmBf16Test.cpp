@@ -56,17 +56,22 @@ TEST(GemmBf16, VectorConversionsMatchTheScalarRule) {
       EXPECT_TRUE(row[x] == expected || bothNan) << "count " << count << " x " << x;
     }
   }
-  // Pair panels of 21 rows (odd: the last pair's second row is zeros), 32 columns, rows 48 apart.
+  // Pair panels of 21 rows (odd: the last pair's second row is zeros), 32 wide, rows 48 apart,
+  // of all 32 columns or of the first 1, 16, 17 or 30 (zero past them; the last row is read no
+  // further than its columns: it ends the values here).
   const int64_t kc = 21, width = 32, ld = 48;
-  std::vector<Bf16> pairs((kc + 1) * width, 0xFFFF);
-  kiln::runtime::kernels::detail::roundPanelToBf16Pairs(values.data(), ld, kc, width, pairs.data());
-  for (int64_t k = 0; k < kc + 1; ++k)
-    for (int64_t x = 0; x < width; ++x) {
-      const Bf16 got = pairs[(k / 2 * width + x) * 2 + k % 2];
-      const Bf16 expected = k < kc ? toBf16(values[k * ld + x]) : Bf16{0};
-      const bool bothNan = std::isnan(fromBf16(got)) && std::isnan(fromBf16(expected));
-      EXPECT_TRUE(got == expected || bothNan) << "k " << k << " x " << x;
-    }
+  for (int64_t cols : {32, 1, 16, 17, 30}) {
+    std::vector<Bf16> pairs((kc + 1) * width, 0xFFFF);
+    const float *src = values.data() + values.size() - (kc - 1) * ld - cols;
+    kiln::runtime::kernels::detail::roundPanelToBf16Pairs(src, ld, kc, cols, width, pairs.data());
+    for (int64_t k = 0; k < kc + 1; ++k)
+      for (int64_t x = 0; x < width; ++x) {
+        const Bf16 got = pairs[(k / 2 * width + x) * 2 + k % 2];
+        const Bf16 expected = k < kc && x < cols ? toBf16(src[k * ld + x]) : Bf16{0};
+        const bool bothNan = std::isnan(fromBf16(got)) && std::isnan(fromBf16(expected));
+        EXPECT_TRUE(got == expected || bothNan) << "cols " << cols << " k " << k << " x " << x;
+      }
+  }
 }
 
 } // namespace
