@@ -323,15 +323,17 @@ public:
                   product.batch = image;
                   product.rowOffset = group * m;
                   product.swap = swap;
-                  product.packedB = packedB;
                   product.accumulate = a_.accumulate != 0;
                   product.post = detail::hasPostOps(a_.post) ? &a_.post : nullptr;
                   if (a_.weights_layout == KILN_CONV_WEIGHTS_BF16_PANELS) { // convBf16Panels
                     product.bf16A =
                         reinterpret_cast<const uint16_t *>(a_.weights) + group * detail::bf16PanelElements(m, k);
                   }
-                  product.bf16 = product.bf16A ||
-                                 (a_.precision == KILN_PRECISION_BF16 && !a_.exact && detail::bf16Pays(m, n));
+                  product.bf16 = multipliesInBf16();
+                  if (product.bf16) // B packed whole comes as bf16 pairs (ProductSet::multipliesInBf16)
+                    product.bf16Panels = reinterpret_cast<const uint16_t *>(packedB);
+                  else
+                    product.packedB = packedB;
                   detail::computeRegion(product, row0, row1, col0, col1);
                 });
   }
@@ -340,6 +342,10 @@ public:
   // input.
   bool sharesPackedB() const override { return !pointwise_; }
   bool canPackB() const override { return true; }
+  bool multipliesInBf16() const override {
+    return a_.weights_layout == KILN_CONV_WEIGHTS_BF16_PANELS ||
+           (a_.precision == KILN_PRECISION_BF16 && !a_.exact && detail::bf16Pays(m, n));
+  }
   void packB(int64_t index, float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const override {
     withSources(a_, padded_, pointwise_, index, imageOf(index),
                 [&](const detail::PanelSource &, const detail::PanelSource &pixels) {

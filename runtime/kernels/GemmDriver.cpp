@@ -564,7 +564,8 @@ Split chooseSplit(const ProductSet &set, int threads) {
   return best;
 }
 
-/// Packs product 0's B whole (Product::packedB): units of one K block by one run of panels.
+/// Packs product 0's B whole (Product::packedB, or in bf16 Product::bf16Panels): units of one
+/// K block by one run of panels.
 struct SharedPacking {
   const ProductSet *set;
   float *dst;
@@ -577,18 +578,36 @@ struct SharedPacking {
     unitsPerBlock = ceilDiv(panels, panelsPerUnit);
   }
   int64_t units() const { return ceilDiv(set->k, kc) * unitsPerBlock; }
-  /// Floats of the whole packed B: where a block after the last row of B would start.
-  static size_t floats(const ProductSet &set) { return static_cast<size_t>(sharedPanelOffset(set.n, set.k, 0, 0)); }
+  /// Floats of the whole packed B: where a block after the last row of B would start; in
+  /// bf16, half of N rounded up to 64 x K rounded up to even.
+  static size_t floats(const ProductSet &set) {
+    if (set.multipliesInBf16())
+      return static_cast<size_t>(roundUp(set.n, kPanelWidth) * roundUp(set.k, 2) / 2);
+    return static_cast<size_t>(sharedPanelOffset(set.n, set.k, 0, 0));
+  }
 
   static void run(void *ctx, int64_t begin, int64_t end) {
     const SharedPacking &s = *static_cast<const SharedPacking *>(ctx);
     const ProductSet &set = *s.set;
+    const bool bf16 = set.multipliesInBf16();
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t pc = unit / s.unitsPerBlock * s.kc;
       const int64_t x0 = unit % s.unitsPerBlock * s.panelsPerUnit * kPanelWidth;
       const int64_t kc = std::min(s.kc, set.k - pc);
       const int64_t cols = std::min(s.panelsPerUnit * kPanelWidth, set.n - x0);
-      set.packB(0, s.dst + sharedPanelOffset(set.n, pc, kc, x0), pc, kc, x0, cols);
+      if (!bf16) {
+        set.packB(0, s.dst + sharedPanelOffset(set.n, pc, kc, x0), pc, kc, x0, cols);
+        continue;
+      }
+      // f32 panels in this thread's scratch, then each rounded into its 64-wide pair panel.
+      float *panels = scratch(Scratch::PackedB, static_cast<size_t>(kc * roundUp(cols, kPanelWidth)));
+      set.packB(0, panels, pc, kc, x0, cols);
+      Bf16 *pairs = reinterpret_cast<Bf16 *>(s.dst);
+      for (int64_t q = 0; q * kPanelWidth < cols; ++q) {
+        const int64_t width = panelWidth(q, cols);
+        roundPanelToBf16Pairs(panels + q * kPanelWidth * kc, width, kc, width, kPanelWidth,
+                              pairs + (x0 / kPanelWidth + q) * kPanelWidth * roundUp(set.k, 2) + pc * kPanelWidth);
+      }
     }
   }
 };

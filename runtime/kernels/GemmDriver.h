@@ -32,8 +32,9 @@ struct Product {
   const float *packedB = nullptr;
   /// Multiply in bf16 (KILN_PRECISION_BF16): both operands rounded, f32 sums (GemmBf16.h).
   bool bf16 = false;
-  /// When not null (with bf16, never with swap): all of op(B) stored as pair panels
-  /// (KILN_GEMM_B_PAIR_PANELS_BF16), which the driver reads in place; `b` is then not read.
+  /// When not null (with bf16, never with swap): all of op(B) as pair panels, each 64 wide
+  /// and K rounded up to even deep (KILN_GEMM_B_PAIR_PANELS_BF16, or packed whole for all row
+  /// parts by runProducts), which the driver reads in place; `b` is then not read.
   const uint16_t *bf16Panels = nullptr;
   /// When not null (with bf16, never with swap): all of op(A) stored as bf16 row panels
   /// (packBf16Panels, M x K), read in place; `a` is then not read.
@@ -75,7 +76,8 @@ bool chooseSwap(int64_t m, int64_t n, const PanelSource &a, const PanelSource &b
 
 /// A batch of `count` products of one shape, M x N x K, and of one operand layout. run()
 /// computes a region of product `index` (building its sources on the stack and calling
-/// computeRegion), with `packedB` as Product::packedB.
+/// computeRegion), with `packedB` as Product::packedB (as Product::bf16Panels when
+/// multipliesInBf16()).
 class ProductSet {
 public:
   ProductSet(int64_t count, int64_t m, int64_t n, int64_t k, bool swap)
@@ -94,6 +96,11 @@ public:
   virtual int64_t minParallelMacs() const;
   /// Whether packB works for these products (it must when sharesPackedB()).
   virtual bool canPackB() const { return sharesPackedB(); }
+  /// Whether run() multiplies in bf16. A B that runProducts packs whole is then packed as
+  /// bf16 pair panels (Product::bf16Panels' layout, in the float storage run() gets as
+  /// packedB), rounded once: rounded from f32 panels by every part of a row split instead,
+  /// it took a fifth of a 1x1 1024 -> 256 layer's time on 14 x 14 pixels at two threads.
+  virtual bool multipliesInBf16() const { return false; }
   /// Packs rows [k0, k0 + kc) x columns [x0, x0 + cols) of product `index`'s B into panels
   /// (PanelSource::packPanels). Only called when canPackB().
   virtual void packB(int64_t index, float *dst, int64_t k0, int64_t kc, int64_t x0, int64_t cols) const {

@@ -217,6 +217,7 @@ TEST(Conv2dKernel, Bf16GemmConvolutions) {
   };
   checkConv(bf16({1, 16, 7, 9, 24, 1, 1}));                               // pointwise
   checkConv(bf16({2, 33, 6, 6, 64, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2}));       // pointwise, odd K, threads
+  checkConv(bf16({1, 65, 7, 7, 96, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2}));       // one image split in rows: B packed whole
   checkConv(bf16({1, 9, 12, 12, 70, 3, 3, 2, 1, 1, 1, 1}));               // im2col, stride 2
   checkConv(bf16({2, 12, 9, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2}));       // im2col, two groups, threads
   ConvCase summed = bf16({1, 20, 5, 5, 30, 1, 1});
@@ -235,6 +236,7 @@ TEST(Conv2dKernel, Bf16GemmConvolutions) {
   checkConv(rows({2, 12, 9, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2}));
   checkConv(rows({1, 115, 8, 8, 40, 3, 3, 2, 1, 1, 1, 1, 1, 1, 2}));
   checkConv(rows({1, 10, 7, 7, 26, 1, 1, 1, 0, 0, 0, 0, 1, 2, 2}));
+  checkConv(rows({1, 65, 7, 7, 96, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2}));
   ConvCase rowsSummed = rows({1, 20, 5, 5, 30, 1, 1});
   rowsSummed.accumulate = true;
   checkConv(rowsSummed);
