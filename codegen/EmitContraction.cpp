@@ -248,11 +248,17 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   // so (a 1 x 1 kernel's taps step by anything), and nothing else may read it.
   const bool storableWeights = !oneD && ws.offset == 0 && ws.rowMajor(w) && e.isSoleWeightOperand(ws.buffer) &&
                                weightReadOnlyBy(conv) && weightBuffer.type.numElements() == numElements(w);
+  // The gates below read the precision: in bf16, the runtime computes GEMM convolutions and
+  // F(2x2, 3x3) with stored weights in bf16, and prefers F(2x2, 3x3) in bf16 to F(4x4, 3x3) in
+  // f32 (whose transforms would amplify bf16's rounding to ~4%).
+  shape.exact = e.exactConvolutions();
+  const bool bf16 = !e.exactConvolutions() && e.precision() == ContractionPrecision::Bf16;
+  if (bf16)
+    shape.precision = KILN_PRECISION_BF16;
   const int winogradTile = e.exactConvolutions() ? 0 : runtime::kernels::convWinogradTile(shape, storableWeights);
   const bool winogradWeights = storableWeights && winogradTile != 0;
   // In bf16, F(2x2, 3x3)'s transformed weights are stored in bf16 too, and its products are
-  // bf16's; F(4x4, 3x3) stays f32 (its transforms would amplify bf16's rounding to ~4%).
-  const bool bf16 = !e.exactConvolutions() && e.precision() == ContractionPrecision::Bf16;
+  // bf16's.
   const bool bf16Winograd = bf16 && winogradTile == 2;
   if (winogradWeights)
     out.packedOperands.push_back({weightBuffer.index,
@@ -262,15 +268,12 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   // Likewise weights of a convolution the runtime computes tap by tap (most taps reading
   // padding): laid out tap-major once at load, not gathered from w[k][c][r][s] on every call
   // (DeepLabV3's ASPP: ~0.3 ms per layer, a tenth of it).
-  shape.exact = e.exactConvolutions();
   const bool tapMajorWeights = storableWeights && !winogradWeights && runtime::kernels::convSparseTaps(shape);
   if (tapMajorWeights)
     out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_TAP_MAJOR, w[0], w[1], shape.r, shape.s});
   // In bf16, weights of a convolution the runtime computes as a GEMM are stored as bf16 panels
   // at load: no call rounds them again (ResNet-50's 1x1 layers on 7x7 maps spent ~a quarter of
   // their time on it).
-  if (bf16)
-    shape.precision = KILN_PRECISION_BF16;
   const bool bf16Panels =
       storableWeights && !winogradWeights && !tapMajorWeights && runtime::kernels::convBf16Panels(shape);
   if (bf16Panels)

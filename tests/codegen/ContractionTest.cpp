@@ -213,6 +213,22 @@ TEST(CodegenContraction, Bf16GemmConvolutionsStoreTheirWeightsAsPanelsAtLoad) {
   expectMatchesReference(*graph, randomInputs(*graph, 97), twoThreads, 2e-2, 2e-2);
 }
 
+TEST(CodegenContraction, Bf16TakesWinogradF2InBf16WhereF32TakesF4) {
+  // A layer f32 computes with F(4x4, 3x3) (24 x 24, 32 channels) goes to F(2x2, 3x3) in bf16,
+  // its transformed weights stored in bf16: twice F(4,3)'s GEMM rate for 4 products per output
+  // against 2.25, and within bf16's rounding (F(4,3)'s transforms would amplify it to ~4%).
+  GraphBuilder gb("bf16_winograd");
+  Var x = gb.input("x", DType::F32, {1, 32, 24, 24});
+  auto graph = gb.finish({frontend::relu(frontend::conv2d(x, gb.param("w", convWeights({32, 32, 3, 3}, 98)),
+                                                          gb.param("b", weights({32}, 99)), {1}, {1}))});
+  CompileOptions bf16 = testOptions();
+  bf16.precision = ContractionPrecision::Bf16;
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F4;"), 1);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16;", bf16), 1);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F4;", bf16), 0);
+  expectMatchesReference(*graph, randomInputs(*graph, 100), bf16, 2e-2, 2e-2);
+}
+
 TEST(CodegenContraction, TransformedWeightsStayWithinTheirMemoryBudget) {
   // Three 1024 -> 1024 3x3 layers on 7 x 7 maps would each store F(2,3)'s transformed weights
   // (16/9 of their 37.7 MB): 88 MB more than the plain weights, over the budget of 0.3 x 113 MB
