@@ -109,7 +109,7 @@ __attribute__((always_inline)) inline void bf16PairStep(__m512 (&acc)[R][NV], co
 
 template <int R, int NV>
 void microKernelBf16Impl(int64_t pairs, const Bf16 *a, int64_t lda, int64_t pairStep, const Bf16 *b, int64_t ldb,
-                         float *c, int64_t ldc, int64_t cols, int flags) {
+                         float *c, int64_t ldc, int64_t cols, int flags, const TilePostOps *post) {
 #ifdef __AVX512F__
   __m512 acc[R][NV];
 #pragma GCC unroll 8
@@ -158,7 +158,7 @@ void microKernelBf16Impl(int64_t pairs, const Bf16 *a, int64_t lda, int64_t pair
     b += ldb;
   }
 #endif
-  storeTile(acc, c, ldc, cols, flags);
+  storeTile(acc, c, ldc, cols, flags, post);
 }
 
 template <int R, int NV> struct Bf16Tile {

@@ -19,6 +19,8 @@
 // order of the sums.
 #include <cstdint>
 
+#include "runtime/kernels/PostOps.h" // TilePostOps
+
 namespace kiln::runtime::kernels::detail {
 
 using Bf16 = uint16_t;
@@ -37,9 +39,10 @@ void roundPanelToBf16Pairs(const float *src, int64_t ld, int64_t kc, int64_t col
 
 /// C[R x (16*NV)] (+)= A * B over `pairs` k-pairs, A rows `lda` apart and its k-pairs
 /// `pairStep` apart, B pair panel rows `ldb` bf16 apart (2 * its width), stored as the f32
-/// micro-kernels store (`flags`, `cols`).
+/// micro-kernels store (`flags`, `cols`, `post` when not null).
 using MicroKernelBf16Fn = void (*)(int64_t pairs, const Bf16 *a, int64_t lda, int64_t pairStep, const Bf16 *b,
-                                   int64_t ldb, float *c, int64_t ldc, int64_t cols, int flags);
+                                   int64_t ldb, float *c, int64_t ldc, int64_t cols, int flags,
+                                   const TilePostOps *post);
 MicroKernelBf16Fn microKernelBf16(int rows, int vectors);
 
 } // namespace kiln::runtime::kernels::detail

@@ -332,6 +332,9 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
       const int64_t kc = std::min(kcMax, p.k - pc), kcEven = roundUp(kc, 2);
       const bool lastK = pc + kc == p.k;
       const int flags = storeFlags | (pc > 0 || p.accumulate ? kAccumulate : 0);
+      // Post ops go into the last K block's stores, as in blockedRegion: applied over the
+      // finished tiles instead, they took 4% of ResNet-50's time in bf16 at two threads.
+      const bool postInStore = lastK && p.post && !o.transposed;
       if (roundsB) {
         int64_t panelStride = 0, ld = 0;
         const float *bPanels = o.b->panelsInPlace(pc, jo, panelStride);
@@ -394,14 +397,18 @@ void blockedRegionBf16(const Oriented &o, int64_t row0, int64_t row1, int64_t co
               const int vectors = static_cast<int>(ceilDiv(cols, kVector));
               float *cTile = o.transposed ? p.c + jr * p.ldc + ir : p.c + ir * p.ldc + jr;
               const MicroKernelBf16Fn kernel = microKernelBf16(static_cast<int>(rows), vectors);
+              const TilePostOps post =
+                  postInStore ? tilePostOps(*p.post, p.postPerRow, p.rowOffset + ir, jr) : TilePostOps{};
+              const TilePostOps *tilePost = postInStore ? &post : nullptr;
               if (p.bf16A)
                 kernel(kcEven / 2, p.bf16A + bf16PanelOffset(p.m, pc, kc, ir - ir % kMaxRows) + ir % kMaxRows * 2, 2,
-                       2 * kMaxRows, bTile, ldb, cTile, p.ldc, cols, flags);
+                       2 * kMaxRows, bTile, ldb, cTile, p.ldc, cols, flags, tilePost);
               else
-                kernel(kcEven / 2, rowsA + (ir - ic) * rowWidth, rowWidth, 2, bTile, ldb, cTile, p.ldc, cols, flags);
+                kernel(kcEven / 2, rowsA + (ir - ic) * rowWidth, rowWidth, 2, bTile, ldb, cTile, p.ldc, cols, flags,
+                       tilePost);
             }
             if (lastK)
-              o.finishTile(ir, rows, jc, nc);
+              o.finishTile(ir, rows, jc, nc, postInStore);
           }
         }
       }

@@ -116,12 +116,14 @@ struct ConvShape {
   int32_t layout = KILN_CONV_WEIGHTS_PLAIN;
   bool accumulate = false;
   int64_t dilation = 1;
+  bool bf16 = false; // KILN_PRECISION_BF16 (the layouts BF16_PANELS and WINOGRAD_F2_BF16 imply it)
 };
 
 void checkConvPostOps(const ConvShape &s) {
   SCOPED_TRACE(testing::Message() << "conv n=" << s.n << " c=" << s.c << " " << s.hw << "x" << s.hw << " k=" << s.k
                                   << " " << s.r << "x" << s.r << "/" << s.stride << " groups " << s.groups
-                                  << " threads " << s.threads << (s.accumulate ? " accumulate" : ""));
+                                  << " threads " << s.threads << (s.accumulate ? " accumulate" : "")
+                                  << " layout " << s.layout << (s.bf16 ? " bf16" : ""));
   const int64_t out = (s.hw + 2 * s.pad - s.dilation * (s.r - 1) - 1) / s.stride + 1, plane = out * out;
   std::vector<float> x = randomValues(static_cast<size_t>(s.n * s.c * s.hw * s.hw), 1);
   x[x.size() / 2] = std::numeric_limits<float>::quiet_NaN(); // NaN outputs pass through relu and clip
@@ -134,6 +136,17 @@ void checkConvPostOps(const ConvShape &s) {
   } else if (s.layout == KILN_CONV_WEIGHTS_TAP_MAJOR) {
     kiln::runtime::kernels::packConvTapMajor(w.data(), s.k, s.c, s.r, s.r, weights.data());
   }
+  // bf16 layouts: bf16 patterns, two to a float of `weights`.
+  std::vector<uint16_t> weights16;
+  if (s.layout == KILN_CONV_WEIGHTS_BF16_PANELS) {
+    weights16.resize(static_cast<size_t>(
+        kiln::runtime::kernels::convBf16PanelElements(s.k, s.c / s.groups * s.r * s.r, s.groups)));
+    kiln::runtime::kernels::packConvBf16Panels(w.data(), s.k, s.c / s.groups * s.r * s.r, s.groups, weights16.data());
+  } else if (s.layout == KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16) {
+    weights16.resize(static_cast<size_t>(kiln::runtime::kernels::winogradWeightsBf16Elements(s.k, s.c, 2)));
+    kiln::runtime::kernels::packWinogradWeightsBf16(w.data(), s.k, s.c, 2, weights16.data());
+  }
+  const bool bf16 = s.bf16 || !weights16.empty();
   const std::vector<float> addend = randomValues(static_cast<size_t>(s.n * s.k * plane), 4);
   kiln_rt rt = makeRuntime(s.threads);
   auto run = [&](const kiln_post_ops *post, Recorder *recorder) {
@@ -142,6 +155,9 @@ void checkConvPostOps(const ConvShape &s) {
     a.n = s.n, a.c = s.c, a.h = s.hw, a.w = s.hw, a.k = s.k, a.r = s.r, a.s = s.r, a.oh = out, a.ow = out;
     a.stride_h = a.stride_w = s.stride, a.pad_top = a.pad_left = s.pad, a.dilation_h = a.dilation_w = s.dilation;
     a.groups = s.groups, a.x = x.data(), a.weights = weights.data(), a.y = y.data(), a.weights_layout = s.layout;
+    if (!weights16.empty())
+      a.weights = reinterpret_cast<const float *>(weights16.data());
+    a.precision = bf16 ? KILN_PRECISION_BF16 : KILN_PRECISION_F32;
     a.accumulate = s.accumulate;
     if (post)
       a.post = *post, a.epilogue = Recorder::apply, a.epilogue_ctx = recorder;
@@ -175,6 +191,13 @@ TEST(PostOps, EveryConvolutionPath) {
   checkConvPostOps({1, 64, 10, 64, 3, 1, 1, 8});            // grouped
   checkConvPostOps({1, 8, 30, 16, 5, 3, 2, 1});             // direct or im2col, as gated
   checkConvPostOps({1, 16, 8, 16, 3, 1, 6, 1, 1, KILN_CONV_WEIGHTS_TAP_MAJOR, false, 6}); // sparse taps
+  // bf16: weights rounded per call, stored as panels (pointwise on two threads, two groups,
+  // im2col at stride 2), Winograd F(2,3)'s stored in bf16.
+  checkConvPostOps({1, 64, 7, 96, 1, 1, 0, 1, 1, KILN_CONV_WEIGHTS_PLAIN, false, 1, true});
+  checkConvPostOps({1, 65, 7, 96, 1, 1, 0, 1, 2, KILN_CONV_WEIGHTS_BF16_PANELS});
+  checkConvPostOps({1, 32, 9, 40, 1, 1, 0, 2, 1, KILN_CONV_WEIGHTS_BF16_PANELS});
+  checkConvPostOps({1, 24, 15, 40, 3, 2, 1, 1, 1, KILN_CONV_WEIGHTS_BF16_PANELS});
+  checkConvPostOps({1, 32, 14, 40, 3, 1, 1, 1, 2, KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16});
 }
 
 #ifdef __AVX512F__
