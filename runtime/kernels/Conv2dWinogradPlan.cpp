@@ -29,6 +29,12 @@ constexpr int64_t kBlockBytes = int64_t{640} << 10;
 // F(4,3) at 1 thread: 64 -> 64 at 56x56 0.82-0.91 ms with 512 pixels, 0.78-0.81 with 2048;
 // 128 -> 128 at 28x28, 0.93-1.17 -> 0.74-0.78; 256 -> 256 at 56x56, 14.3 -> 11.7-12.9).
 int64_t minBlockPixels(int tile) { return tile == 4 ? 2048 : 512; }
+// But the tiles of this many bytes of V and M at most, rounded to whole rows of tiles (so up
+// to a row more): V and M live in each thread's scratch, which is never freed. FCN-ResNet50's
+// 2048 -> 512 head at 32 x 32 (batch 4) took 128 tiles per block, 21 MB; with blocks of 48
+// tiles (7.9 MB) the model ran as fast (1.22-1.24 s against 1.22-1.25, one thread), its peak
+// RSS 265.8 -> 250.9 MB, and VGG16 and ResNet-50 f32 kept their times.
+constexpr int64_t kMaxBlockBytes = int64_t{6} << 20;
 // The gate (winogradTile), first for Winograd at all, from timings of single layers against the GEMM path (speedup = GEMM
 // time / Winograd time on one core, 3x3 pad 1, batch 1 unless noted; ranges over runs on the
 // shared machine; "2t" = on two threads):
@@ -114,10 +120,13 @@ Plan makePlan(const kiln_conv2d_args &a, int threads, int tile) {
          0, 1, 1, 1, false, 0, 0, threads};
   p.groupCols = roundUp(p.tileCols, kGroup);
   // Tiles per block: what keeps V and M in L2, but at least minBlockPixels of output, since
-  // every block streams all of U, which for deep layers is far larger than V and M.
+  // every block streams all of U, which for deep layers is far larger than V and M; and the
+  // tiles of kMaxBlockBytes at most (a row of tiles at least; blocks are whole rows, so the
+  // cap is a target too).
   const int64_t bytesPerTile = p.points * (a.c + a.k) * int64_t{sizeof(float)};
   const int64_t rowsByCache = std::max<int64_t>(1, kBlockBytes / (bytesPerTile * p.tileCols));
-  const int64_t target = std::max(rowsByCache * p.tileCols, minBlockPixels(tile) / (tile * tile));
+  const int64_t target = std::min(std::max(rowsByCache * p.tileCols, minBlockPixels(tile) / (tile * tile)),
+                                  std::max(p.tileCols, kMaxBlockBytes / bytesPerTile));
   const int64_t imageTiles = p.tileRows * p.tileCols;
   if (target >= 2 * imageTiles) {
     p.imagesPerBlock = std::min(a.n, target / imageTiles);

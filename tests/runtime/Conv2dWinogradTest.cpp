@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/kernels/Conv2dCommon.h"
+#include "runtime/kernels/Conv2dWinograd.h" // winograd::makePlan
 #include "runtime/kernels/Kernels.h"
 #include "tests/runtime/KernelTestRuntime.h"
 
@@ -465,6 +466,42 @@ TEST(Conv2dWinograd, GatePicksTheVariant) {
   EXPECT_EQ(storedTileOf(1, 2048, 7, 2048), 0); // 2^22 weights: U would be 268 MB
   EXPECT_EQ(storedTileOf(1, 512, 6, 512), 0);   // 9 tiles
   EXPECT_EQ(storedTileOf(1, 3, 224, 64), 0);
+}
+
+TEST(Conv2dWinograd, Bf16TakesF2WhereF32TakesF4WithStoredWeights) {
+  // F(2,3)'s products in bf16 against F(4,3)'s in f32: with weights stored at load (then in
+  // bf16) bf16 takes F(2,3); weights transformed per call stay f32, where F(4,3) wins.
+  kiln_conv2d_args args{};
+  args.n = 1, args.c = args.k = 128, args.h = args.w = args.oh = args.ow = 28, args.r = args.s = 3;
+  args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = 1, args.dilation_h = args.dilation_w = 1;
+  args.groups = 1;
+  EXPECT_EQ(kiln::runtime::kernels::convWinogradTile(args, true), 4);
+  args.precision = KILN_PRECISION_BF16;
+  EXPECT_EQ(kiln::runtime::kernels::convWinogradTile(args, true), 2);
+  EXPECT_EQ(kiln::runtime::kernels::convWinogradTile(args, false), 4);
+}
+
+TEST(Conv2dWinograd, BlocksKeepTheirScratchBounded) {
+  // A block's V and M live in each thread's scratch for good: FCN-ResNet50's 2048 -> 512 head
+  // (32 x 32, batch 4) gets blocks of about 6 MiB, not the 128 tiles (21 MB) the rule for
+  // deep layers alone would give; a shallow layer keeps its 2048-pixel F(4,3) blocks (128
+  // tiles, in whole rows: 7 of its 14).
+  auto planOf = [](int64_t n, int64_t c, int64_t side, int64_t k, int tile, int32_t layout) {
+    kiln_conv2d_args args{};
+    args.n = n, args.c = c, args.h = args.w = args.oh = args.ow = side, args.k = k, args.r = args.s = 3;
+    args.stride_h = args.stride_w = 1, args.pad_top = args.pad_left = 1, args.dilation_h = args.dilation_w = 1;
+    args.groups = 1, args.weights_layout = layout;
+    const kiln::runtime::kernels::detail::winograd::Plan plan =
+        kiln::runtime::kernels::detail::winograd::makePlan(args, 1, tile);
+    return std::pair<int64_t, int64_t>{plan.maxTiles(), plan.blockFloats() * int64_t{sizeof(float)}};
+  };
+  const auto [headTiles, headBytes] = planOf(4, 2048, 32, 512, 2, KILN_CONV_WEIGHTS_WINOGRAD_F2);
+  const int64_t rowBytes = 16 * 16 * (2048 + 512) * int64_t{sizeof(float)}; // a row of 16 tiles
+  EXPECT_LE(headBytes, (int64_t{6} << 20) + rowBytes);
+  EXPECT_GE(headTiles, 16);
+  EXPECT_LT(headTiles, 128);
+  const auto [shallowTiles, shallowBytes] = planOf(1, 64, 56, 64, 4, KILN_CONV_WEIGHTS_WINOGRAD_F4);
+  EXPECT_EQ(shallowTiles, 98) << shallowBytes;
 }
 
 } // namespace
