@@ -91,12 +91,13 @@ constexpr int64_t kMaxWeightsF4 = int64_t{1} << 16;
 // while F(4,3) stays f32 (its transforms would amplify bf16's rounding to ~4%): twice the GEMM
 // rate for 16 / 4 = 4 products per output against 2.25. F(4,3) f32 time / F(2,3) bf16 time,
 // interleaved, Zen 5 (1 thread / 2 threads; 3x3 pad 1, batch 1):
-//   C=K  image    1t    2t           C=K  image     1t    2t
-//    64  56x56   0.94  0.95          128  28x28    1.04  1.62
-//    64  28x28   1.09  1.90          128  56x56    1.03  1.0-1.05
-//    64  224x224 1.03  1.11          128  112x112  1.13  1.07
-//                                    256  56x56    1.14  1.18
-// So bf16 takes F(2,3) wherever f32 would take F(4,3).
+//   C=K  image    1t    2t           C=K  image     1t         2t
+//    64  56x56   0.94  0.95          128  28x28    1.04       1.62
+//    64  28x28   1.09  1.90          128  56x56    1.03-1.05  0.85-1.05
+//    64  224x224 1.03  1.12-1.15     128  112x112  1.13       1.07
+//                                    256  56x56    1.14-1.16  1.18
+// So bf16 takes F(2,3) wherever f32 would take F(4,3): one rule, as fast or faster but for
+// 64 channels at 56 x 56 (and one of two runs of 128 at 56 x 56 on two threads).
 // U is 16 x K x C floats in scratch: at most 64 MiB (1024 x 1024 channels); F(4,3)'s 36 x K x C
 // at most 9.4 MB (kMaxWeightsF4).
 constexpr int64_t kMaxWeights = int64_t{1} << 20;
