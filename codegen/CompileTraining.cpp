@@ -21,6 +21,9 @@
 #include <unordered_map>
 
 #include "core/Error.h"
+#include "core/SymbolicDim.h"
+#include "ir/BatchTiling.h"
+#include "ir/SymbolicShapes.h"
 #include "ir/Evaluator.h"
 #include "passes/memory/ParameterWrites.h"
 
@@ -206,14 +209,32 @@ void checkLaunches(const runtime::Executable &executable, const LoweredModel &lo
            executable.launchName(static_cast<int64_t>(l)), launches[l].name);
 }
 
+/// For a step over batch tiles: the batch's symbol, the tile, and the forward inputs that hold
+/// the batch.
+struct BatchTileManifest {
+  std::string symbol;
+  int64_t tile = 0;
+  std::vector<int64_t> forwardInputs;
+};
+
 /// A split step (runtime/TrainingStep.h): its two graphs lowered, checked and compiled in one
-/// translation unit, or on the reference backend.
+/// translation unit, or on the reference backend. With `tiles`, `forward` is the graph of one
+/// tile and `loss` weighs its samples.
 runtime::TrainingStep compileSplitTrainingStep(const ir::Graph &forward, const LossSpec &loss,
-                                               const OptimizerSpec &optimizer, const TrainingOptions &options) {
+                                               const OptimizerSpec &optimizer, const TrainingOptions &options,
+                                               const BatchTileManifest *tiles = nullptr) {
   passes::autodiff::SplitTrainingGraph split =
       passes::autodiff::buildSplitTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
                                                 options.frozen);
   runtime::TrainingManifest manifest = trainingManifest(forward, split.whole, loss, optimizer);
+  if (tiles) {
+    manifest.batchTile = tiles->tile;
+    manifest.batchSymbol = tiles->symbol;
+    manifest.weightInput = split.whole.weightInput;
+    manifest.batchInputs = tiles->forwardInputs;
+    if (split.whole.targetInput >= 0)
+      manifest.batchInputs.push_back(split.whole.targetInput);
+  }
   std::map<std::string, Tensor> params = initialParameters(*split.whole.graph, options);
   if (options.reference)
     return runtime::TrainingStep(std::make_unique<ReferenceBackend>(std::move(split.gradients)),
@@ -271,6 +292,9 @@ runtime::TrainingManifest trainingManifest(const ir::Graph &forward, const passe
 
 LoweredTrainingStep lowerTrainingStep(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                       const TrainingOptions &options) {
+  if (!ir::isStaticGraph(forward))
+    fail("{}: a whole step is compiled for one static batch, and graph @{} has symbolic dims: bind them first",
+         stepName(forward), forward.name());
   LoweredTrainingStep step;
   step.training = passes::autodiff::buildTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
                                                        options.frozen);
@@ -300,8 +324,45 @@ runtime::TrainingStep compileLoweredTrainingStep(const LoweredTrainingStep &step
   return runtime::TrainingStep(std::move(executable), step.manifest, std::move(params), stepName(*step.training.graph));
 }
 
+namespace {
+
+/// A step over a symbolic batch: the forward graph retiled to options.batchTile rows, its loss
+/// weighted per sample, compiled split (see TrainingOptions::batchTile).
+runtime::TrainingStep compileBatchTiledTrainingStep(const ir::Graph &forward, const LossSpec &loss,
+                                                    const OptimizerSpec &optimizer, const TrainingOptions &options) {
+  const std::string name = stepName(forward);
+  if (!ir::servesEveryBatch(forward)) {
+    ir::BatchAxes axes = ir::findBatchAxes(forward);
+    fail("{}: a graph with symbolic dims trains only when its one symbol is its batch and its samples do not "
+         "meet ({}); bind the symbols to train at one size",
+         name, axes.separable ? "a symbol other than the batch, or the batch off axis 0" : axes.reason);
+  }
+  if (options.batchTile < 1)
+    fail("{}: the batch tile must be at least 1 row, got {}", name, options.batchTile);
+  BatchTileManifest tiles;
+  tiles.tile = options.batchTile;
+  const int64_t batch = forward.inputs()[0]->shape()[0];
+  tiles.symbol = dimSymbolName(batch).value_or("");
+  for (size_t i = 0; i < forward.inputs().size(); ++i) {
+    const ir::Value *input = forward.inputs()[i];
+    if (input->rank() > 0 && input->shape()[0] == batch)
+      tiles.forwardInputs.push_back(static_cast<int64_t>(i));
+  }
+  std::unique_ptr<ir::Graph> tile = ir::retileBatch(forward, options.batchTile);
+  tile->setName(forward.name());
+  LossSpec weighted = loss;
+  weighted.sampleWeights = true;
+  TrainingOptions split = options;
+  split.split = true;
+  return compileSplitTrainingStep(*tile, weighted, optimizer, split, &tiles);
+}
+
+} // namespace
+
 runtime::TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSpec &loss,
                                           const OptimizerSpec &optimizer, const TrainingOptions &options) {
+  if (!ir::isStaticGraph(forward))
+    return compileBatchTiledTrainingStep(forward, loss, optimizer, options);
   if (options.split)
     return compileSplitTrainingStep(forward, loss, optimizer, options);
   if (!options.reference)

@@ -54,13 +54,22 @@ struct TrainingOptions {
   /// averaging across processes). It costs the gradients a round trip through memory that a
   /// whole step's update, fused into the backward kernels, saves.
   bool split = false;
+  /// A forward graph whose batch is a symbol (f32[N, ...], ir/BatchTiling.h's servesEveryBatch)
+  /// compiles once, for tiles of this many rows, into a split step that runs a batch of any
+  /// size: its tiles (the last padded with samples of weight 0) each weigh their samples' losses
+  /// by 1 / N (LossSpec::sampleWeights), and their gradients are summed (runtime/
+  /// TrainingStep.h). The whole batch's update within rounding, for a model whose samples do
+  /// not meet in the forward pass (BatchNorm's batch statistics refuse it); a short batch costs
+  /// a whole tile. Static graphs ignore it.
+  int64_t batchTile = 32;
   /// Fusion, compiler and runtime options; `compile.params` gives initial values (by name)
   /// for parameters and, optionally, optimizer states. Training graphs go through the
   /// `training` pipeline (see lowerTrainingGraph).
   CompileOptions compile;
 };
 
-/// Builds the training graph of `forward` and compiles it into a step that starts from the
+/// Builds the training graph of `forward` (a static graph, or one whose only symbol is its batch:
+/// see TrainingOptions::batchTile) and compiles it into a step that starts from the
 /// initial values of TrainingOptions::compile.params, else the parameters' own (optimizer
 /// states: zeros), at step 0 and the optimizer's learning rate; or prepares the reference
 /// backend when options.reference; split in two when options.split. kiln::Error as buildTrainingGraph, for a parameter without

@@ -14,6 +14,7 @@
 
 #include "core/Error.h"
 #include "core/ShapeMath.h"
+#include "runtime/TensorSums.h"
 
 namespace kiln::runtime {
 
@@ -27,35 +28,6 @@ double secondsSince(Clock::time_point start) {
 
 bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-/// y = a * x + y, elementwise; both of one float type and shape.
-void scaleAndAdd(Tensor &y, double a, const Tensor &x) {
-  int64_t count = y.numElements();
-  if (y.dtype() == DType::F32) {
-    float *out = y.dataAs<float>();
-    const float *in = x.dataAs<float>();
-    float scale = static_cast<float>(a);
-    for (int64_t i = 0; i < count; ++i)
-      out[i] += scale * in[i];
-  } else if (y.dtype() == DType::F64) {
-    double *out = y.dataAs<double>();
-    const double *in = x.dataAs<double>();
-    for (int64_t i = 0; i < count; ++i)
-      out[i] += a * in[i];
-  } else { // f16, bf16: through double, rounded once per element
-    for (int64_t i = 0; i < count; ++i)
-      y.setDouble(i, y.getDouble(i) + a * x.getDouble(i));
-  }
-}
-
-/// x *= a, elementwise.
-void scale(Tensor &x, double a) {
-  if (a == 1.0)
-    return;
-  Tensor zero(x.type());
-  scaleAndAdd(zero, a, x);
-  std::memcpy(x.data(), zero.data(), x.byteSize());
 }
 
 /// Losses that are a mean over the batch's elements; `sum` sums them; `value` is one number.
@@ -241,7 +213,7 @@ double Trainer::update(const std::vector<int64_t> &all) {
     TrainingStep::GradientListener listener;
     listener.ready = [&](size_t g, Tensor &gradient) {
       if (last && first) {
-        scale(gradient, weight);
+        scaleInPlace(gradient, weight);
       } else if (last) { // the sum goes where the update reads it
         Tensor sum = accumulated_[g];
         scaleAndAdd(sum, weight, gradient);

@@ -101,6 +101,12 @@ std::string TrainingManifest::toText() const {
   text += fmt::format("input\tlr\t{}\ninput\tstep\t{}\n", lrInput, stepInput);
   if (targetInput >= 0)
     text += fmt::format("input\ttarget\t{}\n", targetInput);
+  if (batchTile > 0) {
+    checkName(batchSymbol);
+    text += fmt::format("input\tsample-weight\t{}\nbatch-tile\t{}\t{}\n", weightInput, batchTile, batchSymbol);
+    for (int64_t input : batchInputs)
+      text += fmt::format("batch-input\t{}\n", input);
+  }
   for (const std::string &name : params) {
     checkName(name);
     text += fmt::format("param\t{}\n", name);
@@ -161,8 +167,17 @@ TrainingManifest TrainingManifest::parse(const std::string &text, const std::str
         manifest.stepInput = index, sawStep = true;
       else if (role == "target")
         manifest.targetInput = index;
+      else if (role == "sample-weight")
+        manifest.weightInput = index;
       else
         fail("{}: training manifest line {}: unknown input role '{}'", what, number, role);
+    } else if (key == "batch-tile") {
+      reader.expectFields(3);
+      manifest.batchTile = reader.integer(1, 1);
+      manifest.batchSymbol = reader.text(2);
+    } else if (key == "batch-input") {
+      reader.expectFields(2);
+      manifest.batchInputs.push_back(reader.integer(1, 0));
     } else if (key == "param") {
       reader.expectFields(2);
       manifest.params.push_back(reader.text(1));
@@ -188,6 +203,10 @@ TrainingManifest TrainingManifest::parse(const std::string &text, const std::str
   // toText writes both, and a step without them could not be written back or described.
   if (manifest.loss.empty() || manifest.optimizer.empty())
     fail("{}: the training manifest does not name its loss and optimizer", what);
+  if ((manifest.batchTile > 0) != (manifest.weightInput >= 0) || (manifest.batchTile > 0) == manifest.batchInputs.empty())
+    fail("{}: the training manifest's batch tiles need the tile, the sample weights input and the batch inputs "
+         "together",
+         what);
   return manifest;
 }
 

@@ -16,6 +16,10 @@
 //   classes<TAB>10                                class count (cross-entropy, nll); 0 otherwise
 //   ignore-index<TAB>-100                         only when the loss ignores labels of this value
 //   input<TAB>lr<TAB>3                            the model input taking lr, step, target
+//                                                 (and sample-weight, with batch tiles)
+//   batch-tile<TAB>32<TAB>N                       only for a step over a symbolic batch N,
+//   batch-input<TAB>0                             compiled for tiles of 32 rows; the inputs
+//                                                 holding the batch on axis 0
 //   param<TAB>fc.weight                           a weight that is a parameter or state
 //   update<TAB>1<TAB>param<TAB>fc.weight<TAB>fc.weight           output, kind, tensor, owner
 //   update<TAB>5<TAB>state<TAB>fc.weight.momentum_buffer<TAB>fc.weight
@@ -55,6 +59,15 @@ struct TrainingManifest {
   std::optional<int64_t> ignoreIndex;
   /// Model input positions; targetInput is -1 when the loss takes no target.
   int64_t lrInput = -1, stepInput = -1, targetInput = -1;
+  /// A step over a symbolic batch (codegen compiles it for tiles of `batchTile` rows; 0: a
+  /// step of one static batch): its gradient part weighs each sample's loss by the f32[tile]
+  /// input `weightInput` (passes/autodiff's LossSpec::sampleWeights), and the model inputs
+  /// `batchInputs` (forward inputs and target) hold the batch, named `batchSymbol`, on axis 0.
+  /// TrainingStep runs a batch of any size as tiles and sums their gradients.
+  int64_t batchTile = 0;
+  std::string batchSymbol;
+  int64_t weightInput = -1;
+  std::vector<int64_t> batchInputs;
   /// The weights (by name) that are parameters or optimizer states: saved and loaded.
   std::vector<std::string> params;
   std::vector<TrainingManifestUpdate> updates;

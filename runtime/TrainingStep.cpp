@@ -23,7 +23,9 @@
 
 #include "core/Error.h"
 #include "core/ShapeMath.h"
+#include "core/SymbolicDim.h"
 #include "runtime/LoadedObject.h"
+#include "runtime/TensorSums.h"
 #include "runtime/TrainingCheckpoint.h"
 
 namespace kiln::runtime {
@@ -79,7 +81,24 @@ struct TrainingStep::Impl {
   std::vector<size_t> readyBeforeLaunches;
   std::vector<size_t> readyOrder; // empty until planned (or with no gradients)
   bool readinessPlanned = false;
+  // Batch tiles (manifest.batchTile > 0): a short tile's rows, per model input (batch inputs
+  // only), the sample weights, and the gradients' sums over the tiles before the last.
+  std::vector<Tensor> tileRows;
+  Tensor tileWeights;
+  std::vector<Tensor> gradientSums;
   size_t gradientCount() const { return update->inputSpecs().size() - 2; }
+  bool isModelOnlyInput(size_t i) const {
+    auto index = static_cast<int64_t>(i);
+    return index == manifest.lrInput || index == manifest.stepInput || index == manifest.weightInput;
+  }
+  /// Checks the manifest's batch tiles against the main part's inputs.
+  void bindBatchTiles();
+  /// computeGradients over batch tiles: the main part run on each tile of `all` (modelInputs'),
+  /// its gradients summed; the loss, summed. `betweenKernels` may be empty.
+  float computeTiledGradients(std::vector<Tensor> all, const std::function<void()> &betweenKernels);
+  /// Each sample's weight in the loss of a batch of `rows` (its labels in `all`): 1 / rows for
+  /// a mean, 1 for a sum; a sample with an ignored label 0, and the others 1 / their count.
+  std::vector<float> sampleWeights(const std::vector<Tensor> &all, int64_t rows) const;
   /// Fills readyOrder, readyAfterLaunch and readyBeforeLaunches, once.
   void planReadiness();
 
@@ -125,12 +144,17 @@ void TrainingStep::Impl::bindInputs() {
     if (manifest.targetInput == manifest.lrInput || manifest.targetInput == manifest.stepInput)
       fault(fmt::format("the target input {} is also the learning rate or step count input", manifest.targetInput));
   }
+  if (manifest.batchTile > 0)
+    bindBatchTiles();
   for (size_t i = 0; i < modelInputs.size(); ++i) {
-    if (static_cast<int64_t>(i) == manifest.lrInput || static_cast<int64_t>(i) == manifest.stepInput)
+    if (isModelOnlyInput(i))
       continue;
     if (static_cast<int64_t>(i) == manifest.targetInput)
       targetInput = static_cast<int64_t>(inputs.size());
-    inputs.push_back(modelInputs[i]);
+    TensorSpec input = modelInputs[i];
+    if (std::count(manifest.batchInputs.begin(), manifest.batchInputs.end(), static_cast<int64_t>(i)))
+      input.type.shape[0] = symbolDim(manifest.batchSymbol); // run() takes any batch
+    inputs.push_back(input);
   }
 
   std::set<std::string> listed(manifest.params.begin(), manifest.params.end());
@@ -146,6 +170,35 @@ void TrainingStep::Impl::bindInputs() {
     fault("output 0, the loss, is not a float scalar");
   lr = manifest.lr;
   steps = manifest.steps;
+}
+
+void TrainingStep::Impl::bindBatchTiles() {
+  const std::vector<TensorSpec> &modelInputs = main.inputSpecs();
+  if (!update)
+    fault("a step over batch tiles must be split (its gradients are summed over the tiles)");
+  if (!isValidSymbolName(manifest.batchSymbol))
+    fault(fmt::format("the batch '{}' is not a symbol name", manifest.batchSymbol));
+  const int64_t weights = manifest.weightInput;
+  if (weights < 0 || static_cast<size_t>(weights) >= modelInputs.size() || weights == manifest.lrInput ||
+      weights == manifest.stepInput || weights == manifest.targetInput)
+    fault(fmt::format("the sample weights input is {}, of {} inputs", weights, modelInputs.size()));
+  const TensorType &weightType = modelInputs[static_cast<size_t>(weights)].type;
+  if (weightType != TensorType{DType::F32, {manifest.batchTile}})
+    fault(fmt::format("the sample weights input is {}, not f32[{}]", weightType.toString(), manifest.batchTile));
+  std::set<int64_t> seen;
+  for (int64_t index : manifest.batchInputs) {
+    if (index < 0 || static_cast<size_t>(index) >= modelInputs.size() || isModelOnlyInput(static_cast<size_t>(index)))
+      fault(fmt::format("batch input {} is not one of the model's data inputs", index));
+    if (!seen.insert(index).second)
+      fault(fmt::format("batch input {} is listed twice", index));
+    const TensorSpec &spec = modelInputs[static_cast<size_t>(index)];
+    if (spec.type.rank() == 0 || spec.type.shape[0] != manifest.batchTile)
+      fault(fmt::format("batch input '{}' is {}, not a tile of {} rows", spec.name, spec.type.toString(),
+                        manifest.batchTile));
+  }
+  if (manifest.targetInput >= 0 && !seen.count(manifest.targetInput))
+    fault("the target does not hold the batch");
+  tileRows.resize(modelInputs.size());
 }
 
 void TrainingStep::Impl::bindWholeStep() {
@@ -222,18 +275,121 @@ std::vector<Tensor> TrainingStep::Impl::modelInputs(const std::vector<Tensor> &g
       names.push_back(input.name);
     fail("{}: expected {} inputs ({}), got {}", name, inputs.size(), fmt::join(names, ", "), given.size());
   }
+  const size_t count = main.inputSpecs().size();
   std::vector<Tensor> all;
-  all.reserve(inputs.size() + 2);
+  all.reserve(count);
   size_t next = 0;
-  for (size_t i = 0; i < inputs.size() + 2; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     if (static_cast<int64_t>(i) == manifest.lrInput)
       all.push_back(Tensor::scalar(DType::F32, lr));
     else if (static_cast<int64_t>(i) == manifest.stepInput)
       all.push_back(Tensor::scalar(DType::F32, static_cast<double>(steps + 1)));
+    else if (static_cast<int64_t>(i) == manifest.weightInput)
+      all.emplace_back(); // per tile
     else
       all.push_back(given[next++]);
   }
   return all;
+}
+
+std::vector<float> TrainingStep::Impl::sampleWeights(const std::vector<Tensor> &all, int64_t rows) const {
+  std::vector<float> weights(static_cast<size_t>(rows));
+  int64_t counted = rows;
+  std::vector<bool> ignored(static_cast<size_t>(rows), false);
+  if (manifest.ignoreIndex && manifest.targetInput >= 0) {
+    const Tensor &labels = all[static_cast<size_t>(manifest.targetInput)];
+    if (labels.numElements() == rows) // one label per sample (cross-entropy, nll)
+      for (int64_t r = 0; r < rows; ++r)
+        if (labels.getInt(r) == *manifest.ignoreIndex) {
+          ignored[static_cast<size_t>(r)] = true;
+          --counted;
+        }
+  }
+  // A sum weighs every sample 1; the means divide by the samples they count. A batch whose
+  // every label is ignored adds nothing (where torch's mean would be 0 / 0).
+  double share = manifest.loss == "sum" ? 1.0 : counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0;
+  for (int64_t r = 0; r < rows; ++r)
+    weights[static_cast<size_t>(r)] = ignored[static_cast<size_t>(r)] ? 0.0f : static_cast<float>(share);
+  return weights;
+}
+
+float TrainingStep::Impl::computeTiledGradients(std::vector<Tensor> all, const std::function<void()> &betweenKernels) {
+  const std::vector<TensorSpec> &specs = main.inputSpecs();
+  const int64_t tile = manifest.batchTile;
+  // The batch: axis 0 of every batch input, which must agree; the other dims are the tile's.
+  int64_t rows = -1;
+  const std::string *firstName = nullptr;
+  for (int64_t index : manifest.batchInputs) {
+    const Tensor &given = all[static_cast<size_t>(index)];
+    const TensorSpec &spec = specs[static_cast<size_t>(index)];
+    bool fits = given.defined() && given.dtype() == spec.type.dtype && given.rank() == spec.type.rank() &&
+                std::equal(spec.type.shape.begin() + 1, spec.type.shape.end(), given.shape().begin() + 1);
+    if (!fits) {
+      TensorType expected = spec.type;
+      expected.shape[0] = symbolDim(manifest.batchSymbol);
+      fail("{}: input '{}' is {}, expected {}", name, spec.name,
+           given.defined() ? given.type().toString() : std::string("undefined"), expected.toString());
+    }
+    if (rows < 0) {
+      rows = given.shape()[0];
+      firstName = &spec.name;
+    } else if (given.shape()[0] != rows) {
+      fail("{}: inputs '{}' and '{}' disagree on the batch {}: {} and {} samples", name, *firstName, spec.name,
+           manifest.batchSymbol, rows, given.shape()[0]);
+    }
+  }
+  if (rows < 1)
+    fail("{}: a batch of {} samples ({} = 0) has no loss to train on", name, rows, manifest.batchSymbol);
+  std::vector<float> weights = sampleWeights(all, rows);
+  if (!tileWeights.defined())
+    tileWeights = Tensor(TensorType{DType::F32, {tile}});
+  const size_t gradients = gradientCount();
+  gradientSums.resize(gradients);
+  std::vector<Tensor> batch = all;
+  const int64_t tiles = (rows + tile - 1) / tile;
+  double loss = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t begin = t * tile, count = std::min(tile, rows - begin);
+    for (int64_t index : manifest.batchInputs) {
+      auto i = static_cast<size_t>(index);
+      const TensorType &type = specs[i].type;
+      const size_t rowBytes = static_cast<size_t>(type.byteSize() / tile);
+      auto *source = static_cast<std::byte *>(const_cast<void *>(batch[i].data())) + begin * rowBytes;
+      if (count == tile) { // a whole tile of the caller's rows, read where they are
+        all[i] = Tensor::borrow(type, source);
+        continue;
+      }
+      // A short tile, padded with repeats of its first row (valid samples, weighted 0).
+      if (!tileRows[i].defined())
+        tileRows[i] = Tensor(type);
+      auto *rowsOut = static_cast<std::byte *>(tileRows[i].data());
+      std::memcpy(rowsOut, source, static_cast<size_t>(count) * rowBytes);
+      for (int64_t r = count; r < tile; ++r)
+        std::memcpy(rowsOut + r * rowBytes, source, rowBytes);
+      all[i] = tileRows[i];
+    }
+    float *w = tileWeights.dataAs<float>();
+    for (int64_t r = 0; r < tile; ++r)
+      w[r] = r < count ? weights[static_cast<size_t>(begin + r)] : 0.0f;
+    all[static_cast<size_t>(manifest.weightInput)] = tileWeights;
+    std::function<void(int64_t)> afterLaunch;
+    if (betweenKernels)
+      afterLaunch = [&](int64_t) { betweenKernels(); };
+    main.run(all, params, afterLaunch);
+    loss += main.outputs[0].getDouble(0);
+    // Tile 0's gradients move to the sums (the next tile writes fresh ones); the middle tiles'
+    // add to them; the last tile's gradients take the sums, where the update reads them.
+    for (size_t g = 0; g < gradients && tiles > 1; ++g) {
+      Tensor &out = main.outputs[1 + g];
+      if (t == 0)
+        std::swap(out, gradientSums[g]);
+      else if (t + 1 < tiles)
+        scaleAndAdd(gradientSums[g], 1.0, out);
+      else
+        scaleAndAdd(out, 1.0, gradientSums[g]);
+    }
+  }
+  return static_cast<float>(loss);
 }
 
 std::vector<Tensor> TrainingStep::Impl::updateInputs() const {
@@ -332,10 +488,7 @@ float TrainingStep::computeGradients(const std::vector<Tensor> &inputs) {
   Impl &im = state();
   if (!im.update)
     fail("{}: computes its gradients and updates in one run (compile it split to see its gradients)", im.name);
-  std::vector<Tensor> all = im.modelInputs(inputs);
-  im.main.run(all, im.params);
-  im.haveGradients = true;
-  return static_cast<float>(im.main.outputs[0].getDouble(0));
+  return computeGradients(inputs, GradientListener{});
 }
 
 void TrainingStep::Impl::planReadiness() {
@@ -379,6 +532,12 @@ float TrainingStep::computeGradients(const std::vector<Tensor> &inputs, const Gr
       for (size_t g : ready)
         listener.ready(g, im.main.outputs[1 + g]);
   };
+  if (im.manifest.batchTile > 0) { // every gradient is final once the last tile's is summed
+    float loss = im.computeTiledGradients(std::move(all), listener.betweenKernels);
+    tell(im.readyOrder);
+    im.haveGradients = true;
+    return loss;
+  }
   if (im.main.executable) {
     // The outputs are allocated inside run(), before the first launch; the gradients no launch
     // touches are as final then as they will ever be.

@@ -150,10 +150,39 @@ void requireFreeInputName(const Graph &graph, const std::string &name) {
            name);
 }
 
-/// Appends the loss on `prediction`; adds the target input when the kind takes one. With
-/// `perElement`, the loss of each element unreduced (the prediction itself for mean and sum).
 Value *appendLoss(Graph &graph, Builder &b, Value *prediction, const LossSpec &spec, int64_t &targetInput,
-                  bool perElement = false) {
+                  bool perElement = false);
+
+/// The loss as LossSpec::sampleWeights defines it: each sample's loss, weighted by the weights
+/// input (added, its position in `weightInput`), summed.
+Value *appendWeightedLoss(Graph &graph, Builder &b, Value *prediction, const LossSpec &spec, int64_t &targetInput,
+                          int64_t &weightInput) {
+  if (spec.kind == LossKind::Value)
+    fail("training graph: a Value loss is one value for the whole batch; it has no loss per sample to weight");
+  if (prediction->rank() == 0)
+    fail("training graph: weighting the loss per sample needs a batch on axis 0 of the loss's output, got {}",
+         prediction->type().toString());
+  Value *elements = appendLoss(graph, b, prediction, spec, targetInput, /*perElement=*/true);
+  // Per sample: the mean (the sum, for sum) over its elements; class losses are one per sample.
+  if (elements->rank() > 1) {
+    std::vector<int64_t> rowAxes;
+    for (int64_t axis = 1; axis < elements->rank(); ++axis)
+      rowAxes.push_back(axis);
+    elements = b.create(spec.kind == LossKind::Sum ? OpKind::ReduceSum : OpKind::ReduceMean, {elements},
+                        {{"axes", rowAxes}, {"keepdims", int64_t(0)}});
+  }
+  requireFreeInputName(graph, spec.weightName);
+  weightInput = static_cast<int64_t>(graph.inputs().size());
+  Value *weights = graph.addInput(TensorType{elements->dtype(), {elements->shape()[0]}}, spec.weightName);
+  return b.create(OpKind::ReduceSum, {b.create(OpKind::Mul, {elements, weights})},
+                  {{"axes", std::vector<int64_t>{}}, {"keepdims", int64_t(0)}});
+}
+
+/// Appends the loss on `prediction`; adds the target input when the kind takes one. With
+/// `perElement`, the loss of each element unreduced (the prediction itself for mean and sum;
+/// for cross-entropy and nll, 0 at an ignored label).
+Value *appendLoss(Graph &graph, Builder &b, Value *prediction, const LossSpec &spec, int64_t &targetInput,
+                  bool perElement) {
   if (!isFloat(prediction->dtype()))
     fail("training graph: the loss needs a float output, got {}", prediction->type().toString());
   bool classes = spec.kind == LossKind::CrossEntropy || spec.kind == LossKind::Nll;
@@ -186,13 +215,13 @@ Value *appendLoss(Graph &graph, Builder &b, Value *prediction, const LossSpec &s
       fail("training graph: a {} loss needs [N, C] scores, got {}",
            spec.kind == LossKind::Nll ? "nll" : "cross-entropy", prediction->type().toString());
     Value *labels = addTarget(TensorType{DType::I64, {prediction->shape()[0]}});
-    if (spec.ignoreIndex && !perElement) {
+    if (spec.ignoreIndex) {
       // cross_entropy has no ignore_index; it is nll_loss of log_softmax, which has.
       Value *logProbs = spec.kind == LossKind::Nll
                             ? prediction
                             : b.create(OpKind::LogSoftmax, {prediction}, {{"axis", int64_t(1)}});
       return b.create(OpKind::NllLoss, {logProbs, labels},
-                      {{"reduction", std::string("mean")}, {"ignore_index", *spec.ignoreIndex}});
+                      {{"reduction", std::string(perElement ? "none" : "mean")}, {"ignore_index", *spec.ignoreIndex}});
     }
     return b.create(spec.kind == LossKind::Nll ? OpKind::NllLoss : OpKind::CrossEntropy, {prediction, labels},
                     reduction);
@@ -372,7 +401,9 @@ TrainingGraph buildTrainingGraph(const Graph &forward, const LossSpec &loss, con
 
   // 2. The buffers' new values ride along as outputs, which decomposition keeps up to date.
   Value *prediction = lossOutput(graph, loss);
-  std::vector<Value *> kept{appendLoss(graph, b, prediction, loss, result.targetInput)};
+  std::vector<Value *> kept{loss.sampleWeights
+                                ? appendWeightedLoss(graph, b, prediction, loss, result.targetInput, result.weightInput)
+                                : appendLoss(graph, b, prediction, loss, result.targetInput)};
   kept.insert(kept.end(), bufferValues.begin(), bufferValues.end());
   graph.setOutputs(kept);
   {

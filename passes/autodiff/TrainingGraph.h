@@ -56,6 +56,15 @@ struct LossSpec {
   /// mean is over the others (torch's ignore_index), so that a short batch padded with such
   /// samples trains as the short batch (runtime/Trainer.h). Unset: every label counts.
   std::optional<int64_t> ignoreIndex;
+  /// The loss as a weighted sum over the batch's samples: sum_i w_i * loss_i, where loss_i is
+  /// sample i's loss (the mean over its elements for mean and mse, their sum for sum, its
+  /// class loss for cross-entropy and nll: 0 at an ignored label) and w the f32[N] input
+  /// `weightName`, added after the target. With w_i = 1 / N (sum: 1; ignored labels: 1 / the
+  /// samples counted) it is the loss above. So a batch computed as tiles of rows, each padded
+  /// with samples of weight 0, sums to the whole batch's loss and gradients (runtime/
+  /// TrainingStep.h's batch tiles). The loss's output must hold the batch on axis 0.
+  bool sampleWeights = false;
+  std::string weightName = "sample_weight";
 };
 
 enum class OptimizerKind { Sgd, Adam, AdamW };
@@ -104,6 +113,8 @@ struct TrainingGraph {
   size_t stepInput = 0;
   /// The target / labels input, or -1 when the loss kind takes none.
   int64_t targetInput = -1;
+  /// The sample weights input (LossSpec::sampleWeights), or -1.
+  int64_t weightInput = -1;
   /// The gradient of each trained parameter, in the order of `updates` (values of `graph`
   /// feeding the update ops: where a data-parallel all-reduce would go).
   std::vector<ir::Value *> gradients;
