@@ -26,6 +26,7 @@
 #include "ir/SymbolicShapes.h"
 #include "ir/Evaluator.h"
 #include "passes/memory/ParameterWrites.h"
+#include "runtime/BatchTiles.h"
 
 namespace kiln::codegen {
 
@@ -376,8 +377,60 @@ runtime::TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSp
                                std::move(params), stepName(forward));
 }
 
+namespace {
+
+/// compileEvaluation of a forward graph over a symbolic batch: the evaluation of a tile of the
+/// step's rows, run on each tile of a batch of any size (the last padded, its padding's rows
+/// dropped from the results).
+runtime::EvaluateFn compileTiledEvaluation(const ir::Graph &forward, const LossSpec &loss,
+                                           const runtime::TrainingStep &step, const TrainingOptions &options) {
+  const int64_t tile = step.manifest().batchTile;
+  if (tile < 1)
+    fail("{}: graph @{} has symbolic dims, but the step was compiled for a static batch", stepName(forward),
+         forward.name());
+  runtime::EvaluateFn perTile = compileEvaluation(*ir::retileBatch(forward, tile), loss, step, options);
+  // The evaluation's inputs: the forward's, then the target, which holds the batch.
+  const int64_t batch = forward.inputs()[0]->shape()[0];
+  std::vector<bool> batched;
+  for (const ir::Value *input : forward.inputs())
+    batched.push_back(input->rank() > 0 && input->shape()[0] == batch);
+  batched.push_back(true);
+  return [perTile, tile, batched](const std::vector<Tensor> &inputs) {
+    const int64_t rows = inputs.at(0).shape().at(0);
+    std::vector<Tensor> tileInputs = inputs, results;
+    for (size_t i = 0; i < inputs.size() && i < batched.size(); ++i)
+      if (batched[i]) {
+        TensorType type = inputs[i].type();
+        type.shape[0] = tile;
+        tileInputs[i] = Tensor(type);
+      }
+    for (int64_t begin = 0; begin < rows; begin += tile) {
+      int64_t count = 0;
+      for (size_t i = 0; i < inputs.size() && i < batched.size(); ++i)
+        if (batched[i])
+          count = runtime::BatchTiles::copyTileRows(inputs[i], begin, tileInputs[i]);
+      std::vector<Tensor> outputs = perTile(tileInputs);
+      if (results.empty())
+        for (const Tensor &output : outputs) {
+          TensorType type = output.type();
+          type.shape[0] = rows;
+          results.emplace_back(type);
+        }
+      for (size_t o = 0; o < outputs.size(); ++o) {
+        Tensor target = runtime::BatchTiles::rowsView(results[o], begin, count);
+        std::memcpy(target.data(), outputs[o].data(), target.byteSize());
+      }
+    }
+    return results;
+  };
+}
+
+} // namespace
+
 runtime::EvaluateFn compileEvaluation(const ir::Graph &forward, const LossSpec &loss, const runtime::TrainingStep &step,
                                       const TrainingOptions &options) {
+  if (!ir::isStaticGraph(forward))
+    return compileTiledEvaluation(forward, loss, step, options);
   std::shared_ptr<const ir::Graph> graph = passes::autodiff::buildEvaluationGraph(forward, loss);
   std::map<std::string, Tensor> params = step.parameters(); // the step's own tensors (copies share storage)
   if (options.reference)

@@ -91,6 +91,7 @@ struct LoweredTrainingStep {
 };
 
 /// A forward pass with the loss of each element (runtime/Trainer.h's EvaluateFn) of `forward`
+/// (over a symbolic batch: of any count of rows, in tiles of `step`'s)
 /// (passes::autodiff::buildEvaluationGraph) that reads `step`'s parameter tensors as they are
 /// when it runs, for validation between epochs; compiled (the `training` pipeline: nothing
 /// folds the parameters' values) or, with options.reference, on the reference evaluator. It

@@ -10,6 +10,7 @@
 
 #include <pybind11/stl.h>
 
+#include "core/SymbolicDim.h"
 #include "frontend/Movement.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Evaluator.h"
@@ -155,6 +156,26 @@ std::vector<int64_t> intsOf(py::handle object, const char *what) {
   }
 }
 
+/// An input's shape: ints, and names for symbolic dims (("N", 3): a batch of any size), as
+/// kiln.Session shows them.
+Shape dimsOf(py::handle object, const char *what) {
+  if (py::isinstance<py::str>(object) || !py::isinstance<py::sequence>(object))
+    return intsOf(object, what);
+  Shape dims;
+  for (py::handle entry : py::reinterpret_borrow<py::sequence>(object)) {
+    if (!py::isinstance<py::str>(entry)) {
+      dims.push_back(intsOf(entry, what).at(0));
+      continue;
+    }
+    std::string name = py::cast<std::string>(entry);
+    if (!isValidSymbolName(name))
+      throw py::value_error(std::string(what) + ": '" + name + "' is not a symbol name (a letter, then letters, " +
+                            "digits or '_')");
+    dims.push_back(symbolDim(name));
+  }
+  return dims;
+}
+
 Tensor tensorOf(py::handle object, const char *what) {
   // asarray rather than ascontiguousarray, which makes a 0-d array 1-d.
   auto array = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("asarray")(object, "order"_a = "C"));
@@ -205,9 +226,11 @@ mistake raises kiln.Error at the call that made it.)")
       .def(
           "input",
           [](GraphBuilder &self, const std::string &name, const py::object &dtype, const py::object &shape) {
-            return self.input(name, dtypeOf(dtype), intsOf(shape, "shape"));
+            return self.input(name, dtypeOf(dtype), dimsOf(shape, "shape"));
           },
-          "name"_a, "dtype"_a, "shape"_a, "A graph input; inputs are fed in the order they are declared.")
+          "name"_a, "dtype"_a, "shape"_a,
+          "A graph input; inputs are fed in the order they are declared. A name in `shape` is a symbolic dim: "
+          "g.input('x', 'f32', ['N', 8]) takes a batch of any size.")
       .def(
           "param",
           [](GraphBuilder &self, const std::string &name, const py::object &value) {

@@ -92,7 +92,7 @@ std::vector<std::string> namesOf(const py::object &names, const char *what) {
 StepRef compileStep(const PyGraph &graph, const std::string &loss, const py::object &optimizer,
                     const py::object &output, const std::string &targetName, std::optional<int64_t> ignoreIndex,
                     const py::object &params, const py::object &frozen, const py::object &buffers, bool split,
-                    bool reference, std::optional<int> threads, const py::object &cacheDir) {
+                    bool reference, int64_t batchTile, std::optional<int> threads, const py::object &cacheDir) {
   auto result = std::make_shared<PyTrainingStep>();
   result->forward = graph.graph;
   result->loss = codegen::LossSpec(lossKindOf(loss));
@@ -114,6 +114,7 @@ StepRef compileStep(const PyGraph &graph, const std::string &loss, const py::obj
       options.buffers.push_back({outputName, param});
   options.split = split;
   options.reference = reference;
+  options.batchTile = batchTile;
   py::gil_scoped_release release;
   result->step = std::make_unique<runtime::TrainingStep>(
       codegen::compileTrainingStep(*result->forward, result->loss, spec, options));
@@ -224,7 +225,7 @@ py::dict epochDict(const runtime::EpochReport &r) {
 }
 
 py::list train(const StepRef &self, const py::dict &data, int64_t epochs, bool shuffle, uint64_t seed,
-               int64_t accumulate, bool dropLast, const std::string &schedule, int64_t saveEvery,
+               int64_t accumulate, int64_t batchSize, bool dropLast, const std::string &schedule, int64_t saveEvery,
                const py::object &savePath, int64_t stopAfter, const py::object &validation,
                const py::object &onProgress, const py::object &onEpoch, distributed::DataParallelGroup *group) {
   runtime::TrainerOptions options;
@@ -232,6 +233,7 @@ py::list train(const StepRef &self, const py::dict &data, int64_t epochs, bool s
   options.shuffle = shuffle;
   options.seed = seed;
   options.accumulate = accumulate;
+  options.batchSize = batchSize;
   options.dropLast = dropLast;
   options.schedule = runtime::LearningRateSchedule::parse(schedule);
   options.saveEvery = saveEvery;
@@ -291,9 +293,9 @@ void bindTraining(py::module_ &m) {
   m.def("_compile_training_step", &compileStep, "graph"_a, "loss"_a, "optimizer"_a, py::kw_only(),
         "output"_a = py::none(), "target_name"_a = "target", "ignore_index"_a = py::none(), "params"_a = py::none(),
         "frozen"_a = py::none(), "buffers"_a = py::none(), "split"_a = false, "reference"_a = false,
-        "threads"_a = py::none(), "cache_dir"_a = py::none());
+        "batch_tile"_a = 32, "threads"_a = py::none(), "cache_dir"_a = py::none());
   m.def("_train", &train, "step"_a, "data"_a, py::kw_only(), "epochs"_a = 1, "shuffle"_a = false, "seed"_a = 0,
-        "accumulate"_a = 1, "drop_last"_a = false, "lr_schedule"_a = "constant", "save_every"_a = 0,
+        "accumulate"_a = 1, "batch_size"_a = 0, "drop_last"_a = false, "lr_schedule"_a = "constant", "save_every"_a = 0,
         "save_path"_a = py::none(), "stop_after"_a = 0, "validation"_a = py::none(), "on_progress"_a = py::none(),
         "on_epoch"_a = py::none(), "data_parallel"_a = nullptr);
 

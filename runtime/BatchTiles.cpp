@@ -1,5 +1,8 @@
 #include "runtime/BatchTiles.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/Error.h"
 #include "core/SymbolicDim.h"
 #include "runtime/Executable.h"
@@ -68,7 +71,7 @@ int64_t BatchTiles::rowsOf(const std::vector<TensorSpec> &tileInputs, const std:
     if (!sameRowShape(tensor.type(), spec.type) || (extent > 0 && tensor.shape()[0] != extent))
       fail("input '{}': expected {}, got {}", spec.name, expected(), tensor.type().toString());
     int64_t n = tensor.shape()[0];
-    if (n % tile != 0)
+    if (n % tile != 0 && !padsLastTile)
       fail("input '{}': {} rows, but the model runs tiles of {}: give a multiple of {}", spec.name, n, tile, tile);
     if (rows >= 0 && n != rows)
       fail("the batch {} has two extents: {} from input '{}' but {} from input '{}'",
@@ -80,6 +83,26 @@ int64_t BatchTiles::rowsOf(const std::vector<TensorSpec> &tileInputs, const std:
     return 0;
   // A model whose inputs all ignore the batch serves the extent it was declared for.
   return rows >= 0 ? rows : (extent > 0 ? extent : tile);
+}
+
+int64_t BatchTiles::copyTileRows(const Tensor &batch, int64_t begin, Tensor &tile) {
+  const int64_t tileRows = tile.shape()[0], batchRows = batch.shape()[0];
+  const int64_t count = std::min(tileRows, batchRows - begin);
+  const auto rowBytes = static_cast<size_t>(batchRows > 0 ? batch.byteSize() / batchRows : 0);
+  const auto *source = static_cast<const std::byte *>(batch.data()) + begin * rowBytes;
+  auto *target = static_cast<std::byte *>(tile.data());
+  std::memcpy(target, source, static_cast<size_t>(count) * rowBytes);
+  for (int64_t r = count; r < tileRows; ++r)
+    std::memcpy(target + r * rowBytes, source, rowBytes);
+  return count;
+}
+
+Tensor BatchTiles::rowsView(const Tensor &batch, int64_t begin, int64_t rows) {
+  TensorType type = batch.type();
+  const auto rowBytes = static_cast<size_t>(type.shape[0] > 0 ? batch.byteSize() / type.shape[0] : 0);
+  type.shape[0] = rows;
+  // The callers' kernels only read their inputs; Tensor has no read-only borrow.
+  return Tensor::borrow(type, static_cast<std::byte *>(const_cast<void *>(batch.data())) + begin * rowBytes);
 }
 
 TensorType BatchTiles::outputType(const TensorSpec &tileSpec, int64_t rows) const {

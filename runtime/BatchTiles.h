@@ -27,6 +27,9 @@ struct BatchTiles {
   /// The batch served: a constant, or 0 for any multiple of tile (the symbolic dim `symbol`).
   int64_t extent = 0;
   std::string symbol;
+  /// Any count of rows, not only multiples of tile: the caller pads the last tile (training
+  /// steps weigh the padding 0: runtime/TrainingStep.h).
+  bool padsLastTile = false;
   /// Per input: whether it carries the batch (on axis 0). Every output does.
   std::vector<bool> batched;
 
@@ -44,6 +47,13 @@ struct BatchTiles {
 
   /// The type of a tile's output `tileSpec` at `rows` rows (untiled: the spec's own type).
   TensorType outputType(const TensorSpec &tileSpec, int64_t rows) const;
+
+  /// Copies rows [begin, begin + R) of `batch` into `tile` (R rows, of the batch's row type);
+  /// where the batch ends first, the rest of the tile repeats row `begin`. Returns how many
+  /// rows came from the batch.
+  static int64_t copyTileRows(const Tensor &batch, int64_t begin, Tensor &tile);
+  /// A tensor over rows [begin, begin + rows) of `batch`, sharing its storage.
+  static Tensor rowsView(const Tensor &batch, int64_t begin, int64_t rows);
 
   /// Checks caller-provided outputs against outputType at `rows`.
   void checkOutputs(const std::vector<TensorSpec> &tileOutputs, const std::vector<Tensor> &outputs,

@@ -26,6 +26,12 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+/// `type` (the step's input, its batch on axis 0 constant or symbolic) with `rows` there.
+TensorType batchOfRows(TensorType type, int64_t rows) {
+  type.shape[0] = rows;
+  return type;
+}
+
 bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -64,10 +70,24 @@ Trainer::Trainer(TrainingStep &step, Dataset train, TrainerOptions options, Trai
          "gradients and the losses over the ranks",
          options_.ranks);
 
+  const TrainingManifest &manifest = step_.manifest();
+  const int64_t parts = options_.accumulate * options_.ranks;
+  anyBatch_ = manifest.batchTile > 0;
+  if (anyBatch_) {
+    if (options_.batchSize < 1 || options_.batchSize % parts != 0)
+      fail("trainer: the step takes a batch of any size; give the samples per update (batchSize), a multiple of "
+           "{} micro-batches times {} ranks, got {}",
+           options_.accumulate, options_.ranks, options_.batchSize);
+    microBatch_ = options_.batchSize / parts;
+  }
   for (const TensorSpec &input : step_.inputs()) {
     if (input.type.rank() == 0)
       fail("trainer: the step's input '{}' is a scalar ({}): it has no batch dimension to put samples along",
            input.name, input.type.toString());
+    if (anyBatch_) {
+      inputs_.emplace_back(batchOfRows(input.type, microBatch_));
+      continue;
+    }
     int64_t rows = input.type.shape[0];
     if (microBatch_ != 0 && rows != microBatch_)
       fail("trainer: the step's inputs disagree on the batch: '{}' is {}, '{}' takes {} samples", input.name,
@@ -77,12 +97,17 @@ Trainer::Trainer(TrainingStep &step, Dataset train, TrainerOptions options, Trai
   }
   if (microBatch_ < 1)
     fail("trainer: the step takes batches of {} samples", microBatch_);
-  const TrainingManifest &manifest = step_.manifest();
-  padShortBatches_ = !options_.dropLast && manifest.ignoreIndex && step_.targetInput() >= 0;
+  if (!anyBatch_ && options_.batchSize != 0 && options_.batchSize != batchSize())
+    fail("trainer: the step was compiled for batches of {} samples, so an update takes {} ({} micro-batches, {} "
+         "ranks), not {}",
+         microBatch_, batchSize(), options_.accumulate, options_.ranks, options_.batchSize);
+  // A step over any batch takes a short one as it is; else the loss must ignore its padding.
+  bool padsShortBatches = manifest.ignoreIndex && step_.targetInput() >= 0;
+  useShortBatches_ = !options_.dropLast && (anyBatch_ || padsShortBatches);
   checkDataset(train_, "training data");
 
   int64_t samples = train_.size(), batch = batchSize();
-  updatesPerEpoch_ = samples / batch + (samples % batch != 0 && padShortBatches_ ? 1 : 0);
+  updatesPerEpoch_ = samples / batch + (samples % batch != 0 && useShortBatches_ ? 1 : 0);
   if (updatesPerEpoch_ == 0)
     fail("training data: {} samples do not fill one batch of {}{}", samples, batch,
          options_.dropLast ? " (and the short batch is dropped)"
@@ -160,10 +185,15 @@ std::vector<int64_t> Trainer::batchOf(const std::vector<int64_t> &order, int64_t
 void Trainer::gatherBatch(const Dataset &data, const std::vector<int64_t> &indices, bool maskPadding,
                           std::vector<Tensor> &inputs) const {
   const std::vector<TensorSpec> &specs = step_.inputs();
-  for (size_t i = 0; i < specs.size(); ++i)
+  const auto rows = static_cast<int64_t>(indices.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    // A step over any batch takes a short batch as it is, in training; validation pads.
+    if (anyBatch_ && maskPadding && inputs[i].shape()[0] != rows)
+      inputs[i] = Tensor(batchOfRows(specs[i].type, rows));
     data.gather(specs[i].name, indices, inputs[i]);
-  if (static_cast<int64_t>(indices.size()) < microBatch_ && maskPadding) {
-    // Only padShortBatches_ lets a short batch through to training.
+  }
+  if (!anyBatch_ && rows < microBatch_ && maskPadding) {
+    // Only a loss that ignores the padding's labels lets a short batch through to training.
     Tensor &labels = inputs[static_cast<size_t>(step_.targetInput())];
     int64_t perRow = labels.numElements() / microBatch_;
     for (int64_t e = static_cast<int64_t>(indices.size()) * perRow; e < labels.numElements(); ++e)
@@ -318,7 +348,7 @@ ValidationResult Trainer::validate() {
   const std::string &loss = step_.manifest().loss;
   std::vector<Tensor> inputs;
   for (const TensorSpec &input : step_.inputs())
-    inputs.emplace_back(input.type);
+    inputs.emplace_back(batchOfRows(input.type, microBatch_));
   const int64_t target = step_.targetInput();
   double lossSum = 0;
   int64_t hits = 0, elementsPerSample = 0;

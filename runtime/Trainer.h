@@ -4,7 +4,9 @@
 // per update from a schedule (runtime/LearningRateSchedule.h), the mean training loss of each
 // epoch, the loss and accuracy on held-out data after it, and checkpoints.
 //
-// Batches. The step was compiled for a static batch of b samples (its inputs' dim 0). An update
+// Batches. The step was compiled for a static batch of b samples (its inputs' dim 0), or over a
+// symbolic batch (batch tiles: runtime/TrainingStep.h), which takes b = TrainerOptions::
+// batchSize / (accumulate * ranks) and a short last batch as it is, for every loss. An update
 // takes B = b * K samples: K = 1 runs the step once; K > 1 (gradient accumulation) needs a split
 // step, whose gradients over K micro-batches of b are summed, each weighted by its share of the
 // update's samples, before one optimizer update: the update of the whole batch (the mean of
@@ -47,6 +49,9 @@ namespace kiln::runtime {
 
 struct TrainerOptions {
   int64_t epochs = 1;
+  /// Samples per update B, over all micro-batches and ranks: needed by a step over a symbolic
+  /// batch; a static step's is its batch times accumulate and ranks (0, or that).
+  int64_t batchSize = 0;
   /// Micro-batches per update (gradient accumulation); > 1 needs a split step.
   int64_t accumulate = 1;
   bool shuffle = false;
@@ -147,7 +152,8 @@ public:
   int64_t batchSize() const { return microBatch_ * options_.accumulate * options_.ranks; }
   int64_t updatesPerEpoch() const { return updatesPerEpoch_; }
   int64_t totalUpdates() const { return updatesPerEpoch_ * options_.epochs; }
-  /// Samples each epoch leaves out (a short last batch the loss cannot pad, or dropLast).
+  /// Samples each epoch leaves out (a short last batch the loss cannot pad or the step cannot
+  /// take, or dropLast).
   int64_t droppedPerEpoch() const;
 
   /// Trains from the step's step count to the end of the last epoch (or to stopAfter); returns
@@ -181,7 +187,8 @@ private:
   std::optional<Dataset> validation_;
   EvaluateFn evaluate_;
   int64_t microBatch_ = 0;
-  bool padShortBatches_ = false;
+  bool anyBatch_ = false;        // the step takes a batch of any size (batch tiles)
+  bool useShortBatches_ = false; // an epoch's short last batch trains (padded, or as it is)
   int64_t updatesPerEpoch_ = 0;
   double baseLr_ = 0;
   std::vector<Tensor> inputs_;      // one micro-batch, reused

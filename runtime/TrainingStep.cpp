@@ -24,6 +24,7 @@
 #include "core/Error.h"
 #include "core/ShapeMath.h"
 #include "core/SymbolicDim.h"
+#include "runtime/BatchTiles.h"
 #include "runtime/LoadedObject.h"
 #include "runtime/TensorSums.h"
 #include "runtime/TrainingCheckpoint.h"
@@ -83,6 +84,7 @@ struct TrainingStep::Impl {
   bool readinessPlanned = false;
   // Batch tiles (manifest.batchTile > 0): a short tile's rows, per model input (batch inputs
   // only), the sample weights, and the gradients' sums over the tiles before the last.
+  BatchTiles tiles;
   std::vector<Tensor> tileRows;
   Tensor tileWeights;
   std::vector<Tensor> gradientSums;
@@ -198,7 +200,14 @@ void TrainingStep::Impl::bindBatchTiles() {
   }
   if (manifest.targetInput >= 0 && !seen.count(manifest.targetInput))
     fault("the target does not hold the batch");
+  tiles.tile = manifest.batchTile;
+  tiles.symbol = manifest.batchSymbol;
+  tiles.padsLastTile = true;
+  tiles.batched.assign(modelInputs.size(), false);
+  for (int64_t index : manifest.batchInputs)
+    tiles.batched[static_cast<size_t>(index)] = true;
   tileRows.resize(modelInputs.size());
+  tileWeights = Tensor(weightType);
 }
 
 void TrainingStep::Impl::bindWholeStep() {
@@ -314,64 +323,39 @@ std::vector<float> TrainingStep::Impl::sampleWeights(const std::vector<Tensor> &
 }
 
 float TrainingStep::Impl::computeTiledGradients(std::vector<Tensor> all, const std::function<void()> &betweenKernels) {
-  const std::vector<TensorSpec> &specs = main.inputSpecs();
   const int64_t tile = manifest.batchTile;
-  // The batch: axis 0 of every batch input, which must agree; the other dims are the tile's.
-  int64_t rows = -1;
-  const std::string *firstName = nullptr;
-  for (int64_t index : manifest.batchInputs) {
-    const Tensor &given = all[static_cast<size_t>(index)];
-    const TensorSpec &spec = specs[static_cast<size_t>(index)];
-    bool fits = given.defined() && given.dtype() == spec.type.dtype && given.rank() == spec.type.rank() &&
-                std::equal(spec.type.shape.begin() + 1, spec.type.shape.end(), given.shape().begin() + 1);
-    if (!fits) {
-      TensorType expected = spec.type;
-      expected.shape[0] = symbolDim(manifest.batchSymbol);
-      fail("{}: input '{}' is {}, expected {}", name, spec.name,
-           given.defined() ? given.type().toString() : std::string("undefined"), expected.toString());
-    }
-    if (rows < 0) {
-      rows = given.shape()[0];
-      firstName = &spec.name;
-    } else if (given.shape()[0] != rows) {
-      fail("{}: inputs '{}' and '{}' disagree on the batch {}: {} and {} samples", name, *firstName, spec.name,
-           manifest.batchSymbol, rows, given.shape()[0]);
-    }
+  all[static_cast<size_t>(manifest.weightInput)] = tileWeights; // each tile's, below
+  int64_t rows = 0;
+  try {
+    rows = tiles.rowsOf(main.inputSpecs(), all);
+  } catch (const Error &error) {
+    fail("{}: {}", name, error.what());
   }
   if (rows < 1)
     fail("{}: a batch of {} samples ({} = 0) has no loss to train on", name, rows, manifest.batchSymbol);
   std::vector<float> weights = sampleWeights(all, rows);
-  if (!tileWeights.defined())
-    tileWeights = Tensor(TensorType{DType::F32, {tile}});
   const size_t gradients = gradientCount();
   gradientSums.resize(gradients);
-  std::vector<Tensor> batch = all;
-  const int64_t tiles = (rows + tile - 1) / tile;
+  const std::vector<Tensor> batch = all;
+  const int64_t tileCount = (rows + tile - 1) / tile;
   double loss = 0;
-  for (int64_t t = 0; t < tiles; ++t) {
+  for (int64_t t = 0; t < tileCount; ++t) {
     const int64_t begin = t * tile, count = std::min(tile, rows - begin);
     for (int64_t index : manifest.batchInputs) {
       auto i = static_cast<size_t>(index);
-      const TensorType &type = specs[i].type;
-      const size_t rowBytes = static_cast<size_t>(type.byteSize() / tile);
-      auto *source = static_cast<std::byte *>(const_cast<void *>(batch[i].data())) + begin * rowBytes;
       if (count == tile) { // a whole tile of the caller's rows, read where they are
-        all[i] = Tensor::borrow(type, source);
+        all[i] = BatchTiles::rowsView(batch[i], begin, tile);
         continue;
       }
       // A short tile, padded with repeats of its first row (valid samples, weighted 0).
       if (!tileRows[i].defined())
-        tileRows[i] = Tensor(type);
-      auto *rowsOut = static_cast<std::byte *>(tileRows[i].data());
-      std::memcpy(rowsOut, source, static_cast<size_t>(count) * rowBytes);
-      for (int64_t r = count; r < tile; ++r)
-        std::memcpy(rowsOut + r * rowBytes, source, rowBytes);
+        tileRows[i] = Tensor(main.inputSpecs()[i].type);
+      BatchTiles::copyTileRows(batch[i], begin, tileRows[i]);
       all[i] = tileRows[i];
     }
     float *w = tileWeights.dataAs<float>();
     for (int64_t r = 0; r < tile; ++r)
       w[r] = r < count ? weights[static_cast<size_t>(begin + r)] : 0.0f;
-    all[static_cast<size_t>(manifest.weightInput)] = tileWeights;
     std::function<void(int64_t)> afterLaunch;
     if (betweenKernels)
       afterLaunch = [&](int64_t) { betweenKernels(); };
@@ -379,11 +363,11 @@ float TrainingStep::Impl::computeTiledGradients(std::vector<Tensor> all, const s
     loss += main.outputs[0].getDouble(0);
     // Tile 0's gradients move to the sums (the next tile writes fresh ones); the middle tiles'
     // add to them; the last tile's gradients take the sums, where the update reads them.
-    for (size_t g = 0; g < gradients && tiles > 1; ++g) {
+    for (size_t g = 0; g < gradients && tileCount > 1; ++g) {
       Tensor &out = main.outputs[1 + g];
       if (t == 0)
         std::swap(out, gradientSums[g]);
-      else if (t + 1 < tiles)
+      else if (t + 1 < tileCount)
         scaleAndAdd(gradientSums[g], 1.0, out);
       else
         scaleAndAdd(out, 1.0, gradientSums[g]);

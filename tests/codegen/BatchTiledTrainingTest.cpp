@@ -149,8 +149,8 @@ TEST(BatchTiledTraining, Errors) {
   LossSpec loss{LossKind::CrossEntropy, 0, "", "labels"};
   TrainingStep step = compileTrainingStep(*symbolic, loss, OptimizerSpec::sgd(0.1), options(true, 4));
   expectErrorContaining([&] { step.run({rows(5, 6, 1), classLabels(4, 1)}); },
-                        "inputs 'x' and 'labels' disagree on the batch N: 5 and 4 samples");
-  expectErrorContaining([&] { step.run({rows(5, 7, 1), classLabels(5, 1)}); }, "input 'x' is f32[5,7], expected f32[N,6]");
+                        "the batch N has two extents: 5 from input 'x' but 4 from input 'labels'");
+  expectErrorContaining([&] { step.run({rows(5, 7, 1), classLabels(5, 1)}); }, "input 'x': expected f32[N,6], got f32[5,7]");
   expectErrorContaining([&] { step.run({rows(0, 6, 1), classLabels(0, 1)}); }, "a batch of 0 samples");
   expectErrorContaining([&] { step.run({rows(5, 6, 1)}); }, "expected 2 inputs");
   EXPECT_EQ(step.stepCount(), 0); // nothing ran

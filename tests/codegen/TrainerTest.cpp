@@ -250,6 +250,60 @@ TEST_F(TrainerTest, AShortLastBatchPaddedWithIgnoredLabelsTrainsAsTheShortBatch)
   EXPECT_EQ(cannotPad.droppedPerEpoch(), 2);
 }
 
+TEST_F(TrainerTest, AStepOverAnyBatchTrainsAShortLastBatchAsItIsForEveryLoss) {
+  // 6 samples in updates of 4: a step over a symbolic batch (tiles of 3) takes the short batch
+  // of 2 as it is, with a loss that cannot ignore padding, and makes the updates that static
+  // steps at batch 4 and then 2 make (the padded trainer's, checked against those above).
+  OptimizerSpec sgd = OptimizerSpec::sgd(0.3);
+  Dataset data = classification("train", 6, 3);
+  TrainingStep padded = compileTrainingStep(*mlp(4), crossEntropy(), sgd, options());
+  Trainer paddedTrainer(padded, data, TrainerOptions{});
+  std::vector<runtime::EpochReport> want = paddedTrainer.run();
+
+  auto symbolic = mlp(frontend::GraphBuilder::dim("N"));
+  TrainingOptions tiles = options();
+  tiles.batchTile = 3;
+  TrainingStep any = compileTrainingStep(*symbolic, crossEntropy(false), sgd, tiles);
+  TrainerOptions four;
+  four.batchSize = 4;
+  Trainer trainer(any, data, four);
+  EXPECT_EQ(trainer.microBatch(), 4);
+  EXPECT_EQ(trainer.updatesPerEpoch(), 2);
+  EXPECT_EQ(trainer.droppedPerEpoch(), 0);
+  std::vector<runtime::EpochReport> got = trainer.run();
+  expectParametersClose(any, padded, 1e-5, 1e-6);
+  EXPECT_NEAR(got[0].meanLoss, want[0].meanLoss, 1e-5 * want[0].meanLoss);
+
+  // Validation over tiles of the step's rows, 7 samples in batches of 4: as the static step's.
+  Dataset val = classification("val", 7, 6);
+  trainer.setValidation(val, compileEvaluation(*symbolic, crossEntropy(false), any, tiles));
+  paddedTrainer.setValidation(val, compileEvaluation(*mlp(4), crossEntropy(false), padded, options()));
+  runtime::ValidationResult gotVal = trainer.validate(), wantVal = paddedTrainer.validate();
+  EXPECT_NEAR(gotVal.loss, wantVal.loss, 1e-5 * wantVal.loss);
+  ASSERT_TRUE(gotVal.accuracy && wantVal.accuracy);
+  EXPECT_DOUBLE_EQ(*gotVal.accuracy, *wantVal.accuracy);
+
+  // Accumulated micro-batches of 2 over the same updates, on the same start.
+  TrainingStep accumulated = compileTrainingStep(*symbolic, crossEntropy(false), sgd, tiles);
+  TrainerOptions twoByTwo = four;
+  twoByTwo.accumulate = 2;
+  Trainer accumulating(accumulated, data, twoByTwo);
+  EXPECT_EQ(accumulating.microBatch(), 2);
+  accumulating.run();
+  expectParametersClose(accumulated, padded, 1e-5, 1e-6);
+
+  TrainingStep more = compileTrainingStep(*symbolic, crossEntropy(false), sgd, tiles);
+  expectErrorContaining([&] { Trainer(more, data, TrainerOptions{}); },
+                        "the step takes a batch of any size; give the samples per update (batchSize)");
+  TrainerOptions odd = twoByTwo;
+  odd.batchSize = 5;
+  expectErrorContaining([&] { Trainer(more, data, odd); }, "a multiple of 2 micro-batches times 1 ranks, got 5");
+  TrainerOptions wrong;
+  wrong.batchSize = 8;
+  expectErrorContaining([&] { Trainer(padded, data, wrong); },
+                        "the step was compiled for batches of 4 samples, so an update takes 4");
+}
+
 TEST_F(TrainerTest, AResumedRunEndsBitForBitWhereAnUninterruptedOneEnds) {
   // Adam (state), a cosine schedule with warm-up (position), shuffling (order), a short batch
   // padded (mask): 3 epochs of 3 updates, stopped after the checkpoint at update 4 - inside the

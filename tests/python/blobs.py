@@ -14,8 +14,9 @@ def classifier_data(samples, seed):
 
 
 def classifier_step(batch=16, threads=2, **options):
-    """8 -> 16 -> 4 with ReLU, cross-entropy, SGD(0.1, momentum 0.9), from kiln.nn's seed 0;
-    options go to kiln.compile_training_step (split=True, ...)."""
+    """8 -> 16 -> 4 with ReLU, cross-entropy, SGD(0.1, momentum 0.9), from kiln.nn's seed 0,
+    at `batch` rows (a number, or a symbol's name: any batch); options go to
+    kiln.compile_training_step (split=True, ...)."""
     kiln.nn.manual_seed(0)
     g = kiln.GraphBuilder("blobs")
     model = kiln.nn.Sequential(kiln.nn.Linear(8, 16), kiln.nn.ReLU(), kiln.nn.Linear(16, 4))

@@ -220,6 +220,33 @@ def test_train_loop_accumulates_and_reads_npy_files(tmp_path):
         kiln.train(whole, {"x": data["x"]}, progress=False)
 
 
+def test_a_symbolic_batch_trains_every_batch_size_from_one_compile():
+    """A graph over batch "N" compiles once (tiles of 8) and takes batches of any size: each
+    update is the one a step compiled for that size makes, and kiln.train trains a short last
+    batch as it is (20 samples in batches of 16), with no ignore_index."""
+    data = classifier_data(20, 4)
+    anyBatch = classifier_step(batch="N", batch_tile=8)
+    assert anyBatch.inputs[0].shape == ("N", 8)
+    for first, rows in ((0, 16), (16, 4)):
+        fixed = classifier_step(batch=rows)
+        for key in anyBatch.parameters:  # the same start, optimizer state included
+            fixed[key] = anyBatch[key]
+        fixed.step_count = anyBatch.step_count
+        batch = {name: array[first:first + rows] for name, array in data.items()}
+        assert anyBatch.step(batch) == pytest.approx(fixed.step(batch), rel=1e-5)
+        for key in fixed.parameters:
+            np.testing.assert_allclose(anyBatch[key], fixed[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    trained = classifier_step(batch="N", batch_tile=8)
+    history = kiln.train(trained, data, batch_size=16, epochs=1, progress=False)
+    assert history[0]["samples"] == 20 and trained.step_count == 2
+    for key in trained.trained_parameters:
+        np.testing.assert_allclose(trained[key], anyBatch[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    with pytest.raises(kiln.Error, match="give the samples per update"):
+        kiln.train(trained, data, progress=False)
+    with pytest.raises(ValueError, match="'2N' is not a symbol name"):
+        kiln.GraphBuilder("bad").input("x", "f32", ["2N", 8])
+
+
 def test_batch_norm_buffers_are_written_back():
     """A graph built with kiln.nn in training mode carries BatchNorm's running statistics,
     which every step writes back (and does not train)."""
