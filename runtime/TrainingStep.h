@@ -40,6 +40,15 @@
 // every two kernels; a data-parallel caller starts each bucket's allreduce from there and
 // progresses the transfers in flight (distributed/DataParallel.h).
 //
+// Batch tiles: a step over a symbolic batch (manifest.batchTile > 0; codegen compiles it split,
+// for tiles of T rows, with each sample's loss weighted by an extra f32[T] input) takes inputs
+// of any N rows (inputs() shows the batch's symbol). computeGradients runs the gradient part on
+// each tile of T rows (a whole tile read where the caller's rows lie; the last one copied and
+// padded with repeats of its first row), with weights 1/N per sample (1 for a sum loss; 0 for
+// an ignored label and the padding, the mean then over the others), and sums the tiles'
+// gradients and losses: the whole batch's, within rounding, for a model whose samples do not
+// meet. Buffers (a random offset) advance once per tile.
+//
 // A TrainingStep owns its tensors and updates them on every run(): unlike an Executable, it
 // must not run on several threads at once.
 #include <cstdint>
@@ -145,7 +154,8 @@ public:
   /// advances. kiln::Error when no computeGradients came since the last update.
   void applyGradients();
 
-  /// The inputs run() takes, in order: the model's without the learning rate and step count.
+  /// The inputs run() takes, in order: the model's without the learning rate and step count
+  /// (and the sample weights of batch tiles, whose batch inputs show the batch's symbol).
   const std::vector<TensorSpec> &inputs() const;
   std::vector<std::string> inputNames() const;
   /// The position in inputs() of the target or labels; -1 when the loss takes none.

@@ -137,6 +137,7 @@ void addDatasetFlags(FlagParser &parser, TrainOptions &options, std::vector<std:
     option(name, [&field](const std::string &flag, const std::string &value) { field = parsePositive(flag, value); });
   };
   countOption("--batch-size", options.batchSize);
+  countOption("--batch-tile", options.batchTile);
   countOption("--epochs", options.epochs);
   countOption("--accumulate", options.accumulate);
   countOption("--save-every", options.saveEvery);
@@ -182,6 +183,8 @@ void checkDatasetFlags(const TrainOptions &options, bool stepsGiven, bool benchG
     fail("--data-parallel does not apply to '{}': it needs a step compiled in two parts, gradients and update "
          "(train the model's graph instead)",
          options.path);
+  if (options.batchTile > 0 && options.artifact)
+    fail("--batch-tile applies to a model compiled here; '{}' is a compiled training step", options.path);
   if (options.mpiTimeout > 0 && !options.dataParallel)
     fail("--mpi-timeout applies to --data-parallel");
   if (options.checkIdentical && !options.dataParallel)
@@ -200,7 +203,7 @@ void checkDatasetFlags(const TrainOptions &options, bool stepsGiven, bool benchG
 
 std::map<std::string, Shape> datasetInputShapes(const TrainOptions &options) {
   std::map<std::string, Shape> shapes;
-  if (!options.dataset() || options.batchSize == 0 || !endsWith(options.path, ".onnx"))
+  if (!options.dataset() || options.batchSize == 0 || options.batchTile > 0 || !endsWith(options.path, ".onnx"))
     return shapes;
   int64_t accumulate = std::max<int64_t>(1, options.accumulate), parts = accumulate * options.ranks;
   if (options.batchSize % parts != 0)
@@ -246,6 +249,11 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
   trainer.saveEvery = speaks ? options.saveEvery : 0;
   trainer.savePath = speaks ? options.save : "";
   trainer.stopAfter = options.stopAfter;
+  if (manifest.batchTile > 0) { // a step over any batch: --batch-size is the update's
+    if (options.batchSize == 0)
+      fail("--batch-size B is needed: the step takes batches of any size (tiles of {})", manifest.batchTile);
+    trainer.batchSize = options.batchSize;
+  }
   // --log-every's lines replace the bar (under mpirun a rank's stdout is a terminal even when
   // mpirun's output goes to a file).
   ProgressDisplay display(speaks && options.logEvery == 0);
@@ -276,7 +284,7 @@ int runDatasetTraining(runtime::TrainingStep &step, const runtime::EvaluateFn &e
   runtime::Trainer training(step, openDataset(step, options.data, options.labels), trainer, hooks);
   int64_t batch = training.microBatch(), perAccumulation = batch * trainer.ranks;
   std::string ranks = trainer.ranks > 1 ? fmt::format(" x {} ranks", trainer.ranks) : "";
-  if (options.batchSize != 0 && options.batchSize != training.batchSize())
+  if (manifest.batchTile == 0 && options.batchSize != 0 && options.batchSize != training.batchSize())
     fail("--batch-size {}: the model takes batches of {} (its input '{}' is {}); {}", options.batchSize, batch,
          step.inputs()[0].name, step.inputs()[0].type.toString(),
          options.batchSize % perAccumulation == 0 && options.accumulate == 0

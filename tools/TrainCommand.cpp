@@ -20,6 +20,7 @@
 #include <fnmatch.h>
 
 #include "core/Error.h"
+#include "ir/SymbolicShapes.h"
 #include "runtime/ThreadPool.h"
 #include "tools/DatasetTraining.h"
 #include "tools/GraphLoading.h"
@@ -75,6 +76,9 @@ dataset training (with --data):
   --batch-size B          samples per update (default: the model's batch times --accumulate); the
                           model is compiled for a static batch, which must be B / --accumulate
                           (an ONNX model with a symbolic batch is specialised to it)
+  --batch-tile T          an ONNX model whose batch is symbolic (and whose samples never meet: no
+                          BatchNorm over the batch) compiles once, for tiles of T rows, and trains
+                          batches of any size: the short last batch trains as it is, every loss
   --epochs E              passes over the data (default 1)
   --shuffle               a new order every epoch, drawn from --seed and the epoch alone
   --drop-last             drop the last batch of an epoch when it is short. Otherwise it is used
@@ -379,13 +383,23 @@ std::vector<std::string> frozenParameters(const ir::Graph &graph, const TrainOpt
 /// reference backend; for dataset training with --val, the evaluation of the forward pass too.
 PreparedStep compileStep(const TrainOptions &options) {
   std::map<std::string, Tensor> given;
-  std::unique_ptr<ir::Graph> graph = loadGraph({options.path, options.inputs, datasetInputShapes(options)}, given);
+  GraphSource source;
+  source.path = options.path;
+  source.inputs = options.inputs;
+  source.inputShapes = datasetInputShapes(options);
+  source.keepBatchSymbol = options.batchTile > 0; // one compile over any batch
+  std::unique_ptr<ir::Graph> graph = loadGraph(source, given);
+  if (options.batchTile > 0 && ir::isStaticGraph(*graph))
+    fail("--batch-tile: graph @{} has a static batch (its input '{}' is {}): a symbolic batch (an ONNX dim_param) "
+         "trains in tiles",
+         graph->name(), graph->inputs().at(0)->name(), graph->inputs().at(0)->type().toString());
   lossOutput(*graph, options.loss()); // --loss-output names an output
   TrainingOptions training;
   training.reference = options.reference;
   training.compile.params = bindParams(*graph, options.params, options.seed, true);
   training.frozen = frozenParameters(*graph, options);
   training.split = options.accumulate > 1 || options.dataParallel; // the gradients between the parts
+  training.batchTile = options.batchTile;
   if (options.threads > 0)
     training.compile.runtime.pool = std::make_shared<runtime::ThreadPool>(options.threads);
   codegen::LossSpec loss = options.loss();
@@ -395,7 +409,7 @@ PreparedStep compileStep(const TrainOptions &options) {
   auto start = std::chrono::steady_clock::now();
   // A whole step is compiled in two halves, to report the memory plan of the lowered step.
   std::optional<codegen::LoweredTrainingStep> lowered;
-  if (!options.reference && !training.split)
+  if (!options.reference && !training.split && ir::isStaticGraph(*graph))
     lowered = codegen::lowerTrainingStep(*graph, loss, options.optimizer(), training);
   PreparedStep prepared(lowered ? codegen::compileLoweredTrainingStep(*lowered, training)
                                 : codegen::compileTrainingStep(*graph, loss, options.optimizer(), training));
@@ -483,6 +497,8 @@ std::string describeStep(const PreparedStep &prepared, const TrainOptions &optio
                          step.executable().numThreads(), step.executable().numLaunches(),
                          step.updateExecutable().numLaunches());
   }
+  if (int64_t tile = step.manifest().batchTile; tile > 0)
+    engine += fmt::format(", any batch {} in tiles of {}", step.manifest().batchSymbol, tile);
   std::string frozen = prepared.frozen > 0 ? fmt::format(", {} frozen", prepared.frozen) : "";
   return fmt::format("training @{}: {} parameters ({} elements){}, {} ({:.2f} s to prepare)\n", prepared.graphName,
                      trained.size(), elements, frozen, engine, prepared.seconds);

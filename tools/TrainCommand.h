@@ -36,6 +36,9 @@ struct TrainOptions {
   std::vector<Binding> data, val;
   std::string valLabels;
   int64_t batchSize = 0;  // 0: the model's batch times accumulate
+  /// --batch-tile T: a model whose batch is symbolic compiles once, for tiles of T rows, and
+  /// trains batches of any size (0: specialised to the batch).
+  int64_t batchTile = 0;
   int64_t epochs = 1;
   int64_t accumulate = 0; // 0: not given (1)
   bool shuffle = false, dropLast = false;
