@@ -8,6 +8,7 @@
 #include "tests/ErrorMatchers.h"
 
 #include <cmath>
+#include <functional>
 
 #include "codegen/CompileTraining.h"
 #include "core/Error.h"
@@ -57,17 +58,32 @@ void expectClose(const Tensor &got, const Tensor &want, const std::string &what)
         << what << " element " << i;
 }
 
+/// Conv2d(2, 4, 3, padding 1) -> ReLU -> MaxPool2d(2) -> Flatten -> Linear(64, outputs) over
+/// `batch` images of 2 x 8 x 8, flattened to rows of 128 (the model reshapes them back).
+std::unique_ptr<ir::Graph> cnn(int64_t batch, int64_t outputs = 3) {
+  namespace nn = frontend::nn;
+  nn::manualSeed(12);
+  nn::Sequential model{std::make_shared<nn::Conv2d>(2, 4, frontend::Ints{3}, frontend::Ints{1}, frontend::Ints{1}), std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::MaxPool2d>(frontend::Ints{2}), std::make_shared<nn::Flatten>(),
+                       std::make_shared<nn::Linear>(64, outputs)};
+  frontend::GraphBuilder gb("cnn");
+  frontend::Var x = gb.input("x", DType::F32, {batch, 128});
+  return gb.finish({model(frontend::reshape(x, {batch, 2, 8, 8}))});
+}
+
+using ModelFn = std::function<std::unique_ptr<ir::Graph>(int64_t batch, int64_t outputs)>;
+
 /// Trains one symbolic-batch step over batches of `sizes`; before each, a static step at that
 /// size on the reference backend starts from the same parameters, states and step count, and
 /// after it the two must agree.
 void expectStaticUpdates(const LossSpec &loss, const OptimizerSpec &optimizer, bool reference, int64_t tile,
-                         const std::vector<int64_t> &sizes, int64_t outputs = 3) {
-  auto symbolic = mlp(frontend::GraphBuilder::dim("N"), outputs);
+                         const std::vector<int64_t> &sizes, int64_t outputs = 3, const ModelFn &model = mlp) {
+  auto symbolic = model(frontend::GraphBuilder::dim("N"), outputs);
   TrainingStep step = compileTrainingStep(*symbolic, loss, optimizer, options(reference, tile));
   uint64_t seed = 1;
   for (int64_t size : sizes) {
     SCOPED_TRACE("batch " + std::to_string(size));
-    std::vector<Tensor> inputs{rows(size, 6, seed++)};
+    std::vector<Tensor> inputs{rows(size, symbolic->inputs()[0]->shape()[1], seed++)};
     if (loss.kind == LossKind::Mse)
       inputs.push_back(rows(size, outputs, seed++));
     else if (loss.kind == LossKind::CrossEntropy || loss.kind == LossKind::Nll)
@@ -75,7 +91,7 @@ void expectStaticUpdates(const LossSpec &loss, const OptimizerSpec &optimizer, b
     TrainingOptions fixed = options(true, 0);
     for (const auto &[name, tensor] : step.parameters())
       fixed.compile.params[name] = tensor.clone();
-    TrainingStep want = compileTrainingStep(*mlp(size, outputs), loss, optimizer, fixed);
+    TrainingStep want = compileTrainingStep(*model(size, outputs), loss, optimizer, fixed);
     want.setStepCount(step.stepCount());
     float wantLoss = want.run(inputs);
     float gotLoss = step.run(inputs);
@@ -109,6 +125,11 @@ TEST(BatchTiledTraining, IgnoredLabelsCountNeitherInTheLossNorInTheMean) {
   expectStaticUpdates(loss, OptimizerSpec::adamw(0.01), false, 4, {9, 2, 4});
   loss.kind = LossKind::CrossEntropy;
   expectStaticUpdates(loss, OptimizerSpec::sgd(0.1), false, 4, {6, 5});
+}
+
+TEST(BatchTiledTraining, ConvolutionPoolingAndReshapesTrainInTiles) {
+  expectStaticUpdates({LossKind::CrossEntropy, 0, "", "labels"}, OptimizerSpec::adam(0.01), false, 3, {7, 2, 3}, 3,
+                      cnn);
 }
 
 TEST(BatchTiledTraining, TheReferenceBackendRunsTilesToo) {
