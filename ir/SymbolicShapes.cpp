@@ -69,29 +69,43 @@ DimBindings bindingsFromShapes(const Graph &graph, const std::vector<std::option
                                const DimBindings &given) {
   if (inputShapes.size() != graph.inputs().size())
     fail("graph @{} takes {} inputs, got {} shapes", graph.name(), graph.inputs().size(), inputShapes.size());
+  std::vector<std::string> names;
+  std::vector<TensorType> types;
+  for (const Value *input : graph.inputs()) {
+    names.push_back(input->name());
+    types.push_back(input->type());
+  }
+  return bindingsFromShapes(names, types, inputShapes, given);
+}
+
+DimBindings bindingsFromShapes(const std::vector<std::string> &names, const std::vector<TensorType> &types,
+                               const std::vector<std::optional<Shape>> &inputShapes, const DimBindings &given) {
+  if (inputShapes.size() != types.size() || names.size() != types.size())
+    fail("{} inputs take {} shapes, got {}", names.size(), types.size(), inputShapes.size());
   DimBindings bindings = given;
   std::map<std::string, std::string> source; // symbol -> where its extent came from
   for (const auto &[name, extent] : given)
     source[name] = fmt::format("--dim {}={}", name, extent);
   for (size_t k = 0; k < inputShapes.size(); ++k) {
-    const Value *input = graph.inputs()[k];
+    const std::string &name = names[k];
+    const TensorType &type = types[k];
     const std::optional<Shape> &shape = inputShapes[k];
     if (!shape)
       continue;
-    const Shape &declared = input->shape();
+    const Shape &declared = type.shape;
     if (shape->size() != declared.size())
-      fail("input '{}' is declared {} but given shape {} (rank {}, not {})", input->name(),
-           input->type().toString(), shapeToString(*shape), shape->size(), declared.size());
+      fail("input '{}' is declared {} but given shape {} (rank {}, not {})", name, type.toString(),
+           shapeToString(*shape), shape->size(), declared.size());
     for (size_t d = 0; d < declared.size(); ++d) {
       int64_t extent = (*shape)[d];
       std::optional<std::string> symbol = dimSymbolName(declared[d]);
       if (!symbol) {
         if (!isSymbolicDim(declared[d]) && declared[d] != extent)
-          fail("input '{}' is declared {} but given shape {}: dim {} must be {}", input->name(),
-               input->type().toString(), shapeToString(*shape), d, declared[d]);
+          fail("input '{}' is declared {} but given shape {}: dim {} must be {}", name, type.toString(),
+               shapeToString(*shape), d, declared[d]);
         continue; // an expression dim is checked when the binding evaluates it
       }
-      std::string here = fmt::format("input '{}' (dim {} = {})", input->name(), d, extent);
+      std::string here = fmt::format("input '{}' (dim {} = {})", name, d, extent);
       auto [bound, inserted] = bindings.emplace(*symbol, extent);
       if (!inserted && bound->second != extent)
         fail("symbol {} has two extents: {} from {} but {} from {}", *symbol, bound->second, source[*symbol],

@@ -45,6 +45,10 @@ DimBindings bindingsFromShapes(const Graph &graph, const std::map<std::string, S
 /// The same with one optional shape per graph input, in order (for unnamed inputs).
 DimBindings bindingsFromShapes(const Graph &graph, const std::vector<std::optional<Shape>> &inputShapes,
                                const DimBindings &given = {});
+/// The same for inputs declared as `names` and `types` (a compiled model's specs), without
+/// their graph.
+DimBindings bindingsFromShapes(const std::vector<std::string> &names, const std::vector<TensorType> &types,
+                               const std::vector<std::optional<Shape>> &inputShapes, const DimBindings &given = {});
 
 /// A static copy of `graph` with every symbol replaced by its extent: inputs and dim
 /// attributes evaluated, every node's types re-inferred (and checked against the symbolic type

@@ -52,8 +52,10 @@ std::map<std::string, kiln::Shape> inputShapesOf(const py::object &shapes) {
 }
 
 std::shared_ptr<Session> openSession(const py::object &model, std::optional<int> threads, const py::object &cacheDir,
-                                     const py::object &inputShapes, const std::string &precision) {
+                                     const py::object &inputShapes, const std::string &precision,
+                                     int64_t maxSpecializations) {
   SessionOptions options = sessionOptions(threads, cacheDir);
+  options.maxSpecializations = maxSpecializations;
   try {
     options.precision = kiln::codegen::parseContractionPrecision(precision);
   } catch (const kiln::Error &e) {
@@ -226,9 +228,12 @@ is how many threads run its kernels (None: one per core), `cache_dir` where comp
 cached, `input_shapes` static shapes for an ONNX model's inputs by name (fixing symbolic dims),
 `precision` "bf16" to multiply in GEMMs and GEMM-computed convolutions with bf16 operands and
 f32 sums (about twice the f32 rate; kiln-run --compare-precision reports the error), "f32" otherwise.
+A model whose symbolic dims go beyond a batch that one compile serves (a sequence length) is
+compiled for each size on its first run instead, and the last `max_specializations` sizes are
+kept (`specializations` counts compiles, hits and evictions).
 run() may be called from several threads at once.)")
       .def(py::init(&openSession), "model"_a, "threads"_a = py::none(), "cache_dir"_a = py::none(),
-           "input_shapes"_a = py::none(), "precision"_a = "f32")
+           "input_shapes"_a = py::none(), "precision"_a = "f32", "max_specializations"_a = 8)
       .def_property_readonly(
           "inputs", [](const SessionRef &session) { return infos(session->inputs()); },
           "the model's inputs (TensorInfo), in order")
@@ -239,6 +244,20 @@ run() may be called from several threads at once.)")
       .def_property_readonly(
           "arena_bytes", [](const SessionRef &session) { return session->arenaBytes(); },
           "scratch bytes each concurrent run uses")
+      .def_property_readonly(
+          "specializations",
+          [](const SessionRef &session) -> py::object {
+            std::optional<kiln::python::SpecializationStats> stats = session->specializations();
+            if (!stats)
+              return py::none();
+            py::list held;
+            for (const kiln::DimBindings &sizes : stats->held)
+              held.append(py::dict(py::cast(sizes)));
+            return py::dict("compiles"_a = stats->compiles, "hits"_a = stats->hits,
+                            "evictions"_a = stats->evictions, "held"_a = held);
+          },
+          "for a model compiled per size: {'compiles', 'hits', 'evictions', 'held': the sizes held ({symbol: "
+          "extent}), most recent first}; None for a model compiled once")
       .def("run", &run, "feeds"_a, py::kw_only(), "copy"_a = false,
            R"(Runs the model on `feeds` ({input name: numpy array}, every input) and returns
 {output name: numpy array}. Arrays of the input's dtype and shape that are C-contiguous are read

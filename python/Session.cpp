@@ -7,7 +7,9 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <list>
 #include <filesystem>
 #include <mutex>
 #include <system_error>
@@ -33,20 +35,19 @@ void checkFileExists(const std::string &path) {
     failArgument(ArgumentError::Kind::FileNotFound, "no such file: '{}'", path);
 }
 
-/// The ONNX model `import` reads, with `inputShapes` fixing inputs' dims: symbolic in its batch
-/// when that is its one dim_param left and the graph serves every batch from one compile
-/// (ir::servesEveryBatch); else imported as before, a dim_param left being an error asking
-/// for input_shapes.
-std::unique_ptr<ir::Graph> importServingEveryBatch(
+/// The ONNX model `import` reads, with `inputShapes` fixing inputs' dims and `dims` its
+/// dim_params: the dim_params left stay symbols where the model imports so (a batch that one
+/// compile serves, or dims the session compiles per size); else it imports static, a dim_param
+/// left being an error asking for input_shapes.
+std::unique_ptr<ir::Graph> importOnnx(
     const std::function<std::unique_ptr<ir::Graph>(const frontend::OnnxImportOptions &)> &import,
-    const std::map<std::string, Shape> &inputShapes) {
+    const std::map<std::string, Shape> &inputShapes, const DimBindings &dims) {
   frontend::OnnxImportOptions options;
   options.inputShapes = inputShapes;
+  options.dimParams = dims;
   options.keepSymbolicDims = true;
   try {
-    std::unique_ptr<ir::Graph> graph = import(options);
-    if (ir::isStaticGraph(*graph) || ir::servesEveryBatch(*graph))
-      return graph;
+    return import(options);
   } catch (const Error &) {
     // a mapping that cannot take symbols: the static import below says what it needs
   }
@@ -149,7 +150,7 @@ ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string,
     fs::file_time_type time;
   };
   auto seen = std::make_shared<Seen>();
-  return ModelSource(path, [path, inputShapes = std::move(inputShapes), seen] {
+  return ModelSource(path, [path, inputShapes = std::move(inputShapes), seen](const DimBindings &dims) {
     std::lock_guard<std::mutex> lock(seen->mutex);
     checkFileExists(path);
     std::error_code sizeError, timeError;
@@ -157,9 +158,9 @@ ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string,
     fs::file_time_type time = fs::last_write_time(path, timeError);
     if (seen->read && (sizeError || timeError || size != seen->size || time != seen->time))
       fail("'{}' changed since the session read it; open a new Session to use the new model", path);
-    std::unique_ptr<ir::Graph> graph = importServingEveryBatch(
+    std::unique_ptr<ir::Graph> graph = importOnnx(
         [&](const frontend::OnnxImportOptions &options) { return frontend::importOnnxFile(path, options); },
-        inputShapes);
+        inputShapes, dims);
     seen->read = true;
     seen->size = size;
     seen->time = time;
@@ -169,28 +170,37 @@ ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string,
 
 ModelSource ModelSource::onnxBytes(std::string bytes, std::map<std::string, Shape> inputShapes) {
   auto held = std::make_shared<const std::string>(std::move(bytes));
-  return ModelSource("<onnx bytes>", [held, inputShapes = std::move(inputShapes)] {
-    return importServingEveryBatch(
+  return ModelSource("<onnx bytes>", [held, inputShapes = std::move(inputShapes)](const DimBindings &dims) {
+    return importOnnx(
         [&](const frontend::OnnxImportOptions &options) { return frontend::importOnnxBytes(*held, options); },
-        inputShapes);
+        inputShapes, dims);
   });
 }
 
 ModelSource ModelSource::kirFile(const std::string &path) {
-  return ModelSource(path, [path] {
+  return ModelSource(path, [path](const DimBindings &) {
     checkFileExists(path);
     return ir::parseGraphFile(path);
   });
 }
 
-ModelSource ModelSource::graph(std::string what, GraphBuilder build) {
-  return ModelSource(std::move(what), std::move(build));
+ModelSource ModelSource::graph(std::string what, std::function<std::unique_ptr<ir::Graph>()> build) {
+  return ModelSource(std::move(what), [build = std::move(build)](const DimBindings &) { return build(); });
 }
 
-std::unique_ptr<ir::Graph> ModelSource::build() const {
-  std::unique_ptr<ir::Graph> graph = build_();
+std::unique_ptr<ir::Graph> ModelSource::build(const DimBindings &dims) const {
+  std::unique_ptr<ir::Graph> graph = build_(dims);
   if (!graph)
     fail("{}: no graph was built", what_);
+  // What the builder did not bind (a graph's symbols; ONNX binds its own at import).
+  if (!dims.empty() && !ir::isStaticGraph(*graph)) {
+    DimBindings own;
+    for (const std::string &symbol : ir::graphSymbols(*graph))
+      if (dims.count(symbol))
+        own[symbol] = dims.at(symbol);
+    if (!own.empty())
+      graph = ir::bindSymbols(*graph, own);
+  }
   return graph;
 }
 
@@ -201,11 +211,140 @@ Session::Session(std::string what, std::shared_ptr<ModelSource> source, std::str
     : what_(std::move(what)), source_(std::move(source)), compiledPath_(std::move(compiledPath)),
       options_(std::move(options)), executable_(std::make_shared<runtime::Executable>(std::move(executable))) {}
 
+/// A model compiled per size: its declared inputs and outputs, and the compiled sizes held.
+struct Session::Specializations {
+  std::vector<runtime::TensorSpec> inputs, outputs;
+  std::vector<std::string> inputNames;
+  std::vector<TensorType> inputTypes;
+  std::optional<std::string> batchSymbol; // axis 0 of the first input, when one symbol
+  codegen::CompileOptions compile;        // one thread pool for every size
+  int64_t capacity = 1;
+
+  std::mutex mutex; // guards what follows; held while a size compiles
+  struct Entry {
+    DimBindings key; // the extents compiled in (without a batch the model serves at any size)
+    std::shared_ptr<runtime::Executable> executable;
+  };
+  std::list<Entry> entries; // most recently used first
+  SpecializationStats stats; // but `held`
+  bool profiling = false;
+};
+
 Session::Session(ModelSource source, SessionOptions options)
-    : Session(source.what(), std::make_shared<ModelSource>(source), "", options,
-              // The graph is handed over: released once lowered, it leaves the executable the
-              // only holder of the weights (codegen/CompileModel.h).
-              codegen::compile(source.build(), compileOptions(options))) {}
+    : Session(std::make_shared<ModelSource>(source), options, source.build()) {}
+
+Session::Session(std::shared_ptr<ModelSource> source, SessionOptions options, std::unique_ptr<ir::Graph> graph)
+    : what_(source->what()), source_(std::move(source)), options_(std::move(options)) {
+  if (ir::isStaticGraph(*graph) || ir::servesEveryBatch(*graph)) {
+    // The graph is handed over: released once lowered, it leaves the executable the only
+    // holder of the weights (codegen/CompileModel.h).
+    executable_ = std::make_shared<runtime::Executable>(codegen::compile(std::move(graph), compileOptions(options_)));
+    return;
+  }
+  if (options_.maxSpecializations < 1)
+    failArgument(ArgumentError::Kind::Value, "max_specializations must be at least 1, got {}",
+                 options_.maxSpecializations);
+  auto held = std::make_shared<Specializations>();
+  for (const ir::Value *input : graph->inputs()) {
+    held->inputs.push_back({input->name(), input->type()});
+    held->inputNames.push_back(input->name());
+    held->inputTypes.push_back(input->type());
+  }
+  for (size_t i = 0; i < graph->outputs().size(); ++i)
+    held->outputs.push_back({graph->outputName(i), graph->outputs()[i]->type()});
+  if (!graph->inputs().empty() && graph->inputs()[0]->rank() > 0)
+    held->batchSymbol = dimSymbolName(graph->inputs()[0]->shape()[0]);
+  held->compile = compileOptions(options_);
+  held->capacity = options_.maxSpecializations;
+  specializations_ = std::move(held); // the graph goes: each size is built again from the source
+}
+
+std::shared_ptr<runtime::Executable> Session::executableFor(const std::vector<Tensor> &inputs) const {
+  if (!specializations_)
+    return executable_;
+  Specializations &held = *specializations_;
+  if (inputs.size() != held.inputs.size())
+    failArgument(ArgumentError::Kind::Value, "the model has {} inputs ({}), got {}", held.inputs.size(),
+                 joinNames(held.inputs), inputs.size());
+  std::vector<std::optional<Shape>> shapes;
+  for (const Tensor &input : inputs)
+    shapes.push_back(input.defined() ? std::optional<Shape>(input.shape()) : std::nullopt);
+  DimBindings bindings = ir::bindingsFromShapes(held.inputNames, held.inputTypes, shapes);
+  std::lock_guard<std::mutex> lock(held.mutex);
+  for (auto entry = held.entries.begin(); entry != held.entries.end(); ++entry) {
+    bool fits = std::all_of(entry->key.begin(), entry->key.end(), [&](const auto &bound) {
+      auto given = bindings.find(bound.first);
+      return given != bindings.end() && given->second == bound.second;
+    });
+    if (fits) {
+      ++held.stats.hits;
+      held.entries.splice(held.entries.begin(), held.entries, entry);
+      return held.entries.front().executable;
+    }
+  }
+  // A new size: the graph built with these extents, its batch left symbolic where one compile
+  // then serves every batch.
+  ++held.stats.compiles;
+  DimBindings key = bindings;
+  std::unique_ptr<ir::Graph> graph;
+  if (held.batchSymbol && key.erase(*held.batchSymbol)) {
+    try {
+      graph = source_->build(key);
+      if (!ir::isStaticGraph(*graph) && !ir::servesEveryBatch(*graph))
+        graph.reset();
+    } catch (const Error &) {
+      graph.reset(); // the batch bound too, below
+    }
+  }
+  if (!graph) {
+    key = bindings;
+    graph = source_->build(key);
+  }
+  auto executable = std::make_shared<runtime::Executable>(codegen::compile(std::move(graph), held.compile));
+  if (held.profiling)
+    executable->setProfiling(true);
+  held.entries.push_front({key, executable});
+  if (static_cast<int64_t>(held.entries.size()) > held.capacity) {
+    held.entries.pop_back(); // a run still holding it keeps it alive until it returns
+    ++held.stats.evictions;
+  }
+  return executable;
+}
+
+const std::vector<runtime::TensorSpec> &Session::inputs() const {
+  return specializations_ ? specializations_->inputs : executable_->inputs();
+}
+
+const std::vector<runtime::TensorSpec> &Session::outputs() const {
+  return specializations_ ? specializations_->outputs : executable_->outputs();
+}
+
+int Session::threads() const {
+  if (executable_)
+    return executable_->numThreads();
+  const codegen::CompileOptions &compile = specializations_->compile;
+  return (compile.runtime.pool ? compile.runtime.pool : runtime::defaultThreadPool())->numThreads();
+}
+
+int64_t Session::arenaBytes() const {
+  if (executable_)
+    return executable_->arenaBytes();
+  std::lock_guard<std::mutex> lock(specializations_->mutex);
+  int64_t largest = 0;
+  for (const Specializations::Entry &entry : specializations_->entries)
+    largest = std::max(largest, entry.executable->arenaBytes());
+  return largest;
+}
+
+std::optional<SpecializationStats> Session::specializations() const {
+  if (!specializations_)
+    return std::nullopt;
+  std::lock_guard<std::mutex> lock(specializations_->mutex);
+  SpecializationStats stats = specializations_->stats;
+  for (const Specializations::Entry &entry : specializations_->entries)
+    stats.held.push_back(entry.key);
+  return stats;
+}
 
 Session Session::loadCompiled(const std::string &path, SessionOptions options) {
   checkFileExists(path);
@@ -234,7 +373,7 @@ Session Session::open(const std::string &path, SessionOptions options, std::map<
 size_t Session::inputIndex(const std::string &name) const { return indexOf(inputs(), name, "input"); }
 size_t Session::outputIndex(const std::string &name) const { return indexOf(outputs(), name, "output"); }
 
-std::vector<Tensor> Session::run(const std::vector<Tensor> &inputs) const { return executable_->run(inputs); }
+std::vector<Tensor> Session::run(const std::vector<Tensor> &inputs) const { return executableFor(inputs)->run(inputs); }
 
 void Session::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
   // The kernels read inputs while writing outputs, launch after launch: a shared byte would
@@ -251,7 +390,7 @@ void Session::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &ou
         failArgument(ArgumentError::Kind::Value, "outputs '{}' and '{}' share memory; give each an array of its own",
                      outputSpecs[other].name, outputSpecs[o].name);
   }
-  executable_->runInto(inputs, outputs);
+  executableFor(inputs)->runInto(inputs, outputs);
 }
 
 void Session::save(const std::string &path) const {
@@ -265,19 +404,63 @@ void Session::save(const std::string &path) const {
       fail("cannot copy '{}' to '{}': {}", compiledPath_, path, error.message());
     return;
   }
+  if (specializations_)
+    fail("{}: one compiled model serves one size of its symbolic dims ({}); give input_shapes to save one",
+         what_, joinNames(specializations_->inputs));
   codegen::CompileOptions aot; // no thread pool: nothing runs
   aot.compiler.cacheDir = options_.cacheDir;
   codegen::compileAheadOfTime(*source_->build(), path, aot);
 }
 
 void Session::startProfiling() {
-  executable_->profiler().clear();
-  executable_->setProfiling(true);
+  if (executable_) {
+    executable_->profiler().clear();
+    executable_->setProfiling(true);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(specializations_->mutex);
+  specializations_->profiling = true;
+  for (const Specializations::Entry &entry : specializations_->entries) {
+    entry.executable->profiler().clear();
+    entry.executable->setProfiling(true);
+  }
 }
 
 void Session::stopProfiling(const std::string &tracePath) {
-  executable_->setProfiling(false);
-  executable_->profiler().writeChromeTrace(tracePath);
+  if (executable_) {
+    executable_->setProfiling(false);
+    executable_->profiler().writeChromeTrace(tracePath);
+    return;
+  }
+  // One trace of every size held, each launch named with its size: "[S=7] softmax_2".
+  std::lock_guard<std::mutex> lock(specializations_->mutex);
+  specializations_->profiling = false;
+  std::vector<std::string> names;
+  std::vector<runtime::Profiler::Event> events;
+  for (const Specializations::Entry &entry : specializations_->entries) {
+    runtime::Executable &executable = *entry.executable;
+    executable.setProfiling(false);
+    std::string size;
+    for (const auto &[symbol, extent] : entry.key)
+      size += fmt::format("{}{}={}", size.empty() ? "" : ", ", symbol, extent);
+    auto first = static_cast<int32_t>(names.size());
+    for (int64_t launch = 0; launch < executable.numLaunches(); ++launch)
+      names.push_back(fmt::format("[{}] {}", size, executable.launchName(launch)));
+    for (runtime::Profiler::Event event : executable.profiler().events()) {
+      event.launch += first;
+      events.push_back(event);
+    }
+  }
+  runtime::Profiler merged(names);
+  merged.record(events.data(), events.size());
+  merged.writeChromeTrace(tracePath);
+}
+
+bool Session::profiling() const {
+  if (executable_)
+    return executable_->profiling();
+  std::lock_guard<std::mutex> lock(specializations_->mutex);
+  return specializations_->profiling;
 }
 
 } // namespace kiln::python

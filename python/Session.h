@@ -12,11 +12,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "codegen/CompileModel.h"
 #include "core/Error.h"
+#include "core/SymbolicDim.h"
 #include "core/Tensor.h"
 #include "ir/Graph.h"
 #include "runtime/Executable.h"
@@ -48,7 +50,9 @@ template <typename... Args>
 /// writer rather than keep a second copy of the weights for the session's lifetime.
 class ModelSource {
 public:
-  using GraphBuilder = std::function<std::unique_ptr<ir::Graph>()>;
+  /// Builds the graph with the extents `dims` gives its symbols (empty: as the model declares
+  /// them).
+  using GraphBuilder = std::function<std::unique_ptr<ir::Graph>(const DimBindings &dims)>;
 
   /// An ONNX model file; `inputShapes` fix its inputs' symbolic dims by input name. Building
   /// it again fails when the file changed since it was first read (a save() of another model
@@ -60,9 +64,11 @@ public:
   static ModelSource kirFile(const std::string &path);
   /// Any graph `build` returns, `what` naming it in errors: the door for graphs built with
   /// the graph API from Python.
-  static ModelSource graph(std::string what, GraphBuilder build);
+  static ModelSource graph(std::string what, std::function<std::unique_ptr<ir::Graph>()> build);
 
-  std::unique_ptr<ir::Graph> build() const;
+  /// The graph, its symbols bound to `dims` (an ONNX model's dim_params fixed at import, where
+  /// shape computations fold with them).
+  std::unique_ptr<ir::Graph> build(const DimBindings &dims = {}) const;
   const std::string &what() const { return what_; }
 
 private:
@@ -80,6 +86,20 @@ struct SessionOptions {
   std::string cacheDir;
   /// What GEMMs and GEMM-computed convolutions multiply in (Session(precision="bf16")).
   codegen::ContractionPrecision precision = codegen::ContractionPrecision::F32;
+  /// A model with symbolic dims beyond a batch that one compile serves (a sequence length)
+  /// is compiled per size, on first use; at most this many compiled sizes are kept (the least
+  /// recently used goes first). At least 1.
+  int64_t maxSpecializations = 8;
+};
+
+/// What a session compiled per size has done (Session::specializations).
+struct SpecializationStats {
+  int64_t compiles = 0;  // runs that found no compiled model for their sizes (misses)
+  int64_t hits = 0;      // runs that found one
+  int64_t evictions = 0; // compiled models dropped to keep maxSpecializations
+  /// The sizes held, most recently used first: each one's symbol extents (a batch that the
+  /// compiled model serves at any size is left out).
+  std::vector<DimBindings> held;
 };
 
 /// The runtime and compile options `options` ask for (what a Session compiles with, and a
@@ -102,14 +122,19 @@ public:
   static Session open(const std::string &path, SessionOptions options,
                       std::map<std::string, Shape> inputShapes = {});
 
-  const std::vector<runtime::TensorSpec> &inputs() const { return executable_->inputs(); }
-  const std::vector<runtime::TensorSpec> &outputs() const { return executable_->outputs(); }
+  /// As declared: a dim the model leaves symbolic is its symbol.
+  const std::vector<runtime::TensorSpec> &inputs() const;
+  const std::vector<runtime::TensorSpec> &outputs() const;
   /// The position of the input (output) named `name`; ArgumentError (Value) naming the
   /// model's inputs (outputs) when there is none.
   size_t inputIndex(const std::string &name) const;
   size_t outputIndex(const std::string &name) const;
-  int threads() const { return executable_->numThreads(); }
-  int64_t arenaBytes() const { return executable_->arenaBytes(); }
+  int threads() const;
+  /// Scratch bytes a run uses (compiled per size: the largest of the sizes held).
+  int64_t arenaBytes() const;
+  /// For a model compiled per size (symbolic dims beyond a batch): what that did; none for a
+  /// model compiled once.
+  std::optional<SpecializationStats> specializations() const;
   /// What the session runs, for messages and repr: the file, or "<onnx bytes>".
   const std::string &what() const { return what_; }
 
@@ -121,24 +146,31 @@ public:
 
   /// Writes the model ahead of time as the shared object `path` (what kiln-compile writes):
   /// loadCompiled() runs it with no compiler. A session loaded from a shared object copies it.
+  /// kiln::Error for a model compiled per size (one object serves one).
   void save(const std::string &path) const;
 
   /// Times every launch of the runs that follow, forgetting those timed before.
   void startProfiling();
   /// Stops timing and writes the launches timed since startProfiling() as a Chrome trace.
   void stopProfiling(const std::string &tracePath);
-  bool profiling() const { return executable_->profiling(); }
+  bool profiling() const;
 
 private:
+  struct Specializations;
   Session(std::string what, std::shared_ptr<ModelSource> source, std::string compiledPath,
           SessionOptions options, runtime::Executable executable);
+  Session(std::shared_ptr<ModelSource> source, SessionOptions options, std::unique_ptr<ir::Graph> graph);
+  /// The compiled model that runs `inputs`: the session's one, or the one compiled for their
+  /// sizes (compiled now when none is held).
+  std::shared_ptr<runtime::Executable> executableFor(const std::vector<Tensor> &inputs) const;
 
   std::string what_;
   /// How to build the graph again (null for a session loaded from a shared object).
   std::shared_ptr<ModelSource> source_;
   std::string compiledPath_; // the shared object it was loaded from, if it was
   SessionOptions options_;
-  std::shared_ptr<runtime::Executable> executable_;
+  std::shared_ptr<runtime::Executable> executable_; // null when compiled per size
+  std::shared_ptr<Specializations> specializations_; // set when compiled per size
 };
 
 } // namespace kiln::python

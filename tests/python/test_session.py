@@ -157,6 +157,64 @@ def test_a_symbolic_batch_compiles_once_for_every_size(tmp_path):
         session.run({"x": np.zeros((2, 4), np.float32)})
 
 
+def sequence_softmax_onnx(axis=1):
+    """y = softmax(x @ w, axis) for x [batch, seq, 4]: softmax over the sequence, a dim one
+    compile does not serve (axis 0 mixes the batch too)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Softmax", ["h"], ["y"], axis=axis)]
+    dims = ["batch", "seq", 4]
+    graph = helper.make_graph(nodes, "seqsoftmax", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]).SerializeToString()
+
+
+def softmax_reference(x, axis):
+    h = x @ np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+    e = np.exp(h - h.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_a_symbolic_sequence_compiles_per_length_and_keeps_the_last_few(tmp_path):
+    # The batch is served by each compiled length; at most two lengths are kept, the least
+    # recently used dropped; profiles name each launch's length.
+    session = kiln.Session(sequence_softmax_onnx(), max_specializations=2)
+    assert session.inputs[0].shape == ("batch", "seq", 4)
+    assert session.specializations == {"compiles": 0, "hits": 0, "evictions": 0, "held": []}
+    rng = np.random.default_rng(5)
+    with session.profile(tmp_path / "trace.json"):
+        for rows, seq in ((2, 5), (3, 5), (2, 7), (1, 5), (4, 9)):
+            x = rng.standard_normal((rows, seq, 4)).astype(np.float32)
+            np.testing.assert_allclose(session.run({"x": x})["y"], softmax_reference(x, 1), rtol=1e-5, atol=1e-6)
+    assert session.specializations == {"compiles": 3, "hits": 2, "evictions": 1,
+                                       "held": [{"seq": 9}, {"seq": 5}]}
+    names = {event["name"] for event in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]}
+    assert any(name.startswith("[seq=9] ") for name in names) and any(name.startswith("[seq=5] ") for name in names)
+    y = np.empty((2, 9, 4), np.float32)
+    x = rng.standard_normal((2, 9, 4)).astype(np.float32)
+    session.run_into({"x": x}, {"y": y})
+    np.testing.assert_allclose(y, softmax_reference(x, 1), rtol=1e-5, atol=1e-6)
+    assert session.specializations["hits"] == 3
+    with pytest.raises(kiln.Error, match="one compiled model serves one size of its symbolic dims"):
+        session.save(tmp_path / "seq.so")
+    with pytest.raises(ValueError, match="max_specializations must be at least 1, got 0"):
+        kiln.Session(sequence_softmax_onnx(), max_specializations=0)
+    # A model compiled once says so.
+    assert kiln.Session(relu_onnx_bytes(shape=("batch", 3))).specializations is None
+
+
+def test_a_model_mixing_its_batch_compiles_per_batch_and_length():
+    session = kiln.Session(sequence_softmax_onnx(axis=0))
+    rng = np.random.default_rng(6)
+    for rows, seq in ((2, 5), (3, 5), (2, 5)):
+        x = rng.standard_normal((rows, seq, 4)).astype(np.float32)
+        np.testing.assert_allclose(session.run({"x": x})["y"], softmax_reference(x, 0), rtol=1e-5, atol=1e-6)
+    stats = session.specializations
+    assert (stats["compiles"], stats["hits"]) == (2, 1)
+    assert stats["held"] == [{"batch": 2, "seq": 5}, {"batch": 3, "seq": 5}]
+
+
 def test_save_writes_what_load_runs(tmp_path, matmul_session):
     feeds = random_inputs(matmul_session, seed=7)
     expected = matmul_session.run(feeds)
