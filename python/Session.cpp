@@ -55,6 +55,19 @@ std::unique_ptr<ir::Graph> importOnnx(
   return import(options);
 }
 
+/// An ONNX model's declarations as a session's specs, `inputShapes` fixing inputs' shapes.
+ModelSource::Declared declaredOf(const frontend::OnnxDeclaredValues &values,
+                                 const std::map<std::string, Shape> &inputShapes) {
+  ModelSource::Declared declared;
+  for (const auto &[name, type] : values.inputs) {
+    auto fixed = inputShapes.find(name);
+    declared.inputs.push_back({name, fixed == inputShapes.end() ? type : TensorType{type.dtype, fixed->second}});
+  }
+  for (const auto &[name, type] : values.outputs)
+    declared.outputs.push_back({name, type});
+  return declared;
+}
+
 std::string joinNames(const std::vector<runtime::TensorSpec> &specs) {
   std::string names;
   for (const runtime::TensorSpec &spec : specs)
@@ -165,16 +178,19 @@ ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string,
     seen->size = size;
     seen->time = time;
     return graph;
-  });
+  }, [path, inputShapes] { return declaredOf(frontend::onnxDeclaredValuesOfFile(path), inputShapes); });
 }
 
 ModelSource ModelSource::onnxBytes(std::string bytes, std::map<std::string, Shape> inputShapes) {
   auto held = std::make_shared<const std::string>(std::move(bytes));
-  return ModelSource("<onnx bytes>", [held, inputShapes = std::move(inputShapes)](const DimBindings &dims) {
-    return importOnnx(
-        [&](const frontend::OnnxImportOptions &options) { return frontend::importOnnxBytes(*held, options); },
-        inputShapes, dims);
-  });
+  return ModelSource(
+      "<onnx bytes>",
+      [held, inputShapes](const DimBindings &dims) {
+        return importOnnx(
+            [&](const frontend::OnnxImportOptions &options) { return frontend::importOnnxBytes(*held, options); },
+            inputShapes, dims);
+      },
+      [held, inputShapes] { return declaredOf(frontend::onnxDeclaredValuesOfBytes(*held), inputShapes); });
 }
 
 ModelSource ModelSource::kirFile(const std::string &path) {
@@ -231,32 +247,59 @@ struct Session::Specializations {
 };
 
 Session::Session(ModelSource source, SessionOptions options)
-    : Session(std::make_shared<ModelSource>(source), options, source.build()) {}
+    : Session(std::make_shared<ModelSource>(std::move(source)), std::move(options)) {}
 
-Session::Session(std::shared_ptr<ModelSource> source, SessionOptions options, std::unique_ptr<ir::Graph> graph)
+Session::Session(std::shared_ptr<ModelSource> source, SessionOptions options)
     : what_(source->what()), source_(std::move(source)), options_(std::move(options)) {
+  std::unique_ptr<ir::Graph> graph;
+  try {
+    graph = source_->build();
+  } catch (const Error &) {
+    // A model that imports only at fixed sizes (an ONNX Range over a symbolic dim) is still
+    // compiled per size, from what it declares; the first size then says what else fails.
+    std::optional<ModelSource::Declared> declared;
+    try {
+      declared = source_->declared();
+    } catch (const Error &) {
+      // the import's error says more
+    }
+    bool symbolic = declared && std::any_of(declared->inputs.begin(), declared->inputs.end(),
+                                            [](const runtime::TensorSpec &spec) { return !isStaticType(spec.type); });
+    if (!symbolic)
+      throw;
+    compilePerSize(std::move(declared->inputs), std::move(declared->outputs));
+    return;
+  }
   if (ir::isStaticGraph(*graph) || ir::servesEveryBatch(*graph)) {
     // The graph is handed over: released once lowered, it leaves the executable the only
     // holder of the weights (codegen/CompileModel.h).
     executable_ = std::make_shared<runtime::Executable>(codegen::compile(std::move(graph), compileOptions(options_)));
     return;
   }
+  std::vector<runtime::TensorSpec> inputs, outputs;
+  for (const ir::Value *input : graph->inputs())
+    inputs.push_back({input->name(), input->type()});
+  for (size_t i = 0; i < graph->outputs().size(); ++i)
+    outputs.push_back({graph->outputName(i), graph->outputs()[i]->type()});
+  compilePerSize(std::move(inputs), std::move(outputs)); // the graph goes: each size is built again
+}
+
+void Session::compilePerSize(std::vector<runtime::TensorSpec> inputs, std::vector<runtime::TensorSpec> outputs) {
   if (options_.maxSpecializations < 1)
     failArgument(ArgumentError::Kind::Value, "max_specializations must be at least 1, got {}",
                  options_.maxSpecializations);
   auto held = std::make_shared<Specializations>();
-  for (const ir::Value *input : graph->inputs()) {
-    held->inputs.push_back({input->name(), input->type()});
-    held->inputNames.push_back(input->name());
-    held->inputTypes.push_back(input->type());
+  held->inputs = std::move(inputs);
+  held->outputs = std::move(outputs);
+  for (const runtime::TensorSpec &input : held->inputs) {
+    held->inputNames.push_back(input.name);
+    held->inputTypes.push_back(input.type);
   }
-  for (size_t i = 0; i < graph->outputs().size(); ++i)
-    held->outputs.push_back({graph->outputName(i), graph->outputs()[i]->type()});
-  if (!graph->inputs().empty() && graph->inputs()[0]->rank() > 0)
-    held->batchSymbol = dimSymbolName(graph->inputs()[0]->shape()[0]);
+  if (!held->inputs.empty() && held->inputs[0].type.rank() > 0)
+    held->batchSymbol = dimSymbolName(held->inputs[0].type.shape[0]);
   held->compile = compileOptions(options_);
   held->capacity = options_.maxSpecializations;
-  specializations_ = std::move(held); // the graph goes: each size is built again from the source
+  specializations_ = std::move(held);
 }
 
 std::shared_ptr<runtime::Executable> Session::executableFor(const std::vector<Tensor> &inputs) const {

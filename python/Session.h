@@ -71,11 +71,21 @@ public:
   std::unique_ptr<ir::Graph> build(const DimBindings &dims = {}) const;
   const std::string &what() const { return what_; }
 
+  /// The inputs and outputs as the model declares them, symbols included, read without
+  /// importing it: what a session compiled per size takes when the model does not import with
+  /// its symbols (an ONNX Range over a sequence length). None for a source that cannot say.
+  struct Declared {
+    std::vector<runtime::TensorSpec> inputs, outputs;
+  };
+  std::optional<Declared> declared() const { return declare_ ? std::optional<Declared>(declare_()) : std::nullopt; }
+
 private:
-  ModelSource(std::string what, GraphBuilder build) : what_(std::move(what)), build_(std::move(build)) {}
+  ModelSource(std::string what, GraphBuilder build, std::function<Declared()> declare = {})
+      : what_(std::move(what)), build_(std::move(build)), declare_(std::move(declare)) {}
 
   std::string what_;
   GraphBuilder build_;
+  std::function<Declared()> declare_;
 };
 
 struct SessionOptions {
@@ -159,7 +169,9 @@ private:
   struct Specializations;
   Session(std::string what, std::shared_ptr<ModelSource> source, std::string compiledPath,
           SessionOptions options, runtime::Executable executable);
-  Session(std::shared_ptr<ModelSource> source, SessionOptions options, std::unique_ptr<ir::Graph> graph);
+  Session(std::shared_ptr<ModelSource> source, SessionOptions options);
+  /// Makes the session one compiled per size, taking `inputs` and giving `outputs`.
+  void compilePerSize(std::vector<runtime::TensorSpec> inputs, std::vector<runtime::TensorSpec> outputs);
   /// The compiled model that runs `inputs`: the session's one, or the one compiled for their
   /// sizes (compiled now when none is held).
   std::shared_ptr<runtime::Executable> executableFor(const std::vector<Tensor> &inputs) const;

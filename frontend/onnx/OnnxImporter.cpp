@@ -14,6 +14,7 @@
 #include "frontend/onnx/OnnxImporter.h"
 
 #include <climits>
+#include <set>
 #include <unordered_map>
 
 #include "core/ShapeMath.h"
@@ -307,6 +308,62 @@ std::unique_ptr<ir::Graph> importOnnxFile(const std::string &path, const OnnxImp
     onnx::ModelProto model;
     int64_t opset = parseOnnxModel(readOnnxFileSplit(path, options.maxFileBytes, payloads), model);
     return importModel(model, opset, std::move(payloads), options, modelDirOf(path));
+  });
+}
+
+namespace {
+
+/// The declared inputs (initializers left out) and outputs of a parsed model.
+OnnxDeclaredValues declaredValues(const onnx::ModelProto &model) {
+  const onnx::GraphProto &graph = model.graph();
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto &init : graph.initializer())
+    initializers.insert(init.name());
+  auto typeOf = [](const onnx::ValueInfoProto &value, const std::string &role, const std::string &prefix) {
+    std::string what = fmt::format("graph {} '{}'", role, value.name());
+    if (!value.type().has_tensor_type() || !value.type().tensor_type().has_shape())
+      fail("{} declares no tensor type with a shape", what);
+    const onnx::TypeProto_Tensor &tensor = value.type().tensor_type();
+    TensorType type{heldDType(tensor.elem_type(), what), {}};
+    for (int d = 0; d < tensor.shape().dim_size(); ++d) {
+      const auto &dim = tensor.shape().dim(d);
+      if (dim.has_dim_value())
+        type.shape.push_back(dim.dim_value());
+      else if (dim.has_dim_param() && isValidSymbolName(dim.dim_param()))
+        type.shape.push_back(symbolDim(dim.dim_param()));
+      else
+        type.shape.push_back(symbolDim(fmt::format("{}_d{}", prefix, d))); // any extent
+    }
+    return type;
+  };
+  OnnxDeclaredValues declared;
+  for (const onnx::ValueInfoProto &input : graph.input())
+    if (!initializers.count(input.name()))
+      declared.inputs.emplace_back(input.name(), typeOf(input, "input", fmt::format("in{}", declared.inputs.size())));
+  for (const onnx::ValueInfoProto &output : graph.output())
+    declared.outputs.emplace_back(output.name(),
+                                  typeOf(output, "output", fmt::format("out{}", declared.outputs.size())));
+  return declared;
+}
+
+} // namespace
+
+OnnxDeclaredValues onnxDeclaredValuesOfFile(const std::string &path, uint64_t maxFileBytes) {
+  return withSource(path, [&] {
+    LiftedPayloads payloads; // the weights' bytes are not needed
+    onnx::ModelProto model;
+    parseOnnxModel(readOnnxFileSplit(path, maxFileBytes, payloads), model);
+    return declaredValues(model);
+  });
+}
+
+OnnxDeclaredValues onnxDeclaredValuesOfBytes(const std::string &bytes, const std::string &sourceName) {
+  return withSource(sourceName, [&] {
+    LiftedPayloads payloads;
+    std::optional<std::string> skeleton = splitOnnxBytes(bytes, payloads);
+    onnx::ModelProto model;
+    parseOnnxModel(skeleton ? *skeleton : bytes, model);
+    return declaredValues(model);
   });
 }
 

@@ -52,6 +52,20 @@ std::unique_ptr<ir::Graph> importOnnxFile(const std::string &path, const OnnxImp
 std::unique_ptr<ir::Graph> importOnnxBytes(const std::string &bytes, const OnnxImportOptions &options = {},
                                            const std::string &sourceName = "<onnx bytes>");
 
+/// A model's graph inputs and outputs as it declares them: dtypes as kiln holds them, each
+/// dim_param a symbol, a dim with neither value nor name a symbol of its own ("out_d1", from
+/// the value's position). What a caller needs to take inputs of any size before the model is
+/// imported at one.
+struct OnnxDeclaredValues {
+  std::vector<std::pair<std::string, TensorType>> inputs, outputs;
+};
+
+/// The declarations of the model `path` (or of the serialized `bytes`); the model is parsed,
+/// not imported. kiln::Error naming the file for a model that does not parse, or a value with
+/// no declared type or rank.
+OnnxDeclaredValues onnxDeclaredValuesOfFile(const std::string &path, uint64_t maxFileBytes = (uint64_t{1} << 31) - 1);
+OnnxDeclaredValues onnxDeclaredValuesOfBytes(const std::string &bytes, const std::string &sourceName = "<onnx bytes>");
+
 /// How well kiln covers one op type of a model.
 struct OnnxOpCoverage {
   std::string opType; // "Conv"; a node outside the default domain reads "domain:Op"

@@ -204,6 +204,31 @@ def test_a_symbolic_sequence_compiles_per_length_and_keeps_the_last_few(tmp_path
     assert kiln.Session(relu_onnx_bytes(shape=("batch", 3))).specializations is None
 
 
+def test_a_model_that_imports_only_at_fixed_lengths_compiles_per_length_from_its_declarations():
+    # y = x + arange(seq): ONNX Range over the symbolic sequence length imports only with the
+    # length fixed; the session takes the declared inputs and compiles each length.
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+             helper.make_node("Range", ["zero", "seq", "step"], ["positions"]),
+             helper.make_node("Cast", ["positions"], ["fpositions"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["x", "fpositions"], ["y"])]
+    constants = [numpy_helper.from_array(np.array(v, np.int64), name)
+                 for name, v in (("one", 1), ("zero", 0), ("step", 1))]
+    graph = helper.make_graph(nodes, "positions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])], constants)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]).SerializeToString()
+    session = kiln.Session(model)
+    assert session.inputs[0].shape == ("batch", "seq") and session.outputs[0].shape == ("batch", "seq")
+    for rows, seq in ((2, 5), (3, 5), (1, 2)):
+        x = np.ones((rows, seq), np.float32)
+        assert np.array_equal(session.run({"x": x})["y"], x + np.arange(seq, dtype=np.float32))
+    stats = session.specializations
+    assert (stats["compiles"], stats["hits"]) == (2, 1)
+    assert stats["held"] == [{"seq": 2}, {"seq": 5}]
+
+
 def test_a_model_mixing_its_batch_compiles_per_batch_and_length():
     session = kiln.Session(sequence_softmax_onnx(axis=0))
     rng = np.random.default_rng(6)
