@@ -73,8 +73,9 @@ std::string readFile(const std::string &path) {
 
 void touch(const std::string &path) { utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
 
-// Runs argv with stdout and stderr into `logPath`; returns the exit status (-1: not run).
-int runLogged(const std::vector<std::string> &argv, const std::string &logPath, std::string &spawnError) {
+// Starts argv with stdout and stderr into `logPath`; returns its pid, or -1 (not started,
+// why in `spawnError`).
+pid_t spawnLogged(const std::vector<std::string> &argv, const std::string &logPath, std::string &spawnError) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -90,11 +91,24 @@ int runLogged(const std::vector<std::string> &argv, const std::string &logPath, 
     spawnError = std::strerror(spawned);
     return -1;
   }
+  return pid;
+}
+
+// Waits for a process spawnLogged started; returns its exit status (-1 when it was not started
+// or cannot be waited for).
+int waitLogged(pid_t pid) {
+  if (pid < 0)
+    return -1;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR)
       return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+// Runs argv with stdout and stderr into `logPath`; returns the exit status (-1: not run).
+int runLogged(const std::vector<std::string> &argv, const std::string &logPath, std::string &spawnError) {
+  return waitLogged(spawnLogged(argv, logPath, spawnError));
 }
 
 std::string resolveCompiler(const CompilerOptions &options) {
@@ -160,7 +174,125 @@ void compileInto(const std::string &compiler, const CompilerOptions &options, co
   }
 }
 
+// compileInto for the parts of one source (splitSourceUnits): each part compiled to an object
+// by its own compiler process, all at once, then the objects linked into `outputPath`. A part
+// that fails is kept beside `wholePath` (the source as one file) for its line numbers.
+void compilePartsInto(const std::string &compiler, const CompilerOptions &options,
+                      const std::vector<std::string> &parts, const std::string &wholePath,
+                      const std::string &outputPath, const std::string &logBase) {
+  std::vector<std::string> flags = effectiveFlags(compiler, options), compileFlags;
+  for (const std::string &flag : flags)
+    if (flag != "-shared")
+      compileFlags.push_back(flag);
+  const std::string suffix = tempSuffix();
+  struct Part {
+    std::string source, object, log;
+    pid_t pid = -1;
+    std::string spawnError;
+  };
+  std::vector<Part> jobs(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Part &job = jobs[i];
+    job.source = fmt::format("{}.part{}{}.cpp", logBase, i, suffix);
+    job.object = fmt::format("{}.part{}{}.o", logBase, i, suffix);
+    job.log = fmt::format("{}.part{}{}.log", logBase, i, suffix);
+    writeAtomically(job.source, parts[i]);
+    std::vector<std::string> argv{compiler};
+    argv.insert(argv.end(), compileFlags.begin(), compileFlags.end());
+    argv.insert(argv.end(), {"-c", "-o", job.object, job.source});
+    job.pid = spawnLogged(argv, job.log, job.spawnError);
+  }
+  // Every process is waited for before any error is raised: none outlives this call.
+  std::string failure;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Part &job = jobs[i];
+    int status = waitLogged(job.pid);
+    ++compileCount;
+    std::string output = readFile(job.log);
+    std::remove(job.log.c_str());
+    if (status == 0 || !failure.empty())
+      continue;
+    if (status < 0) {
+      failure = fmt::format("codegen: cannot run the C++ compiler '{}' on {}: {}", compiler, job.source,
+                            job.spawnError.empty() ? "cannot wait for it" : job.spawnError);
+      continue;
+    }
+    // Kept, under a name without the temporary suffix, for the message's line numbers.
+    std::string kept = fmt::format("{}.part{}.cpp", fs::path(wholePath).replace_extension().string(), i);
+    std::error_code ignored;
+    fs::rename(job.source, kept, ignored);
+    job.source = kept;
+    failure = fmt::format("codegen: the C++ compiler failed on {} (part {} of {}): {}", kept, i + 1, jobs.size(),
+                          firstErrorLine(output));
+  }
+  auto cleanUp = [&] {
+    for (const Part &job : jobs) {
+      if (job.source.find(suffix) != std::string::npos)
+        std::remove(job.source.c_str());
+      std::remove(job.object.c_str());
+    }
+  };
+  if (!failure.empty()) {
+    cleanUp();
+    fail("{}", failure);
+  }
+  std::string tempSo = outputPath + suffix, log = logBase + suffix;
+  std::vector<std::string> argv{compiler};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-o", tempSo});
+  for (const Part &job : jobs)
+    argv.push_back(job.object);
+  std::string spawnError;
+  int status = runLogged(argv, log, spawnError);
+  std::string output = readFile(log);
+  std::remove(log.c_str());
+  cleanUp();
+  if (status != 0) {
+    std::remove(tempSo.c_str());
+    if (status < 0)
+      fail("codegen: cannot run the C++ compiler '{}' to link {}: {}", compiler, wholePath, spawnError);
+    fail("codegen: linking the parts of {} failed: {}", wholePath, firstErrorLine(output));
+  }
+  std::error_code error;
+  fs::rename(tempSo, outputPath, error);
+  if (error) {
+    std::remove(tempSo.c_str());
+    fail("codegen: cannot rename {} to {}: {}", tempSo, outputPath, error.message());
+  }
+}
+
 } // namespace
+
+std::vector<std::string> splitSourceUnits(const std::string &source, int jobs) {
+  // Unit starts: the marker at the start of a line.
+  const std::string marker = std::string(kSourceUnitMarker) + "\n";
+  std::vector<size_t> starts;
+  for (size_t at = source.find(marker); at != std::string::npos; at = source.find(marker, at + 1))
+    if (at == 0 || source[at - 1] == '\n')
+      starts.push_back(at);
+  if (starts.size() < 2 || jobs < 2)
+    return {source};
+  const size_t unitBytes = source.size() - starts[0];
+  const size_t shares = std::min({static_cast<size_t>(jobs), starts.size(), unitBytes / kMinUnitBytesPerJob});
+  if (shares < 2)
+    return {source};
+  const std::string prelude = source.substr(0, starts[0]);
+  starts.push_back(source.size());
+  std::vector<std::string> parts;
+  size_t first = 0; // the share's first unit
+  for (size_t share = 0; share < shares; ++share) {
+    // Units whose middle lies before this share's part of the bytes ends (the last share
+    // takes the rest), leaving one at least for each share after it.
+    const size_t goal = starts[0] + unitBytes * (share + 1) / shares;
+    size_t end = first + 1;
+    while (end + 1 < starts.size() && (share + 1 == shares || starts[end] + (starts[end + 1] - starts[end]) / 2 < goal) &&
+           starts.size() - 1 - end > shares - share - 1)
+      ++end;
+    parts.push_back(prelude + source.substr(starts[first], starts[end] - starts[first]));
+    first = end;
+  }
+  return parts;
+}
 
 std::string cacheDirectory(const CompilerOptions &options) {
   std::string dir = options.cacheDir;
@@ -219,7 +351,16 @@ CompiledObject compileSource(const std::string &source, const CompilerOptions &o
     return object;
   }
   writeAtomically(object.sourcePath, source);
-  compileInto(compiler, options, object.sourcePath, object.soPath, dir + "/" + object.key + ".log");
+  int jobs = options.jobs;
+  if (jobs <= 0) {
+    const char *env = std::getenv("KILN_COMPILE_JOBS");
+    jobs = env && *env ? std::atoi(env) : static_cast<int>(std::thread::hardware_concurrency());
+  }
+  std::vector<std::string> parts = splitSourceUnits(source, jobs);
+  if (parts.size() > 1)
+    compilePartsInto(compiler, options, parts, object.sourcePath, object.soPath, dir + "/" + object.key);
+  else
+    compileInto(compiler, options, object.sourcePath, object.soPath, dir + "/" + object.key + ".log");
   if (options.cacheByteLimit > 0)
     trimCache(dir, options.cacheByteLimit, object.key);
   return object;

@@ -14,6 +14,12 @@
 
 namespace kiln::codegen {
 
+/// The line that starts a unit of generated source: a kernel, or a model's descriptor (which
+/// declares the kernels it names). Everything before the first one is the prelude every unit
+/// needs; units need nothing of each other, so compileSource may compile them in several
+/// translation units at once and link those.
+inline constexpr const char *kSourceUnitMarker = "//@kiln-unit";
+
 struct CompilerOptions {
   /// Empty: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln.
   std::string cacheDir;
@@ -25,7 +31,21 @@ struct CompilerOptions {
   std::vector<std::string> flags = {"-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-w"};
   /// Most bytes the cache folder may hold; 0 means no limit.
   int64_t cacheByteLimit = int64_t(2) << 30;
+  /// Compiler processes one compile may run at once, each on a share of the source's units
+  /// (kSourceUnitMarker), then linked; 0: $KILN_COMPILE_JOBS, else one per hardware thread
+  /// (1: one translation unit, as before). A source splits only into
+  /// shares of at least kMinUnitBytesPerJob, so a small model stays one translation unit.
+  int jobs = 0;
 };
+
+/// Bytes of units below which another compiler process costs more (parsing the prelude
+/// again) than it saves.
+inline constexpr size_t kMinUnitBytesPerJob = 32 * 1024;
+
+/// The translation units compileSource compiles `source` as with `jobs` processes: the prelude
+/// followed by a contiguous share of the units each, shares balanced by bytes; `source`
+/// itself when it has no units or too few bytes of them to split.
+std::vector<std::string> splitSourceUnits(const std::string &source, int jobs);
 
 struct CompiledObject {
   std::string soPath;
@@ -34,8 +54,10 @@ struct CompiledObject {
   bool cacheHit = false;
 };
 
-/// Compiles `source` (or finds it in the cache). Throws kiln::Error when the compiler cannot
-/// be run or fails; the message names the generated file and the compiler's first error line.
+/// Compiles `source` (or finds it in the cache): in several translation units at once when it
+/// splits (splitSourceUnits), linked into one shared object. Throws kiln::Error when the
+/// compiler cannot be run or fails; the message names the generated file (the failing part's,
+/// kept beside it) and the compiler's first error line.
 CompiledObject compileSource(const std::string &source, const CompilerOptions &options = {});
 
 /// Compiles the source file at `sourcePath` into the shared object `outputPath`, outside the

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/CxxCompiler.h"
 #include "codegen/ScalarOps.h"
 #include "core/Error.h"
 #include "ir/KernelOutline.h"
@@ -237,7 +238,9 @@ private:
         fail("codegen: internal error: {} reads operand {} prepacked, which is not a weight", name, packed.operand);
       model_.weights.at(static_cast<size_t>(ref.index)).packing = packed;
     }
-    kernels_ += kernel.text;
+    // Each kernel a unit of its own (CxxCompiler.h): compiled with others or apart.
+    kernels_ += std::string(kSourceUnitMarker) + "\n" + kernel.text;
+    launchFunctions_.push_back(prefix_ + "kiln_" + name);
     launchLines_.push_back(
         fmt::format("  {{{}kiln_{}, {}, {}, {}}},", prefix_, name, cString(name), refs_.size(), refs.size()));
     for (const Ref &ref : refs)
@@ -283,7 +286,10 @@ private:
     }
     for (const WeightInfo &weight : model_.weights)
       weights.emplace_back(weight.name, weight.value);
-    std::string text = "// ---- the model ----\n";
+    // A unit too: the kernels it names are declared, in case they compile apart.
+    std::string text = std::string(kSourceUnitMarker) + "\n// ---- the model ----\n";
+    for (const std::string &function : launchFunctions_)
+      text += fmt::format("extern \"C\" void {}(const kiln_rt *rt, void *const *buffers);\n", function);
     std::string inputsTable = prefix_ + "kiln_inputs", outputsTable = prefix_ + "kiln_outputs",
                 weightsTable = prefix_ + "kiln_weights", refsTable = prefix_ + "kiln_refs",
                 launchesTable = prefix_ + "kiln_launches";
@@ -339,6 +345,7 @@ private:
   std::map<const ir::Value *, int> inputIndex_, firstOutput_, weightIndex_;
   ModelSource model_;
   std::string kernels_;
+  std::vector<std::string> launchFunctions_; // each launch's entry point
   std::vector<std::string> launchLines_;
   std::vector<Ref> refs_;
   std::string prefix_; // starts every name the model defines

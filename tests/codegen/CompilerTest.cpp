@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include "tests/ErrorMatchers.h"
 
 #include <functional>
@@ -14,6 +16,7 @@
 #include "codegen/CompileModel.h"
 #include "core/Error.h"
 #include "frontend/Frontend.h"
+#include "frontend/models/ResNet.h"
 #include "tests/codegen/CodegenTestUtil.h"
 
 namespace kiln::codegen::test {
@@ -89,6 +92,92 @@ TEST(CodegenCompiler, CompilerErrorNamesTheFileAndTheFirstError) {
   EXPECT_NE(message.find(".cpp"), std::string::npos) << message;
   EXPECT_NE(message.find("undeclared_thing"), std::string::npos) << message;
   fs::remove_all(options.cacheDir);
+}
+
+// A source of `units` units of about `bytes` each behind a two-line prelude: unit i defines
+// unit<i>() returning i (its bulk a comment); the last declares them all and sums them.
+std::string unitSource(int units, size_t bytes, int broken = -1) {
+  std::string source = "// prelude\n#include <cstdint>\n";
+  for (int i = 0; i < units; ++i) {
+    source += std::string(kSourceUnitMarker) + "\n";
+    source += "// " + std::string(bytes, 'x') + "\n";
+    source += fmt::format("extern \"C\" int64_t unit{}() {{ return {}; }}\n", i, i == broken ? "undeclared_thing" : std::to_string(i));
+  }
+  source += std::string(kSourceUnitMarker) + "\n";
+  std::string sum = "0";
+  for (int i = 0; i < units; ++i) {
+    source += fmt::format("extern \"C\" int64_t unit{}();\n", i);
+    sum += fmt::format(" + unit{}()", i);
+  }
+  return source + "extern \"C\" int64_t total() { return " + sum + "; }\n";
+}
+
+TEST(CodegenCompiler, SourceUnitsSplitIntoBalancedSharesBehindThePrelude) {
+  const std::string source = unitSource(6, 20 * 1024);
+  const std::string prelude = source.substr(0, source.find(kSourceUnitMarker));
+  std::vector<std::string> two = splitSourceUnits(source, 2);
+  ASSERT_EQ(two.size(), 2u);
+  std::string units;
+  for (const std::string &part : two) {
+    ASSERT_EQ(part.rfind(prelude, 0), 0u) << "every part starts with the prelude";
+    units += part.substr(prelude.size());
+    // Balanced by bytes: 7 units (the last small), 3 and 4 big ones.
+    EXPECT_GT(part.size(), source.size() * 2 / 5);
+  }
+  EXPECT_EQ(prelude + units, source) << "the units, each once, in order";
+  // Shares of at least kMinUnitBytesPerJob: 120 KB of units make at most 3.
+  EXPECT_EQ(splitSourceUnits(source, 8).size(), 3u);
+  EXPECT_EQ(splitSourceUnits(source, 1), std::vector<std::string>{source});
+  const std::string small = unitSource(6, 1024);
+  EXPECT_EQ(splitSourceUnits(small, 2), std::vector<std::string>{small});
+  EXPECT_EQ(splitSourceUnits("int x;\n", 4), std::vector<std::string>{"int x;\n"});
+}
+
+// The parts compile at once and link into one object whose functions all work; a part that
+// fails names itself and is kept for its line numbers.
+TEST(CodegenCompiler, ASplitCompileLinksOneObjectThatRunsEveryUnit) {
+  CompilerOptions options;
+  options.cacheDir = freshCacheDir("split");
+  options.jobs = 2;
+  CompilerCounters before = compilerCounters();
+  CompiledObject object = compileSource(unitSource(4, 24 * 1024), options);
+  EXPECT_EQ(compilerCounters().compiles - before.compiles, 2) << "two compiler processes";
+  void *handle = dlopen(object.soPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto total = reinterpret_cast<int64_t (*)()>(dlsym(handle, "total"));
+  ASSERT_NE(total, nullptr);
+  EXPECT_EQ(total(), 0 + 1 + 2 + 3);
+  dlclose(handle);
+  for (const fs::directory_entry &file : fs::directory_iterator(options.cacheDir))
+    EXPECT_EQ(file.path().string().find("part"), std::string::npos) << "left behind: " << file.path();
+
+  std::string message = errorOf([&] { compileSource(unitSource(4, 24 * 1024, 3), options); });
+  EXPECT_NE(message.find("(part 2 of 2)"), std::string::npos) << message;
+  EXPECT_NE(message.find("undeclared_thing"), std::string::npos) << message;
+  std::string kept = message.substr(message.find(options.cacheDir));
+  kept = kept.substr(0, kept.find(" (part"));
+  EXPECT_TRUE(fs::exists(kept)) << kept;
+  fs::remove_all(options.cacheDir);
+}
+
+// A model compiled in two translation units runs exactly as in one.
+TEST(CodegenCompiler, AModelCompiledInPartsComputesWhatOneTranslationUnitDoes) {
+  frontend::nn::manualSeed(4);
+  frontend::models::ResNet18 model(10);
+  GraphBuilder gb("resnet18");
+  auto graph = gb.finish({model(gb.input("x", DType::F32, {1, 3, 32, 32}))});
+  Tensor x = randomTensor({DType::F32, {1, 3, 32, 32}}, 12);
+  std::vector<Tensor> results;
+  for (int jobs : {1, 2}) {
+    CompileOptions options = testOptions();
+    options.compiler.cacheDir = freshCacheDir(fmt::format("parts{}", jobs));
+    options.compiler.jobs = jobs;
+    CompilerCounters before = compilerCounters();
+    results.push_back(compile(*graph, options).run({x})[0]);
+    EXPECT_EQ(compilerCounters().compiles - before.compiles, jobs);
+    fs::remove_all(options.compiler.cacheDir);
+  }
+  EXPECT_TRUE(results[0].identical(results[1]));
 }
 
 TEST(CodegenCompiler, MissingCompilerIsAnError) {
