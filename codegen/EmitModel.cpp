@@ -29,6 +29,20 @@
 
 namespace kiln::codegen {
 
+namespace {
+
+/// The name a kernel's code is emitted under before it is known to be new: no other name of
+/// generated code contains it.
+constexpr const char *kSharedKernelName = "kSharedKernelPlaceholder";
+
+std::string replaceAll(std::string text, const std::string &from, const std::string &to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+} // namespace
+
 using ir::OpKind;
 
 const std::string &kernelAbiText() {
@@ -231,18 +245,27 @@ private:
         disjoint = disjoint && !overlaps(refs[i], refs[k]);
     int index = static_cast<int>(model_.launches.size());
     std::string name = fmt::format("k{}_{}", index, description);
-    KernelSource kernel = emitKernel(unit, fmt::format("{}k{}", prefix_, index), prefix_ + "kiln_" + name, disjoint);
+    // Emitted under a placeholder name first: a kernel whose code is another's but for its
+    // names (the same layer repeated, as every block of a transformer or a ResNet stage is)
+    // runs the other's function, so the C++ compiler sees it once.
+    KernelSource kernel = emitKernel(unit, prefix_ + kSharedKernelName, prefix_ + "kiln_" + kSharedKernelName + "_" + description,
+                                     disjoint);
     for (const PackedWeight &packed : kernel.packedOperands) {
       const Ref &ref = refs.at(static_cast<size_t>(packed.operand));
       if (ref.kind != KILN_WEIGHT_KIND)
         fail("codegen: internal error: {} reads operand {} prepacked, which is not a weight", name, packed.operand);
       model_.weights.at(static_cast<size_t>(ref.index)).packing = packed;
     }
-    // Each kernel a unit of its own (CxxCompiler.h): compiled with others or apart.
-    kernels_ += std::string(kSourceUnitMarker) + "\n" + kernel.text;
-    launchFunctions_.push_back(prefix_ + "kiln_" + name);
-    launchLines_.push_back(
-        fmt::format("  {{{}kiln_{}, {}, {}, {}}},", prefix_, name, cString(name), refs_.size(), refs.size()));
+    const std::string code = kernel.text.substr(kernel.text.find('\n') + 1); // after the comment naming the node
+    auto [shared, isNew] = functionOfCode_.emplace(code, prefix_ + "kiln_" + name);
+    if (isNew) {
+      // Each kernel a unit of its own (CxxCompiler.h): compiled with others or apart.
+      kernels_ += std::string(kSourceUnitMarker) + "\n" + replaceAll(kernel.text, kSharedKernelName, fmt::format("k{}", index));
+      launchFunctions_.push_back(shared->second);
+    } else {
+      ++model_.sharedKernels;
+    }
+    launchLines_.push_back(fmt::format("  {{{}, {}, {}, {}}},", shared->second, cString(name), refs_.size(), refs.size()));
     for (const Ref &ref : refs)
       refs_.push_back(ref);
     model_.launches.push_back({name, kernel.strategy, node});
@@ -345,7 +368,9 @@ private:
   std::map<const ir::Value *, int> inputIndex_, firstOutput_, weightIndex_;
   ModelSource model_;
   std::string kernels_;
-  std::vector<std::string> launchFunctions_; // each launch's entry point
+  std::vector<std::string> launchFunctions_; // the entry points emitted
+  /// Emitted kernels' code (under the placeholder name) -> their entry point.
+  std::map<std::string, std::string> functionOfCode_;
   std::vector<std::string> launchLines_;
   std::vector<Ref> refs_;
   std::string prefix_; // starts every name the model defines

@@ -60,6 +60,9 @@ struct ModelSource {
   std::vector<WeightInfo> weights;
   std::vector<LaunchInfo> launches;
   int64_t arenaBytes = 0;
+  /// Launches that run an earlier launch's function: their kernels' code was the same but for
+  /// its names, so it is emitted (and compiled) once.
+  int64_t sharedKernels = 0;
 };
 
 /// `symbolPrefix` (a C identifier prefix, "" by default) starts every name the model's source

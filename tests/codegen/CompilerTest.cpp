@@ -180,6 +180,26 @@ TEST(CodegenCompiler, AModelCompiledInPartsComputesWhatOneTranslationUnitDoes) {
   EXPECT_TRUE(results[0].identical(results[1]));
 }
 
+// Repeated layers of one shape (each with its own weights) run one function: their kernels'
+// code is the same but for its names, so it is emitted and compiled once; each launch keeps
+// its own name and buffers.
+TEST(CodegenCompiler, RepeatedLayersShareOneKernelFunction) {
+  GraphBuilder gb("repeated");
+  Var h = gb.input("x", DType::F32, {4, 32});
+  for (uint64_t layer = 0; layer < 4; ++layer)
+    h = frontend::relu(frontend::matmul(h, gb.param("w" + std::to_string(layer), randomTensor({DType::F32, {32, 32}}, 20 + layer))) * 0.2);
+  auto graph = gb.finish({frontend::exp(h)});
+  LoweredModel lowered = lowerGraph(*graph, testOptions());
+  // Four launches, the last with the exp in its epilogue: layers 1 and 2 run layer 0's function.
+  ASSERT_EQ(lowered.model.launches.size(), 4u);
+  EXPECT_EQ(lowered.model.sharedKernels, 2);
+  const std::string &source = lowered.model.source;
+  EXPECT_EQ(source.find("kiln_k1_"), std::string::npos) << "no function of its own for layer 1";
+  EXPECT_NE(source.find("{kiln_k0_matmul_mul_relu, \"k2_matmul_mul_relu\","), std::string::npos) << source.substr(source.find("kiln_launches"));
+  EXPECT_NE(source.find("extern \"C\" void kiln_k3_"), std::string::npos) << "the last layer's own";
+  expectMatchesReference(*graph, randomInputs(*graph, 30), testOptions(), 1e-5, 1e-6);
+}
+
 TEST(CodegenCompiler, MissingCompilerIsAnError) {
   CompilerOptions options;
   options.cacheDir = freshCacheDir("nocc");
