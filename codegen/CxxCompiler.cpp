@@ -144,6 +144,16 @@ std::string firstErrorLine(const std::string &log) {
   return first.empty() ? "(no output)" : first;
 }
 
+// The flags a translation unit compiles to an object (or a header to its precompiled form)
+// with: the effective flags but -shared, which only the link takes.
+std::vector<std::string> objectFlags(const std::string &compiler, const CompilerOptions &options) {
+  std::vector<std::string> flags;
+  for (const std::string &flag : effectiveFlags(compiler, options))
+    if (flag != "-shared")
+      flags.push_back(flag);
+  return flags;
+}
+
 // Runs the compiler on `sourcePath` into a temporary file beside `outputPath`, then renames
 // it into place, so that a reader never sees a half-written object. `logBase` + a temporary
 // suffix holds the compiler's messages while it runs.
@@ -180,10 +190,7 @@ void compileInto(const std::string &compiler, const CompilerOptions &options, co
 void compilePartsInto(const std::string &compiler, const CompilerOptions &options,
                       const std::vector<std::string> &parts, const std::string &wholePath,
                       const std::string &outputPath, const std::string &logBase) {
-  std::vector<std::string> flags = effectiveFlags(compiler, options), compileFlags;
-  for (const std::string &flag : flags)
-    if (flag != "-shared")
-      compileFlags.push_back(flag);
+  std::vector<std::string> flags = effectiveFlags(compiler, options), compileFlags = objectFlags(compiler, options);
   const std::string suffix = tempSuffix();
   struct Part {
     std::string source, object, log;
@@ -260,6 +267,62 @@ void compilePartsInto(const std::string &compiler, const CompilerOptions &option
     fail("codegen: cannot rename {} to {}: {}", tempSo, outputPath, error.message());
   }
 }
+
+// The prelude of generated sources as a header in `dir` with its precompiled form beside it
+// (GCC reads <header>.gch in its place when the flags match, and the header otherwise), made
+// once per prelude, flags and compiler: parsing the prelude's standard headers took 0.27 of a
+// GPT-2 block stack's 0.68 s compile. Not for clang, which does not read .gch files so.
+class PrecompiledPrelude {
+public:
+  PrecompiledPrelude(const std::string &compiler, const CompilerOptions &options, const std::string &dir,
+                     const std::string &prelude) {
+    if (prelude.empty() || compilerVersion(compiler).find("clang") != std::string::npos)
+      return;
+    std::vector<std::string> flags = objectFlags(compiler, options);
+    std::string key = prelude + '\0' + compiler + '\0' + compilerVersion(compiler);
+    for (const std::string &flag : flags)
+      key += '\0' + flag;
+    header_ = fmt::format("{}/prelude-{}.h", dir, stableHash(key));
+    gch_ = header_ + ".gch";
+    if (fs::exists(gch_) && fs::exists(header_)) {
+      touch(header_);
+      touch(gch_);
+      ready_ = true;
+      return;
+    }
+    // Made beside this compile, which parses the prelude itself; later compiles use it.
+    writeAtomically(header_, prelude);
+    temp_ = gch_ + tempSuffix();
+    log_ = header_ + tempSuffix() + ".log";
+    std::vector<std::string> argv{compiler};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"-x", "c++-header", "-o", temp_, header_});
+    std::string spawnError;
+    pid_ = spawnLogged(argv, log_, spawnError);
+  }
+  PrecompiledPrelude(const PrecompiledPrelude &) = delete;
+  PrecompiledPrelude &operator=(const PrecompiledPrelude &) = delete;
+  /// Waits for the precompile started here (whatever the compile did), and keeps its result.
+  ~PrecompiledPrelude() {
+    if (pid_ < 0)
+      return;
+    int status = waitLogged(pid_);
+    std::remove(log_.c_str());
+    std::error_code error;
+    if (status == 0)
+      fs::rename(temp_, gch_, error);
+    if (status != 0 || error)
+      std::remove(temp_.c_str()); // a failed precompile: units parse the prelude, as before
+  }
+  /// The header to include in the prelude's place, when its precompiled form was there
+  /// already; "" otherwise.
+  std::string header() const { return ready_ ? header_ : ""; }
+
+private:
+  std::string header_, gch_, temp_, log_;
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
 
 } // namespace
 
@@ -357,7 +420,14 @@ CompiledObject compileSource(const std::string &source, const CompilerOptions &o
     jobs = env && *env ? std::atoi(env) : static_cast<int>(std::thread::hardware_concurrency());
   }
   std::vector<std::string> parts = splitSourceUnits(source, jobs);
-  if (parts.size() > 1)
+  // Generated source (its units marked) includes its prelude precompiled, where it can.
+  const size_t preludeBytes = source.find(std::string(kSourceUnitMarker) + "\n");
+  PrecompiledPrelude prelude(compiler, options, dir, preludeBytes == std::string::npos ? "" : source.substr(0, preludeBytes));
+  const std::string header = prelude.header();
+  if (!header.empty())
+    for (std::string &part : parts)
+      part = fmt::format("#include \"{}\"\n", header) + part.substr(preludeBytes);
+  if (parts.size() > 1 || !header.empty())
     compilePartsInto(compiler, options, parts, object.sourcePath, object.soPath, dir + "/" + object.key);
   else
     compileInto(compiler, options, object.sourcePath, object.soPath, dir + "/" + object.key + ".log");

@@ -160,6 +160,34 @@ TEST(CodegenCompiler, ASplitCompileLinksOneObjectThatRunsEveryUnit) {
   fs::remove_all(options.cacheDir);
 }
 
+// The prelude of generated source is precompiled beside the first compile and included by the
+// next ones (GCC only: clang does not read .gch files in a header's place).
+TEST(CodegenCompiler, ThePreludeIsPrecompiledOnceAndIncludedAfter) {
+  CompilerOptions options;
+  options.cacheDir = freshCacheDir("prelude");
+  if (compilerVersion("c++").find("clang") != std::string::npos)
+    GTEST_SKIP() << "clang";
+  auto precompiled = [&] {
+    int count = 0;
+    for (const fs::directory_entry &file : fs::directory_iterator(options.cacheDir))
+      count += file.path().string().find("prelude-") != std::string::npos && file.path().extension() == ".gch";
+    return count;
+  };
+  auto totalOf = [](const CompiledObject &object) {
+    void *handle = dlopen(object.soPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(handle, nullptr) << dlerror();
+    auto total = reinterpret_cast<int64_t (*)()>(dlsym(handle, "total"));
+    int64_t sum = total ? total() : -1;
+    dlclose(handle);
+    return sum;
+  };
+  EXPECT_EQ(totalOf(compileSource(unitSource(3, 100), options)), 0 + 1 + 2);
+  EXPECT_EQ(precompiled(), 1);
+  EXPECT_EQ(totalOf(compileSource(unitSource(5, 100), options)), 0 + 1 + 2 + 3 + 4);
+  EXPECT_EQ(precompiled(), 1) << "one for every source with this prelude";
+  fs::remove_all(options.cacheDir);
+}
+
 // A model compiled in two translation units runs exactly as in one.
 TEST(CodegenCompiler, AModelCompiledInPartsComputesWhatOneTranslationUnitDoes) {
   frontend::nn::manualSeed(4);
