@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -142,6 +143,15 @@ std::string firstErrorLine(const std::string &log) {
       return line;
   }
   return first.empty() ? "(no output)" : first;
+}
+
+// The CPUs this process may run on (its affinity: a process pinned to one core gets one).
+int availableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // The flags a translation unit compiles to an object (or a header to its precompiled form)
@@ -278,6 +288,9 @@ public:
                      const std::string &prelude) {
     if (prelude.empty() || compilerVersion(compiler).find("clang") != std::string::npos)
       return;
+    // Made beside a compile only where a CPU is free for it: on one, it would double the
+    // first compile (and that compile's units parse the prelude themselves anyway).
+    const bool canMake = availableCpus() > 1;
     std::vector<std::string> flags = objectFlags(compiler, options);
     std::string key = prelude + '\0' + compiler + '\0' + compilerVersion(compiler);
     for (const std::string &flag : flags)
@@ -291,6 +304,8 @@ public:
       return;
     }
     // Made beside this compile, which parses the prelude itself; later compiles use it.
+    if (!canMake)
+      return;
     writeAtomically(header_, prelude);
     temp_ = gch_ + tempSuffix();
     log_ = header_ + tempSuffix() + ".log";
@@ -417,7 +432,7 @@ CompiledObject compileSource(const std::string &source, const CompilerOptions &o
   int jobs = options.jobs;
   if (jobs <= 0) {
     const char *env = std::getenv("KILN_COMPILE_JOBS");
-    jobs = env && *env ? std::atoi(env) : static_cast<int>(std::thread::hardware_concurrency());
+    jobs = env && *env ? std::atoi(env) : availableCpus();
   }
   std::vector<std::string> parts = splitSourceUnits(source, jobs);
   // Generated source (its units marked) includes its prelude precompiled, where it can.

@@ -32,9 +32,9 @@ struct CompilerOptions {
   /// Most bytes the cache folder may hold; 0 means no limit.
   int64_t cacheByteLimit = int64_t(2) << 30;
   /// Compiler processes one compile may run at once, each on a share of the source's units
-  /// (kSourceUnitMarker), then linked; 0: $KILN_COMPILE_JOBS, else one per hardware thread
-  /// (1: one translation unit, as before). A source splits only into
-  /// shares of at least kMinUnitBytesPerJob, so a small model stays one translation unit.
+  /// (kSourceUnitMarker), then linked; 0: $KILN_COMPILE_JOBS, else one per CPU the process may
+  /// run on (1: one translation unit, as before). A source splits only into shares of at least
+  /// kMinUnitBytesPerJob, so a small model stays one translation unit.
   int jobs = 0;
 };
 
