@@ -332,6 +332,8 @@ public:
   /// The header to include in the prelude's place, when its precompiled form was there
   /// already; "" otherwise.
   std::string header() const { return ready_ ? header_ : ""; }
+  /// Whether a compiler process is making the precompiled form now (and takes a CPU).
+  bool making() const { return pid_ >= 0; }
 
 private:
   std::string header_, gch_, temp_, log_;
@@ -429,16 +431,18 @@ CompiledObject compileSource(const std::string &source, const CompilerOptions &o
     return object;
   }
   writeAtomically(object.sourcePath, source);
-  int jobs = options.jobs;
-  if (jobs <= 0) {
-    const char *env = std::getenv("KILN_COMPILE_JOBS");
-    jobs = env && *env ? std::atoi(env) : availableCpus();
-  }
-  std::vector<std::string> parts = splitSourceUnits(source, jobs);
   // Generated source (its units marked) includes its prelude precompiled, where it can.
   const size_t preludeBytes = source.find(std::string(kSourceUnitMarker) + "\n");
   PrecompiledPrelude prelude(compiler, options, dir, preludeBytes == std::string::npos ? "" : source.substr(0, preludeBytes));
   const std::string header = prelude.header();
+  int jobs = options.jobs;
+  if (jobs <= 0) {
+    const char *env = std::getenv("KILN_COMPILE_JOBS");
+    jobs = env && *env ? std::atoi(env) : availableCpus();
+    if (prelude.making()) // its CPU is taken
+      jobs = std::max(1, jobs - 1);
+  }
+  std::vector<std::string> parts = splitSourceUnits(source, jobs);
   if (!header.empty())
     for (std::string &part : parts)
       part = fmt::format("#include \"{}\"\n", header) + part.substr(preludeBytes);
