@@ -154,6 +154,17 @@ int availableCpus() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+// Renames a finished object over `outputPath` (a reader sees the old one or the new one, never a
+// half-written file); removes it when that fails.
+void moveIntoPlace(const std::string &tempSo, const std::string &outputPath) {
+  std::error_code error;
+  fs::rename(tempSo, outputPath, error);
+  if (error) {
+    std::remove(tempSo.c_str());
+    fail("codegen: cannot rename {} to {}: {}", tempSo, outputPath, error.message());
+  }
+}
+
 // The flags a translation unit compiles to an object (or a header to its precompiled form)
 // with: the effective flags but -shared, which only the link takes.
 std::vector<std::string> objectFlags(const std::string &compiler, const CompilerOptions &options) {
@@ -186,12 +197,7 @@ void compileInto(const std::string &compiler, const CompilerOptions &options, co
       fail("codegen: cannot run the C++ compiler '{}' on {}: {}", compiler, sourcePath, spawnError);
     fail("codegen: the C++ compiler failed on {}: {}", sourcePath, firstErrorLine(output));
   }
-  std::error_code error;
-  fs::rename(tempSo, outputPath, error);
-  if (error) {
-    std::remove(tempSo.c_str());
-    fail("codegen: cannot rename {} to {}: {}", tempSo, outputPath, error.message());
-  }
+  moveIntoPlace(tempSo, outputPath);
 }
 
 // compileInto for the parts of one source (splitSourceUnits): each part compiled to an object
@@ -270,12 +276,7 @@ void compilePartsInto(const std::string &compiler, const CompilerOptions &option
       fail("codegen: cannot run the C++ compiler '{}' to link {}: {}", compiler, wholePath, spawnError);
     fail("codegen: linking the parts of {} failed: {}", wholePath, firstErrorLine(output));
   }
-  std::error_code error;
-  fs::rename(tempSo, outputPath, error);
-  if (error) {
-    std::remove(tempSo.c_str());
-    fail("codegen: cannot rename {} to {}: {}", tempSo, outputPath, error.message());
-  }
+  moveIntoPlace(tempSo, outputPath);
 }
 
 // The prelude of generated sources as a header in `dir` with its precompiled form beside it
