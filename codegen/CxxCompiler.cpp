@@ -446,7 +446,9 @@ CompiledObject compileSource(const std::string &source, const CompilerOptions &o
   std::vector<std::string> parts = splitSourceUnits(source, jobs);
   if (!header.empty())
     for (std::string &part : parts)
-      part = fmt::format("#include \"{}\"\n", header) + part.substr(preludeBytes);
+      // By its name: the parts are written beside it, and a quoted include looks there first
+      // (a cache folder given as a relative path would not resolve from the compiler's).
+      part = fmt::format("#include \"{}\"\n", fs::path(header).filename().string()) + part.substr(preludeBytes);
   if (parts.size() > 1 || !header.empty())
     compilePartsInto(compiler, options, parts, object.sourcePath, object.soPath, dir + "/" + object.key);
   else

@@ -190,6 +190,11 @@ TEST(CodegenCompiler, ThePreludeIsPrecompiledOnceAndIncludedAfter) {
   EXPECT_EQ(precompiled(), 1);
   EXPECT_EQ(totalOf(compileSource(unitSource(5, 100), options)), 0 + 1 + 2 + 3 + 4);
   EXPECT_EQ(precompiled(), 1) << "one for every source with this prelude";
+  // A cache folder given relative to the working directory: the units include the header by
+  // its name, beside them.
+  CompilerOptions relative = options;
+  relative.cacheDir = fs::relative(options.cacheDir, fs::current_path()).string();
+  EXPECT_EQ(totalOf(compileSource(unitSource(2, 100), relative)), 0 + 1);
   fs::remove_all(options.cacheDir);
 }
 
