@@ -522,9 +522,10 @@ float TrainingStep::computeGradients(const std::vector<Tensor> &inputs, const Gr
     im.haveGradients = true;
     return loss;
   }
-  if (im.main.executable) {
+  if (im.main.executable && (listener.ready || listener.betweenKernels)) {
     // The outputs are allocated inside run(), before the first launch; the gradients no launch
-    // touches are as final then as they will ever be.
+    // touches are as final then as they will ever be. (Without a listener the executable runs
+    // unwatched: its launch loop's fast path.)
     bool toldBefore = false;
     im.main.run(all, im.params, [&](int64_t launch) {
       if (!toldBefore) {
