@@ -210,6 +210,16 @@ void checkLaunches(const runtime::Executable &executable, const LoweredModel &lo
            executable.launchName(static_cast<int64_t>(l)), launches[l].name);
 }
 
+/// Per input of `forward` (whose batch is axis 0 of its first input): whether it holds the batch
+/// on axis 0.
+std::vector<bool> inputsHoldingTheBatch(const ir::Graph &forward) {
+  const int64_t batch = forward.inputs()[0]->shape()[0];
+  std::vector<bool> holding;
+  for (const ir::Value *input : forward.inputs())
+    holding.push_back(input->rank() > 0 && input->shape()[0] == batch);
+  return holding;
+}
+
 /// For a step over batch tiles: the batch's symbol, the tile, and the forward inputs that hold
 /// the batch.
 struct BatchTileManifest {
@@ -342,13 +352,11 @@ runtime::TrainingStep compileBatchTiledTrainingStep(const ir::Graph &forward, co
     fail("{}: the batch tile must be at least 1 row, got {}", name, options.batchTile);
   BatchTileManifest tiles;
   tiles.tile = options.batchTile;
-  const int64_t batch = forward.inputs()[0]->shape()[0];
-  tiles.symbol = dimSymbolName(batch).value_or("");
-  for (size_t i = 0; i < forward.inputs().size(); ++i) {
-    const ir::Value *input = forward.inputs()[i];
-    if (input->rank() > 0 && input->shape()[0] == batch)
+  tiles.symbol = dimSymbolName(forward.inputs()[0]->shape()[0]).value_or("");
+  std::vector<bool> holding = inputsHoldingTheBatch(forward);
+  for (size_t i = 0; i < holding.size(); ++i)
+    if (holding[i])
       tiles.forwardInputs.push_back(static_cast<int64_t>(i));
-  }
   std::unique_ptr<ir::Graph> tile = ir::retileBatch(forward, options.batchTile);
   tile->setName(forward.name());
   LossSpec weighted = loss;
@@ -390,10 +398,7 @@ runtime::EvaluateFn compileTiledEvaluation(const ir::Graph &forward, const LossS
          forward.name());
   runtime::EvaluateFn perTile = compileEvaluation(*ir::retileBatch(forward, tile), loss, step, options);
   // The evaluation's inputs: the forward's, then the target, which holds the batch.
-  const int64_t batch = forward.inputs()[0]->shape()[0];
-  std::vector<bool> batched;
-  for (const ir::Value *input : forward.inputs())
-    batched.push_back(input->rank() > 0 && input->shape()[0] == batch);
+  std::vector<bool> batched = inputsHoldingTheBatch(forward);
   batched.push_back(true);
   return [perTile, tile, batched](const std::vector<Tensor> &inputs) {
     const int64_t rows = inputs.at(0).shape().at(0);
