@@ -163,7 +163,7 @@ ModelSource ModelSource::onnxFile(const std::string &path, std::map<std::string,
     fs::file_time_type time;
   };
   auto seen = std::make_shared<Seen>();
-  return ModelSource(path, [path, inputShapes = std::move(inputShapes), seen](const DimBindings &dims) {
+  return ModelSource(path, [path, inputShapes, seen](const DimBindings &dims) {
     std::lock_guard<std::mutex> lock(seen->mutex);
     checkFileExists(path);
     std::error_code sizeError, timeError;
@@ -230,8 +230,6 @@ Session::Session(std::string what, std::shared_ptr<ModelSource> source, std::str
 /// A model compiled per size: its declared inputs and outputs, and the compiled sizes held.
 struct Session::Specializations {
   std::vector<runtime::TensorSpec> inputs, outputs;
-  std::vector<std::string> inputNames;
-  std::vector<TensorType> inputTypes;
   std::optional<std::string> batchSymbol; // axis 0 of the first input, when one symbol
   codegen::CompileOptions compile;        // one thread pool for every size
   int64_t capacity = 1;
@@ -291,10 +289,6 @@ void Session::compilePerSize(std::vector<runtime::TensorSpec> inputs, std::vecto
   auto held = std::make_shared<Specializations>();
   held->inputs = std::move(inputs);
   held->outputs = std::move(outputs);
-  for (const runtime::TensorSpec &input : held->inputs) {
-    held->inputNames.push_back(input.name);
-    held->inputTypes.push_back(input.type);
-  }
   if (!held->inputs.empty() && held->inputs[0].type.rank() > 0)
     held->batchSymbol = dimSymbolName(held->inputs[0].type.shape[0]);
   held->compile = compileOptions(options_);
@@ -309,10 +303,15 @@ std::shared_ptr<runtime::Executable> Session::executableFor(const std::vector<Te
   if (inputs.size() != held.inputs.size())
     failArgument(ArgumentError::Kind::Value, "the model has {} inputs ({}), got {}", held.inputs.size(),
                  joinNames(held.inputs), inputs.size());
+  std::vector<std::string> names;
+  std::vector<TensorType> types;
   std::vector<std::optional<Shape>> shapes;
-  for (const Tensor &input : inputs)
-    shapes.push_back(input.defined() ? std::optional<Shape>(input.shape()) : std::nullopt);
-  DimBindings bindings = ir::bindingsFromShapes(held.inputNames, held.inputTypes, shapes);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    names.push_back(held.inputs[i].name);
+    types.push_back(held.inputs[i].type);
+    shapes.push_back(inputs[i].defined() ? std::optional<Shape>(inputs[i].shape()) : std::nullopt);
+  }
+  DimBindings bindings = ir::bindingsFromShapes(names, types, shapes);
   std::lock_guard<std::mutex> lock(held.mutex);
   for (auto entry = held.entries.begin(); entry != held.entries.end(); ++entry) {
     bool fits = std::all_of(entry->key.begin(), entry->key.end(), [&](const auto &bound) {
