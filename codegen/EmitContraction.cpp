@@ -279,6 +279,14 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
   if (bf16Panels)
     out.packedOperands.push_back({weightBuffer.index, KILN_PACK_CONV_BF16_PANELS, w[0], w[1] * shape.r * shape.s,
                                   shape.groups, 0});
+  // Likewise weights of a convolution the runtime computes by direct pixel tiles: W^T's panels
+  // stored at load, not packed on every call (Inception-v3's 1x7 and 7x1 layers at 17x17: 1 MB
+  // of weights each).
+  const bool directPanels = storableWeights && !winogradWeights && !tapMajorWeights && !bf16Panels &&
+                            runtime::kernels::convDirectPanels(shape);
+  if (directPanels)
+    out.packedOperands.push_back(
+        {weightBuffer.index, KILN_PACK_CONV_DIRECT_PANELS, w[0], w[1] * shape.r * shape.s, 0, 0});
   std::string text = "{\n  kiln_conv2d_args g;\n  memset(&g, 0, sizeof g);\n";
   text += fmt::format("  g.n = {}; g.c = {}; g.h = {}; g.w = {};\n", shape.n, shape.c, shape.h, shape.w);
   text += fmt::format("  g.k = {}; g.r = {}; g.s = {}; g.oh = {}; g.ow = {};\n", shape.k, shape.r, shape.s, shape.oh,
@@ -297,6 +305,8 @@ void emitConvStage(KernelEmitter &e, int stageIndex, KernelText &out) {
     text += "  g.weights_layout = KILN_CONV_WEIGHTS_TAP_MAJOR;\n";
   if (bf16Panels)
     text += "  g.weights_layout = KILN_CONV_WEIGHTS_BF16_PANELS;\n";
+  if (directPanels)
+    text += "  g.weights_layout = KILN_CONV_WEIGHTS_DIRECT_PANELS;\n";
   if (e.exactConvolutions())
     text += "  g.exact = 1;\n";
   else if (e.precision() == ContractionPrecision::Bf16)

@@ -354,6 +354,10 @@ void Executable::Impl::packWeights() {
              packing.k, packing.n, groups, packing.k);
       packed = Tensor(DType::BF16, {kernels::convBf16PanelElements(packing.k, packing.n, groups)});
       kernels::packConvBf16Panels(plain, packing.k, packing.n, groups, static_cast<uint16_t *>(packed.data()));
+    } else if (packing.kind == KILN_PACK_CONV_DIRECT_PANELS) {
+      checkRows(DType::F32, "direct convolution panels");
+      packed = Tensor(DType::F32, {kernels::convDirectPanelFloats(packing.k, packing.n)});
+      kernels::packConvDirectPanels(plain, packing.k, packing.n, static_cast<float *>(packed.data()));
     } else if (packing.kind == KILN_PACK_QGEMM_B) {
       checkMatrix(DType::I8, 1, "int8 GEMM, ");
       packed = Tensor(DType::I8, {kernels::qgemmPackedBytes(packing.k, packing.n)});

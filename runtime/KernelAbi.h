@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 15
+#define KILN_ABI_VERSION 16
 
 typedef struct kiln_rt kiln_rt;
 
@@ -231,7 +231,11 @@ enum kiln_conv_weights_layout {
   /// (precision KILN_PRECISION_BF16, not exact): each of the 16 points' K x C matrices as rows
   /// of C rounded up to even (kiln::runtime::kernels::packWinogradWeightsBf16). F(4x4, 3x3)
   /// has none: its transforms amplify bf16's rounding to ~4% of the output (F2's: ~0.2%).
-  KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16 = 5
+  KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16 = 5,
+  /// W^T as the direct pixel-tile path streams it (kiln::runtime::kernels::convDirectPanels,
+  /// packConvDirectPanels): panels of 64 output channels, each taps x its width, from plain
+  /// one-group weights; stored so at load for weights only that convolution reads.
+  KILN_CONV_WEIGHTS_DIRECT_PANELS = 6
 };
 
 /// 2-D convolution, NCHW input x[n][c][h][w], weights w[k][c/groups][r][s], output
@@ -434,7 +438,11 @@ enum kiln_weight_packing_kind {
   /// qconv2d's packed weights, from s8 plain weights of k output channels, n = c/groups input
   /// channels and stride_k = r*s taps each, in channel-quad order when stride_n is 1, tap order
   /// when 0 (kiln::runtime::kernels::qconvPackedBytes bytes).
-  KILN_PACK_QCONV_WEIGHTS = 9
+  KILN_PACK_QCONV_WEIGHTS = 9,
+  /// conv2d's KILN_CONV_WEIGHTS_DIRECT_PANELS, from plain one-group weights of k output
+  /// channels of n = c*r*s weights each (kiln::runtime::kernels::convDirectPanelFloats floats;
+  /// the strides are unused).
+  KILN_PACK_CONV_DIRECT_PANELS = 10
 };
 
 /// A weight that a kernel reads in another layout than the plain one. Weights are handed over

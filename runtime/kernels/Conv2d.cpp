@@ -36,10 +36,14 @@ bool validConv(const kiln_conv2d_args &a) {
   if (a.stride_h < 1 || a.stride_w < 1 || a.dilation_h < 1 || a.dilation_w < 1 || a.pad_top < 0 ||
       a.pad_left < 0 || a.groups < 1 || a.c % a.groups != 0 || a.k % a.groups != 0)
     return false;
-  // Winograd's transformed weights exist only for the convolutions Winograd computes, and
-  // tap-major ones for those the sparse-tap path computes.
+  // Winograd's transformed weights exist only for the convolutions Winograd computes,
+  // tap-major ones for those the sparse-tap path computes and W^T's panels for those the
+  // direct path can (never a pointwise one, which reads plain weights first).
   if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) {
     if (!sparseTapConvShape(a))
+      return false;
+  } else if (a.weights_layout == KILN_CONV_WEIGHTS_DIRECT_PANELS) {
+    if (!directConvShape(a) || pointwiseConv(a))
       return false;
   } else if (a.weights_layout == KILN_CONV_WEIGHTS_BF16_PANELS) {
     if (!convBf16Panels(a))
@@ -381,6 +385,8 @@ ConvPath convPath(const kiln_conv2d_args &a, int &tile) {
     return ConvPath::Pointwise;
   if (a.weights_layout == KILN_CONV_WEIGHTS_TAP_MAJOR) // chosen by convSparseTaps
     return ConvPath::SparseTaps;
+  if (a.weights_layout == KILN_CONV_WEIGHTS_DIRECT_PANELS) // chosen by convDirectPanels
+    return ConvPath::Direct;
   // 3x3 stride 1 with enough channels, or weights already transformed: Conv2dWinograd.h
   const int stored = detail::winogradTileOfLayout(a.weights_layout);
   tile = stored ? stored : a.exact ? 0 : detail::winogradTile(a, false);
@@ -413,6 +419,8 @@ ConvPath plainWeightsPath(kiln_conv2d_args a) {
 } // namespace
 
 bool convSparseTaps(const kiln_conv2d_args &a) { return plainWeightsPath(a) == ConvPath::SparseTaps; }
+
+bool convDirectPanels(const kiln_conv2d_args &a) { return plainWeightsPath(a) == ConvPath::Direct; }
 
 bool convBf16Panels(const kiln_conv2d_args &a) {
   if (a.precision != KILN_PRECISION_BF16 || a.exact)

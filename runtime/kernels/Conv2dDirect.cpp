@@ -1,7 +1,8 @@
-// Direct convolution by tiles of output pixels (Conv2dCommon.h), for convolutions with few
-// output channels, whose GEMM would spend about as long packing its B (the im2col panels, each
-// float of which feeds only M = K output channels) as multiplying: LeNet-5's 6 -> 16 5x5 layer
-// packs 150 x 100 floats per image for 16 x 100 x 150 multiply-adds.
+// Direct convolution by tiles of output pixels (Conv2dCommon.h), for convolutions whose GEMM
+// would spend long packing its B, the im2col panels: with few output channels each packed float
+// feeds only M = K of them (LeNet-5's 6 -> 16 5x5 layer packs 150 x 100 floats per image for
+// 16 x 100 x 150 multiply-adds), and with more the panels outgrow L2 (Inception-v3's 1x7 and
+// 7x1 layers at 17x17, 1.5 MB each), so that the GEMM writes them to L3 and reads them back.
 //
 // It computes Y^T = im2col^T W^T with nothing packed per pixel. A tile is R <= 6 consecutive
 // output pixels of one image (in oh*OW + ow order, across row ends) by 16*NV output channels,
@@ -9,24 +10,31 @@
 // input values are broadcast straight from the padded input: pixel i's window origin plus the
 // tap's offset, which a table holds. W^T is packed once per call into panels of up to 64
 // channels (taps x width, zero past the last channel), which every tile streams. The finished
-// tile is transposed in registers and stored as R consecutive floats per channel. Work items are
-// blocks of an image's pixels; each runs every panel over its tiles and then the epilogue on
-// the block: all channels by its pixels, contiguous columns of the epilogue's matrix.
+// tile is transposed in registers and stored as R consecutive floats per channel. W^T's panels
+// are stored so at load where only this convolution reads the weights
+// (KILN_CONV_WEIGHTS_DIRECT_PANELS), else packed per call. A work item is one panel over a
+// block of an image's pixels, then the epilogue on that block of channels by pixels; items
+// are numbered so that each thread's consecutive run shares the larger operand: the panels
+// (weights larger than the image: each thread streams only its panels) or the pixel blocks.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "runtime/kernels/Conv2dCommon.h"
 #include "runtime/kernels/GemmDriver.h"
 #include "runtime/kernels/GemmMicroKernel.h" // kMaxRows, kVector, kMaxVectors, kPanelWidth
 #include "runtime/kernels/GemmPack.h"
+#include "runtime/kernels/Kernels.h"
 #include "runtime/kernels/Simd.h"
 
 namespace kiln::runtime::kernels::detail {
 
 namespace {
 
-// Output pixels per work item: 16 tiles of 6, enough for the epilogue's rows to be long.
+// Output pixels per work item: at most 16 tiles of 6, enough for the epilogue's rows to be
+// long; fewer where that leaves under kItemsPerThread items per thread.
 constexpr int64_t kBlockPixels = 16 * kMaxRows;
+constexpr int64_t kItemsPerThread = 4;
 // Below this many multiply-adds a call runs on the calling thread (as the GEMM driver's).
 constexpr int64_t kMinDirectParallelMacs = int64_t{1} << 18;
 // The gate (directConvShape): this path against the GEMM's, time on one / two Zen 4 cores:
@@ -39,10 +47,29 @@ constexpr int64_t kMinDirectParallelMacs = int64_t{1} << 18;
 //   64 -> 64 3x3/2, 56x56                    0.57 / 0.34-0.36 ms against 0.67-0.68 / 0.37-0.62
 //   128 -> 128 up to 512 -> 512 3x3/2         0.93-1.05 of the GEMM's time on one core, noisy on two
 // So 9 to 32 output channels (fewer go to the depthwise loop when there is one input channel)
-// over 64 to 4096 taps; from 64 channels on the GEMM's 6 x 64 tiles are about as good. Above
-// 4096 taps the panels of W^T, which every tile streams, outgrow L2.
+// over 64 to 4096 taps. Above 4096 taps the panels of W^T, which every tile streams, outgrow L2.
+// With more channels the GEMM's 6 x 64 tiles are about as good while its im2col panels stay
+// in L2; where they outgrow it, this path wins, with W^T stored at load and panel-major items
+// (one image, 1 / 2 threads, Zen 5, ms, the GEMM against this path):
+//   192 -> 192 1x7, 17x17 (Inception-v3)     0.81-0.86 / 0.55-0.58 against 0.75-0.80 / 0.47-0.51
+//   160 -> 160 1x7, 17x17                    0.59 / 0.45 against 0.54-0.55 / 0.36
+//   48 -> 64 5x5, 35x35 (Inception-v3)       1.09-1.11 / 0.62-0.64 against 0.92 / 0.57
+//   288 -> 384 3x3/2, 35x35                  3.14-3.37 / 1.85-2.20 against 3.01-3.26 / 1.53-1.88
+//   256 -> 256 3x3/2, 28x28                  1.36-1.56 / 0.99-1.01 against 1.22 / 0.90-0.92
+//   64 -> 64 3x3/2, 112x112                  1.54-1.70 / 1.23-1.24 against 1.47-1.49 / 0.92-0.95
+//   128 -> 128 3x3/2, 56x56                  1.33-1.59 / 0.86-1.03 against 1.12-1.40 / 0.99-1.04
+//   3 -> 64 7x7/2, 224x224 (a ResNet stem)   1.37-1.38 / 0.76-0.77 against 1.30-1.34 / 0.72-0.73
+//   32 -> 64 3x3, 147x147                    2.17-2.22 / 1.12-1.14 against 2.15-2.17 / 1.12-1.14
+//   384 -> 384 1x3, 8x8 (panels in L2)       0.296-0.298 / 0.208 against 0.30-0.31 / 0.22-0.23
+// In bf16 the GEMM multiplies twice as fast and keeps these layers; training steps keep them too.
 constexpr int64_t kMinDirectOutputs = 9, kMaxDirectOutputs = 32;
 constexpr int64_t kMinDirectTaps = 64, kMaxDirectTaps = 4096;
+constexpr int64_t kMinDirectIm2colBytes = int64_t{1} << 20;
+// Every tile streams its W^T panel and the input rows of its block from L2; both must fit in
+// half of it, or the tiles stream them from L3: a 128 -> 128 3x3/2 layer on 64x64 (a 295 KB
+// panel and 236 KB of rows) ran 1.45 ms on two threads against the GEMM's 1.14, and DeepLab's
+// dilated 256 -> 256 layers (590 KB panels) 4.1 against 3.6.
+constexpr int64_t kMaxDirectStreamBytes = int64_t{512} << 10;
 
 /// One tile: out[(16*j + t)*plane + i] = sum over taps of origins[i][offsets[tap]] *
 /// panel[tap*width + 16*j + t], for pixels i < R and channels 16*j + t < channels.
@@ -104,18 +131,27 @@ struct DirectJob {
   const PaddedInput &input;
   const float *panels;     // W^T, panel q (channels 64q..) at panels + q*64*taps, taps x width(q)
   const int64_t *offsets;  // per tap (c, r, s): c*plane + r*dilation_h*width + s*dilation_w
-  int64_t taps, blocksPerImage;
+  int64_t taps, panels_, blockPixels, blocksPerImage;
+  bool panelMajor; // items numbered panel by panel within an image, else pixel block by block
 };
 
-void runBlocks(void *ctx, int64_t begin, int64_t end) {
+void runItems(void *ctx, int64_t begin, int64_t end) {
   const DirectJob &job = *static_cast<const DirectJob *>(ctx);
   const kiln_conv2d_args &a = job.a;
-  const int64_t pixels = a.oh * a.ow;
-  for (int64_t unit = begin; unit < end; ++unit) {
-    const int64_t image = unit / job.blocksPerImage;
-    const int64_t p0 = unit % job.blocksPerImage * kBlockPixels, p1 = std::min(pixels, p0 + kBlockPixels);
+  const int64_t pixels = a.oh * a.ow, perImage = job.panels_ * job.blocksPerImage;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t image = item / perImage, local = item % perImage;
+    const int64_t q = job.panelMajor ? local / job.blocksPerImage : local % job.panels_;
+    const int64_t block = job.panelMajor ? local % job.blocksPerImage : local / job.panels_;
+    const int64_t p0 = block * job.blockPixels, p1 = std::min(pixels, p0 + job.blockPixels);
+    const int64_t width = panelWidth(q, a.k), channels = std::min<int64_t>(kPanelWidth, a.k - q * kPanelWidth);
     const float *imageInput = job.input.data + image * a.c * job.input.plane;
-    float *imageOutput = a.y + image * a.k * pixels;
+    float *panelOutput = a.y + (image * a.k + q * kPanelWidth) * pixels;
+    // The tiles store into the block's channels staged contiguously (a stride of blockPixels
+    // floats), then each channel's run is copied out whole: stored straight into planes a
+    // multiple of 4 KiB apart (32x32, 128x128 outputs), a tile's 64 short column writes fell
+    // into one L1 set; a 7x7/2 3 -> 64 layer on 256x256 ran 1.5x the GEMM's time so.
+    float *stage = scratch(Scratch::PackedB, static_cast<size_t>(kPanelWidth * job.blockPixels));
     for (int64_t p = p0; p < p1; p += kMaxRows) {
       const int64_t rows = std::min<int64_t>(kMaxRows, p1 - p);
       const float *origins[kMaxRows];
@@ -123,34 +159,45 @@ void runBlocks(void *ctx, int64_t begin, int64_t end) {
         const int64_t oh = (p + i) / a.ow, ow = (p + i) % a.ow;
         origins[i] = imageInput + oh * a.stride_h * job.input.width + ow * a.stride_w;
       }
-      for (int64_t q = 0; q * kPanelWidth < a.k; ++q) {
-        const int64_t width = panelWidth(q, a.k), channels = std::min<int64_t>(kPanelWidth, a.k - q * kPanelWidth);
-        kPixelTiles.fns[rows - 1][width / kVector - 1](job.taps, origins, job.offsets,
-                                                       job.panels + q * kPanelWidth * job.taps, width,
-                                                       imageOutput + q * kPanelWidth * pixels + p, pixels, channels);
-      }
+      kPixelTiles.fns[rows - 1][width / kVector - 1](job.taps, origins, job.offsets, job.panels + q * kPanelWidth * job.taps,
+                                                     width, stage + (p - p0), job.blockPixels, channels);
     }
+    for (int64_t channel = 0; channel < channels; ++channel)
+      std::memcpy(panelOutput + channel * pixels + p0, stage + channel * job.blockPixels,
+                  static_cast<size_t>(p1 - p0) * sizeof(float));
     if (a.epilogue)
-      a.epilogue(a.epilogue_ctx, imageOutput + p0, pixels, image, 0, p0, a.k, p1 - p0);
+      a.epilogue(a.epilogue_ctx, panelOutput + p0, pixels, image, q * kPanelWidth, p0, channels, p1 - p0);
   }
 }
 
 } // namespace
 
 bool directConvShape(const kiln_conv2d_args &a) {
-  return a.groups == 1 && a.k >= kMinDirectOutputs && a.k <= kMaxDirectOutputs && a.c * a.r * a.s >= kMinDirectTaps &&
-         a.c * a.r * a.s <= kMaxDirectTaps;
+  const int64_t taps = a.c * a.r * a.s;
+  if (a.groups != 1 || a.k < kMinDirectOutputs || taps < kMinDirectTaps || taps > kMaxDirectTaps)
+    return false;
+  if (a.weights_layout == KILN_CONV_WEIGHTS_DIRECT_PANELS || a.k <= kMaxDirectOutputs)
+    return true;
+  // Training steps (exact) keep the GEMM's summation order here, as for sparse taps; in bf16
+  // the GEMM multiplies twice as fast.
+  if (a.exact || a.precision == KILN_PRECISION_BF16 || taps * a.oh * a.ow * int64_t{sizeof(float)} <= kMinDirectIm2colBytes)
+    return false;
+  const int64_t blockRows = std::min<int64_t>(a.oh, kBlockPixels / a.ow + 2);
+  const int64_t inputRows = (blockRows - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1;
+  const int64_t inputWidth = (a.ow - 1) * a.stride_w + (a.s - 1) * a.dilation_w + 1;
+  const int64_t streamed = taps * std::min<int64_t>(a.k, kPanelWidth) + a.c * inputRows * inputWidth;
+  return streamed * int64_t{sizeof(float)} <= kMaxDirectStreamBytes;
 }
 
 void directConv(const kiln_rt *rt, const kiln_conv2d_args &a, const PaddedInput &input) {
   const int64_t taps = a.c * a.r * a.s;
-  // W^T in panels, in the calling thread's scratch, which the workers only read, and only
-  // until this call returns.
-  const int64_t panelChannels = (a.k + kPanelWidth - 1) / kPanelWidth * kPanelWidth;
-  float *panels = scratch(Scratch::SharedB, static_cast<size_t>(taps * panelChannels));
-  for (int64_t q = 0; q * kPanelWidth < a.k; ++q) {
-    const int64_t width = panelWidth(q, a.k), channels = std::min<int64_t>(kPanelWidth, a.k - q * kPanelWidth);
-    packColumns(panels + q * kPanelWidth * taps, a.weights + q * kPanelWidth * taps, taps, taps, channels, width);
+  const float *panels = a.weights;
+  if (a.weights_layout != KILN_CONV_WEIGHTS_DIRECT_PANELS) {
+    // W^T in panels, in the calling thread's scratch, which the workers only read, and only
+    // until this call returns.
+    float *packed = scratch(Scratch::SharedB, static_cast<size_t>(kernels::convDirectPanelFloats(a.k, taps)));
+    kernels::packConvDirectPanels(a.weights, a.k, taps, packed);
+    panels = packed;
   }
   thread_local std::vector<int64_t> offsets;
   offsets.resize(static_cast<size_t>(taps));
@@ -158,14 +205,39 @@ void directConv(const kiln_rt *rt, const kiln_conv2d_args &a, const PaddedInput 
     for (int64_t r = 0; r < a.r; ++r)
       for (int64_t s = 0; s < a.s; ++s)
         offsets[static_cast<size_t>(tap++)] = c * input.plane + r * a.dilation_h * input.width + s * a.dilation_w;
-  const int64_t blocksPerImage = (a.oh * a.ow + kBlockPixels - 1) / kBlockPixels;
-  DirectJob job{a, input, panels, offsets.data(), taps, blocksPerImage};
-  const int64_t units = a.n * blocksPerImage;
+  const int threads = threadsOf(rt);
   const int64_t macs = a.n * a.k * taps * a.oh * a.ow;
-  if (threadsOf(rt) > 1 && units > 1 && macs >= kMinDirectParallelMacs)
-    parallelForBalanced(rt, units, 1, runBlocks, &job);
+  const bool parallel = threads > 1 && macs >= kMinDirectParallelMacs;
+  const int64_t pixels = a.oh * a.ow, panelCount = (a.k + kPanelWidth - 1) / kPanelWidth;
+  // Blocks of whole tiles, smaller than kBlockPixels where the items would be too few to share.
+  const int64_t tilesPerImage = (pixels + kMaxRows - 1) / kMaxRows;
+  const int64_t wantedBlocks = parallel ? (threads * kItemsPerThread + a.n * panelCount - 1) / (a.n * panelCount) : 1;
+  const int64_t blockPixels =
+      std::min(kBlockPixels, std::max<int64_t>(1, tilesPerImage / std::max<int64_t>(1, wantedBlocks)) * kMaxRows);
+  const int64_t blocksPerImage = (pixels + blockPixels - 1) / blockPixels;
+  const bool panelMajor = a.k * taps > a.c * input.plane;
+  DirectJob job{a, input, panels, offsets.data(), taps, panelCount, blockPixels, blocksPerImage, panelMajor};
+  const int64_t items = a.n * panelCount * blocksPerImage;
+  if (parallel && items > 1)
+    parallelForBalanced(rt, items, 1, runItems, &job);
   else
-    runBlocks(&job, 0, units);
+    runItems(&job, 0, items);
 }
 
 } // namespace kiln::runtime::kernels::detail
+
+namespace kiln::runtime::kernels {
+
+int64_t convDirectPanelFloats(int64_t k, int64_t taps) {
+  return taps * ((k + detail::kVector - 1) / detail::kVector * detail::kVector);
+}
+
+void packConvDirectPanels(const float *weights, int64_t k, int64_t taps, float *dst) {
+  for (int64_t q = 0; q * detail::kPanelWidth < k; ++q) {
+    const int64_t width = detail::panelWidth(q, k), channels = std::min<int64_t>(detail::kPanelWidth, k - q * detail::kPanelWidth);
+    detail::packColumns(dst + q * detail::kPanelWidth * taps, weights + q * detail::kPanelWidth * taps, taps, taps, channels,
+                        width);
+  }
+}
+
+} // namespace kiln::runtime::kernels

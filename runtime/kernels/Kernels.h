@@ -100,6 +100,17 @@ bool convCanAccumulate(const kiln_conv2d_args &args);
 /// Codegen then has its weights laid out tap-major at load (KILN_CONV_WEIGHTS_TAP_MAJOR).
 bool convSparseTaps(const kiln_conv2d_args &args);
 
+/// Whether conv2d computes a convolution of these shapes with direct pixel tiles, streaming W^T
+/// in panels of 64 output channels (few output channels, or im2col panels larger than L2).
+/// Codegen then has its weights stored so at load (KILN_CONV_WEIGHTS_DIRECT_PANELS).
+bool convDirectPanels(const kiln_conv2d_args &args);
+/// Floats of KILN_CONV_WEIGHTS_DIRECT_PANELS for k output channels of `taps` = c*r*s weights
+/// each, and the packing of plain one-group w[k][c][r][s]: panel q (output channels 64q..)
+/// at dst + 64*q*taps, taps rows of its width (64, or the last channels rounded up to 16,
+/// zero past k), dst[64*q*taps + tap*width + j] = w[64*q + j][tap].
+int64_t convDirectPanelFloats(int64_t k, int64_t taps);
+void packConvDirectPanels(const float *weights, int64_t k, int64_t taps, float *dst);
+
 /// Elements of KILN_CONV_WEIGHTS_WINOGRAD_F2_BF16 (tile 2) of k x c x 3 x 3 weights, and the
 /// packing: packWinogradWeights' transform, each point's K x C matrix as bf16 row panels
 /// (detail::packBf16Panels).

@@ -167,8 +167,9 @@ TEST(CodegenContraction, PointwiseConvAccumulatesIntoADyingResidual) {
 TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
   // A 3x3 stride-1 convolution that conv2d computes with Winograd, whose weights (a parameter or
   // a constant) no other kernel reads, gets them transformed once at load, for the variant the
-  // runtime's gate picks: F(4,3) at 24 x 24, F(2,3) at 14 x 14. Weights two convolutions read,
-  // a strided layer's and a layer below the Winograd gate's stay plain.
+  // runtime's gate picks: F(4,3) at 24 x 24, F(2,3) at 14 x 14. Weights two convolutions read
+  // and a layer below the Winograd gate's stay plain; the strided layer's (32 channels: direct
+  // pixel tiles) are stored as W^T's panels.
   GraphBuilder gb("winograd_weights");
   Var x = gb.input("x", DType::F32, {1, 32, 24, 24});
   Var x14 = gb.input("x14", DType::F32, {1, 64, 14, 14});
@@ -183,7 +184,8 @@ TEST(CodegenContraction, WeightsOneWinogradConvReadsAreTransformedAtLoad) {
                           frontend::conv2d(x, strided, Var(), {2}, {1}), frontend::conv2d(x, small, Var(), {1}, {1})});
   EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F4;"), 1);
   EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_WINOGRAD_F2;"), 1);
-  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[2]"), 1);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_DIRECT_PANELS;"), 1);
+  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[3]"), 1);
   expectMatchesReference(*graph, randomInputs(*graph, 57));
   expectMatchesReference(*graph, randomInputs(*graph, 58), withThreads(2));
 }
@@ -253,8 +255,9 @@ TEST(CodegenContraction, TransformedWeightsStayWithinTheirMemoryBudget) {
 TEST(CodegenContraction, DilatedConvsReachingMostlyPaddingGoTapByTap) {
   // ASPP-style branches on a 12 x 12 map: dilation 8 (a quarter of the (output, tap) pairs
   // inside) and 16 (the centre tap only) run tap by tap over the outputs each tap reaches,
-  // their weights laid out tap-major at load; dilation 2 (most pairs inside) stays a GEMM, and
-  // a weight two convolutions share stays plain but still runs tap by tap.
+  // their weights laid out tap-major at load; dilation 2 (most pairs inside) runs as direct
+  // pixel tiles (16 channels), its W^T stored at load, and a weight two convolutions share
+  // stays plain but still runs tap by tap.
   GraphBuilder gb("sparse_taps");
   Var x = gb.input("x", DType::F32, {2, 24, 12, 12});
   Var shared = gb.param("shared", convWeights({16, 24, 3, 3}, 81));
@@ -267,9 +270,30 @@ TEST(CodegenContraction, DilatedConvsReachingMostlyPaddingGoTapByTap) {
                           frontend::conv2d(x, shared, Var(), {1}, {8}, {8}),
                           frontend::conv2d(x * 0.5, shared, Var(), {1}, {16}, {16})});
   EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_TAP_MAJOR;"), 2);
-  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[2]"), 1);
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_DIRECT_PANELS;"), 1);
+  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[3]"), 1);
   expectMatchesReference(*graph, randomInputs(*graph, 88));
   expectMatchesReference(*graph, randomInputs(*graph, 89), withThreads(2));
+}
+
+TEST(CodegenContraction, DirectConvolutionsStoreTheirWeightPanelsAtLoad) {
+  // Inception-v3's 1x7 then 7x1 layers at 17x17 run as direct pixel tiles (their im2col
+  // panels outgrow L2), W^T's panels stored at load; a weight two of them share stays plain
+  // and is packed per call, and a 1x7 layer of 64 channels (im2col in L2) stays a GEMM.
+  GraphBuilder gb("direct_panels");
+  Var x = gb.input("x", DType::F32, {1, 192, 17, 17});
+  Var shared = gb.param("shared", convWeights({192, 192, 7, 1}, 101));
+  Var a = frontend::relu(frontend::conv2d(x, gb.param("w1", convWeights({192, 192, 1, 7}, 102)),
+                                          gb.param("b1", weights({192}, 103)), {1}, {0, 3}));
+  Var b = frontend::relu(frontend::conv2d(a, gb.param("w2", convWeights({192, 192, 7, 1}, 104)), Var(), {1}, {3, 0}));
+  Var c = frontend::conv2d(b, shared, Var(), {1}, {3, 0}) + frontend::conv2d(a, shared, Var(), {1}, {3, 0});
+  Var narrow = frontend::conv2d(gb.input("y", DType::F32, {1, 64, 17, 17}),
+                                gb.param("w3", convWeights({64, 64, 1, 7}, 105)), Var(), {1}, {0, 3});
+  auto graph = gb.finish({c, narrow});
+  EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_DIRECT_PANELS;"), 2);
+  EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[2]"), 1);
+  expectMatchesReference(*graph, randomInputs(*graph, 106));
+  expectMatchesReference(*graph, randomInputs(*graph, 107), withThreads(2));
 }
 
 TEST(CodegenContraction, DeepSmallLayersUseWinogradOnlyWithWeightsTransformedAtLoad) {

@@ -37,6 +37,7 @@ struct ConvCase {
   bool blocks = false; // call detail::depthwiseChannelBlocks instead of conv2d
   bool rows = false;   // call detail::depthwiseShiftedRows instead of conv2d
   bool tapMajor = false; // pass the weights tap-major (KILN_CONV_WEIGHTS_TAP_MAJOR)
+  bool directPanels = false; // pass W^T's panels (KILN_CONV_WEIGHTS_DIRECT_PANELS) to conv2d
   bool bf16 = false;     // KILN_PRECISION_BF16, for a convolution conv2d computes as a GEMM
   bool bf16Panels = false; // with bf16: the weights stored as bf16 panels (KILN_CONV_WEIGHTS_BF16_PANELS)
 };
@@ -68,7 +69,7 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
                                   << " groups " << tc.groups << " threads " << tc.threads
                                   << (tc.direct ? " direct" : "") << (tc.planes ? " planes" : "")
                                   << (tc.blocks ? " blocks" : "") << (tc.rows ? " rows" : "")
-                                  << (tc.tapMajor ? " tap-major" : ""));
+                                  << (tc.tapMajor ? " tap-major" : "") << (tc.directPanels ? " direct panels" : ""));
   ASSERT_GE(oh, 1);
   ASSERT_GE(ow, 1);
   std::mt19937 rng(seed);
@@ -104,6 +105,16 @@ void checkConv(const ConvCase &tc, uint32_t seed = 1) {
   if (tc.tapMajor) {
     kiln::runtime::kernels::packConvTapMajor(w.data(), tc.k, tc.c, tc.r, tc.s, tapMajor.data());
     args.weights = tapMajor.data(), args.weights_layout = KILN_CONV_WEIGHTS_TAP_MAJOR;
+  }
+  std::vector<float> directPanels;
+  if (tc.directPanels) {
+    const int64_t taps = tc.c * tc.r * tc.s;
+    // Past the last channel the panels hold zeros, not what was there.
+    directPanels.assign(static_cast<size_t>(kiln::runtime::kernels::convDirectPanelFloats(tc.k, taps)), 1e30f);
+    kiln::runtime::kernels::packConvDirectPanels(w.data(), tc.k, taps, directPanels.data());
+    for (float v : directPanels)
+      ASSERT_NE(v, 1e30f);
+    args.weights = directPanels.data(), args.weights_layout = KILN_CONV_WEIGHTS_DIRECT_PANELS;
   }
   args.epilogue = BiasReluEpilogue::apply;
   args.epilogue_ctx = &epi;
@@ -627,6 +638,25 @@ TEST(Conv2dKernel, DirectPixelTiles) {
   checkConv({2, 2, 12, 19, 9, 3, 4, 1, 2, 0, 0, 2, 2, 1, 2, 3, 1, false, true});
 }
 
+TEST(Conv2dKernel, DirectPanelsStoredAtLoad) {
+  // W^T's panels as codegen stores them, through conv2d: Inception-v3's 1x7 and 7x1 layers at
+  // 17x17 (three panels; items panel by panel: the weights outweigh the image), a 5x5 layer of
+  // 64 channels (items block by block), on 1 to 3 threads.
+  auto stored = [](ConvCase tc) {
+    tc.directPanels = true;
+    return tc;
+  };
+  for (int threads : {1, 2, 3}) {
+    checkConv(stored({1, 192, 17, 17, 192, 1, 7, 1, 0, 3, 0, 3, 1, 1, threads}));
+    checkConv(stored({1, 160, 17, 17, 160, 7, 1, 1, 3, 0, 3, 0, 1, 1, threads}));
+    checkConv(stored({1, 48, 35, 35, 64, 5, 5, 1, 2, 2, 2, 2, 1, 1, threads}));
+  }
+  // Two images, a partial last panel (130 = 64 + 64 + 2 channels), stride 2.
+  checkConv(stored({2, 20, 23, 23, 130, 3, 3, 2, 1, 1, 1, 1, 1, 1, 2}));
+  // Output planes 4 KiB apart (32x32), whose tiles are staged before they are copied out.
+  checkConv(stored({1, 16, 64, 64, 64, 3, 3, 2, 1, 1, 1, 1, 1, 1, 2}));
+}
+
 TEST(Conv2dKernel, DirectGate) {
   auto direct = [](int64_t c, int64_t k, int64_t r, int64_t groups = 1) {
     kiln_conv2d_args args{};
@@ -641,6 +671,30 @@ TEST(Conv2dKernel, DirectGate) {
   EXPECT_FALSE(direct(3, 32, 3));  // 27 taps
   EXPECT_FALSE(direct(12, 24, 3, 2)); // groups
   EXPECT_FALSE(direct(512, 16, 3)); // 4608 taps
+  // More channels: where the GEMM's im2col panels outgrow L2 (over 1 MiB) and the W^T panel
+  // and a block's input rows fit in half of it.
+  auto wide = [](int64_t c, int64_t k, int64_t r, int64_t s, int64_t side, int64_t stride = 1, int64_t dilation = 1) {
+    kiln_conv2d_args args{};
+    args.n = 1, args.c = c, args.k = k, args.r = r, args.s = s, args.groups = 1;
+    args.h = side * stride + (r - 1) * dilation, args.w = side * stride + (s - 1) * dilation;
+    args.oh = args.ow = side;
+    args.stride_h = args.stride_w = stride, args.dilation_h = args.dilation_w = dilation;
+    const bool gate = kiln::runtime::kernels::detail::directConvShape(args);
+    EXPECT_EQ(kiln::runtime::kernels::convDirectPanels(args), gate);
+    args.precision = KILN_PRECISION_BF16; // the GEMM multiplies in bf16 instead
+    EXPECT_FALSE(kiln::runtime::kernels::detail::directConvShape(args));
+    args.precision = KILN_PRECISION_F32, args.exact = 1; // a training step's: the GEMM's order
+    EXPECT_FALSE(kiln::runtime::kernels::detail::directConvShape(args));
+    return gate;
+  };
+  EXPECT_TRUE(wide(192, 192, 1, 7, 17));   // Inception-v3 at 17x17: 1.5 MB of im2col
+  EXPECT_TRUE(wide(192, 192, 7, 1, 17));
+  EXPECT_TRUE(wide(48, 64, 5, 5, 35));
+  EXPECT_TRUE(wide(3, 64, 7, 7, 112, 2));  // a ResNet stem
+  EXPECT_FALSE(wide(128, 128, 1, 7, 17));  // 1.0 MB of im2col: in L2
+  EXPECT_FALSE(wide(384, 384, 1, 3, 8));   // 295 KB
+  EXPECT_FALSE(wide(128, 128, 3, 3, 32, 2)); // a 295 KB panel and 236 KB of rows
+  EXPECT_FALSE(wide(256, 256, 3, 3, 32, 1, 2)); // DeepLab's dilated layers: 590 KB panels
 }
 
 TEST(Conv2dKernel, GroupedGate) {
@@ -734,6 +788,10 @@ TEST(Conv2dKernel, InvalidArgumentsLeaveTheOutputAlone) {
   args.groups = 1, args.stride_h = 0;
   kiln::runtime::kernels::conv2d(&rt, &args);
   kiln::runtime::kernels::conv2d(&rt, nullptr);
+  // W^T's panels are for the direct path only: not for a pointwise convolution (whose path
+  // reads plain weights).
+  args.stride_h = 1, args.c = 2, args.k = 16, args.weights_layout = KILN_CONV_WEIGHTS_DIRECT_PANELS;
+  kiln::runtime::kernels::conv2d(&rt, &args);
   EXPECT_EQ(y, std::vector<float>(16, 7.0f));
 }
 

@@ -437,6 +437,12 @@ TEST(ExecutableTest, WeightPackingsMustFitTheirWeight) {
   model.packing.stride_n = 5;
   EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (tap-major convolution weights, 2 x 64 x 3 x 5) does not "
                                "fit weight 'w' (f32[2,64,3,3])");
+  // Direct convolution panels: exactly k x n weights.
+  model.packing = {0, KILN_PACK_CONV_DIRECT_PANELS, 2, 64 * 9, 0, 0};
+  EXPECT_EQ(errorOf(loadConv), "");
+  model.packing.n = 64 * 3;
+  EXPECT_EQ(errorOf(loadConv), "tiny: weight packing 0 (direct convolution panels, 2 x 192) does not fit weight "
+                               "'w' (f32[2,64,3,3])");
   // bf16 convolution panels: exactly k x n weights, in groups that divide k.
   model.packing = {0, KILN_PACK_CONV_BF16_PANELS, 2, 64 * 9, 1, 0};
   EXPECT_EQ(errorOf(loadConv), "");

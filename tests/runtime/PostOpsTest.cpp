@@ -135,6 +135,9 @@ void checkConvPostOps(const ConvShape &s) {
     kiln::runtime::kernels::packWinogradWeights(w.data(), s.k, s.c, 4, weights.data());
   } else if (s.layout == KILN_CONV_WEIGHTS_TAP_MAJOR) {
     kiln::runtime::kernels::packConvTapMajor(w.data(), s.k, s.c, s.r, s.r, weights.data());
+  } else if (s.layout == KILN_CONV_WEIGHTS_DIRECT_PANELS) {
+    weights.resize(static_cast<size_t>(kiln::runtime::kernels::convDirectPanelFloats(s.k, s.c * s.r * s.r)));
+    kiln::runtime::kernels::packConvDirectPanels(w.data(), s.k, s.c * s.r * s.r, weights.data());
   }
   // bf16 layouts: bf16 patterns, two to a float of `weights`.
   std::vector<uint16_t> weights16;
@@ -191,6 +194,7 @@ TEST(PostOps, EveryConvolutionPath) {
   checkConvPostOps({1, 64, 10, 64, 3, 1, 1, 8});            // grouped
   checkConvPostOps({1, 8, 30, 16, 5, 3, 2, 1});             // direct or im2col, as gated
   checkConvPostOps({1, 16, 8, 16, 3, 1, 6, 1, 1, KILN_CONV_WEIGHTS_TAP_MAJOR, false, 6}); // sparse taps
+  checkConvPostOps({1, 40, 13, 80, 3, 1, 1, 1, 2, KILN_CONV_WEIGHTS_DIRECT_PANELS}); // direct, stored W^T
   // bf16: weights rounded per call, stored as panels (pointwise on two threads, two groups,
   // im2col at stride 2), Winograd F(2,3)'s stored in bf16.
   checkConvPostOps({1, 64, 7, 96, 1, 1, 0, 1, 1, KILN_CONV_WEIGHTS_PLAIN, false, 1, true});
