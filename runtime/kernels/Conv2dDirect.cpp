@@ -1,8 +1,9 @@
-// Direct convolution by tiles of output pixels (Conv2dCommon.h), for convolutions whose GEMM
-// would spend long packing its B, the im2col panels: with few output channels each packed float
-// feeds only M = K of them (LeNet-5's 6 -> 16 5x5 layer packs 150 x 100 floats per image for
-// 16 x 100 x 150 multiply-adds), and with more the panels outgrow L2 (Inception-v3's 1x7 and
-// 7x1 layers at 17x17, 1.5 MB each), so that the GEMM writes them to L3 and reads them back.
+// Direct convolution by tiles of output pixels (Conv2dCommon.h), for one-group convolutions
+// whose weights and input rows fit in L2 beside each other: the GEMM would pack its B, the
+// im2col panels, on every call, each packed float feeding only M = K output channels (LeNet-5's
+// 6 -> 16 5x5 layer packs 150 x 100 floats per image for 16 x 100 x 150 multiply-adds), and
+// panels that outgrow L2 (Inception-v3's 1x7 and 7x1 layers at 17x17, 1.5 MB each) written to
+// L3 and read back.
 //
 // It computes Y^T = im2col^T W^T with nothing packed per pixel. A tile is R <= 6 consecutive
 // output pixels of one image (in oh*OW + ow order, across row ends) by 16*NV output channels,
@@ -48,27 +49,31 @@ constexpr int64_t kMinDirectParallelMacs = int64_t{1} << 18;
 //   128 -> 128 up to 512 -> 512 3x3/2         0.93-1.05 of the GEMM's time on one core, noisy on two
 // So 9 to 32 output channels (fewer go to the depthwise loop when there is one input channel)
 // over 64 to 4096 taps. Above 4096 taps the panels of W^T, which every tile streams, outgrow L2.
-// With more channels the GEMM's 6 x 64 tiles are about as good while its im2col panels stay
-// in L2; where they outgrow it, this path wins, with W^T stored at load and panel-major items
-// (one image, 1 / 2 threads, Zen 5, ms, the GEMM against this path):
+// With more channels a tile is the GEMM's 6 x 64 micro-kernel transposed, with the same loads
+// and FMAs per tap; the GEMM packs the im2col panels besides (1.5 MB per call for Inception-v3's
+// 1x7 layers at 17x17, written to L3 and read back), this path streams the W^T panel and the
+// input rows from L2 for every tile instead. It wins wherever those fit (below), with W^T stored
+// at load and items ordered by the larger operand (one image, 1 / 2 threads, Zen 5, ms, the
+// GEMM against this path):
 //   192 -> 192 1x7, 17x17 (Inception-v3)     0.81-0.86 / 0.55-0.58 against 0.75-0.80 / 0.47-0.51
-//   160 -> 160 1x7, 17x17                    0.59 / 0.45 against 0.54-0.55 / 0.36
-//   48 -> 64 5x5, 35x35 (Inception-v3)       1.09-1.11 / 0.62-0.64 against 0.92 / 0.57
-//   288 -> 384 3x3/2, 35x35                  3.14-3.37 / 1.85-2.20 against 3.01-3.26 / 1.53-1.88
-//   256 -> 256 3x3/2, 28x28                  1.36-1.56 / 0.99-1.01 against 1.22 / 0.90-0.92
-//   64 -> 64 3x3/2, 112x112                  1.54-1.70 / 1.23-1.24 against 1.47-1.49 / 0.92-0.95
-//   128 -> 128 3x3/2, 56x56                  1.33-1.59 / 0.86-1.03 against 1.12-1.40 / 0.99-1.04
-//   3 -> 64 7x7/2, 224x224 (a ResNet stem)   1.37-1.38 / 0.76-0.77 against 1.30-1.34 / 0.72-0.73
-//   32 -> 64 3x3, 147x147                    2.17-2.22 / 1.12-1.14 against 2.15-2.17 / 1.12-1.14
-//   384 -> 384 1x3, 8x8 (panels in L2)       0.296-0.298 / 0.208 against 0.30-0.31 / 0.22-0.23
+//   160 -> 160 1x7, 17x17                    0.59-0.61 / 0.45-0.48 against 0.54-0.55 / 0.36-0.37
+//   128 -> 128 1x7, 17x17                    0.42 / 0.29 against 0.35 / 0.24
+//   96 -> 96 1x7, 17x17                      0.214 / 0.192 against 0.180 / 0.173
+//   48 -> 64 5x5, 35x35 (Inception-v3)       1.09-1.19 / 0.62-0.66 against 0.92 / 0.57-0.58
+//   32 -> 64 5x5, 14x14                      0.123 / 0.099 against 0.094 / 0.076
+//   96 -> 96 3x3/2, 35x35                    0.282 / 0.184 against 0.221 / 0.125
+//   64 -> 64 3x3/2, 112x112                  1.51-1.77 / 1.06-1.24 against 1.23-1.49 / 0.87-0.95
+//   3 -> 64 7x7/2, 224x224 (a ResNet stem)   1.37-1.47 / 0.76-0.87 against 1.30-1.58 / 0.72-0.85
+//   384 -> 384 1x3, 8x8                      0.28 / 0.20 against 0.28 / 0.20
+//   32 -> 64 3x3, 147x147                    2.2-2.5 / 1.1-1.5 against 2.2-2.5 / 1.1-1.6
 // In bf16 the GEMM multiplies twice as fast and keeps these layers; training steps keep them too.
 constexpr int64_t kMinDirectOutputs = 9, kMaxDirectOutputs = 32;
 constexpr int64_t kMinDirectTaps = 64, kMaxDirectTaps = 4096;
-constexpr int64_t kMinDirectIm2colBytes = int64_t{1} << 20;
 // Every tile streams its W^T panel and the input rows of its block from L2; both must fit in
 // half of it, or the tiles stream them from L3: a 128 -> 128 3x3/2 layer on 64x64 (a 295 KB
-// panel and 236 KB of rows) ran 1.45 ms on two threads against the GEMM's 1.14, and DeepLab's
-// dilated 256 -> 256 layers (590 KB panels) 4.1 against 3.6.
+// panel and 236 KB of rows) ran 1.45 ms on two threads against the GEMM's 1.14, DeepLab's
+// dilated 256 -> 256 layers (590 KB panels) 4.1 against 3.6, and 288 -> 384 3x3/2 on 35x35
+// (663 KB) 3.23 against 3.16 on one thread.
 constexpr int64_t kMaxDirectStreamBytes = int64_t{512} << 10;
 
 /// One tile: out[(16*j + t)*plane + i] = sum over taps of origins[i][offsets[tap]] *
@@ -180,7 +185,10 @@ bool directConvShape(const kiln_conv2d_args &a) {
     return true;
   // Training steps (exact) keep the GEMM's summation order here, as for sparse taps; in bf16
   // the GEMM multiplies twice as fast.
-  if (a.exact || a.precision == KILN_PRECISION_BF16 || taps * a.oh * a.ow * int64_t{sizeof(float)} <= kMinDirectIm2colBytes)
+  // A 1x1 kernel (strided: a shortcut's downsampling) has no window to gather: its im2col is
+  // the input subsampled, a plain copy (ResNet-18's 256 -> 512 1x1/2 at batch 8: 0.072 ms as a
+  // GEMM against 0.087 here).
+  if (a.exact || a.precision == KILN_PRECISION_BF16 || a.r * a.s == 1)
     return false;
   const int64_t blockRows = std::min<int64_t>(a.oh, kBlockPixels / a.ow + 2);
   const int64_t inputRows = (blockRows - 1) * a.stride_h + (a.r - 1) * a.dilation_h + 1;

@@ -277,9 +277,9 @@ TEST(CodegenContraction, DilatedConvsReachingMostlyPaddingGoTapByTap) {
 }
 
 TEST(CodegenContraction, DirectConvolutionsStoreTheirWeightPanelsAtLoad) {
-  // Inception-v3's 1x7 then 7x1 layers at 17x17 run as direct pixel tiles (their im2col
-  // panels outgrow L2), W^T's panels stored at load; a weight two of them share stays plain
-  // and is packed per call, and a 1x7 layer of 64 channels (im2col in L2) stays a GEMM.
+  // Inception-v3's 1x7 then 7x1 layers at 17x17 run as direct pixel tiles, W^T's panels
+  // stored at load; a weight two of them share stays plain and is packed per call, and a
+  // 3x3/2 layer whose panel and input rows outgrow half of L2 stays a GEMM.
   GraphBuilder gb("direct_panels");
   Var x = gb.input("x", DType::F32, {1, 192, 17, 17});
   Var shared = gb.param("shared", convWeights({192, 192, 7, 1}, 101));
@@ -287,9 +287,9 @@ TEST(CodegenContraction, DirectConvolutionsStoreTheirWeightPanelsAtLoad) {
                                           gb.param("b1", weights({192}, 103)), {1}, {0, 3}));
   Var b = frontend::relu(frontend::conv2d(a, gb.param("w2", convWeights({192, 192, 7, 1}, 104)), Var(), {1}, {3, 0}));
   Var c = frontend::conv2d(b, shared, Var(), {1}, {3, 0}) + frontend::conv2d(a, shared, Var(), {1}, {3, 0});
-  Var narrow = frontend::conv2d(gb.input("y", DType::F32, {1, 64, 17, 17}),
-                                gb.param("w3", convWeights({64, 64, 1, 7}, 105)), Var(), {1}, {0, 3});
-  auto graph = gb.finish({c, narrow});
+  Var large = frontend::conv2d(gb.input("y", DType::F32, {1, 128, 64, 64}),
+                               gb.param("w3", convWeights({128, 128, 3, 3}, 105)), Var(), {2}, {1});
+  auto graph = gb.finish({c, large});
   EXPECT_EQ(countInSource(*graph, "g.weights_layout = KILN_CONV_WEIGHTS_DIRECT_PANELS;"), 2);
   EXPECT_EQ(countInSource(*graph, "static const kiln_weight_packing kiln_packings[2]"), 1);
   expectMatchesReference(*graph, randomInputs(*graph, 106));

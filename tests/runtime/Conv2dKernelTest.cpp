@@ -667,12 +667,10 @@ TEST(Conv2dKernel, DirectGate) {
   EXPECT_TRUE(direct(6, 16, 5));  // LeNet-5's second layer
   EXPECT_TRUE(direct(16, 32, 3));
   EXPECT_FALSE(direct(6, 8, 5));   // few enough channels for one 6-row GEMM tile
-  EXPECT_FALSE(direct(16, 64, 3)); // the GEMM's tiles are as good
   EXPECT_FALSE(direct(3, 32, 3));  // 27 taps
   EXPECT_FALSE(direct(12, 24, 3, 2)); // groups
   EXPECT_FALSE(direct(512, 16, 3)); // 4608 taps
-  // More channels: where the GEMM's im2col panels outgrow L2 (over 1 MiB) and the W^T panel
-  // and a block's input rows fit in half of it.
+  // More channels: where the W^T panel and a block's input rows fit in half of L2.
   auto wide = [](int64_t c, int64_t k, int64_t r, int64_t s, int64_t side, int64_t stride = 1, int64_t dilation = 1) {
     kiln_conv2d_args args{};
     args.n = 1, args.c = c, args.k = k, args.r = r, args.s = s, args.groups = 1;
@@ -687,12 +685,14 @@ TEST(Conv2dKernel, DirectGate) {
     EXPECT_FALSE(kiln::runtime::kernels::detail::directConvShape(args));
     return gate;
   };
-  EXPECT_TRUE(wide(192, 192, 1, 7, 17));   // Inception-v3 at 17x17: 1.5 MB of im2col
+  EXPECT_TRUE(wide(192, 192, 1, 7, 17));   // Inception-v3 at 17x17: 344 KB of W^T a panel
   EXPECT_TRUE(wide(192, 192, 7, 1, 17));
   EXPECT_TRUE(wide(48, 64, 5, 5, 35));
   EXPECT_TRUE(wide(3, 64, 7, 7, 112, 2));  // a ResNet stem
-  EXPECT_FALSE(wide(128, 128, 1, 7, 17));  // 1.0 MB of im2col: in L2
-  EXPECT_FALSE(wide(384, 384, 1, 3, 8));   // 295 KB
+  EXPECT_TRUE(wide(384, 384, 1, 3, 8));
+  EXPECT_TRUE(wide(16, 64, 3, 3, 18));
+  EXPECT_FALSE(wide(288, 384, 3, 3, 17, 2)); // a 663 KB panel
+  EXPECT_FALSE(wide(256, 512, 1, 1, 7, 2));  // a strided 1x1 layer: its im2col is a copy
   EXPECT_FALSE(wide(128, 128, 3, 3, 32, 2)); // a 295 KB panel and 236 KB of rows
   EXPECT_FALSE(wide(256, 256, 3, 3, 32, 1, 2)); // DeepLab's dilated layers: 590 KB panels
 }
