@@ -9,8 +9,8 @@
 // output pixels of one image (in oh*OW + ow order, across row ends) by 16*NV output channels,
 // held in R x NV registers over all taps (c, r, s) of the window. For each tap the R pixels'
 // input values are broadcast straight from the padded input: pixel i's window origin plus the
-// tap's offset, which a table holds. W^T is packed once per call into panels of up to 64
-// channels (taps x width, zero past the last channel), which every tile streams. The finished
+// tap's offset, which a table holds. W^T is laid out in panels of up to 64 channels (taps x
+// width, zero past the last channel), which every tile streams. The finished
 // tile is transposed in registers and stored as R consecutive floats per channel. W^T's panels
 // are stored so at load where only this convolution reads the weights
 // (KILN_CONV_WEIGHTS_DIRECT_PANELS), else packed per call. A work item is one panel over a
@@ -69,11 +69,12 @@ constexpr int64_t kMinDirectParallelMacs = int64_t{1} << 18;
 // In bf16 the GEMM multiplies twice as fast and keeps these layers; training steps keep them too.
 constexpr int64_t kMinDirectOutputs = 9, kMaxDirectOutputs = 32;
 constexpr int64_t kMinDirectTaps = 64, kMaxDirectTaps = 4096;
-// Every tile streams its W^T panel and the input rows of its block from L2; both must fit in
-// half of it, or the tiles stream them from L3: a 128 -> 128 3x3/2 layer on 64x64 (a 295 KB
-// panel and 236 KB of rows) ran 1.45 ms on two threads against the GEMM's 1.14, DeepLab's
-// dilated 256 -> 256 layers (590 KB panels) 4.1 against 3.6, and 288 -> 384 3x3/2 on 35x35
-// (663 KB) 3.23 against 3.16 on one thread.
+// Every tile streams its W^T panel and the input rows of its block from L2; with more than
+// half of it, some layers lose on two threads: a 128 -> 128 3x3/2 layer on 64x64 (a 295 KB
+// panel and 236 KB of rows) ran 1.40 ms against the GEMM's 1.12, DeepLab's dilated 256 -> 256
+// layers on 32x32 (590 KB panels) 3.54 against 3.21. Others still won there (288 -> 384 3x3/2
+// on 35x35, a 663 KB panel: 2.95 / 1.46 against 3.30 / 1.82 on 1 / 2 threads), for reasons not
+// yet understood, so the rule is the safe side of both.
 constexpr int64_t kMaxDirectStreamBytes = int64_t{512} << 10;
 
 /// One tile: out[(16*j + t)*plane + i] = sum over taps of origins[i][offsets[tap]] *
@@ -136,18 +137,18 @@ struct DirectJob {
   const PaddedInput &input;
   const float *panels;     // W^T, panel q (channels 64q..) at panels + q*64*taps, taps x width(q)
   const int64_t *offsets;  // per tap (c, r, s): c*plane + r*dilation_h*width + s*dilation_w
-  int64_t taps, panels_, blockPixels, blocksPerImage;
+  int64_t taps, panelCount, blockPixels, blocksPerImage;
   bool panelMajor; // items numbered panel by panel within an image, else pixel block by block
 };
 
 void runItems(void *ctx, int64_t begin, int64_t end) {
   const DirectJob &job = *static_cast<const DirectJob *>(ctx);
   const kiln_conv2d_args &a = job.a;
-  const int64_t pixels = a.oh * a.ow, perImage = job.panels_ * job.blocksPerImage;
+  const int64_t pixels = a.oh * a.ow, perImage = job.panelCount * job.blocksPerImage;
   for (int64_t item = begin; item < end; ++item) {
     const int64_t image = item / perImage, local = item % perImage;
-    const int64_t q = job.panelMajor ? local / job.blocksPerImage : local % job.panels_;
-    const int64_t block = job.panelMajor ? local % job.blocksPerImage : local / job.panels_;
+    const int64_t q = job.panelMajor ? local / job.blocksPerImage : local % job.panelCount;
+    const int64_t block = job.panelMajor ? local % job.blocksPerImage : local / job.panelCount;
     const int64_t p0 = block * job.blockPixels, p1 = std::min(pixels, p0 + job.blockPixels);
     const int64_t width = panelWidth(q, a.k), channels = std::min<int64_t>(kPanelWidth, a.k - q * kPanelWidth);
     const float *imageInput = job.input.data + image * a.c * job.input.plane;
@@ -183,11 +184,10 @@ bool directConvShape(const kiln_conv2d_args &a) {
     return false;
   if (a.weights_layout == KILN_CONV_WEIGHTS_DIRECT_PANELS || a.k <= kMaxDirectOutputs)
     return true;
-  // Training steps (exact) keep the GEMM's summation order here, as for sparse taps; in bf16
-  // the GEMM multiplies twice as fast.
-  // A 1x1 kernel (strided: a shortcut's downsampling) has no window to gather: its im2col is
-  // the input subsampled, a plain copy (ResNet-18's 256 -> 512 1x1/2 at batch 8: 0.072 ms as a
-  // GEMM against 0.087 here).
+  // More channels: not in training steps (exact), which keep the GEMM's summation order here
+  // as for sparse taps; not in bf16, where the GEMM multiplies twice as fast; not for a 1x1
+  // kernel (strided: a shortcut's downsampling), whose im2col is the input subsampled, a plain
+  // copy (ResNet-18's 256 -> 512 1x1/2 at batch 8: 0.072 ms as a GEMM against 0.087 here).
   if (a.exact || a.precision == KILN_PRECISION_BF16 || a.r * a.s == 1)
     return false;
   const int64_t blockRows = std::min<int64_t>(a.oh, kBlockPixels / a.ow + 2);
