@@ -145,6 +145,11 @@ void runItems(void *ctx, int64_t begin, int64_t end) {
   const DirectJob &job = *static_cast<const DirectJob *>(ctx);
   const kiln_conv2d_args &a = job.a;
   const int64_t pixels = a.oh * a.ow, perImage = job.panelCount * job.blocksPerImage;
+  // The tiles store into the block's channels staged contiguously (a stride of blockPixels
+  // floats), then each channel's run is copied out whole: stored straight into planes a
+  // multiple of 4 KiB apart (32x32, 128x128 outputs), a tile's 64 short column writes fell
+  // into one L1 set; a 7x7/2 3 -> 64 layer on 256x256 ran 1.5x the GEMM's time so.
+  float *stage = scratch(Scratch::PackedB, static_cast<size_t>(kPanelWidth * job.blockPixels));
   for (int64_t item = begin; item < end; ++item) {
     const int64_t image = item / perImage, local = item % perImage;
     const int64_t q = job.panelMajor ? local / job.blocksPerImage : local % job.panelCount;
@@ -153,11 +158,6 @@ void runItems(void *ctx, int64_t begin, int64_t end) {
     const int64_t width = panelWidth(q, a.k), channels = std::min<int64_t>(kPanelWidth, a.k - q * kPanelWidth);
     const float *imageInput = job.input.data + image * a.c * job.input.plane;
     float *panelOutput = a.y + (image * a.k + q * kPanelWidth) * pixels;
-    // The tiles store into the block's channels staged contiguously (a stride of blockPixels
-    // floats), then each channel's run is copied out whole: stored straight into planes a
-    // multiple of 4 KiB apart (32x32, 128x128 outputs), a tile's 64 short column writes fell
-    // into one L1 set; a 7x7/2 3 -> 64 layer on 256x256 ran 1.5x the GEMM's time so.
-    float *stage = scratch(Scratch::PackedB, static_cast<size_t>(kPanelWidth * job.blockPixels));
     for (int64_t p = p0; p < p1; p += kMaxRows) {
       const int64_t rows = std::min<int64_t>(kMaxRows, p1 - p);
       const float *origins[kMaxRows];
@@ -221,7 +221,7 @@ void directConv(const kiln_rt *rt, const kiln_conv2d_args &a, const PaddedInput 
   const int64_t tilesPerImage = (pixels + kMaxRows - 1) / kMaxRows;
   const int64_t wantedBlocks = parallel ? (threads * kItemsPerThread + a.n * panelCount - 1) / (a.n * panelCount) : 1;
   const int64_t blockPixels =
-      std::min(kBlockPixels, std::max<int64_t>(1, tilesPerImage / std::max<int64_t>(1, wantedBlocks)) * kMaxRows);
+      std::min(kBlockPixels, std::max<int64_t>(1, tilesPerImage / wantedBlocks) * kMaxRows);
   const int64_t blocksPerImage = (pixels + blockPixels - 1) / blockPixels;
   const bool panelMajor = a.k * taps > a.c * input.plane;
   DirectJob job{a, input, panels, offsets.data(), taps, panelCount, blockPixels, blocksPerImage, panelMajor};
