@@ -142,10 +142,10 @@ bool isProductOrBiased(const ir::Value *value, const ir::Value *tile) {
   return value == tile || (add && add->op() == OpKind::Add && (add->input(0) == tile || add->input(1) == tile));
 }
 
-/// A read of f32 `value`, shaped as the product, laid out densely (row-major) in its buffer.
+/// A read of `value`, shaped as the product, laid out densely (row-major) in its buffer.
 std::optional<StridedAccess> denseAccess(const KernelPlan &plan, int stageIndex, const ir::Value &value,
                                          const Shape &shape) {
-  if (value.dtype() != DType::F32 || value.shape() != shape)
+  if (value.shape() != shape)
     return std::nullopt;
   std::optional<StridedAccess> access = stridedAccess(plan, stageIndex, value);
   int64_t stride = 1;
@@ -153,6 +153,49 @@ std::optional<StridedAccess> denseAccess(const KernelPlan &plan, int stageIndex,
     if (shape[d] > 1 && access->strides[d] != stride)
       return std::nullopt;
   return access;
+}
+
+/// A C expression of one-element f32 `value` as the stage reads it: its literal when a
+/// constant, else a load from its buffer; nothing when it is neither.
+std::optional<std::string> scalarOperand(const KernelEmitter &e, int stageIndex, const ir::Value *value) {
+  if (value->dtype() != DType::F32 || value->type().numElements() != 1)
+    return std::nullopt;
+  if (std::optional<double> constant = scalarConstant(e.plan(), value))
+    return literal(DType::F32, *constant);
+  std::optional<StridedAccess> access = stridedAccess(e.plan(), stageIndex, *value);
+  if (!access)
+    return std::nullopt;
+  return fmt::format("((const float *){})[{}]", e.kernelAddress(access->buffer), access->offset);
+}
+
+/// `value` as the dequantize_linear of a dense u8 or i8 tensor of `shape` with f32 scalar scale
+/// and zero point, as decompose spells it: mul(sub(cast(q), zero), scale), the mul either way
+/// round, or mul(cast(q), scale) where simplify-algebra dropped a constant zero point of 0.
+std::optional<BytesAddend> bytesAddend(const KernelEmitter &e, int stageIndex, const ir::Value *value,
+                                       const Shape &shape) {
+  auto isCentred = [](const ir::Value *v) {
+    const ir::Node *n = v->producer();
+    return n && (n->op() == OpKind::Sub || n->op() == OpKind::Cast);
+  };
+  auto [centred, scale] = operandsOf(value->producer(), OpKind::Mul, isCentred);
+  if (!centred || centred->shape() != shape)
+    return std::nullopt;
+  const ir::Node *cast = centred->producer();
+  std::optional<std::string> zero = literal(DType::F32, 0.0);
+  if (cast->op() == OpKind::Sub) {
+    zero = scalarOperand(e, stageIndex, cast->input(1));
+    cast = cast->input(0)->producer();
+  }
+  if (!zero || !cast || cast->op() != OpKind::Cast || cast->output()->dtype() != DType::F32)
+    return std::nullopt;
+  const ir::Value *bytes = cast->input(0);
+  if (bytes->dtype() != DType::U8 && bytes->dtype() != DType::I8)
+    return std::nullopt;
+  std::optional<StridedAccess> access = denseAccess(e.plan(), stageIndex, *bytes, shape);
+  std::optional<std::string> scaleCode = scalarOperand(e, stageIndex, scale);
+  if (!access || !scaleCode)
+    return std::nullopt;
+  return BytesAddend{*access, bytes->dtype() == DType::I8, *scaleCode, *zero};
 }
 
 /// The post ops that make `value` of the stage's product, or nothing; with `addendAllowed`, a
@@ -192,12 +235,18 @@ std::optional<ContractionPostOps> postOpsOf(const KernelEmitter &e, int stageInd
     if (post.activation == KILN_ACTIVATION_NONE)
       return std::nullopt;
   }
-  // A residual r: (product + bias) + r, either way round.
+  // A residual r: (product + bias) + r, either way round; r f32 or dequantized bytes.
   if (const ir::Node *add = value->producer(); addendAllowed && add && add->op() == OpKind::Add)
-    for (int i = 0; i < 2 && !post.addend; ++i)
-      if (isProductOrBiased(add->input(i), anchor))
-        if ((post.addend = denseAccess(e.plan(), stageIndex, *add->input(1 - i), anchor->shape())))
+    for (int i = 0; i < 2 && !post.addend && !post.addendBytes; ++i)
+      if (isProductOrBiased(add->input(i), anchor)) {
+        const ir::Value *residual = add->input(1 - i);
+        if (residual->dtype() == DType::F32)
+          post.addend = denseAccess(e.plan(), stageIndex, *residual, anchor->shape());
+        if (!post.addend)
+          post.addendBytes = bytesAddend(e, stageIndex, residual, anchor->shape());
+        if (post.addend || post.addendBytes)
           value = add->input(i);
+      }
   // A convolution that accumulated into its residual r computes the body's `X + r` node as X
   // with the tile (conv + r) for the convolution's value (passes/fusion/AccumulatedOperand.h).
   if (const passes::AccumulatedAdd &sum = e.accumulatedAdd(); sum.add && stage.anchor->op() == OpKind::Conv) {
@@ -218,19 +267,6 @@ std::optional<ContractionPostOps> postOpsOf(const KernelEmitter &e, int stageInd
   if (!post.bias)
     return std::nullopt;
   return post;
-}
-
-/// A C expression of one-element f32 `value` as the stage reads it: its literal when a
-/// constant, else a load from its buffer; nothing when it is neither.
-std::optional<std::string> scalarOperand(const KernelEmitter &e, int stageIndex, const ir::Value *value) {
-  if (value->dtype() != DType::F32 || value->type().numElements() != 1)
-    return std::nullopt;
-  if (std::optional<double> constant = scalarConstant(e.plan(), value))
-    return literal(DType::F32, *constant);
-  std::optional<StridedAccess> access = stridedAccess(e.plan(), stageIndex, *value);
-  if (!access)
-    return std::nullopt;
-  return fmt::format("((const float *){})[{}]", e.kernelAddress(access->buffer), access->offset);
 }
 
 } // namespace
@@ -292,6 +328,10 @@ std::optional<QuantizedStore> matchQuantizedStore(const KernelEmitter &e, int st
   // Bytes written over the residual they are computed from would clobber other tiles' floats.
   if (!scaleCode || !zeroCode || !post || (post->addend && post->addend->buffer == bytes.buffer))
     return std::nullopt;
+  // A bytes residual in the stored bytes' buffer: each output reads its own byte before it is
+  // stored, so only the same layout is sound.
+  if (post->addendBytes && post->addendBytes->bytes.buffer == bytes.buffer && post->addendBytes->bytes.offset != 0)
+    return std::nullopt;
   store.post = *post, store.scale = *scaleCode, store.zero = *zeroCode;
   store.output = bytes.buffer;
   store.isSigned = stored->dtype() == DType::I8;
@@ -314,6 +354,11 @@ std::string postOpsArguments(const KernelEmitter &e, const ContractionPostOps &p
   if (post.addend)
     text += fmt::format("  g.addend = (const float *){} + {};\n", e.kernelAddress(post.addend->buffer),
                         post.addend->offset);
+  if (const std::optional<BytesAddend> &bytes = post.addendBytes)
+    text += fmt::format("  g.addend_q.q = (const char *){} + {}; g.addend_q.is_signed = {};\n"
+                        "  g.addend_q.scale = {}; g.addend_q.zero = {};\n",
+                        e.kernelAddress(bytes->bytes.buffer), bytes->bytes.offset, bytes->isSigned ? 1 : 0,
+                        bytes->scale, bytes->zero);
   if (post.activation == KILN_ACTIVATION_RELU)
     text += "  g.post.activation = KILN_ACTIVATION_RELU;\n";
   if (post.activation == KILN_ACTIVATION_SILU)

@@ -14,9 +14,18 @@
 
 namespace kiln::codegen {
 
+/// A residual read as the bytes of a quantized tensor (kiln_quantized_addend): dense, with its
+/// dequantize_linear's scale and zero point as C expressions of f32 scalars.
+struct BytesAddend {
+  StridedAccess bytes;
+  bool isSigned = false; // i8, else u8
+  std::string scale, zero;
+};
+
 struct ContractionPostOps {
   std::optional<StridedAccess> bias;   // one contiguous f32 per channel
   std::optional<StridedAccess> addend; // int8 products only: a residual, dense, added after the bias
+  std::optional<BytesAddend> addendBytes; // int8 products only: the residual as bytes instead
   int32_t activation = 0;            // kiln_activation
   double lo = 0, hi = 0;             // clip's bounds
   double alpha = 0, beta = 0;        // the hard sigmoid's line
@@ -25,7 +34,7 @@ struct ContractionPostOps {
 /// The post ops stage `stageIndex`'s epilogue amounts to, or nothing: x is the contraction's
 /// value (with a residual the convolution accumulated into, that sum), the bias varies along
 /// output dim `channelDim` only; with `addendAllowed` (the int8 products'), a residual tensor
-/// added after the bias too.
+/// added after the bias too, f32 or the dequantize_linear of u8 or i8 bytes.
 std::optional<ContractionPostOps> matchPostOps(const KernelEmitter &e, int stageIndex, size_t channelDim,
                                                bool addendAllowed = false);
 

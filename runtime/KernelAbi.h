@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 16
+#define KILN_ABI_VERSION 17
 
 typedef struct kiln_rt kiln_rt;
 
@@ -134,6 +134,19 @@ typedef struct kiln_quantized_output {
   int32_t keep_f32;
 } kiln_quantized_output;
 
+/// A residual an int8 product reads as the bytes of a quantized tensor (a QDQ model's
+/// DequantizeLinear on its skip connection): q has the layout the f32 output would have, and
+/// each output adds (q - zero) * scale, that product rounded to f32 on its own, exactly as
+/// generated code's cast, sub and mul compute it, where kiln_qgemm_args::addend adds its f32.
+/// A residual read so is a quarter of the bytes of an f32 one, and the layer that wrote it need
+/// not keep its f32 value (ResNet-50's 1x1 expand layers on 28 x 28 and 14 x 14 moved 3 MB of
+/// f32 per call and ran as slowly on two threads as on one).
+typedef struct kiln_quantized_addend {
+  const void *q; /* NULL: none */
+  int32_t is_signed;
+  float scale, zero;
+} kiln_quantized_addend;
+
 /// An int8 GEMM whose output is dequantized to f32 (ONNX's DequantizeLinear -> MatMul with
 /// int8 operands, kiln's qmatmul): for m < M, n < N
 ///   acc = sum over k < K of (a[m*lda + k] - a_zero) * B[k][n]   (int32, exact)
@@ -165,6 +178,8 @@ typedef struct kiln_qgemm_args {
   /* NULL, or an f32 tensor laid out as the f32 output, added to every output after the bias
      and before the activation (a residual connection; no epilogue may be given with it). */
   const float *addend;
+  /* The same residual as bytes (addend NULL then; no epilogue may be given with it). */
+  kiln_quantized_addend addend_q;
   kiln_quantized_output quantized;
 } kiln_qgemm_args;
 
@@ -202,6 +217,8 @@ typedef struct kiln_qconv2d_args {
   /* NULL, or an f32 tensor laid out as the f32 output, added to every output after the bias
      and before the activation (a residual connection; no epilogue may be given with it). */
   const float *addend;
+  /* The same residual as bytes (addend NULL then; no epilogue may be given with it). */
+  kiln_quantized_addend addend_q;
   kiln_quantized_output quantized;
 } kiln_qconv2d_args;
 

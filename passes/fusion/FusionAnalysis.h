@@ -90,6 +90,8 @@ enum class UnfusedReason {
   NeededInFull,         // a movement op whose value is also needed in memory outside the group
   ConcatInPlace,        // a concat whose operands memory planning can lay out in its buffer
                         // (passes/memory/ConcatSlices.h, concatStandsAlone): free alone
+  WidenedBytes,         // a cast of u8/i8 bytes to float whose bytes another reader reads from
+                        // memory: each reader widens them, the producer stores only bytes
   Cycle,                // merging would create a cycle between kernels
   GroupSizeLimit,       // FusionOptions::maxGroupOps
   OperandLimit,         // FusionOptions::maxGroupOperands

@@ -38,6 +38,7 @@ std::string_view unfusedReasonName(UnfusedReason reason) {
   case UnfusedReason::DomainMismatch: return "different iteration domains";
   case UnfusedReason::NeededInFull: return "value is needed in full";
   case UnfusedReason::ConcatInPlace: return "concat laid out in place";
+  case UnfusedReason::WidenedBytes: return "bytes widened by their reader";
   case UnfusedReason::Cycle: return "would create a cycle";
   case UnfusedReason::GroupSizeLimit: return "group size limit";
   case UnfusedReason::OperandLimit: return "operand limit";
@@ -72,6 +73,10 @@ std::string_view unfusedReasonWhy(UnfusedReason reason) {
     return "memory planning lays the operands of a concat of contiguous slices (every dim before the axis 1) "
            "out inside its buffer, so alone it costs no copy and its readers read one buffer; in a kernel every "
            "element read would select between its operands";
+  case UnfusedReason::WidenedBytes:
+    return "bytes that another kernel reads from memory anyway are widened by each reader (a quarter of the f32's "
+           "traffic): in the producer's kernel the widened value would be stored as well, four times as wide (a QDQ "
+           "residual's dequantize_linear)";
   case UnfusedReason::Cycle: return "a kernel runs once all its operands exist: the merged kernel would wait on itself";
   case UnfusedReason::GroupSizeLimit:
   case UnfusedReason::OperandLimit: return "a larger kernel compiles slowly and spills registers for little gain";

@@ -35,6 +35,12 @@
 //  5. No cycle: two groups do not merge when a path leaves one and re-enters the other through
 //     other kernels: the merged kernel would wait on itself.
 //  6. Limits: FusionOptions::maxGroupOps and maxGroupOperands, each a named reason.
+//  7. Widened bytes: a cast of u8 or i8 bytes to float (a dequantize_linear) does not join the
+//     bytes' producer when another reader reads the bytes from memory anyway (a QDQ residual:
+//     the next layer's qconv reads them, the skip connection's add their dequantized value):
+//     in the producer's kernel the float value would be stored too, four times as wide, where
+//     each reader widens the bytes it loads (ResNet-50's residual adds then read a quarter of
+//     the bytes). Bytes read by the cast alone still fuse (the round trip stays in registers).
 #include <algorithm>
 
 #include <fmt/ranges.h>
@@ -99,6 +105,13 @@ Verdict Fuser::checkEdge(int producer, int consumer) const {
   if (classes_[consumer] == OpClass::Contraction)
     return refuse(UnfusedReason::ContractionOperand,
                   fmt::format("{} is an operand of {}", label(producer), label(consumer)));
+  if (const Node *cast = nodes_[consumer]; cast->op() == OpKind::Cast && isFloat(cast->output()->dtype())) {
+    const ir::Value *bytes = cast->input(0);
+    const bool storedAnyway = graph_.isOutput(bytes) || bytes->uses().size() > 1;
+    if ((bytes->dtype() == DType::U8 || bytes->dtype() == DType::I8) && storedAnyway)
+      return refuse(UnfusedReason::WidenedBytes,
+                    fmt::format("{} widens bytes that other readers read from memory", label(consumer)));
+  }
   return {};
 }
 

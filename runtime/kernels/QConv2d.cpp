@@ -402,9 +402,10 @@ void qconv2d(const kiln_rt *rt, const kiln_qconv2d_args *args) {
     detail::FinishEpilogue finish;
     detail::PostOpsEpilogue postOps;
     if (detail::finishesOutputs(g)) {
-      finish = {g.post, true, g.addend, g.y, g.quantized, g.k * pixels, pixels};
+      finish = {g.post, true, g.addend, g.addend_q, g.y, g.quantized, g.k * pixels, pixels};
       f.epilogue = detail::FinishEpilogue::call, f.epilogue_ctx = &finish, f.tile_in_scratch = 1;
-      f.post = kiln_post_ops{}, f.addend = nullptr, f.quantized = kiln_quantized_output{};
+      f.post = kiln_post_ops{}, f.addend = nullptr, f.addend_q = kiln_quantized_addend{};
+      f.quantized = kiln_quantized_output{};
     } else {
       detail::wrapPostOps(f.post, true, f.epilogue, f.epilogue_ctx, postOps);
     }

@@ -27,6 +27,8 @@ void finishTile(const float *tile, int64_t ld, const TilePostOps &post, const Fi
       float v = row[j] + (post.rowBias ? post.rowBias[i] : post.columnBias ? post.columnBias[j] : -0.0f);
       if (to.addend)
         v += to.addend[at];
+      if (to.addendBytes)
+        v += dequantizedAddend(*to.addendBytes, to.first + at);
       v = withPostOps(v, activationOnly, i, j);
       if (to.c)
         to.c[at] = v;

@@ -1,6 +1,6 @@
 #pragma once
 // How qgemm and qconv2d finish an output beyond the post ops when asked to: a residual addend
-// (kiln_qgemm_args::addend), then the activation, then the f32 value and/or its requantisation
+// (kiln_qgemm_args::addend, or addend_q's bytes dequantized), then the activation, then the f32 value and/or its requantisation
 // (kiln_quantized_output): saturate(round_half_even(v / scale) + zero) in one byte, bit for bit
 // as generated code's add, div, round, add and saturating cast compute them. The product
 // tiles do it in registers (storeFinishedTile, from qTile); the other paths hand their f32
@@ -17,7 +17,17 @@ namespace kiln::runtime::kernels::detail {
 inline bool hasQuantizedOutput(const kiln_quantized_output &out) { return out.q != nullptr; }
 
 /// Whether a call's outputs need finishing here rather than a plain (post-op) store.
-template <typename Args> bool finishesOutputs(const Args &g) { return g.addend || hasQuantizedOutput(g.quantized); }
+template <typename Args> bool finishesOutputs(const Args &g) {
+  return g.addend || g.addend_q.q || hasQuantizedOutput(g.quantized);
+}
+
+/// One byte of a residual read as bytes, dequantized as generated code's cast, sub and mul
+/// compute it: not inlined, so that the compiler cannot fuse the product into the caller's add.
+__attribute__((noinline)) inline float dequantizedAddend(const kiln_quantized_addend &addend, int64_t at) {
+  const auto *bytes = static_cast<const uint8_t *>(addend.q);
+  const float value = addend.is_signed ? static_cast<float>(static_cast<int8_t>(bytes[at])) : static_cast<float>(bytes[at]);
+  return (value - addend.zero) * addend.scale;
+}
 
 /// One output as kiln_quantized_output stores it, for the scalar paths: what generated code's
 /// kiln_sat does to the rounded value (NaN to 0, clamped, truncated toward zero).
@@ -34,18 +44,21 @@ inline uint8_t quantizeValue(float v, const kiln_quantized_output &out) {
 /// each pointer at the tile's first element, or null when the call has none.
 struct FinishedTile {
   const float *addend = nullptr;
+  const kiln_quantized_addend *addendBytes = nullptr; // its q at the tile's first element
   float *c = nullptr;  // the f32 values
   uint8_t *q = nullptr; // the requantised ones
   int64_t ld = 0;
   const kiln_quantized_output *quantized = nullptr;
+  int64_t first = 0; // the tile's first element in addendBytes
 };
 
 /// The pointers of the tile whose first element is output `at` of a call with these outputs
 /// (`y` its f32 output, laid out with leading dimension `ld`).
 template <typename Args> FinishedTile finishedTile(const Args &g, float *y, int64_t at, int64_t ld) {
   const bool quantized = hasQuantizedOutput(g.quantized);
-  return {g.addend ? g.addend + at : nullptr, !quantized || g.quantized.keep_f32 ? y + at : nullptr,
-          quantized ? static_cast<uint8_t *>(g.quantized.q) + at : nullptr, ld, &g.quantized};
+  return {g.addend ? g.addend + at : nullptr, g.addend_q.q ? &g.addend_q : nullptr,
+          !quantized || g.quantized.keep_f32 ? y + at : nullptr,
+          quantized ? static_cast<uint8_t *>(g.quantized.q) + at : nullptr, ld, &g.quantized, at};
 }
 
 #ifdef __AVX512F__
@@ -76,6 +89,14 @@ inline __attribute__((always_inline)) void finishLanes(__m512 v, __m512 bias, co
   v = _mm512_add_ps(v, bias);
   if (to.addend)
     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, to.addend + at));
+  if (to.addendBytes) {
+    const kiln_quantized_addend &bytes = *to.addendBytes;
+    const __m128i raw = _mm_maskz_loadu_epi8(lanes, static_cast<const uint8_t *>(bytes.q) + to.first + at);
+    const __m512 value = _mm512_cvtepi32_ps(bytes.is_signed ? _mm512_cvtepi8_epi32(raw) : _mm512_cvtepu8_epi32(raw));
+    // Rounded on its own (an explicit rounding mode): generated code adds the rounded product.
+    v = _mm512_add_ps(v, _mm512_mul_round_ps(_mm512_sub_ps(value, _mm512_set1_ps(bytes.zero)),
+                                             _mm512_set1_ps(bytes.scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
   v = clamp.activation(v);
   if (to.c)
     _mm512_mask_storeu_ps(to.c + at, lanes, v);
@@ -120,6 +141,7 @@ struct FinishEpilogue {
   kiln_post_ops post{};
   bool perRow = true;
   const float *addend = nullptr;
+  kiln_quantized_addend addend_q{};
   float *y = nullptr;
   kiln_quantized_output quantized{};
   int64_t batchStride = 0, rowStride = 0;

@@ -137,7 +137,7 @@ void checkQConv(const QConvCase &tc, uint32_t seed = 1) {
                        CountingBias::bias(o);
           const size_t at = static_cast<size_t>((image * tc.k + o) * pixels + oy * ow + ox);
           if (addsResidual(tc.output))
-            want += addendAt(static_cast<int64_t>(at));
+            want += addendAt(static_cast<int64_t>(at), tc.output);
           if (tc.output != Output::Epilogue)
             want = clipped(want);
           if (quantized) { // the bytes, and f32 only when kept; no epilogue runs
@@ -277,12 +277,14 @@ TEST(QConv2dKernel, PostOpsAndRequantisationOnEveryPath) {
   // Product tiles (pointwise in place, unfolded, partial panels), the depthwise kernel, and
   // conv2d on exact floats: each with the bias and clip as post ops into y, and then
   // requantised to u8 and s8, bit for bit against the reference's steps.
-  // The residual outputs add an addend before the clip and keep f32 beside the bytes.
+  // The residual outputs add an addend before the clip and keep f32 beside the bytes, or read
+  // it as u8 or s8 bytes dequantized and store only bytes.
   std::vector<QConvCase> cases = {{2, 13, 9, 11, 7, 1, 1}, {1, 16, 15, 15, 32, 3, 3, 1, 1},
                                   {1, 40, 14, 14, 100, 1, 1, 2}, {2, 16, 11, 11, 16, 3, 3, 1, 1, 1, 16},
                                   {1, 16, 11, 11, 16, 3, 3, 2, 1, 1, 16}, {1, 12, 9, 9, 18, 3, 3, 1, 1, 1, 6}};
   cases[3].xSigned = true, cases[4].threads = 2, cases[1].threads = 2;
-  for (Output output : {Output::PostOps, Output::U8, Output::S8, Output::ResidualF32, Output::ResidualU8})
+  for (Output output : {Output::PostOps, Output::U8, Output::S8, Output::ResidualF32, Output::ResidualU8,
+                        Output::ResidualBytesU8, Output::ResidualBytesS8})
     for (QConvCase tc : cases) {
       SCOPED_TRACE(testing::Message() << "output " << static_cast<int>(output));
       tc.output = output;

@@ -106,7 +106,7 @@ void checkQGemm(const QCase &tc, uint32_t seed = 1) {
       float want =
           static_cast<float>(static_cast<int32_t>(sum)) * (aScale * scales[tc.perColumn ? j : 0]) + CountingBias::bias(j);
       if (addsResidual(tc.output))
-        want += addendAt(i * ldc + j);
+        want += addendAt(i * ldc + j, tc.output);
       if (tc.output != Output::Epilogue)
         want = clipped(want);
       if (quantized) { // the bytes, at C's layout, and f32 only when kept; no epilogue runs
@@ -170,8 +170,9 @@ TEST(QGemmKernel, TilesInScratchLeaveCAlone) {
 TEST(QGemmKernel, PostOpsAndRequantisation) {
   // The bias per column and a clip as post ops into C, then requantised to u8 and s8 (C's
   // layout, padded rows), bit for bit against the reference's steps; a residual addend before
-  // the clip, the f32 kept beside the bytes.
-  for (Output output : {Output::PostOps, Output::U8, Output::S8, Output::ResidualF32, Output::ResidualU8})
+  // the clip, the f32 kept beside the bytes, or read as u8 or s8 bytes dequantized.
+  for (Output output : {Output::PostOps, Output::U8, Output::S8, Output::ResidualF32, Output::ResidualU8,
+                        Output::ResidualBytesU8, Output::ResidualBytesS8})
     for (QCase tc : {QCase{13, 70, 31}, QCase{97, 257, 77, true, true, 2, 0, 9}, QCase{5, 3, 7}}) {
       SCOPED_TRACE(testing::Message() << "output " << static_cast<int>(output));
       tc.output = output;

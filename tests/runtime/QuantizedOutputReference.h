@@ -14,15 +14,33 @@ namespace kiln::runtime::kernels::test {
 
 /// Where a test's outputs go: f32 through its epilogue (which adds the bias), or with the bias
 /// and the clip as kiln_post_ops, then f32 into the output or requantised to u8 or s8 bytes;
-/// the residual ones add an addend after the bias, then keep f32 (and requantise to u8).
-enum class Output { Epilogue, PostOps, U8, S8, ResidualF32, ResidualU8 };
+/// the residual ones add an addend after the bias, then keep f32 (and requantise to u8); the
+/// residual-bytes ones read it as u8 (s8) bytes dequantized and requantise to u8 only.
+enum class Output { Epilogue, PostOps, U8, S8, ResidualF32, ResidualU8, ResidualBytesU8, ResidualBytesS8 };
 
-inline bool addsResidual(Output o) { return o == Output::ResidualF32 || o == Output::ResidualU8; }
-inline bool requantises(Output o) { return o == Output::U8 || o == Output::S8 || o == Output::ResidualU8; }
+inline bool addsBytesResidual(Output o) { return o == Output::ResidualBytesU8 || o == Output::ResidualBytesS8; }
+inline bool addsResidual(Output o) { return o == Output::ResidualF32 || o == Output::ResidualU8 || addsBytesResidual(o); }
+inline bool requantises(Output o) {
+  return o == Output::U8 || o == Output::S8 || o == Output::ResidualU8 || addsBytesResidual(o);
+}
 inline bool keepsF32(Output o) { return !requantises(o) || o == Output::ResidualU8; }
 
-/// The residual addend of output element `at`.
-inline float addendAt(int64_t at) { return 0.0625f * static_cast<float>(at * 7 % 37) - 1.0f; }
+/// The residual's bytes at output element `at` (as u8; an s8 residual reads them as int8_t),
+/// and their scale and zero point: scaled so that some sums saturate.
+inline uint8_t addendByteAt(int64_t at) { return static_cast<uint8_t>(at * 37 % 251); }
+constexpr float kAddendScale = 0.0173f;
+inline float addendZero(Output o) { return o == Output::ResidualBytesS8 ? -3.0f : 119.0f; }
+
+/// The residual addend of output element `at`: the bytes dequantized as generated code does,
+/// (q - zero) * scale, rounded to f32 before it is added.
+inline float addendAt(int64_t at, Output o = Output::ResidualF32) {
+  if (!addsBytesResidual(o))
+    return 0.0625f * static_cast<float>(at * 7 % 37) - 1.0f;
+  const uint8_t byte = addendByteAt(at);
+  const float value = o == Output::ResidualBytesS8 ? static_cast<float>(static_cast<int8_t>(byte)) : static_cast<float>(byte);
+  volatile float product = (value - addendZero(o)) * kAddendScale; // no fused multiply-add with the sum
+  return product;
+}
 
 constexpr float kClipLo = -0.75f, kClipHi = 1.5f;          // the post ops' clip
 constexpr float kOutScale = 0.004f;                         // narrow enough that some saturate
@@ -34,17 +52,17 @@ inline float clipped(float v) { return std::min(std::max(v, kClipLo), kClipHi); 
 /// bytes, 0xA5 until written), with the call's arguments pointed at them as `output` asks.
 struct OutputBuffers {
   std::vector<float> biases, addends;
-  std::vector<uint8_t> q;
+  std::vector<uint8_t> q, addendBytes;
 
   /// `args`: a kiln_qgemm_args or kiln_qconv2d_args; `channels` biases from biasOf(channel),
   /// `elements` outputs laid out as the f32 output.
   template <typename Args, typename BiasOf>
   OutputBuffers(Args &args, Output output, int64_t channels, size_t elements, BiasOf biasOf)
-      : biases(static_cast<size_t>(channels)), addends(elements), q(elements, 0xA5) {
+      : biases(static_cast<size_t>(channels)), addends(elements), q(elements, 0xA5), addendBytes(elements) {
     for (int64_t i = 0; i < channels; ++i)
       biases[static_cast<size_t>(i)] = biasOf(i);
     for (size_t at = 0; at < elements; ++at)
-      addends[at] = addendAt(static_cast<int64_t>(at));
+      addends[at] = addendAt(static_cast<int64_t>(at)), addendBytes[at] = addendByteAt(static_cast<int64_t>(at));
     if (output != Output::Epilogue) {
       args.epilogue = nullptr, args.epilogue_ctx = nullptr;
       args.post.bias = biases.data(), args.post.activation = KILN_ACTIVATION_CLIP;
@@ -52,7 +70,9 @@ struct OutputBuffers {
     }
     if (requantises(output))
       args.quantized = {q.data(), output == Output::S8, kOutScale, outZero(output), keepsF32(output)};
-    if (addsResidual(output))
+    if (addsBytesResidual(output))
+      args.addend_q = {addendBytes.data(), output == Output::ResidualBytesS8, kAddendScale, addendZero(output)};
+    else if (addsResidual(output))
       args.addend = addends.data();
   }
 };
