@@ -136,6 +136,8 @@ int quantizeCommand(int argc, char **argv) {
     fail("cannot write '{}'", command.outputPath);
   std::cout << "quantized " << report.quantizedNodes << " nodes (" << activations.size()
             << " activation tensors calibrated on " << runs.size() << " runs), wrote " << command.outputPath << "\n";
+  if (report.dequantizedResiduals > 0)
+    std::cout << "Add inputs reading a quantized activation: " << report.dequantizedResiduals << "\n";
   std::cout << "left in float: " << floatOpList(report.floatOps) << "\n";
   return 0;
 }

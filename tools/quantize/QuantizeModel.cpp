@@ -254,6 +254,24 @@ QuantizeReport quantizeModel(onnx::ModelProto &model, const std::string &modelDi
     nodes.push_back(node);
   }
 
+  // Add nodes read the activations quantized before them through their DequantizeLinear
+  // (never one later in the node list, which would break its topological order).
+  std::map<std::string, size_t> dequantizedAt;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    onnx::NodeProto &node = nodes[i];
+    if (node.op_type() == "DequantizeLinear" && node.output_size() == 1)
+      dequantizedAt[node.output(0)] = i;
+    if (node.op_type() != "Add" || !node.domain().empty())
+      continue;
+    for (int input = 0; input < node.input_size(); ++input) {
+      auto dequantized = dequantizedActivation.find(node.input(input));
+      if (dequantized != dequantizedActivation.end() && dequantizedAt.count(dequantized->second)) {
+        node.set_input(input, dequantized->second);
+        report.dequantizedResiduals++;
+      }
+    }
+  }
+
   graph.clear_node();
   for (auto &node : nodes)
     *graph.add_node() = std::move(node);

@@ -11,7 +11,12 @@
 //     transB=0 ([K, N]);
 //   - its bias left in float (an int32 bias with scale sx*sw, as ORT writes, would tie the file
 //     to one activation scale per bias and gains nothing on kiln's float decomposition).
-// Everything else stays float. Per-axis DequantizeLinear needs opset 13, so a model below 13
+// An Add that reads one of those activation tensors (a residual connection: ResNet's skip,
+// MobileNetV2's inverted residual) reads it through the same DequantizeLinear, as ONNX
+// Runtime's quantizer quantizes Add's inputs: the tensor then lives only as bytes, and the
+// layer that writes it need not keep its f32 value for the Add (kiln adds the bytes,
+// dequantized, in the int8 product's registers: kiln_quantized_addend). The Add's other
+// input and its output stay float. Everything else stays float. Per-axis DequantizeLinear needs opset 13, so a model below 13
 // is refused rather than raised (ops such as Squeeze, Split and ReduceSum changed form at 13).
 #include <map>
 #include <string>
@@ -44,6 +49,8 @@ std::vector<std::string> activationsToCalibrate(const onnx::ModelProto &model);
 
 struct QuantizeReport {
   int quantizedNodes = 0;
+  /// Inputs of Add nodes that now read an activation through its DequantizeLinear.
+  int dequantizedResiduals = 0;
   /// The op types left in float with their node counts (Q/DQ nodes the model already had
   /// included), sorted by op type.
   std::map<std::string, int> floatOps;
