@@ -15,6 +15,7 @@
     untrained weights pick one class for nearly every random input, so its top-1 agreement
     alone would prove little; and the compiled int8 file agrees with kiln's reference
     evaluator on it;
+  - a residual Add reads its quantized input through that tensor's DequantizeLinear;
   - each user error is one line 'kiln-quantize: ...' and exit status 1.
 usage: check_quantize.py BUILD_DIR SEEDS_DIR WORKDIR"""
 import os
@@ -160,6 +161,35 @@ matmul = helper.make_model(
 onnx.save(matmul, os.path.join(work, "matmul.onnx"))
 np.save(os.path.join(work, "matmul.input.npy"), rng.standard_normal([256, 16]).astype(np.float32))
 check_model_in(work, "matmul", "u8", "minmax", 2, "Relu x1", 0.97, 64)
+
+# A residual connection: r feeds a MatMul (so it is quantized) and an Add, which must read it
+# through the same DequantizeLinear (as ORT's quantizer quantizes Add's inputs), so that r lives
+# as bytes only; the Add's other input stays float.
+w3 = numpy_helper.from_array(rng.standard_normal([32, 32]).astype(np.float32) / 6, "w3")
+residual = helper.make_model(
+    helper.make_graph([helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+                       helper.make_node("MatMul", ["r", "w3"], ["s"]), helper.make_node("Add", ["s", "r"], ["t"]),
+                       helper.make_node("Relu", ["t"], ["u"]),
+                       helper.make_node("Gemm", ["u", "w2", "b2"], ["y"], transB=0)], "residual",
+                      [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [64, 16])],
+                      [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [64, 10])], [w1, w2, w3, b2]),
+    opset_imports=[helper.make_opsetid("", 13)])
+onnx.save(residual, os.path.join(work, "residual.onnx"))
+np.save(os.path.join(work, "residual.input.npy"), rng.standard_normal([256, 16]).astype(np.float32))
+check_model_in(work, "residual", "u8", "minmax", 3, "Add x1, Relu x2", 0.97, 64)
+quantized = onnx.load(os.path.join(work, "residual.u8.minmax.onnx")).graph.node
+producers = {o: n for n in quantized for o in n.output}
+add = next(n for n in quantized if n.op_type == "Add")
+dq = producers.get(add.input[1])
+check(add.input[0] == "s" and dq is not None and dq.op_type == "DequantizeLinear" and
+      producers[dq.input[0]].op_type == "QuantizeLinear" and producers[dq.input[0]].input[0] == "r",
+      f"residual: the Add reads r through its DequantizeLinear, got inputs {list(add.input)}")
+check(sum(1 for n in quantized if n.op_type == "QuantizeLinear" and n.input[0] == "r") == 1,
+      "residual: r is quantized once, for the MatMul and the Add")
+printed = run_quantize(os.path.join(work, "residual.onnx"), "--calibrate",
+                       f"x={os.path.join(work, 'residual.input.npy')}", "-o", os.path.join(work, "residual2.onnx"))
+check("Add inputs reading a quantized activation: 1\n" in printed.stdout,
+      f"residual: the rewired Add input reported, got {printed.stdout!r}")
 
 lenet = os.path.join(seeds, "lenet5_b64.onnx")
 calib = os.path.join(seeds, "lenet5_b64.input.npy")
