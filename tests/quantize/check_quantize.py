@@ -190,6 +190,11 @@ printed = run_quantize(os.path.join(work, "residual.onnx"), "--calibrate",
                        f"x={os.path.join(work, 'residual.input.npy')}", "-o", os.path.join(work, "residual2.onnx"))
 check("Add inputs reading a quantized activation: 1\n" in printed.stdout,
       f"residual: the rewired Add input reported, got {printed.stdout!r}")
+kept = run_quantize(os.path.join(work, "residual.onnx"), "--calibrate", f"x={os.path.join(work, 'residual.input.npy')}",
+                    "-o", os.path.join(work, "residual3.onnx"), "--float-residuals")
+add = next(n for n in onnx.load(os.path.join(work, "residual3.onnx")).graph.node if n.op_type == "Add")
+check(kept.returncode == 0 and list(add.input) == ["s", "r"] and "Add inputs" not in kept.stdout,
+      f"residual: --float-residuals leaves the Add reading r, got {list(add.input)}")
 
 lenet = os.path.join(seeds, "lenet5_b64.onnx")
 calib = os.path.join(seeds, "lenet5_b64.input.npy")

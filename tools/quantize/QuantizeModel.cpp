@@ -191,7 +191,8 @@ std::vector<std::string> activationsToCalibrate(const onnx::ModelProto &model) {
 }
 
 QuantizeReport quantizeModel(onnx::ModelProto &model, const std::string &modelDir,
-                             const std::map<std::string, ActivationRange> &ranges, ActivationType type) {
+                             const std::map<std::string, ActivationRange> &ranges, ActivationType type,
+                             bool quantizeResiduals) {
   std::vector<std::string> activations = activationsToCalibrate(model);
   onnx::GraphProto &graph = *model.mutable_graph();
   NameAllocator names(graph);
@@ -261,7 +262,7 @@ QuantizeReport quantizeModel(onnx::ModelProto &model, const std::string &modelDi
     onnx::NodeProto &node = nodes[i];
     if (node.op_type() == "DequantizeLinear" && node.output_size() == 1)
       dequantizedAt[node.output(0)] = i;
-    if (node.op_type() != "Add" || !node.domain().empty())
+    if (!quantizeResiduals || node.op_type() != "Add" || !node.domain().empty())
       continue;
     for (int input = 0; input < node.input_size(); ++input) {
       auto dequantized = dequantizedActivation.find(node.input(input));

@@ -16,7 +16,7 @@
 // Runtime's quantizer quantizes Add's inputs: the tensor then lives only as bytes, and the
 // layer that writes it need not keep its f32 value for the Add (kiln adds the bytes,
 // dequantized, in the int8 product's registers: kiln_quantized_addend). The Add's other
-// input and its output stay float. Everything else stays float. Per-axis DequantizeLinear needs opset 13, so a model below 13
+// input and its output stay float. Without `quantizeResiduals` Adds read their inputs in float. Everything else stays float. Per-axis DequantizeLinear needs opset 13, so a model below 13
 // is refused rather than raised (ops such as Squeeze, Split and ReduceSum changed form at 13).
 #include <map>
 #include <string>
@@ -60,6 +60,7 @@ struct QuantizeReport {
 /// activationsToCalibrate names. External weight data resolves under `modelDir`; the
 /// quantised weights are written inline.
 QuantizeReport quantizeModel(onnx::ModelProto &model, const std::string &modelDir,
-                             const std::map<std::string, ActivationRange> &ranges, ActivationType type);
+                             const std::map<std::string, ActivationRange> &ranges, ActivationType type,
+                             bool quantizeResiduals = true);
 
 } // namespace kiln::tools
