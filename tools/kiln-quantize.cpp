@@ -44,7 +44,7 @@ options:
   --float-residuals       Adds read their inputs in float, not through the DequantizeLinear
                           of a quantized activation: a residual stream then keeps f32 where its
                           rounding costs more than its bytes (BERT-base: SNR 41.8 -> 46.7 dB
-                          against f32, at the same speed in kiln; ResNet-50 runs 10% slower)
+                          against f32, at the same speed in kiln; ResNet-50 runs 5-7% slower)
   --help                  print this help
 )";
 
