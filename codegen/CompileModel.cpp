@@ -326,14 +326,26 @@ AotModel compileAheadOfTime(const ir::Graph &graph, const std::string &outputPat
 AotModel compileLoweredAheadOfTime(const LoweredModel &lowered, const std::vector<Tensor> &weights,
                                    const std::string &outputPath, const CompileOptions &options,
                                    const AotOptions &aot) {
+  return compileLoweredPartsAheadOfTime({{&lowered, weights, options.symbolPrefix + KILN_MODEL_SYMBOL}}, outputPath,
+                                        options, aot);
+}
+
+AotModel compileLoweredPartsAheadOfTime(const std::vector<AotPart> &parts, const std::string &outputPath,
+                                        const CompileOptions &options, const AotOptions &aot) {
   namespace fs = std::filesystem;
   checkOutputPath(outputPath);
-  std::string exportedSymbol = options.symbolPrefix + KILN_MODEL_SYMBOL;
-  if (lowered.model.modelSymbol == exportedSymbol || aot.exportedStrings.count(exportedSymbol) ||
-      aot.exportedStrings.count(lowered.model.modelSymbol))
-    fail("codegen: the compiled model would define '{}' twice: lower it with another symbol prefix", exportedSymbol);
-  if (weights.size() != lowered.model.weights.size())
-    fail("codegen: the model has {} weights, {} were given", lowered.model.weights.size(), weights.size());
+  if (parts.empty())
+    fail("codegen: an ahead-of-time object needs at least one model");
+  std::set<std::string> symbols;
+  for (const auto &[symbol, text] : aot.exportedStrings)
+    symbols.insert(symbol);
+  for (const AotPart &part : parts)
+    for (const std::string &symbol : {part.exportedSymbol, part.lowered->model.modelSymbol})
+      if (!symbols.insert(symbol).second)
+        fail("codegen: the compiled model would define '{}' twice: lower it with another symbol prefix", symbol);
+  for (const AotPart &part : parts)
+    if (part.weights.size() != part.lowered->model.weights.size())
+      fail("codegen: the model has {} weights, {} were given", part.lowered->model.weights.size(), part.weights.size());
 
   RemoveFolder temporary;
   fs::path buildDir = aot.buildDir;
@@ -352,20 +364,28 @@ AotModel compileLoweredAheadOfTime(const LoweredModel &lowered, const std::vecto
 
   AotModel model;
   model.soPath = outputPath;
-  model.numWeights = static_cast<int64_t>(weights.size());
-  model.numLaunches = static_cast<int64_t>(lowered.model.launches.size());
-  model.arenaBytes = lowered.model.arenaBytes;
-  std::string weightsPath;
-  if (!weights.empty()) {
-    weightsPath = (buildDir / "weights.bin").string();
-    model.weightBytes = writeWeightFile(weightsPath, weights);
+  // The first part's source carries the prelude; the others add their bodies to it.
+  std::string source = parts[0].lowered->model.source, trailers;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const AotPart &part = parts[i];
+    const LoweredModel &lowered = *part.lowered;
+    model.numWeights += static_cast<int64_t>(part.weights.size());
+    model.numLaunches += static_cast<int64_t>(lowered.model.launches.size());
+    model.arenaBytes = std::max(model.arenaBytes, lowered.model.arenaBytes);
+    std::string weightsPath;
+    if (!part.weights.empty()) {
+      weightsPath = (buildDir / (i == 0 ? std::string("weights.bin") : fmt::format("weights{}.bin", i))).string();
+      model.weightBytes += writeWeightFile(weightsPath, part.weights);
+    }
+    if (i > 0)
+      source += fmt::format("\n// ==== model @{} ({}) ====\n", lowered.graph->name(), lowered.model.modelSymbol) +
+                lowered.model.body;
+    trailers += aotTrailer(lowered.model.modelSymbol, part.exportedSymbol, weightsPath);
   }
   std::string sourcePath = (buildDir / "model.cpp").string();
   {
     std::ofstream file(sourcePath, std::ios::binary);
-    file << lowered.model.source
-         << aotTrailer(lowered.model.modelSymbol, exportedSymbol, weightsPath)
-         << exportedStringFunctions(aot.exportedStrings);
+    file << source << trailers << exportedStringFunctions(aot.exportedStrings);
     if (!file.flush())
       fail("codegen: cannot write {}", sourcePath);
   }

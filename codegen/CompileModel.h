@@ -142,6 +142,22 @@ AotModel compileLoweredAheadOfTime(const LoweredModel &lowered, const std::vecto
                                    const std::string &outputPath, const CompileOptions &options = {},
                                    const AotOptions &aot = {});
 
+/// One model of a shared object written ahead of time: what it computes (lowered with a
+/// symbol prefix of its own), its weights (as collectWeights gives them) and the symbol it is
+/// exported as, which Executable::load's `symbol` names.
+struct AotPart {
+  const LoweredModel *lowered = nullptr;
+  std::vector<Tensor> weights;
+  std::string exportedSymbol;
+};
+
+/// compileLoweredAheadOfTime for several models in one shared object and one compiler run (a
+/// split training step's two parts: codegen/TrainingAot.h), each with its own embedded weights.
+/// The AotModel's counts are summed over the parts, its arena the largest. kiln::Error as
+/// compileLoweredAheadOfTime, or when two parts would export one symbol.
+AotModel compileLoweredPartsAheadOfTime(const std::vector<AotPart> &parts, const std::string &outputPath,
+                                        const CompileOptions &options = {}, const AotOptions &aot = {});
+
 /// Compiles several lowered models, each emitted with its own CompileOptions::symbolPrefix, as
 /// one translation unit: one compiler run (cached on disk like any source) instead of one per
 /// model. Load model i with Executable::load(object.soPath, weights, options,

@@ -228,12 +228,11 @@ struct BatchTileManifest {
   std::vector<int64_t> forwardInputs;
 };
 
-/// A split step (runtime/TrainingStep.h): its two graphs lowered, checked and compiled in one
-/// translation unit, or on the reference backend. With `tiles`, `forward` is the graph of one
-/// tile and `loss` weighs its samples.
-runtime::TrainingStep compileSplitTrainingStep(const ir::Graph &forward, const LossSpec &loss,
-                                               const OptimizerSpec &optimizer, const TrainingOptions &options,
-                                               const BatchTileManifest *tiles = nullptr) {
+/// The split step's training graphs and manifest (runtime/TrainingStep.h). With `tiles`,
+/// `forward` is the graph of one tile and `loss` weighs its samples.
+std::pair<passes::autodiff::SplitTrainingGraph, runtime::TrainingManifest>
+buildSplitStep(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
+               const TrainingOptions &options, const BatchTileManifest *tiles) {
   passes::autodiff::SplitTrainingGraph split =
       passes::autodiff::buildSplitTrainingGraph(forward, loss, optimizer, options.params, options.buffers,
                                                 options.frozen);
@@ -246,29 +245,49 @@ runtime::TrainingStep compileSplitTrainingStep(const ir::Graph &forward, const L
     if (split.whole.targetInput >= 0)
       manifest.batchInputs.push_back(split.whole.targetInput);
   }
+  return {std::move(split), std::move(manifest)};
+}
+
+/// The two parts of a split step lowered and checked, each with its own symbol prefix.
+LoweredSplitTrainingStep lowerSplitStep(passes::autodiff::SplitTrainingGraph split, runtime::TrainingManifest manifest,
+                                        const TrainingOptions &options) {
+  CompileOptions gradientOptions = options.compile, updateOptions = options.compile;
+  gradientOptions.symbolPrefix += "gradients_";
+  updateOptions.symbolPrefix += "update_";
+  LoweredSplitTrainingStep step;
+  step.gradients = lowerTrainingGraph(*split.gradients, split.gradientWrites, gradientOptions);
+  checkInPlaceUpdates(step.gradients, split.gradientWrites);
+  step.update = lowerTrainingGraph(*split.update, split.updateWrites, updateOptions);
+  checkInPlaceUpdates(step.update, split.updateWrites);
+  step.split = std::move(split);
+  step.manifest = std::move(manifest);
+  return step;
+}
+
+/// A split step (runtime/TrainingStep.h): its two graphs lowered, checked and compiled in one
+/// translation unit, or on the reference backend. With `tiles`, `forward` is the graph of one
+/// tile and `loss` weighs its samples.
+runtime::TrainingStep compileSplitTrainingStep(const ir::Graph &forward, const LossSpec &loss,
+                                               const OptimizerSpec &optimizer, const TrainingOptions &options,
+                                               const BatchTileManifest *tiles = nullptr) {
+  auto [split, manifest] = buildSplitStep(forward, loss, optimizer, options, tiles);
   std::map<std::string, Tensor> params = initialParameters(*split.whole.graph, options);
   if (options.reference)
     return runtime::TrainingStep(std::make_unique<ReferenceBackend>(std::move(split.gradients)),
                                  std::make_unique<ReferenceBackend>(std::move(split.update)), std::move(manifest),
                                  std::move(params), stepName(forward));
-  CompileOptions gradientOptions = options.compile, updateOptions = options.compile;
-  gradientOptions.symbolPrefix += "gradients_";
-  updateOptions.symbolPrefix += "update_";
-  LoweredModel gradients = lowerTrainingGraph(*split.gradients, split.gradientWrites, gradientOptions);
-  checkInPlaceUpdates(gradients, split.gradientWrites);
-  LoweredModel update = lowerTrainingGraph(*split.update, split.updateWrites, updateOptions);
-  checkInPlaceUpdates(update, split.updateWrites);
-  CompiledObject object = compileLoweredBatch({&gradients, &update}, options.compile.compiler);
+  LoweredSplitTrainingStep step = lowerSplitStep(std::move(split), std::move(manifest), options);
+  CompiledObject object = compileLoweredBatch({&step.gradients, &step.update}, options.compile.compiler);
   auto load = [&](const LoweredModel &lowered) {
     runtime::Executable executable = runtime::Executable::load(object.soPath, collectWeights(lowered, params),
                                                                options.compile.runtime, lowered.model.modelSymbol);
     checkLaunches(executable, lowered);
     return executable;
   };
-  runtime::Executable gradientPart = load(gradients);
-  runtime::Executable updatePart = load(update);
-  return runtime::TrainingStep(std::move(gradientPart), std::move(updatePart), std::move(manifest), std::move(params),
-                               stepName(forward));
+  runtime::Executable gradientPart = load(step.gradients);
+  runtime::Executable updatePart = load(step.update);
+  return runtime::TrainingStep(std::move(gradientPart), std::move(updatePart), std::move(step.manifest),
+                               std::move(params), stepName(forward));
 }
 
 } // namespace
@@ -337,10 +356,16 @@ runtime::TrainingStep compileLoweredTrainingStep(const LoweredTrainingStep &step
 
 namespace {
 
-/// A step over a symbolic batch: the forward graph retiled to options.batchTile rows, its loss
-/// weighted per sample, compiled split (see TrainingOptions::batchTile).
-runtime::TrainingStep compileBatchTiledTrainingStep(const ir::Graph &forward, const LossSpec &loss,
-                                                    const OptimizerSpec &optimizer, const TrainingOptions &options) {
+/// What a step over a symbolic batch compiles: the forward graph retiled to options.batchTile
+/// rows, its loss weighted per sample, split (see TrainingOptions::batchTile).
+struct TiledForward {
+  std::unique_ptr<ir::Graph> tile;
+  LossSpec loss;
+  TrainingOptions options;
+  BatchTileManifest tiles;
+};
+
+TiledForward tiledForward(const ir::Graph &forward, const LossSpec &loss, const TrainingOptions &options) {
   const std::string name = stepName(forward);
   if (!ir::servesEveryBatch(forward)) {
     ir::BatchAxes axes = ir::findBatchAxes(forward);
@@ -357,16 +382,27 @@ runtime::TrainingStep compileBatchTiledTrainingStep(const ir::Graph &forward, co
   for (size_t i = 0; i < holding.size(); ++i)
     if (holding[i])
       tiles.forwardInputs.push_back(static_cast<int64_t>(i));
-  std::unique_ptr<ir::Graph> tile = ir::retileBatch(forward, options.batchTile);
-  tile->setName(forward.name());
-  LossSpec weighted = loss;
-  weighted.sampleWeights = true;
-  TrainingOptions split = options;
-  split.split = true;
-  return compileSplitTrainingStep(*tile, weighted, optimizer, split, &tiles);
+  TiledForward tiled{ir::retileBatch(forward, options.batchTile), loss, options, tiles};
+  tiled.tile->setName(forward.name());
+  tiled.loss.sampleWeights = true;
+  tiled.options.split = true;
+  return tiled;
+}
+
+runtime::TrainingStep compileBatchTiledTrainingStep(const ir::Graph &forward, const LossSpec &loss,
+                                                    const OptimizerSpec &optimizer, const TrainingOptions &options) {
+  TiledForward tiled = tiledForward(forward, loss, options);
+  return compileSplitTrainingStep(*tiled.tile, tiled.loss, optimizer, tiled.options, &tiled.tiles);
 }
 
 } // namespace
+
+LoweredSplitTrainingStep lowerBatchTiledTrainingStep(const ir::Graph &forward, const LossSpec &loss,
+                                                     const OptimizerSpec &optimizer, const TrainingOptions &options) {
+  TiledForward tiled = tiledForward(forward, loss, options);
+  auto [split, manifest] = buildSplitStep(*tiled.tile, tiled.loss, optimizer, tiled.options, &tiled.tiles);
+  return lowerSplitStep(std::move(split), std::move(manifest), tiled.options);
+}
 
 runtime::TrainingStep compileTrainingStep(const ir::Graph &forward, const LossSpec &loss,
                                           const OptimizerSpec &optimizer, const TrainingOptions &options) {

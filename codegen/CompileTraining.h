@@ -106,6 +106,21 @@ runtime::EvaluateFn compileEvaluation(const ir::Graph &forward, const LossSpec &
 LoweredTrainingStep lowerTrainingStep(const ir::Graph &forward, const LossSpec &loss, const OptimizerSpec &optimizer,
                                       const TrainingOptions &options = {});
 
+/// A split step lowered to C++ and checked, before the C++ compiler (compileTrainingStep's
+/// path for a forward graph over a symbolic batch, and what compileTrainingAheadOfTime writes
+/// for one): its training graphs, its two parts (symbol prefixes "gradients_" and "update_"
+/// after CompileOptions::symbolPrefix) and its manifest (batchTile and the batch's inputs set).
+struct LoweredSplitTrainingStep {
+  passes::autodiff::SplitTrainingGraph split;
+  LoweredModel gradients, update;
+  runtime::TrainingManifest manifest;
+};
+
+/// A step over the symbolic batch of `forward` (TrainingOptions::batchTile), lowered.
+/// options.reference does not apply. kiln::Error as compileTrainingStep.
+LoweredSplitTrainingStep lowerBatchTiledTrainingStep(const ir::Graph &forward, const LossSpec &loss,
+                                                     const OptimizerSpec &optimizer, const TrainingOptions &options = {});
+
 /// compileTrainingStep's second half: compiles `step` (the disk cache applies) and loads it over
 /// copies of the initial values. options must be the ones `step` was lowered with.
 runtime::TrainingStep compileLoweredTrainingStep(const LoweredTrainingStep &step, const TrainingOptions &options = {});

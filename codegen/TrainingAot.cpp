@@ -5,11 +5,16 @@
 //     ones, the graph's), by collectWeights.
 //  3. The manifest: lowerTrainingStep's, with the weights that are parameters and the start step.
 //  4. compileLoweredAheadOfTime with the manifest exported as KILN_TRAINING_SYMBOL.
+// A forward graph over a symbolic batch lowers as compileTrainingStep's tiles do
+// (lowerBatchTiledTrainingStep): a split step, whose gradient part is exported as
+// KILN_MODEL_SYMBOL and update part as KILN_TRAINING_UPDATE_SYMBOL, each with the weights it
+// reads (compileLoweredPartsAheadOfTime; runtime::TrainingStep::load shares the parameters).
 #include "codegen/TrainingAot.h"
 
 #include <set>
 
 #include "core/Error.h"
+#include "ir/SymbolicShapes.h" // isStaticGraph
 #include "runtime/TrainingCheckpoint.h"
 
 namespace kiln::codegen {
@@ -19,16 +24,15 @@ namespace {
 /// The manifest of a step compiled ahead of time: its parameters are the weights it embeds
 /// (a parameter nothing reads has none), and it starts at step `steps`. kiln::Error when an
 /// update has no weight to overwrite.
-runtime::TrainingManifest aheadOfTimeManifest(const LoweredTrainingStep &step, int64_t steps) {
-  runtime::TrainingManifest manifest = step.manifest;
+runtime::TrainingManifest aheadOfTimeManifest(runtime::TrainingManifest manifest,
+                                              const std::vector<const LoweredModel *> &parts, int64_t steps) {
   manifest.steps = steps;
   manifest.params.clear();
   std::set<std::string> weightParams;
-  for (const WeightInfo &weight : step.lowered.model.weights)
-    if (weight.value->producer()->op() == ir::OpKind::Param) {
-      manifest.params.push_back(weight.name);
-      weightParams.insert(weight.name);
-    }
+  for (const LoweredModel *part : parts)
+    for (const WeightInfo &weight : part->model.weights)
+      if (weight.value->producer()->op() == ir::OpKind::Param && weightParams.insert(weight.name).second)
+        manifest.params.push_back(weight.name);
   for (const runtime::TrainingManifestUpdate &update : manifest.updates)
     if (!weightParams.count(update.name))
       fail("training step: '{}' is overwritten by every step but never read, so it has no weight to embed in "
@@ -75,6 +79,24 @@ AotTrainingStep compileTrainingAheadOfTime(const ir::Graph &forward, const LossS
   // The emitted description gets a private prefix; the exported one keeps the caller's.
   TrainingOptions inner = options;
   inner.compile.symbolPrefix = options.compile.symbolPrefix + "aot_";
+  AotOptions withManifest = aot;
+  const std::string manifestSymbol = options.compile.symbolPrefix + KILN_TRAINING_SYMBOL;
+  AotTrainingStep result;
+  if (!ir::isStaticGraph(forward)) {
+    LoweredSplitTrainingStep step = lowerBatchTiledTrainingStep(forward, loss, optimizer, inner);
+    ir::ParamValues values = options.compile.params;
+    int64_t steps = start.steps;
+    if (!start.checkpoint.empty())
+      applyCheckpoint(*step.split.whole.graph, start.checkpoint, values, steps);
+    result.manifest = aheadOfTimeManifest(step.manifest, {&step.gradients, &step.update}, steps);
+    withManifest.exportedStrings[manifestSymbol] = result.manifest.toText();
+    std::vector<AotPart> parts = {
+        {&step.gradients, collectWeights(step.gradients, values), options.compile.symbolPrefix + KILN_MODEL_SYMBOL},
+        {&step.update, collectWeights(step.update, values),
+         options.compile.symbolPrefix + KILN_TRAINING_UPDATE_SYMBOL}};
+    result.model = compileLoweredPartsAheadOfTime(parts, outputPath, options.compile, withManifest);
+    return result;
+  }
   LoweredTrainingStep step = lowerTrainingStep(forward, loss, optimizer, inner);
   ir::ParamValues values = options.compile.params;
   int64_t steps = start.steps;
@@ -82,10 +104,8 @@ AotTrainingStep compileTrainingAheadOfTime(const ir::Graph &forward, const LossS
     applyCheckpoint(*step.training.graph, start.checkpoint, values, steps);
   std::vector<Tensor> weights = collectWeights(step.lowered, values);
 
-  AotTrainingStep result;
-  result.manifest = aheadOfTimeManifest(step, steps);
-  AotOptions withManifest = aot;
-  withManifest.exportedStrings[options.compile.symbolPrefix + KILN_TRAINING_SYMBOL] = result.manifest.toText();
+  result.manifest = aheadOfTimeManifest(step.manifest, {&step.lowered}, steps);
+  withManifest.exportedStrings[manifestSymbol] = result.manifest.toText();
   result.model = compileLoweredAheadOfTime(step.lowered, weights, outputPath, options.compile, withManifest);
   return result;
 }

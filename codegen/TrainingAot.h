@@ -30,7 +30,8 @@ struct AotTrainingStart {
 };
 
 /// Builds the training graph of `forward`, lowers and checks it as compileTrainingStep does
-/// and writes it to `outputPath`. Initial values: the checkpoint's, else options.compile.params
+/// and writes it to `outputPath`; a forward graph over a symbolic batch as its split step in
+/// tiles of TrainingOptions::batchTile rows, both parts in the file (see TrainingAot.cpp). Initial values: the checkpoint's, else options.compile.params
 /// by name (parameters and, optionally, optimizer states), else the parameters' own values
 /// (states: zeros). options.reference is refused (there is nothing to compile). kiln::Error as
 /// compileTrainingStep and compileLoweredAheadOfTime, for a checkpoint tensor that is not a

@@ -36,6 +36,9 @@ namespace kiln::runtime {
 
 /// The symbol a training step compiled ahead of time exports.
 #define KILN_TRAINING_SYMBOL "kiln_training"
+/// A split step compiled ahead of time (one over a symbolic batch, in tiles) exports its gradient
+/// part as KILN_MODEL_SYMBOL and its update part as this.
+#define KILN_TRAINING_UPDATE_SYMBOL "kiln_training_update"
 typedef const char *(*kiln_training_fn)(void);
 
 /// One tensor the step overwrites: output `output` holds its new value.

@@ -10,7 +10,10 @@
 //     first (every check of a compiled model: ELF segments, ABI version, description, the
 //     carried weights' byte ranges inside the file, which copyWeights relies on), then the
 //     manifest and the weights' bytes read through dlopen / dlsym, writable copies of the
-//     weights, and the model loaded again over those.
+//     weights, and the model loaded again over those. A split step's file (a symbolic batch's
+//     tiles) holds its update part too (KILN_TRAINING_UPDATE_SYMBOL), with weights of its own:
+//     both parts are loaded over one copy of each parameter and state, the update part's
+//     states from its own carried bytes.
 #include "runtime/TrainingStep.h"
 
 #include <algorithm>
@@ -681,9 +684,10 @@ struct Library {
   }
 };
 
-/// Copies of the weights the model carries, in weight order.
-std::vector<Tensor> copyWeights(const Library &library, const Executable &model, const std::string &soPath) {
-  auto entry = reinterpret_cast<kiln_model_fn>(library.symbol(KILN_MODEL_SYMBOL));
+/// Copies of the weights the model exported as `symbol` carries, in weight order.
+std::vector<Tensor> copyWeights(const Library &library, const Executable &model, const std::string &soPath,
+                                const char *symbol = KILN_MODEL_SYMBOL) {
+  auto entry = reinterpret_cast<kiln_model_fn>(library.symbol(symbol));
   const kiln_model_desc *desc = entry ? entry() : nullptr;
   if (!desc || (!desc->weight_data && !model.weights().empty()))
     fail("training step '{}' carries no weights", soPath);
@@ -706,11 +710,13 @@ std::vector<Tensor> copyWeights(const Library &library, const Executable &model,
 TrainingStep TrainingStep::load(const std::string &soPath, ExecutableOptions options) {
   std::string name = "training step '" + soPath + "'";
   TrainingManifest manifest;
-  std::vector<Tensor> weights;
+  std::vector<Tensor> weights, updateWeights;
   std::map<std::string, Tensor> params;
+  bool split = false;
   {
     Executable carried = Executable::load(soPath, options);
     Library library(soPath);
+    split = library.symbol(KILN_TRAINING_UPDATE_SYMBOL) != nullptr;
     auto entry = reinterpret_cast<kiln_training_fn>(library.symbol(KILN_TRAINING_SYMBOL));
     if (!entry)
       fail("'{}' is a compiled model, not a training step (compile one with kiln-compile --train)", soPath);
@@ -724,13 +730,34 @@ TrainingStep TrainingStep::load(const std::string &soPath, ExecutableOptions opt
     std::map<std::string, size_t> weightIndex;
     for (size_t i = 0; i < carried.weights().size(); ++i)
       weightIndex[carried.weights()[i].name] = i;
+    // A split step's update part reads the same parameters (shared, from the gradient part's
+    // copies) and the optimizer states only it carries.
+    std::map<std::string, Tensor> updateOnly;
+    if (split) {
+      Executable update = Executable::load(soPath, {}, options, KILN_TRAINING_UPDATE_SYMBOL);
+      std::vector<Tensor> carriedUpdate = copyWeights(library, update, soPath, KILN_TRAINING_UPDATE_SYMBOL);
+      for (size_t i = 0; i < update.weights().size(); ++i) {
+        const std::string &weight = update.weights()[i].name;
+        auto shared = weightIndex.find(weight);
+        updateWeights.push_back(shared != weightIndex.end() ? weights[shared->second] : carriedUpdate[i]);
+        if (shared == weightIndex.end())
+          updateOnly[weight] = carriedUpdate[i];
+      }
+    }
     for (const std::string &param : manifest.params) {
       auto found = weightIndex.find(param);
-      if (found == weightIndex.end())
+      if (found != weightIndex.end())
+        params[param] = weights[found->second];
+      else if (updateOnly.count(param))
+        params[param] = updateOnly[param];
+      else
         fail("{}: its manifest does not fit the model: parameter '{}' is not a weight of the model", name, param);
-      params[param] = weights[found->second];
     }
   }
+  if (split)
+    return TrainingStep(Executable::load(soPath, std::move(weights), options),
+                        Executable::load(soPath, std::move(updateWeights), options, KILN_TRAINING_UPDATE_SYMBOL),
+                        std::move(manifest), std::move(params), std::move(name));
   return TrainingStep(Executable::load(soPath, std::move(weights), std::move(options)), std::move(manifest),
                       std::move(params), std::move(name));
 }

@@ -479,11 +479,16 @@ std::string describeStep(const PreparedStep &prepared, const TrainOptions &optio
   if (options.artifact) {
     runtime::TrainingManifest shown = step.manifest(); // what this run trains with: --lr included
     shown.lr = step.learningRate();
+    std::string kernels = fmt::format("{} kernels", step.executable().numLaunches());
+    if (step.isSplit())
+      kernels = fmt::format("in two parts, {} kernels for the gradients, {} for the update",
+                            step.executable().numLaunches(), step.updateExecutable().numLaunches());
+    if (int64_t tile = step.manifest().batchTile; tile > 0)
+      kernels += fmt::format(", any batch {} in tiles of {}", step.manifest().batchSymbol, tile);
     return fmt::format("training step {}: {}, {} parameters ({} elements), from step {}, compiled ahead of time, {} "
-                       "threads, {} kernels, arena {} bytes ({:.2f} s to load)\n",
+                       "threads, {}, arena {} bytes ({:.2f} s to load)\n",
                        options.path, shown.describe(), trained.size(), elements, step.stepCount(),
-                       step.executable().numThreads(), step.executable().numLaunches(), step.executable().arenaBytes(),
-                       prepared.seconds);
+                       step.executable().numThreads(), kernels, step.executable().arenaBytes(), prepared.seconds);
   }
   std::string engine = "reference evaluator";
   if (prepared.arenaBytes) {
@@ -565,6 +570,10 @@ int runTrainCommand(const TrainOptions &given) {
       std::cout << describeStep(prepared, options) << std::flush;
     return runDatasetTraining(prepared.step, prepared.evaluate, options, group.get());
   }
+  if (int64_t tile = prepared.step.manifest().batchTile; tile > 0)
+    fail("'{}' trains batches of any size, in tiles of {}: train it on a dataset (add --data NAME=FILE.npy, "
+         "see --help)",
+         options.path, tile);
   std::vector<Tensor> inputs = bindStepInputs(prepared, options);
   if (!options.load.empty())
     prepared.step.loadParameters(options.load);

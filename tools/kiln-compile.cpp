@@ -11,6 +11,7 @@
 #include "codegen/CompileModel.h"
 #include "codegen/TrainingAot.h"
 #include "core/Error.h"
+#include "ir/SymbolicShapes.h" // isStaticGraph
 #include "tools/GraphLoading.h"
 #include "tools/ToolCommon.h"
 #include "tools/TrainingFlags.h"
@@ -40,7 +41,10 @@ With --train LOSS, MODEL.so is the model's whole training step instead, as `kiln
 --train LOSS` compiles it: forward, loss, backward and optimizer update (the training
 pipeline), with the parameters, the optimizer state (zeros) and the step count (0) it starts
 from as its weights, and a manifest naming its loss, optimizer and which output updates which
-weight. `kiln-run STEP.so --train` trains on from it, in place, with no compiler.
+weight. `kiln-run STEP.so --train` trains on from it, in place, with no compiler. With
+--batch-tile T, a model whose batch is its only dim_param (and whose samples never meet: no
+BatchNorm over the batch) compiles once, for tiles of T rows, into a step that trains batches
+of any size, as `kiln-run FILE --train LOSS --batch-tile T` does.
 
 options:
   -o, --output MODEL.so        where to write the model (required)
@@ -65,6 +69,8 @@ options:
 training options (as kiln-run --train takes them, and --load):
   --load PATH             start from the parameters, optimizer state and step count that
                           `kiln-run ... --train --save PATH` wrote (.safetensors or a folder)
+  --batch-tile T          a symbolic batch trains in tiles of T rows: one step for every batch
+                          size (its two parts, gradients and update, in STEP.so)
 )";
 
 constexpr const char *kUsageTail = R"(
@@ -75,6 +81,7 @@ Options taking a value accept both "--opt VALUE" and "--opt=VALUE". Errors print
 struct CompileCommand {
   bool train = false;
   TrainingFlags training;
+  int64_t batchTile = 0; // --batch-tile
   std::vector<std::string> paths;
   std::string output, pipeline, passList, buildDir, load;
   std::map<std::string, Shape> inputShapes;
@@ -99,6 +106,9 @@ CompileCommand parseArgs(int argc, char **argv) {
   addTrainingFlags(parser, command.training);
   parser.addOption("--load", [&](const std::string &flag, const std::string &value) {
     command.load = nonEmpty(flag, value);
+  });
+  parser.addOption("--batch-tile", [&](const std::string &flag, const std::string &value) {
+    command.batchTile = parseBoundedCount(flag, value, 1, 1 << 30);
   });
   auto output = [&](const std::string &flag, const std::string &value) {
     if (!command.output.empty())
@@ -148,6 +158,9 @@ CompileCommand parseArgs(int argc, char **argv) {
     fail("{} applies to a training step: add --train LOSS", command.training.given[0]);
   if (!command.train && !command.load.empty())
     fail("--load applies to a training step: add --train LOSS");
+  if (!command.train && command.batchTile > 0)
+    fail("--batch-tile applies to a training step: add --train LOSS (a model for inference with a symbolic batch "
+         "already runs every batch size)");
   if (command.train && (!command.pipeline.empty() || !command.passList.empty()))
     fail("--pipeline and --passes do not apply with --train: a training step goes through the training pipeline");
   if (command.train && command.precision != codegen::ContractionPrecision::F32)
@@ -174,8 +187,13 @@ int compileCommand(const CompileCommand &command) {
   source.path = command.paths[0];
   source.inputShapes = command.inputShapes;
   source.dims = command.dims;
-  source.keepBatchSymbol = !command.train; // a symbolic batch: one model for every batch size
+  // A symbolic batch: one model (or training step, in tiles) for every batch size.
+  source.keepBatchSymbol = !command.train || command.batchTile > 0;
   std::unique_ptr<ir::Graph> graph = loadGraph(source, given);
+  if (command.batchTile > 0 && ir::isStaticGraph(*graph))
+    fail("--batch-tile: graph @{} has a static batch (its input '{}' is {}): a symbolic batch (an ONNX dim_param) "
+         "trains in tiles",
+         graph->name(), graph->inputs().at(0)->name(), graph->inputs().at(0)->type().toString());
   ir::ParamValues params = bindParams(*graph, command.params, command.seed, command.randomParams);
   if (command.load.empty()) // else the checkpoint may hold them: compileTrainingAheadOfTime checks
     checkParamsHaveValues(*graph, params);
@@ -193,6 +211,8 @@ int compileCommand(const CompileCommand &command) {
   if (command.train) {
     codegen::TrainingOptions training;
     training.compile = options;
+    if (command.batchTile > 0)
+      training.batchTile = command.batchTile;
     codegen::AotTrainingStep step = codegen::compileTrainingAheadOfTime(*graph, command.training.loss,
                                                                         command.training.optimizer, command.output,
                                                                         training, aot, {0, command.load});

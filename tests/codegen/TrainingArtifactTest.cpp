@@ -226,6 +226,65 @@ TEST_F(TrainingArtifactTest, PlainCompiledModelIsNotATrainingStep) {
             std::string::npos);
 }
 
+/// Linear(6, 8) -> ReLU -> Linear(8, 3) over a symbolic batch N.
+std::unique_ptr<ir::Graph> symbolicMlp() {
+  frontend::nn::manualSeed(11);
+  frontend::nn::Sequential model{std::make_shared<frontend::nn::Linear>(6, 8), std::make_shared<frontend::nn::ReLU>(),
+                                 std::make_shared<frontend::nn::Linear>(8, 3)};
+  frontend::GraphBuilder gb("mlp");
+  frontend::Var x = gb.input("x", DType::F32, {frontend::GraphBuilder::dim("N"), 6});
+  return gb.finish({model(x)});
+}
+
+Tensor classLabels(int64_t count, uint64_t seed) {
+  std::vector<double> values;
+  for (int64_t i = 0; i < count; ++i)
+    values.push_back(static_cast<double>((i + seed) % 3));
+  return Tensor::fromDoubles(DType::I64, {count}, values);
+}
+
+TEST_F(TrainingArtifactTest, SymbolicBatchCompilesOnceInTwoPartsForEveryBatchSize) {
+  // A forward graph over a symbolic batch compiles ahead of time as compileTrainingStep does:
+  // split, for tiles of 4 rows. Its file holds both parts; the loaded step trains batches of
+  // any size exactly as the just-in-time step (the same lowering), its parameters and momentum
+  // shared by both parts and updated in place.
+  auto symbolic = symbolicMlp();
+  TrainingOptions options;
+  options.compile = testOptions();
+  options.batchTile = 4;
+  std::string path = (*dir_ / "tiled.so").string();
+  AotTrainingStep written = compileTrainingAheadOfTime(*symbolic, kLoss, kOptimizer, path, options);
+  EXPECT_EQ(written.manifest.batchTile, 4);
+  EXPECT_EQ(written.manifest.batchSymbol, "N");
+  EXPECT_EQ(written.manifest.params.size(), 8u); // four parameters, four momentum buffers
+  runtime::TrainingStep artifact = runtime::TrainingStep::load(path);
+  TrainingStep jit = compileTrainingStep(*symbolic, kLoss, kOptimizer, options);
+  ASSERT_TRUE(artifact.isSplit());
+  EXPECT_EQ(artifact.inputs()[0].type.toString(), "f32[N,6]");
+  EXPECT_EQ(artifact.executable().inputs()[0].type.toString(), "f32[4,6]");
+  EXPECT_EQ(artifact.manifest().toText(), written.manifest.toText());
+  expectSameTensors(artifact.parameters(), jit.parameters(), "initial");
+  const void *storage = artifact.parameter("0.weight").data();
+  int64_t seed = 0;
+  for (int64_t rows : {10, 3, 4, 9}) {
+    Tensor x = randomTensor({DType::F32, {rows, 6}}, 300 + static_cast<uint64_t>(seed));
+    Tensor y = classLabels(rows, static_cast<uint64_t>(seed++));
+    EXPECT_EQ(artifact.run({x, y}), jit.run({x, y})) << rows << " rows";
+  }
+  EXPECT_EQ(artifact.stepCount(), 4);
+  EXPECT_EQ(artifact.parameter("0.weight").data(), storage);
+  for (const auto &[name, tensor] : jit.parameters()) // bit for bit: the same code ran
+    for (int64_t i = 0; i < tensor.numElements(); ++i)
+      ASSERT_EQ(artifact.parameter(name).getDouble(i), tensor.getDouble(i)) << name << "[" << i << "]";
+  // A checkpoint of the split step resumes the same way.
+  std::string checkpoint = (*dir_ / "tiled.safetensors").string();
+  artifact.saveParameters(checkpoint);
+  runtime::TrainingStep resumed = runtime::TrainingStep::load(path);
+  resumed.loadParameters(checkpoint);
+  Tensor x = randomTensor({DType::F32, {7, 6}}, 400);
+  EXPECT_EQ(resumed.run({x, classLabels(7, 9)}), artifact.run({x, classLabels(7, 9)}));
+}
+
 TEST(TrainingManifest, TextRoundTripsAndBadTextIsAnError) {
   runtime::TrainingManifest manifest;
   manifest.loss = "mse";
