@@ -292,6 +292,15 @@ template <typename F> static inline F kiln_fmod_floor(F a, F b) {
   if (r == 0) return std::copysign((F)0, b);
   return ((r < 0) != (b < 0)) ? r + b : r;
 }
+// floor and ceil through nearbyint, which GCC 12 vectorises (floorf and ceilf it does not,
+// without -fno-trapping-math: a QDQ epilogue's floor left its loop scalar): the nearest
+// integer, moved down by one where it lies above x; ceil as -floor(-x). Exact for every float: NaN, the infinities and
+// the sign of zero come out as std::floor's and std::ceil's.
+template <typename F> static inline F kiln_floor(F x) {
+  const F r = std::nearbyint(x);
+  return r > x ? r - (F)1 : r;
+}
+template <typename F> static inline F kiln_ceil(F x) { return -kiln_floor(-x); } // -0.7 to -0, not +0
 template <typename T> static inline T kiln_sat(double v) {
   if (v != v) return 0;
   if (v <= (double)std::numeric_limits<T>::min()) return std::numeric_limits<T>::min();

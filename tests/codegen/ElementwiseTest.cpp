@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "frontend/Frontend.h"
+#include "ir/Parser.h"
 #include "tests/codegen/CodegenTestUtil.h"
 
 namespace kiln::codegen::test {
@@ -176,6 +177,30 @@ TEST(CodegenElementwise, F32LogAndLog1pAreKilnsOwnAndCorrectlyRounded) {
   EXPECT_EQ(countInSource(*graph, "kiln_logf("), 2); // the helper's definition and the call
   EXPECT_EQ(countInSource(*graph, "std::log"), 0);
   expectBitIdentical(*graph, {Tensor::fromDoubles(DType::F32, {n}, xs)});
+}
+
+TEST(CodegenElementwise, FloorAndCeilThroughNearbyintAreExact) {
+  // floor and ceil run as kiln_floor and kiln_ceil (nearbyint moved by one, which vectorises
+  // where std::floor does not) and agree with the evaluator's std::floor and std::ceil to the
+  // bit, the sign of zero included: halves and near-halves of both signs (nearbyint takes
+  // halves to even), integers, values at and above 2^23 where every float is whole, the
+  // smallest subnormals, the infinities and NaN; in f32 and f64.
+  std::vector<double> xs = {0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997, 0.50000006,
+                            -0.50000006, 0.99999994, -0.99999994, 1.0, -1.0, 3.0, -7.0, 8388607.5, -8388607.5,
+                            8388608.0, 16777217.0, -3e38, 3e38, 1e-45, -1e-45, std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(), std::nan("")};
+  for (int k = 0; k < 64; ++k)
+    xs.push_back(std::ldexp(static_cast<double>(k % 2 ? -(k + 3) : (k + 1)), -(k % 7)) + 0.25 * (k % 4));
+  const int64_t n = static_cast<int64_t>(xs.size());
+  for (DType dtype : {DType::F32, DType::F64}) {
+    const std::string type = std::string(dtypeName(dtype)) + "[" + std::to_string(n) + "]";
+    auto graph = ir::parseGraph("graph @rounding(%x: " + type + ") -> (" + type + ", " + type + ") {\n" +
+                                "  %f = floor(%x) : " + type + "\n  %c = ceil(%x) : " + type +
+                                "\n  return %f, %c\n}\n");
+    EXPECT_EQ(countInSource(*graph, "std::floor("), 0);
+    EXPECT_EQ(countInSource(*graph, "std::ceil("), 0);
+    expectBitIdentical(*graph, {Tensor::fromDoubles(dtype, {n}, xs)});
+  }
 }
 
 TEST(CodegenElementwise, SmallIntegerPowersAreProductsInDouble) {

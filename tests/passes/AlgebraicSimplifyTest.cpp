@@ -327,6 +327,37 @@ TEST(AlgebraicSimplify, CastToTheSameDtypeVanishes) {
   expectBitExact(run);
 }
 
+TEST(AlgebraicSimplify, BytesWidenedBackAreAClampInFloat) {
+  // cast to u8 and back, the bytes read by nothing else, is where(isnan, 0, floor(clip)):
+  // every value the saturating cast treats specially (NaN, the infinities, the ends, fractions
+  // it truncates, negatives it clamps) gives the same float, up to the sign of a zero.
+  Outcome run = simplify(R"(graph @g(%x: f32[16], %w: f32[4]) -> (f32[16], f32[4], u8[4], f32[4], f16[4]) {
+    %b = cast(%x) {to = u8} : u8[16]
+    %y = cast(%b) {to = f32} : f32[16]
+    %kept = cast(%w) {to = u8} : u8[4]
+    %shared = cast(%kept) {to = f32} : f32[4]
+    %s = cast(%w) {to = i8} : i8[4]
+    %signed = cast(%s) {to = f32} : f32[4]
+    %h = cast(%w) {to = u8} : u8[4]
+    %half = cast(%h) {to = f16} : f16[4]
+    return %y, %shared, %kept, %signed, %half
+  })");
+  EXPECT_EQ(run.fired("widened-narrow-cast"), 1); // not the bytes also returned, i8, or f32 -> f16
+  EXPECT_EQ(run.outputOp(0), "where");
+  EXPECT_EQ(run.outputOp(1), "cast");
+  EXPECT_EQ(run.outputOp(3), "cast");
+  EXPECT_EQ(run.outputOp(4), "cast");
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = Tensor::fromDoubles(DType::F32, {16}, {nan, inf, -inf, -0.5, -0.0, 0.0, 0.3, 0.999, 1.0, 127.5, 254.7,
+                                                    254.99998, 255.0, 255.5, 300.0, -300.0});
+  Tensor w = Tensor::fromDoubles(DType::F32, {4}, {3.7, -2.0, 250.0, nan});
+  std::vector<Tensor> want = ir::evaluate(*run.before, {x, w}), got = ir::evaluate(*run.after, {x, w});
+  for (size_t o = 0; o < want.size(); ++o)
+    for (int64_t i = 0; i < want[o].numElements(); ++i)
+      EXPECT_EQ(got[o].getDouble(i), want[o].getDouble(i)) << "output " << o << " element " << i;
+  expectBitExact(run);
+}
+
 TEST(AlgebraicSimplify, SliceThatTakesEverythingVanishesReversalsStay) {
   Outcome run = simplify(R"(graph @g(%x: f32[2,3], %one: f32[1,3]) -> (f32[2,3], f32[2,3], f32[2,2], f32[1,3]) {
     %all = slice(%x) {axes = [-1, 0], ends = [9223372036854775807, 2], starts = [0, -5]} : f32[2,3]
