@@ -731,16 +731,17 @@ TrainingStep TrainingStep::load(const std::string &soPath, ExecutableOptions opt
     for (size_t i = 0; i < carried.weights().size(); ++i)
       weightIndex[carried.weights()[i].name] = i;
     // A split step's update part reads the same parameters (shared, from the gradient part's
-    // copies) and the optimizer states only it carries.
+    // copies) and the optimizer states only it carries; its other weights (constants) are its own.
     std::map<std::string, Tensor> updateOnly;
     if (split) {
+      const std::set<std::string> manifestParams(manifest.params.begin(), manifest.params.end());
       Executable update = Executable::load(soPath, {}, options, KILN_TRAINING_UPDATE_SYMBOL);
       std::vector<Tensor> carriedUpdate = copyWeights(library, update, soPath, KILN_TRAINING_UPDATE_SYMBOL);
       for (size_t i = 0; i < update.weights().size(); ++i) {
         const std::string &weight = update.weights()[i].name;
-        auto shared = weightIndex.find(weight);
+        auto shared = manifestParams.count(weight) ? weightIndex.find(weight) : weightIndex.end();
         updateWeights.push_back(shared != weightIndex.end() ? weights[shared->second] : carriedUpdate[i]);
-        if (shared == weightIndex.end())
+        if (shared == weightIndex.end() && manifestParams.count(weight))
           updateOnly[weight] = carriedUpdate[i];
       }
     }
