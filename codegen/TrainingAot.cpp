@@ -4,13 +4,14 @@
 //  2. The weights: the initial values of parameters and states (a checkpoint's, the given
 //     ones, the graph's), by collectWeights.
 //  3. The manifest: lowerTrainingStep's, with the weights that are parameters and the start step.
-//  4. compileLoweredAheadOfTime with the manifest exported as KILN_TRAINING_SYMBOL.
+//  4. compileLoweredPartsAheadOfTime with the manifest exported as KILN_TRAINING_SYMBOL.
 // A forward graph over a symbolic batch lowers as compileTrainingStep's tiles do
 // (lowerBatchTiledTrainingStep): a split step, whose gradient part is exported as
 // KILN_MODEL_SYMBOL and update part as KILN_TRAINING_UPDATE_SYMBOL, each with the weights it
 // reads (compileLoweredPartsAheadOfTime; runtime::TrainingStep::load shares the parameters).
 #include "codegen/TrainingAot.h"
 
+#include <optional>
 #include <set>
 
 #include "core/Error.h"
@@ -79,34 +80,37 @@ AotTrainingStep compileTrainingAheadOfTime(const ir::Graph &forward, const LossS
   // The emitted description gets a private prefix; the exported one keeps the caller's.
   TrainingOptions inner = options;
   inner.compile.symbolPrefix = options.compile.symbolPrefix + "aot_";
-  AotOptions withManifest = aot;
-  const std::string manifestSymbol = options.compile.symbolPrefix + KILN_TRAINING_SYMBOL;
-  AotTrainingStep result;
-  if (!ir::isStaticGraph(forward)) {
-    LoweredSplitTrainingStep step = lowerBatchTiledTrainingStep(forward, loss, optimizer, inner);
-    ir::ParamValues values = options.compile.params;
-    int64_t steps = start.steps;
-    if (!start.checkpoint.empty())
-      applyCheckpoint(*step.split.whole.graph, start.checkpoint, values, steps);
-    result.manifest = aheadOfTimeManifest(step.manifest, {&step.gradients, &step.update}, steps);
-    withManifest.exportedStrings[manifestSymbol] = result.manifest.toText();
-    std::vector<AotPart> parts = {
-        {&step.gradients, collectWeights(step.gradients, values), options.compile.symbolPrefix + KILN_MODEL_SYMBOL},
-        {&step.update, collectWeights(step.update, values),
-         options.compile.symbolPrefix + KILN_TRAINING_UPDATE_SYMBOL}};
-    result.model = compileLoweredPartsAheadOfTime(parts, outputPath, options.compile, withManifest);
-    return result;
+  // One step or a split one (a symbolic batch's tiles): its models, each exported under its
+  // symbol, the graph its parameters belong to and its manifest.
+  std::optional<LoweredTrainingStep> whole;
+  std::optional<LoweredSplitTrainingStep> split;
+  std::vector<std::pair<const LoweredModel *, const char *>> models;
+  const ir::Graph *trainingGraph = nullptr;
+  if (ir::isStaticGraph(forward)) {
+    whole = lowerTrainingStep(forward, loss, optimizer, inner);
+    models = {{&whole->lowered, KILN_MODEL_SYMBOL}};
+    trainingGraph = whole->training.graph.get();
+  } else {
+    split = lowerBatchTiledTrainingStep(forward, loss, optimizer, inner);
+    models = {{&split->gradients, KILN_MODEL_SYMBOL}, {&split->update, KILN_TRAINING_UPDATE_SYMBOL}};
+    trainingGraph = split->split.whole.graph.get();
   }
-  LoweredTrainingStep step = lowerTrainingStep(forward, loss, optimizer, inner);
   ir::ParamValues values = options.compile.params;
   int64_t steps = start.steps;
   if (!start.checkpoint.empty())
-    applyCheckpoint(*step.training.graph, start.checkpoint, values, steps);
-  std::vector<Tensor> weights = collectWeights(step.lowered, values);
+    applyCheckpoint(*trainingGraph, start.checkpoint, values, steps);
 
-  result.manifest = aheadOfTimeManifest(step.manifest, {&step.lowered}, steps);
-  withManifest.exportedStrings[manifestSymbol] = result.manifest.toText();
-  result.model = compileLoweredAheadOfTime(step.lowered, weights, outputPath, options.compile, withManifest);
+  std::vector<AotPart> parts;
+  std::vector<const LoweredModel *> lowered;
+  for (const auto &[model, symbol] : models) {
+    parts.push_back({model, collectWeights(*model, values), options.compile.symbolPrefix + symbol});
+    lowered.push_back(model);
+  }
+  AotTrainingStep result;
+  result.manifest = aheadOfTimeManifest(whole ? whole->manifest : split->manifest, lowered, steps);
+  AotOptions withManifest = aot;
+  withManifest.exportedStrings[options.compile.symbolPrefix + KILN_TRAINING_SYMBOL] = result.manifest.toText();
+  result.model = compileLoweredPartsAheadOfTime(parts, outputPath, options.compile, withManifest);
   return result;
 }
 

@@ -389,10 +389,8 @@ PreparedStep compileStep(const TrainOptions &options) {
   source.inputShapes = datasetInputShapes(options);
   source.keepBatchSymbol = options.batchTile > 0; // one compile over any batch
   std::unique_ptr<ir::Graph> graph = loadGraph(source, given);
-  if (options.batchTile > 0 && ir::isStaticGraph(*graph))
-    fail("--batch-tile: graph @{} has a static batch (its input '{}' is {}): a symbolic batch (an ONNX dim_param) "
-         "trains in tiles",
-         graph->name(), graph->inputs().at(0)->name(), graph->inputs().at(0)->type().toString());
+  if (options.batchTile > 0)
+    requireSymbolicBatch(*graph);
   lossOutput(*graph, options.loss()); // --loss-output names an output
   TrainingOptions training;
   training.reference = options.reference;

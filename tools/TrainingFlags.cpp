@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/Error.h"
+#include "ir/SymbolicShapes.h" // isStaticGraph
 
 namespace kiln::tools {
 
@@ -27,6 +28,13 @@ codegen::OptimizerSpec TrainingFlags::defaultOptimizer() {
   codegen::OptimizerSpec optimizer;
   optimizer.lr = 0.01;
   return optimizer;
+}
+
+void requireSymbolicBatch(const ir::Graph &graph) {
+  if (ir::isStaticGraph(graph))
+    fail("--batch-tile: graph @{} has a static batch (its input '{}' is {}): a symbolic batch (an ONNX dim_param) "
+         "trains in tiles",
+         graph.name(), graph.inputs().at(0)->name(), graph.inputs().at(0)->type().toString());
 }
 
 codegen::LossKind parseLossKind(const std::string &flag, const std::string &value) {

@@ -28,6 +28,10 @@ void finishTrainingFlags(TrainingFlags &flags);
 /// Whether `flags` gave `flag`.
 bool gaveFlag(const TrainingFlags &flags, const std::string &flag);
 
+/// --batch-tile's check, for kiln-run --train and kiln-compile --train: kiln::Error unless
+/// `graph`'s batch is symbolic (the graph was loaded keeping it).
+void requireSymbolicBatch(const ir::Graph &graph);
+
 /// --train's value: mean, sum, mse, cross-entropy or nll.
 codegen::LossKind parseLossKind(const std::string &flag, const std::string &value);
 /// A finite number; the training graph builder checks the ranges torch checks.

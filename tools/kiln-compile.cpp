@@ -11,7 +11,6 @@
 #include "codegen/CompileModel.h"
 #include "codegen/TrainingAot.h"
 #include "core/Error.h"
-#include "ir/SymbolicShapes.h" // isStaticGraph
 #include "tools/GraphLoading.h"
 #include "tools/ToolCommon.h"
 #include "tools/TrainingFlags.h"
@@ -190,10 +189,8 @@ int compileCommand(const CompileCommand &command) {
   // A symbolic batch: one model (or training step, in tiles) for every batch size.
   source.keepBatchSymbol = !command.train || command.batchTile > 0;
   std::unique_ptr<ir::Graph> graph = loadGraph(source, given);
-  if (command.batchTile > 0 && ir::isStaticGraph(*graph))
-    fail("--batch-tile: graph @{} has a static batch (its input '{}' is {}): a symbolic batch (an ONNX dim_param) "
-         "trains in tiles",
-         graph->name(), graph->inputs().at(0)->name(), graph->inputs().at(0)->type().toString());
+  if (command.batchTile > 0)
+    requireSymbolicBatch(*graph);
   ir::ParamValues params = bindParams(*graph, command.params, command.seed, command.randomParams);
   if (command.load.empty()) // else the checkpoint may hold them: compileTrainingAheadOfTime checks
     checkParamsHaveValues(*graph, params);

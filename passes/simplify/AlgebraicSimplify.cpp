@@ -157,11 +157,8 @@ Value *quantizeOfDequantize(Builder &, Node *n) {
 Value *widenedNarrowCast(Builder &b, Node *n) {
   const DType to = n->output()->dtype();
   Node *narrow = producerIf(n->input(0), OpKind::Cast);
-  if (!narrow || !isFloat(to) || narrow->input(0)->dtype() != to || narrow->output()->uses().size() != 1 ||
-      narrow->graph()->isOutput(narrow->output()))
-    return nullptr;
-  const DType bytes = narrow->output()->dtype();
-  if (bytes != DType::U8)
+  if (!narrow || !isFloat(to) || narrow->input(0)->dtype() != to || narrow->output()->dtype() != DType::U8 ||
+      narrow->output()->uses().size() != 1 || narrow->graph()->isOutput(narrow->output()))
     return nullptr;
   Value *v = narrow->input(0);
   Value *clipped = b.create(OpKind::Clip, {v}, {{"min", 0.0}, {"max", 255.0}});

@@ -28,7 +28,7 @@ void finishTile(const float *tile, int64_t ld, const TilePostOps &post, const Fi
       if (to.addend)
         v += to.addend[at];
       if (to.addendBytes)
-        v += dequantizedAddend(*to.addendBytes, to.first + at);
+        v += dequantizedAddend(*to.addendQuant, to.addendBytes[at]);
       v = withPostOps(v, activationOnly, i, j);
       if (to.c)
         to.c[at] = v;

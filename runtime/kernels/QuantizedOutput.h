@@ -1,8 +1,9 @@
 #pragma once
 // How qgemm and qconv2d finish an output beyond the post ops when asked to: a residual addend
-// (kiln_qgemm_args::addend, or addend_q's bytes dequantized), then the activation, then the f32 value and/or its requantisation
-// (kiln_quantized_output): saturate(round_half_even(v / scale) + zero) in one byte, bit for bit
-// as generated code's add, div, round, add and saturating cast compute them. The product
+// (kiln_qgemm_args::addend, or addend_q's bytes dequantized), then the activation, then the
+// f32 value and/or its requantisation (kiln_quantized_output): saturate(round_half_even(v /
+// scale) + zero) in one byte, bit for bit as generated code's add, div, round, add and
+// saturating cast compute them. The product
 // tiles do it in registers (storeFinishedTile, from qTile); the other paths hand their f32
 // tiles to FinishEpilogue. Internal to runtime/kernels/.
 #include <cmath>
@@ -23,9 +24,8 @@ template <typename Args> bool finishesOutputs(const Args &g) {
 
 /// One byte of a residual read as bytes, dequantized as generated code's cast, sub and mul
 /// compute it: not inlined, so that the compiler cannot fuse the product into the caller's add.
-__attribute__((noinline)) inline float dequantizedAddend(const kiln_quantized_addend &addend, int64_t at) {
-  const auto *bytes = static_cast<const uint8_t *>(addend.q);
-  const float value = addend.is_signed ? static_cast<float>(static_cast<int8_t>(bytes[at])) : static_cast<float>(bytes[at]);
+__attribute__((noinline)) inline float dequantizedAddend(const kiln_quantized_addend &addend, uint8_t byte) {
+  const float value = addend.is_signed ? static_cast<float>(static_cast<int8_t>(byte)) : static_cast<float>(byte);
   return (value - addend.zero) * addend.scale;
 }
 
@@ -44,21 +44,21 @@ inline uint8_t quantizeValue(float v, const kiln_quantized_output &out) {
 /// each pointer at the tile's first element, or null when the call has none.
 struct FinishedTile {
   const float *addend = nullptr;
-  const kiln_quantized_addend *addendBytes = nullptr; // its q at the tile's first element
+  const uint8_t *addendBytes = nullptr; // or the residual as bytes, dequantized as addendQuant says
   float *c = nullptr;  // the f32 values
   uint8_t *q = nullptr; // the requantised ones
   int64_t ld = 0;
   const kiln_quantized_output *quantized = nullptr;
-  int64_t first = 0; // the tile's first element in addendBytes
+  const kiln_quantized_addend *addendQuant = nullptr;
 };
 
 /// The pointers of the tile whose first element is output `at` of a call with these outputs
 /// (`y` its f32 output, laid out with leading dimension `ld`).
 template <typename Args> FinishedTile finishedTile(const Args &g, float *y, int64_t at, int64_t ld) {
   const bool quantized = hasQuantizedOutput(g.quantized);
-  return {g.addend ? g.addend + at : nullptr, g.addend_q.q ? &g.addend_q : nullptr,
+  return {g.addend ? g.addend + at : nullptr, g.addend_q.q ? static_cast<const uint8_t *>(g.addend_q.q) + at : nullptr,
           !quantized || g.quantized.keep_f32 ? y + at : nullptr,
-          quantized ? static_cast<uint8_t *>(g.quantized.q) + at : nullptr, ld, &g.quantized, at};
+          quantized ? static_cast<uint8_t *>(g.quantized.q) + at : nullptr, ld, &g.quantized, &g.addend_q};
 }
 
 #ifdef __AVX512F__
@@ -90,8 +90,8 @@ inline __attribute__((always_inline)) void finishLanes(__m512 v, __m512 bias, co
   if (to.addend)
     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, to.addend + at));
   if (to.addendBytes) {
-    const kiln_quantized_addend &bytes = *to.addendBytes;
-    const __m128i raw = _mm_maskz_loadu_epi8(lanes, static_cast<const uint8_t *>(bytes.q) + to.first + at);
+    const kiln_quantized_addend &bytes = *to.addendQuant;
+    const __m128i raw = _mm_maskz_loadu_epi8(lanes, to.addendBytes + at);
     const __m512 value = _mm512_cvtepi32_ps(bytes.is_signed ? _mm512_cvtepi8_epi32(raw) : _mm512_cvtepu8_epi32(raw));
     // Rounded on its own (an explicit rounding mode): generated code adds the rounded product.
     v = _mm512_add_ps(v, _mm512_mul_round_ps(_mm512_sub_ps(value, _mm512_set1_ps(bytes.zero)),
